@@ -1,0 +1,56 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layers depend only downward (see docs/ARCHITECTURE in README):
+// CCurl/CSystem → Sockets → HTTP1 → Upstream/Credentials/Config → ProxyCore → tokenproxy
+let package = Package(
+    name: "tokenproxy",
+    products: [
+        .executable(name: "tokenproxy", targets: ["tokenproxy"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "CSystem"),
+        .target(name: "Sockets", dependencies: ["CSystem"]),
+        .target(name: "HTTP1"),
+        .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .target(
+            name: "Credentials",
+            dependencies: ["CCurl", "Config", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "Upstream",
+            dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "ProxyCore",
+            dependencies: [
+                "Sockets", "HTTP1", "Upstream", "Credentials", "Config",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "tokenproxy",
+            dependencies: [
+                "ProxyCore", "Config", "Credentials",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
+        .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

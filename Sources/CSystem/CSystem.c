@@ -1,0 +1,2 @@
+// Intentionally empty: the C target exists for its header.
+#include "CSystem.h"

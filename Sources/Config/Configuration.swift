@@ -1,0 +1,223 @@
+/// The typed form of the YAML configuration file (CONTRACT.md "The configuration file").
+/// Every duration is in seconds (`Double`), every size in bytes. Relative paths are already
+/// resolved against the config file's folder. Secrets named by `*_env` / `*_file` are already read.
+public struct Configuration: Sendable, Equatable {
+    public var listen: ListenAddress = .tcp(host: "127.0.0.1", port: 8080)
+    public var upstream: UpstreamURL
+    public var allowRemote: Bool = false
+    public var drainTimeout: Double = 10
+    public var workers: Int = 0
+    public var admin: AdminConfiguration? = nil
+    public var credentials: CredentialsConfiguration
+    public var upstreamTLS: UpstreamTLSConfiguration = .init()
+    public var sink: SinkConfiguration? = nil
+    public var store: StoreConfiguration
+    public var access: AccessConfiguration = .init()
+    public var forward: ForwardConfiguration = .init()
+    public var limits: LimitsConfiguration = .init()
+    public var log: LogConfiguration = .init()
+    /// The folder of the config file; relative paths were resolved against it.
+    public var baseDirectory: String
+
+    public init(upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration, baseDirectory: String) {
+        self.upstream = upstream
+        self.credentials = credentials
+        self.store = store
+        self.baseDirectory = baseDirectory
+    }
+}
+
+public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
+    /// `host` is an IP literal without brackets ("127.0.0.1", "::1") or a name such as "localhost".
+    case tcp(host: String, port: Int)
+    case unix(path: String)
+
+    public var description: String {
+        switch self {
+        case .tcp(let host, let port): return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        case .unix(let path): return "unix:\(path)"
+        }
+    }
+}
+
+/// The upstream base URL, split. `basePath` has no trailing slash ("" for the root).
+public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
+    public var scheme: String  // "http" | "https", lowercased
+    public var host: String  // lowercased; an IPv6 literal without brackets
+    public var port: Int  // explicit, or the scheme's default
+    public var explicitPort: Bool
+    public var basePath: String
+    public var original: String
+
+    public init(scheme: String, host: String, port: Int, explicitPort: Bool, basePath: String, original: String) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.explicitPort = explicitPort
+        self.basePath = basePath
+        self.original = original
+    }
+
+    /// "host" or "host:port" as it goes in a Host header ("[::1]:8443" for IPv6).
+    public var authority: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return explicitPort ? "\(h):\(port)" : h
+    }
+    /// scheme://authority (no path).
+    public var origin: String { "\(scheme)://\(authority)" }
+    public var description: String { origin + basePath }
+}
+
+public struct AdminConfiguration: Sendable, Equatable {
+    public var listen: ListenAddress
+    public init(listen: ListenAddress) { self.listen = listen }
+}
+
+public enum CredentialsType: String, Sendable, Equatable, CaseIterable {
+    case oauth2Refresh = "oauth2_refresh"
+    case oauth2ClientCredentials = "oauth2_client_credentials"
+    case cognito
+    case jsonRefresh = "json_refresh"
+    case `static`
+    case file
+    case exec
+}
+
+/// A secret and where it came from (for `check`'s masked output and for warnings).
+public struct Secret: Sendable, Equatable, CustomStringConvertible {
+    public enum Origin: Sendable, Equatable { case literal, env(String), file(String) }
+    public var value: String
+    public var origin: Origin
+    public init(value: String, origin: Origin) {
+        self.value = value
+        self.origin = origin
+    }
+    /// Never the value.
+    public var description: String {
+        switch origin {
+        case .literal: return "****** (literal)"
+        case .env(let name): return "****** (from env \(name))"
+        case .file(let path): return "****** (from file \(path))"
+        }
+    }
+}
+
+/// Every key sits directly under `credentials:` (CONTRACT.md: flat). Keys the chosen type does not
+/// use are kept as parsed (and warned about by the loader).
+public struct CredentialsConfiguration: Sendable, Equatable {
+    public var type: CredentialsType
+    public var refreshMargin: Double = 300
+    public var defaultLifetime: Double = 3600
+    // oauth2_*
+    public var issuerURL: String? = nil
+    public var tokenURL: String? = nil
+    public var clientID: String? = nil
+    public var clientSecret: Secret? = nil
+    public var clientAuth: ClientAuth = .basic
+    public var scope: String? = nil
+    public var audience: String? = nil
+    public var extraParams: [String: String] = [:]
+    /// The seed refresh token (`refresh_token_env` / `refresh_token_file`): used only when no store exists.
+    public var seedRefreshToken: Secret? = nil
+    public var login: LoginFlow = .password
+    public var deviceAuthorizationURL: String? = nil
+    public var revocationURL: String? = nil
+    // cognito
+    public var region: String? = nil
+    public var endpoint: String? = nil
+    public var useToken: CognitoTokenUse = .access
+    // json_refresh
+    public var loginURL: String? = nil
+    public var refreshURL: String? = nil
+    public var refreshTokenIn: RefreshTokenPlacement = .header
+    public var accessTokenPath: String = "access_token"
+    public var refreshTokenPath: String = "refresh_token"
+    public var expiresInPath: String? = "expires_in"
+    public var expiresAtPath: String? = nil
+    // static
+    public var token: Secret? = nil  // token_env | token_file
+    /// For `static` with `token_file`: the file's path (re-read on change is `file`'s job, not static's).
+    // file
+    public var path: String? = nil
+    // exec
+    public var command: [String] = []
+    public var execTimeout: Double = 10
+
+    public init(type: CredentialsType) { self.type = type }
+
+    public enum ClientAuth: String, Sendable, Equatable { case basic, post }
+    public enum LoginFlow: String, Sendable, Equatable { case password, device, none }
+    public enum CognitoTokenUse: String, Sendable, Equatable { case access, id }
+    public enum RefreshTokenPlacement: String, Sendable, Equatable { case header, body }
+}
+
+public struct UpstreamTLSConfiguration: Sendable, Equatable {
+    public var caFile: String? = nil
+    public var clientCertFile: String? = nil
+    public var clientKeyFile: String? = nil
+    public var insecureSkipVerify: Bool = false
+    public init() {}
+}
+
+public struct SinkConfiguration: Sendable, Equatable {
+    public var path: String
+    public init(path: String) { self.path = path }
+}
+
+public struct StoreConfiguration: Sendable, Equatable {
+    /// Absolute. Default: `<config folder>/state/tokens.json`.
+    public var path: String
+    public init(path: String) { self.path = path }
+}
+
+public struct AccessConfiguration: Sendable, Equatable {
+    public var requireHeader: String? = nil
+    public var requireValue: Secret? = nil
+    public var allowPaths: [String]? = nil  // nil: any path
+    public var allowMethods: [String]? = nil  // nil: any method; uppercased
+    public var allowHosts: [String]? = nil  // nil: the contract's default (point 9)
+    public var allowOrigins: [String] = []
+    public var unixMode: UInt32 = 0o660
+    public init() {}
+}
+
+public struct ForwardConfiguration: Sendable, Equatable {
+    public enum ClientAuthorization: String, Sendable, Equatable { case replace, keep, reject }
+    public var clientAuthorization: ClientAuthorization = .replace
+    public var preserveHost: Bool = false
+    public var retryBodyLimit: Int = 1 << 20
+    public var retryMemory: Int = 64 << 20
+    public init() {}
+}
+
+public struct LimitsConfiguration: Sendable, Equatable {
+    public var maxHeaderBytes: Int = 64 << 10
+    public var maxBodyBytes: Int = 0  // 0: unlimited
+    public var maxConnections: Int = 4096
+    public var clientHeaderTimeout: Double = 10
+    public var clientIdleTimeout: Double = 60
+    public var upstreamTimeout: Double = 60
+    public var upstreamIdleTimeout: Double = 60
+    public var refreshWait: Double = 10
+    public init() {}
+}
+
+public struct LogConfiguration: Sendable, Equatable {
+    public enum Level: String, Sendable, Equatable, CaseIterable { case error, warn, info, debug }
+    public enum Format: String, Sendable, Equatable { case text, json }
+    public var level: Level = .info
+    public var format: Format = .text
+    public var accessLog: Bool = false
+    public init() {}
+}
+
+/// A configuration error: names the key path and the reason (`credentials.tokne_url: unknown key`).
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var keyPath: String
+    public var reason: String
+    public init(keyPath: String, reason: String) {
+        self.keyPath = keyPath
+        self.reason = reason
+    }
+    public var description: String { keyPath.isEmpty ? reason : "\(keyPath): \(reason)" }
+}
