@@ -22,10 +22,11 @@ let package = Package(
         .target(name: "CSystem"),
         .target(name: "Sockets", dependencies: ["CSystem"]),
         .target(name: "HTTP1"),
+        .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
         .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
         .target(
             name: "Credentials",
-            dependencies: ["CCurl", "Config", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "Config", "Logs", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Upstream",
@@ -34,14 +35,14 @@ let package = Package(
         .target(
             name: "ProxyCore",
             dependencies: [
-                "Sockets", "HTTP1", "Upstream", "Credentials", "Config",
+                "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials",
+                "ProxyCore", "Config", "Credentials", "Logs",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -50,6 +51,7 @@ let package = Package(
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
+        .testTarget(name: "LogsTests", dependencies: ["Logs"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
     ],
     swiftLanguageModes: [.v5]
