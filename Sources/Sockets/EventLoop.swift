@@ -1,0 +1,224 @@
+import CSystem
+import Glibc
+import Synchronization
+
+/// Something registered with an event loop for readiness on one file descriptor.
+public protocol EventHandler: AnyObject {
+    /// `events` is the epoll mask (EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP...).
+    func handleEvents(_ events: UInt32)
+}
+
+public struct Interest: OptionSet, Sendable {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    public static let read = Interest(rawValue: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+    public static let write = Interest(rawValue: EPOLLOUT.rawValue)
+    /// Only one of the loops sharing a listener is woken (unix sockets: no SO_REUSEPORT).
+    public static let exclusive = Interest(rawValue: EPOLLEXCLUSIVE.rawValue)
+}
+
+public typealias TimerID = UInt64
+
+/// One epoll instance driven by one thread. Everything registered with it is touched only on that
+/// thread; other threads hand it work with `execute`, which wakes it through an eventfd.
+public final class EventLoop: @unchecked Sendable {
+    public let index: Int
+    private let epfd: Int32
+    private let wakeFD: Int32
+    private var handlers: [EventHandler?] = []
+    private let pending = Mutex<[@Sendable () -> Void]>([])
+    private var timers = TimerHeap()
+    private var nextTimerID: TimerID = 1
+    private var cancelledTimers = Set<TimerID>()
+    private var stopping = false
+    private var threadID: pthread_t? = nil
+    /// Monotonic seconds, refreshed once per loop iteration.
+    public private(set) var now: Double = EventLoop.monotonicNow()
+
+    public init(index: Int) throws {
+        self.index = index
+        epfd = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard epfd >= 0 else { throw SocketError("epoll_create1") }
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard wakeFD >= 0 else { throw SocketError("eventfd") }
+        var ev = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD))
+        guard epoll_ctl(epfd, EPOLL_CTL_ADD, wakeFD, &ev) == 0 else { throw SocketError("epoll_ctl") }
+    }
+
+    deinit {
+        Glibc.close(epfd)
+        Glibc.close(wakeFD)
+    }
+
+    public static func monotonicNow() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    public var inLoopThread: Bool {
+        guard let threadID else { return false }
+        return pthread_equal(threadID, pthread_self()) != 0
+    }
+
+    // MARK: registration (loop thread only)
+
+    public func register(_ fd: Int32, _ interest: Interest, _ handler: EventHandler) throws {
+        if Int(fd) >= handlers.count { handlers.append(contentsOf: repeatElement(nil, count: Int(fd) + 64 - handlers.count)) }
+        handlers[Int(fd)] = handler
+        var ev = epoll_event(events: interest.rawValue, data: epoll_data_t(fd: fd))
+        if epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0 {
+            handlers[Int(fd)] = nil
+            throw SocketError("epoll_ctl(ADD)")
+        }
+    }
+
+    public func modify(_ fd: Int32, _ interest: Interest) {
+        var ev = epoll_event(events: interest.rawValue, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev)
+    }
+
+    /// Removes the handler only if it is still the one registered (a closed and reused fd may belong to another).
+    public func unregister(_ fd: Int32, _ handler: EventHandler) {
+        guard Int(fd) < handlers.count, handlers[Int(fd)] === handler else { return }
+        handlers[Int(fd)] = nil
+        _ = epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nil)
+    }
+
+    // MARK: timers (loop thread only)
+
+    @discardableResult
+    public func schedule(after seconds: Double, _ callback: @escaping () -> Void) -> TimerID {
+        let id = nextTimerID
+        nextTimerID += 1
+        timers.push(Timer(deadline: EventLoop.monotonicNow() + max(0, seconds), id: id, callback: callback))
+        return id
+    }
+
+    public func cancel(_ id: TimerID) {
+        cancelledTimers.insert(id)
+    }
+
+    // MARK: cross-thread
+
+    /// Runs `task` on the loop's thread. Safe from any thread.
+    public func execute(_ task: @escaping @Sendable () -> Void) {
+        let wasEmpty = pending.withLock { queue -> Bool in
+            queue.append(task)
+            return queue.count == 1
+        }
+        if wasEmpty { wake() }
+    }
+
+    private func wake() {
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    public func stop() {
+        execute { [unowned self] in self.stopping = true }
+    }
+
+    // MARK: the loop
+
+    /// Runs until `stop()`. Call on the thread that owns this loop.
+    public func run() {
+        threadID = pthread_self()
+        let maxEvents = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
+        defer { events.deallocate() }
+        while !stopping {
+            now = EventLoop.monotonicNow()
+            var timeoutMS: Int32 = -1
+            if let first = timers.peek() {
+                timeoutMS = Int32(clamping: Int(max(0, (first.deadline - now) * 1000).rounded(.up)))
+            }
+            let n = epoll_wait(epfd, events, Int32(maxEvents), timeoutMS)
+            now = EventLoop.monotonicNow()
+            if n > 0 {
+                for i in 0..<Int(n) {
+                    let fd = events[i].data.fd
+                    if fd == wakeFD {
+                        var value: UInt64 = 0
+                        _ = Glibc.read(wakeFD, &value, 8)
+                        continue
+                    }
+                    if Int(fd) < handlers.count, let handler = handlers[Int(fd)] {
+                        handler.handleEvents(events[i].events)
+                    }
+                }
+            }
+            runPending()
+            runDueTimers()
+        }
+    }
+
+    private func runPending() {
+        let tasks = pending.withLock { queue -> [@Sendable () -> Void] in
+            let t = queue
+            queue.removeAll(keepingCapacity: true)
+            return t
+        }
+        for task in tasks { task() }
+    }
+
+    private func runDueTimers() {
+        while let first = timers.peek(), first.deadline <= now {
+            let timer = timers.pop()!
+            if cancelledTimers.remove(timer.id) != nil { continue }
+            timer.callback()
+        }
+        if timers.isEmpty { cancelledTimers.removeAll() }
+    }
+}
+
+struct Timer {
+    let deadline: Double
+    let id: TimerID
+    let callback: () -> Void
+}
+
+/// A binary min-heap on deadline.
+struct TimerHeap {
+    private var items: [Timer] = []
+    var isEmpty: Bool { items.isEmpty }
+    func peek() -> Timer? { items.first }
+
+    mutating func push(_ t: Timer) {
+        items.append(t)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if items[parent].deadline <= items[i].deadline { break }
+            items.swapAt(parent, i)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> Timer? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count, items[l].deadline < items[m].deadline { m = l }
+            if r < items.count, items[r].deadline < items[m].deadline { m = r }
+            if m == i { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
+
+/// The bits of the epoll mask handed to `EventHandler.handleEvents`, for modules that do not import epoll.
+public enum ReadyEvents {
+    public static let readable: UInt32 = EPOLLIN.rawValue
+    public static let writable: UInt32 = EPOLLOUT.rawValue
+    /// Error or hang-up (both directions closed).
+    public static let failed: UInt32 = EPOLLERR.rawValue | EPOLLHUP.rawValue
+    /// The peer shut down its writing side.
+    public static let peerClosed: UInt32 = EPOLLRDHUP.rawValue
+}

@@ -1,0 +1,173 @@
+import CSystem
+import Glibc
+
+/// Where a socket listens or a peer sits, in the contract's log form.
+public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
+    case ipv4(String, port: Int)
+    case ipv6(String, port: Int)
+    case unix(String)
+
+    public var description: String {
+        switch self {
+        case .ipv4(let host, let port): return "\(host):\(port)"
+        case .ipv6(let host, let port): return "[\(host)]:\(port)"
+        case .unix(let path): return "unix:\(path)"
+        }
+    }
+
+    /// The address without a port ("127.0.0.1", "::1"), or "" for unix peers; for X-Forwarded-For.
+    public var host: String {
+        switch self {
+        case .ipv4(let h, _), .ipv6(let h, _): return h
+        case .unix: return ""
+        }
+    }
+
+    public var port: Int? {
+        switch self {
+        case .ipv4(_, let p), .ipv6(_, let p): return p
+        case .unix: return nil
+        }
+    }
+
+    static func from(_ storage: UnsafePointer<sockaddr_storage>) -> SocketAddress {
+        switch Int32(storage.pointee.ss_family) {
+        case AF_INET:
+            return storage.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                var addr = sin.pointee.sin_addr
+                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+                inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
+                return .ipv4(String(cString: text), port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
+            }
+        case AF_INET6:
+            return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                var addr = sin6.pointee.sin6_addr
+                var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+                inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
+                return .ipv6(String(cString: text), port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
+            }
+        default:
+            return .unix("")
+        }
+    }
+}
+
+/// A bound, listening, non-blocking socket.
+public final class ListeningSocket {
+    public let fd: Int32
+    public let address: SocketAddress
+
+    private init(fd: Int32, address: SocketAddress) {
+        self.fd = fd
+        self.address = address
+    }
+
+    deinit { Syscall.close(fd) }
+
+    /// Binds `host:port` ("127.0.0.1", "::1", "localhost"). With `reusePort`, several loops can
+    /// each bind the same port and the kernel spreads connections over them.
+    public static func tcp(host: String, port: Int, reusePort: Bool, backlog: Int32 = 1024) throws -> ListeningSocket {
+        let literal = host == "localhost" ? "127.0.0.1" : host
+        let isV6 = literal.contains(":")
+        let fd = socket(isV6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError("socket") }
+        do {
+            try Syscall.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+            if reusePort { try Syscall.setOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
+            if isV6 {
+                try Syscall.setOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1)
+                var sin6 = sockaddr_in6()
+                sin6.sin6_family = sa_family_t(AF_INET6)
+                sin6.sin6_port = UInt16(port).bigEndian
+                guard inet_pton(AF_INET6, literal, &sin6.sin6_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
+                let r = withUnsafePointer(to: &sin6) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                }
+                guard r == 0 else { throw SocketError("bind") }
+            } else {
+                var sin = sockaddr_in()
+                sin.sin_family = sa_family_t(AF_INET)
+                sin.sin_port = UInt16(port).bigEndian
+                guard inet_pton(AF_INET, literal, &sin.sin_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
+                let r = withUnsafePointer(to: &sin) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard r == 0 else { throw SocketError("bind") }
+            }
+            guard Glibc.listen(fd, backlog) == 0 else { throw SocketError("listen") }
+            var storage = sockaddr_storage()
+            var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let r = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            }
+            guard r == 0 else { throw SocketError("getsockname") }
+            return ListeningSocket(fd: fd, address: withUnsafePointer(to: &storage) { SocketAddress.from($0) })
+        } catch {
+            Syscall.close(fd)
+            throw error
+        }
+    }
+
+    /// Binds a unix socket at `path`, replacing a stale socket file (never another kind of file).
+    public static func unix(path: String, mode: UInt32, backlog: Int32 = 1024) throws -> ListeningSocket {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFSOCK else { throw SocketError("bind (\(path) exists and is not a socket)", errno: EEXIST) }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError("socket") }
+        do {
+            var sun = sockaddr_un()
+            sun.sun_family = sa_family_t(AF_UNIX)
+            let bytes = Array(path.utf8)
+            guard bytes.count < MemoryLayout.size(ofValue: sun.sun_path) else { throw SocketError("bind (path too long)", errno: ENAMETOOLONG) }
+            withUnsafeMutableBytes(of: &sun.sun_path) { raw in
+                raw.copyBytes(from: bytes)
+                raw[bytes.count] = 0
+            }
+            let r = withUnsafePointer(to: &sun) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            guard r == 0 else { throw SocketError("bind") }
+            guard chmod(path, mode_t(mode)) == 0 else { throw SocketError("chmod") }
+            guard Glibc.listen(fd, backlog) == 0 else { throw SocketError("listen") }
+            return ListeningSocket(fd: fd, address: .unix(path))
+        } catch {
+            Syscall.close(fd)
+            throw error
+        }
+    }
+
+    public enum Accepted {
+        case connection(fd: Int32, peer: SocketAddress)
+        case none
+        /// EMFILE/ENFILE and the like: the caller should back off briefly.
+        case failed(SocketError)
+    }
+
+    /// Accepts one connection, already non-blocking and close-on-exec.
+    public func accept() -> Accepted {
+        var storage = sockaddr_storage()
+        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        while true {
+            let cfd = withUnsafeMutablePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    tp_accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                }
+            }
+            if cfd >= 0 {
+                if storage.ss_family == sa_family_t(AF_INET) || storage.ss_family == sa_family_t(AF_INET6) {
+                    try? Syscall.setOption(cfd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+                }
+                let peer: SocketAddress = storage.ss_family == sa_family_t(AF_UNIX) ? .unix("") : withUnsafePointer(to: &storage) { SocketAddress.from($0) }
+                return .connection(fd: cfd, peer: peer)
+            }
+            switch Glibc.errno {
+            case EINTR, ECONNABORTED: continue
+            case EAGAIN, EWOULDBLOCK: return .none
+            default: return .failed(SocketError("accept4"))
+            }
+        }
+    }
+}

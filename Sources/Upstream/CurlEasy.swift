@@ -1,0 +1,113 @@
+internal import CCurl
+import Glibc
+
+/// A failed libcurl call, with curl's own words for it.
+public struct CurlError: Error, CustomStringConvertible, Sendable {
+    public let code: Int
+    public let message: String
+    init(_ code: CURLcode) {
+        self.code = Int(code.rawValue)
+        self.message = String(cString: curl_easy_strerror(code))
+    }
+    init(multi code: CURLMcode) {
+        self.code = Int(code.rawValue)
+        self.message = String(cString: curl_multi_strerror(code))
+    }
+    public var description: String { message }
+}
+
+/// Owns one `CURL*` easy handle. The only file besides CurlMulti.swift that touches libcurl's
+/// C API; every CURLcode is checked.
+final class CurlEasy {
+    let handle: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>? = nil
+    /// The options that never change have been set (they survive between transfers).
+    var configured = false
+
+    init() {
+        CurlGlobal.initOnce()
+        guard let h = curl_easy_init() else { fatalError("curl_easy_init failed: out of memory") }
+        handle = h
+    }
+
+    deinit {
+        if let headerList { curl_slist_free_all(headerList) }
+        curl_easy_cleanup(handle)
+    }
+
+    func set(_ option: CURLoption, _ value: Int) throws {
+        let rc = tp_easy_setopt_long(handle, option, value)
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    func set(_ option: CURLoption, int64 value: Int64) throws {
+        let rc = tp_easy_setopt_off(handle, option, curl_off_t(value))
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    /// libcurl copies string options (since 7.17), so the Swift string need not outlive the call.
+    func set(_ option: CURLoption, _ value: String?) throws {
+        let rc: CURLcode
+        if let value {
+            rc = value.withCString { tp_easy_setopt_str(handle, option, $0) }
+        } else {
+            rc = tp_easy_setopt_str(handle, option, nil)
+        }
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) throws {
+        let rc = tp_easy_setopt_ptr(handle, option, pointer)
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    func setDataCallback(_ option: CURLoption, _ cb: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int) throws {
+        let rc = tp_easy_setopt_write_cb(handle, option, cb)
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    /// Replaces the request's header lines. The list must live as long as the transfer; it is owned here.
+    func setHeaders(_ lines: [String]) throws {
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        var list: UnsafeMutablePointer<curl_slist>? = nil
+        for line in lines {
+            guard let next = line.withCString({ curl_slist_append(list, $0) }) else {
+                if let list { curl_slist_free_all(list) }
+                throw CurlError(CURLE_OUT_OF_MEMORY)
+            }
+            list = next
+        }
+        headerList = list
+        let rc = tp_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
+        guard rc == CURLE_OK else { throw CurlError(rc) }
+    }
+
+    func reset() {
+        curl_easy_reset(handle)
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+    }
+
+    func pause(_ bitmask: Int32) -> CURLcode {
+        curl_easy_pause(handle, bitmask)
+    }
+
+    func responseCode() -> Int {
+        var code: Int = 0
+        _ = tp_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+}
+
+enum CurlGlobal {
+    private static let initialized: Bool = {
+        let rc = curl_global_init(Int(CURL_GLOBAL_ALL))
+        precondition(rc == CURLE_OK, "curl_global_init failed")
+        return true
+    }()
+    static func initOnce() { _ = initialized }
+
+    /// "libcurl/7.88.1 OpenSSL/3.0.x ..." for the start-up log.
+    static var version: String { String(cString: curl_version()) }
+}

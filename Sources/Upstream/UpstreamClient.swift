@@ -1,0 +1,462 @@
+internal import CCurl
+import Glibc
+import HTTP1
+import Sockets
+
+/// How upstream transfers are made (from `upstream_tls` and `limits`).
+public struct UpstreamSettings: Sendable {
+    public var caFile: String?
+    public var clientCertFile: String?
+    public var clientKeyFile: String?
+    public var insecureSkipVerify: Bool
+    /// Until the response head arrives (connect included).
+    public var headTimeout: Double
+
+    public init(caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil, insecureSkipVerify: Bool = false, headTimeout: Double = 60) {
+        self.caFile = caFile
+        self.clientCertFile = clientCertFile
+        self.clientKeyFile = clientKeyFile
+        self.insecureSkipVerify = insecureSkipVerify
+        self.headTimeout = headTimeout
+    }
+}
+
+/// One request as libcurl should send it: nothing is added that is not listed here.
+public struct UpstreamRequest {
+    public enum Body: Equatable { case none, length(Int), streamed }
+    public var url: String
+    public var method: String
+    /// Complete header lines ("Name: value"), and "Name:" lines that stop libcurl adding its own.
+    public var headerLines: [String]
+    public var body: Body
+
+    public init(url: String, method: String, headerLines: [String], body: Body) {
+        self.url = url
+        self.method = method
+        self.headerLines = headerLines
+        self.body = body
+    }
+}
+
+public enum UpstreamBodyRead {
+    case bytes(Int)
+    /// Nothing buffered now; call `resumeSending()` when there is.
+    case pause
+    case end
+}
+
+public enum UpstreamFailure: Error, Sendable, CustomStringConvertible {
+    /// Could not connect, resolve, or complete TLS.
+    case unreachable(String)
+    /// No response head within `headTimeout`.
+    case timedOut
+    /// The upstream answered something that is not HTTP, or broke the connection.
+    case badResponse(String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let m): return "upstream unreachable: \(m)"
+        case .timedOut: return "no response head from the upstream in time"
+        case .badResponse(let m): return "bad upstream response: \(m)"
+        }
+    }
+}
+
+/// What a transfer tells its owner. All calls happen on the event loop's thread.
+public protocol UpstreamDelegate: AnyObject {
+    /// The final response head (1xx interim heads are dropped).
+    func upstreamDidReceiveHead(status: Int, reason: String, fields: [HTTPField])
+    /// Response body bytes (decoded from chunked). Return false to pause: the same bytes come
+    /// again after `resumeReceiving()`.
+    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// Fills `buffer` with request body bytes.
+    func upstreamReadBody(into buffer: UnsafeMutableRawBufferPointer) -> UpstreamBodyRead
+    /// The transfer ended: nil on success. Not called after `cancel()`.
+    func upstreamDidComplete(_ failure: UpstreamFailure?)
+}
+
+/// One libcurl multi handle driven by one event loop through the multi socket API: curl's
+/// sockets sit in the loop's epoll beside the client sockets, and its timer is a loop timer.
+public final class UpstreamClient {
+    let loop: EventLoop
+    let settings: UpstreamSettings
+    let multi: UnsafeMutableRawPointer
+    private var timer: TimerID?
+    private var idleHandles: [CurlEasy] = []
+    /// Depth of calls into libcurl; a transfer cancelled inside a callback is removed afterwards.
+    var callbackDepth = 0
+    private var running: Int32 = 0
+
+    public init(loop: EventLoop, settings: UpstreamSettings) {
+        CurlGlobal.initOnce()
+        self.loop = loop
+        self.settings = settings
+        guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
+        multi = m
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = tp_multi_setopt_socket_cb(multi, curlSocketCallback)
+        _ = tp_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
+        _ = tp_multi_setopt_timer_cb(multi, curlTimerCallback)
+        _ = tp_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        // Idle upstream connections kept for reuse per loop.
+        _ = tp_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 512)
+    }
+
+    deinit {
+        curl_multi_cleanup(multi)
+    }
+
+    public static var libcurlVersion: String { CurlGlobal.version }
+
+    /// Starts a transfer. Its callbacks reach `delegate` on this loop.
+    public func start(_ request: UpstreamRequest, delegate: UpstreamDelegate) throws -> UpstreamTransfer {
+        let easy = idleHandles.popLast() ?? CurlEasy()
+        let transfer = UpstreamTransfer(client: self, easy: easy, delegate: delegate)
+        do {
+            try configure(easy, for: request, transfer: transfer)
+        } catch {
+            idleHandles.append(easy)
+            throw error
+        }
+        transfer.retained = Unmanaged.passRetained(transfer)
+        let rc = curl_multi_add_handle(multi, easy.handle)
+        guard rc == CURLM_OK else {
+            transfer.retained?.release()
+            transfer.retained = nil
+            idleHandles.append(easy)
+            throw CurlError(multi: rc)
+        }
+        transfer.headTimer = loop.schedule(after: settings.headTimeout) { [weak transfer] in
+            transfer?.headTimedOut()
+        }
+        return transfer
+    }
+
+    private func configure(_ easy: CurlEasy, for request: UpstreamRequest, transfer: UpstreamTransfer) throws {
+        if !easy.configured {
+            // Options that never change for this handle: set once (ARCHITECTURE.md speed budget).
+            try easy.set(CURLOPT_NOSIGNAL, 1)
+            try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+            try easy.set(CURLOPT_FOLLOWLOCATION, 0)  // redirects go back to the client (CONTRACT point 7)
+            try easy.set(CURLOPT_PATH_AS_IS, 1)  // the proxy already removed dot-segments
+            try easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+            try easy.set(CURLOPT_HTTP_TRANSFER_DECODING, 1)
+            try easy.set(CURLOPT_HTTP_CONTENT_DECODING, 0)
+            try easy.set(CURLOPT_BUFFERSIZE, 64 * 1024)
+            try easy.set(CURLOPT_UPLOAD_BUFFERSIZE, 64 * 1024)
+            try easy.set(CURLOPT_TCP_NODELAY, 1)
+            try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(settings.headTimeout * 1000))
+            try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            if let ca = settings.caFile { try easy.set(CURLOPT_CAINFO, ca) }
+            if let cert = settings.clientCertFile { try easy.set(CURLOPT_SSLCERT, cert) }
+            if let key = settings.clientKeyFile { try easy.set(CURLOPT_SSLKEY, key) }
+            if settings.insecureSkipVerify {
+                try easy.set(CURLOPT_SSL_VERIFYPEER, 0)
+                try easy.set(CURLOPT_SSL_VERIFYHOST, 0)
+            }
+            try easy.setDataCallback(CURLOPT_WRITEFUNCTION, curlWriteCallback)
+            try easy.setDataCallback(CURLOPT_HEADERFUNCTION, curlHeaderCallback)
+            try easy.setDataCallback(CURLOPT_READFUNCTION, curlReadCallback)
+            easy.configured = true
+        }
+        let me = Unmanaged.passUnretained(transfer).toOpaque()
+        try easy.set(CURLOPT_WRITEDATA, pointer: me)
+        try easy.set(CURLOPT_HEADERDATA, pointer: me)
+        try easy.set(CURLOPT_READDATA, pointer: me)
+        try easy.set(CURLOPT_PRIVATE, pointer: me)
+        try easy.set(CURLOPT_URL, request.url)
+        // Method and body: reset to GET, then say exactly what this request is.
+        try easy.set(CURLOPT_HTTPGET, 1)
+        switch request.body {
+        case .none:
+            break
+        case .length(let n):
+            try easy.set(CURLOPT_UPLOAD, 1)
+            try easy.set(CURLOPT_INFILESIZE_LARGE, int64: Int64(n))
+        case .streamed:
+            try easy.set(CURLOPT_UPLOAD, 1)
+            try easy.set(CURLOPT_INFILESIZE_LARGE, int64: -1)  // chunked to the upstream
+        }
+        if request.method == "HEAD" {
+            try easy.set(CURLOPT_NOBODY, 1)
+            try easy.set(CURLOPT_CUSTOMREQUEST, nil as String?)
+        } else if request.method == "GET" && request.body == .none {
+            try easy.set(CURLOPT_CUSTOMREQUEST, nil as String?)
+        } else {
+            try easy.set(CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        try easy.setHeaders(request.headerLines)
+    }
+
+    // MARK: driving libcurl
+
+    func socketAction(_ fd: Int32, _ events: UInt32) {
+        var flags: Int32 = 0
+        if events & ReadyEvents.readable != 0 { flags |= CURL_CSELECT_IN }
+        if events & ReadyEvents.writable != 0 { flags |= CURL_CSELECT_OUT }
+        if events & ReadyEvents.failed != 0 { flags |= CURL_CSELECT_ERR }
+        callbackDepth += 1
+        _ = curl_multi_socket_action(multi, fd, flags, &running)
+        callbackDepth -= 1
+        collectFinished()
+    }
+
+    func timerFired() {
+        timer = nil
+        callbackDepth += 1
+        _ = curl_multi_socket_action(multi, tp_socket_timeout(), 0, &running)
+        callbackDepth -= 1
+        collectFinished()
+    }
+
+    func setTimer(_ ms: Int) {
+        if let timer { loop.cancel(timer) }
+        timer = nil
+        guard ms >= 0 else { return }
+        timer = loop.schedule(after: Double(ms) / 1000) { [weak self] in self?.timerFired() }
+    }
+
+    private func collectFinished() {
+        var left: Int32 = 0
+        while let msg = curl_multi_info_read(multi, &left) {
+            guard msg.pointee.msg == CURLMSG_DONE else { continue }
+            var raw: UnsafeMutableRawPointer? = nil
+            _ = tp_easy_getinfo_ptr(msg.pointee.easy_handle, CURLINFO_PRIVATE, &raw)
+            let result = tp_msg_result(msg)
+            guard let raw else { continue }
+            let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(raw).takeUnretainedValue()
+            transfer.finished(result)
+        }
+    }
+
+    /// Takes the handle out of the multi and keeps it for the next transfer.
+    func detach(_ transfer: UpstreamTransfer) {
+        _ = curl_multi_remove_handle(multi, transfer.easy.handle)
+        if let t = transfer.headTimer { loop.cancel(t) }
+        transfer.headTimer = nil
+        idleHandles.append(transfer.easy)
+        transfer.retained?.release()
+        transfer.retained = nil
+    }
+}
+
+/// One request in flight upstream.
+public final class UpstreamTransfer {
+    unowned let client: UpstreamClient
+    let easy: CurlEasy
+    weak var delegate: UpstreamDelegate?
+    var retained: Unmanaged<UpstreamTransfer>?
+    var headTimer: TimerID?
+    private var pauseMask: Int32 = 0
+    private var status = 0
+    private var reason = ""
+    private var fields: [HTTPField] = []
+    public private(set) var headDelivered = false
+    private var done = false
+    private var badHead: String?
+
+    init(client: UpstreamClient, easy: CurlEasy, delegate: UpstreamDelegate) {
+        self.client = client
+        self.easy = easy
+        self.delegate = delegate
+    }
+
+    /// True while libcurl holds response bytes for the client (it is not reading the upstream).
+    public var isReceivePaused: Bool { pauseMask & CURLPAUSE_RECV != 0 }
+
+    public func resumeReceiving() { unpause(CURLPAUSE_RECV) }
+    public func resumeSending() { unpause(CURLPAUSE_SEND) }
+
+    private func unpause(_ bit: Int32) {
+        guard !done, pauseMask & bit != 0 else { return }
+        pauseMask &= ~bit
+        client.callbackDepth += 1
+        // May call the write or read callback right away (libcurl delivers what it held).
+        _ = easy.pause(pauseMask)
+        client.callbackDepth -= 1
+    }
+
+    /// Stops the transfer without telling the delegate. Safe inside delegate callbacks.
+    public func cancel() {
+        guard !done else { return }
+        done = true
+        delegate = nil
+        if client.callbackDepth > 0 {
+            // Not from inside libcurl: remove on the next loop turn; callbacks return abort until then.
+            client.loop.schedule(after: 0) { [self] in client.detach(self) }
+        } else {
+            client.detach(self)
+        }
+    }
+
+    func headTimedOut() {
+        headTimer = nil
+        guard !done, !headDelivered else { return }
+        let delegate = self.delegate
+        cancel()
+        delegate?.upstreamDidComplete(.timedOut)
+    }
+
+    func finished(_ result: CURLcode) {
+        guard !done else { return }
+        done = true
+        let delegate = self.delegate
+        self.delegate = nil
+        client.detach(self)
+        guard let delegate else { return }
+        if result == CURLE_OK {
+            if !headDelivered {
+                delegate.upstreamDidComplete(.badResponse(badHead ?? "no response head"))
+            } else {
+                delegate.upstreamDidComplete(nil)
+            }
+            return
+        }
+        let message = String(cString: curl_easy_strerror(result))
+        switch result {
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_CONNECT_ERROR,
+            CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE,
+            CURLE_SEND_ERROR where !headDelivered:
+            delegate.upstreamDidComplete(.unreachable(message))
+        case CURLE_OPERATION_TIMEDOUT where !headDelivered:
+            delegate.upstreamDidComplete(.timedOut)
+        default:
+            delegate.upstreamDidComplete(.badResponse(badHead ?? message))
+        }
+    }
+
+    // MARK: callbacks from libcurl
+
+    func header(_ line: UnsafeRawBufferPointer) -> Int {
+        guard !done else { return 0 }
+        let n = line.count
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
+            // A status line: the start of a (possibly interim) response head.
+            let text = String(decoding: line, as: UTF8.self)
+            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) else {
+                badHead = "malformed status line"
+                return 0
+            }
+            status = code
+            reason = parts.count == 3 ? String(parts[2]).trimmingCRLF() : ""
+            fields.removeAll(keepingCapacity: true)
+            return n
+        }
+        if n <= 2 && (n == 0 || line[0] == 13 || line[0] == 10) {
+            // End of a head. 1xx heads are interim (RFC 9110 §15.2): wait for the final one.
+            if status >= 200 && !headDelivered {
+                headDelivered = true
+                if let t = headTimer { client.loop.cancel(t) }
+                headTimer = nil
+                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: fields)
+                if done { return 0 }
+            }
+            return n
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
+            badHead = "malformed header line"
+            return 0
+        }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]), as: UTF8.self).trimmingOWS()
+        fields.append(HTTPField(name: name, value: value))
+        return n
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard !done, let delegate else { return 0 }
+        if delegate.upstreamDidReceiveBody(bytes) { return bytes.count }
+        pauseMask |= CURLPAUSE_RECV
+        return tp_writefunc_pause()
+    }
+
+    func read(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard !done, let delegate else { return tp_readfunc_abort() }
+        switch delegate.upstreamReadBody(into: buffer) {
+        case .bytes(let n): return n
+        case .end: return 0
+        case .pause:
+            pauseMask |= CURLPAUSE_SEND
+            return tp_readfunc_pause()
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingCRLF() -> String {
+        var s = Substring(self)
+        while let last = s.last, last == "\r" || last == "\n" || last == "\r\n" { s = s.dropLast() }
+        return String(s)
+    }
+    fileprivate func trimmingOWS() -> String {
+        let u = Array(utf8)
+        var a = 0, b = u.count
+        while a < b, u[a] == 32 || u[a] == 9 { a += 1 }
+        while b > a, u[b - 1] == 32 || u[b - 1] == 9 || u[b - 1] == 13 || u[b - 1] == 10 { b -= 1 }
+        return String(decoding: u[a..<b], as: UTF8.self)
+    }
+}
+
+// MARK: C callbacks (no captures: state travels through the user pointers)
+
+private let curlWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(user!).takeUnretainedValue()
+    return transfer.write(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(user!).takeUnretainedValue()
+    return transfer.header(UnsafeRawBufferPointer(start: ptr, count: size * count))
+}
+
+private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
+    let transfer = Unmanaged<UpstreamTransfer>.fromOpaque(user!).takeUnretainedValue()
+    return transfer.read(UnsafeMutableRawBufferPointer(start: ptr, count: size * count))
+}
+
+/// Watches one of libcurl's sockets in the loop's epoll.
+final class CurlSocketWatcher: EventHandler {
+    let fd: Int32
+    unowned let client: UpstreamClient
+    init(fd: Int32, client: UpstreamClient) {
+        self.fd = fd
+        self.client = client
+    }
+    func handleEvents(_ events: UInt32) { client.socketAction(fd, events) }
+}
+
+private let curlSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, fd, what, user, socketp in
+    let client = Unmanaged<UpstreamClient>.fromOpaque(user!).takeUnretainedValue()
+    if what == CURL_POLL_REMOVE {
+        if let socketp {
+            let watcher = Unmanaged<CurlSocketWatcher>.fromOpaque(socketp)
+            client.loop.unregister(fd, watcher.takeUnretainedValue())
+            _ = curl_multi_assign(client.multi, fd, nil)
+            watcher.release()
+        }
+        return 0
+    }
+    var interest: Interest = []
+    if what & CURL_POLL_IN != 0 { interest.insert(.read) }
+    if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
+    if let socketp {
+        client.loop.modify(fd, interest)
+        _ = socketp
+    } else {
+        let watcher = CurlSocketWatcher(fd: fd, client: client)
+        do {
+            try client.loop.register(fd, interest, watcher)
+        } catch {
+            return -1
+        }
+        _ = curl_multi_assign(client.multi, fd, Unmanaged.passRetained(watcher).toOpaque())
+    }
+    return 0
+}
+
+private let curlTimerCallback: @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32 = { _, ms, user in
+    let client = Unmanaged<UpstreamClient>.fromOpaque(user!).takeUnretainedValue()
+    client.setTimer(ms)
+    return 0
+}
