@@ -1,1 +1,231 @@
-print("tokenproxy")
+import ArgumentParser
+import Config
+import Credentials
+import Foundation
+import Logging
+import Logs
+import ProxyCore
+
+/// Exit statuses of CONTRACT.md "The command line".
+enum Exit {
+    static let runtimeFailure: Int32 = 1
+    static let badConfiguration: Int32 = 2
+}
+
+struct ConfigOption: ParsableArguments {
+    @Option(name: .long, help: "The configuration file (default: $TOKENPROXY_CONFIG).")
+    var config: String?
+
+    /// Loads and validates the file; a bad one ends the process with status 2 and one line naming the key.
+    func load() -> LoadedConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        guard let path = config ?? environment["TOKENPROXY_CONFIG"], !path.isEmpty else {
+            fail("no configuration: pass --config FILE or set TOKENPROXY_CONFIG", status: Exit.badConfiguration)
+        }
+        do {
+            return try ConfigurationLoader.load(path: path, environment: environment)
+        } catch let error as ConfigurationError {
+            fail("configuration error: \(error)", status: Exit.badConfiguration)
+        } catch {
+            fail("configuration error: \(error)", status: Exit.badConfiguration)
+        }
+    }
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("tokenproxy: \(message)\n".utf8))
+    exit(status)
+}
+
+/// Sets up logging from the `log:` section and reports the loader's warnings.
+func startLogging(_ loaded: LoadedConfiguration) -> Logger {
+    LogSetup.bootstrap(level: loaded.configuration.log.level.rawValue, format: loaded.configuration.log.format.rawValue)
+    var logger = Logger(label: "tokenproxy")
+    logger.logLevel = LogSetup.swiftLogLevel(loaded.configuration.log.level.rawValue)
+    for warning in loaded.warnings { logger.warning("\(warning)") }
+    return logger
+}
+
+@main
+struct Tokenproxy: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tokenproxy",
+        abstract: "An authenticating HTTP/1.1 reverse proxy: it keeps an access token fresh and adds it to every request.",
+        subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self])
+
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                exit(0)
+            }
+            if let exitCode = error as? ExitCode { exit(exitCode.rawValue) }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // A bad command line exits 2, like a bad configuration (CONTRACT).
+            exit(Exit.badConfiguration)
+        }
+    }
+}
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the proxy in the foreground until SIGTERM or SIGINT.")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = options.load()
+        let configuration = loaded.configuration
+        // Signals are taken by one thread with sigwait; block them before any other thread exists.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, s) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let logger = startLogging(loaded)
+        logProxyEnvironment(configuration, logger: logger)
+        if configuration.upstreamTLS.insecureSkipVerify {
+            logger.warning("upstream_tls.insecure_skip_verify is true: the upstream's certificate is not checked")
+        }
+        let tokens: TokenManager
+        do {
+            tokens = try TokenManager(configuration: configuration, logger: logger)
+        } catch {
+            fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
+        }
+        tokens.start()
+        let server = Server(configuration: configuration, tokens: tokens, logger: logger)
+        do {
+            try server.start()
+        } catch {
+            logger.error("cannot listen: \(error)")
+            tokens.stop()
+            exit(Exit.runtimeFailure)
+        }
+        let stop = DispatchSemaphore(value: 0)
+        let signalThread = Thread {
+            var stopping = false
+            while true {
+                var received: Int32 = 0
+                guard sigwait(&signals, &received) == 0 else { continue }
+                switch received {
+                case SIGHUP:
+                    logger.info("SIGHUP: forcing a refresh")
+                    if !server.forceRefresh() { logger.warning("SIGHUP: no session to refresh") }
+                default:
+                    if stopping {
+                        logger.warning("second stop signal: exiting at once")
+                        exit(Exit.runtimeFailure)
+                    }
+                    stopping = true
+                    logger.info("stop signal: draining")
+                    stop.signal()
+                }
+            }
+        }
+        signalThread.start()
+        stop.wait()
+        server.drain()
+        tokens.stop()
+        logger.info("stopped")
+        exit(0)
+    }
+}
+
+/// CONTRACT: a proxy in effect for upstream calls is logged at start (libcurl honours the variables as curl does).
+func logProxyEnvironment(_ configuration: Configuration, logger: Logger) {
+    let env = ProcessInfo.processInfo.environment
+    let names = configuration.upstream.scheme == "https" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
+    for name in names {
+        if let value = env[name], !value.isEmpty {
+            let shown = value.replacingOccurrences(of: #"//[^@/]*@"#, with: "//****@", options: .regularExpression)
+            let noProxy = env["no_proxy"] ?? env["NO_PROXY"]
+            logger.info("upstream requests go through the proxy \(shown) (from \(name))\(noProxy.map { ", except NO_PROXY=\($0)" } ?? "")")
+            return
+        }
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Validate the configuration and print what it resolved (secrets masked).")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = options.load()
+        for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
+        print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
+        print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
+        print("configuration ok")
+    }
+}
+
+struct Login: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Obtain a first token set with the configured login flow and save it to the store.")
+    @OptionGroup var options: ConfigOption
+    @Option(help: "The user name for a password login.") var username: String?
+    @Flag(help: "Read the password from standard input (one line).") var passwordStdin = false
+
+    func run() throws {
+        _ = options.load()
+        fail("login: not available in this version yet (the OAuth2/Cognito token life cycle is being built)", status: 1)
+    }
+}
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a currently valid access token, refreshing first if needed.")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = options.load()
+        let logger = startLogging(loaded)
+        let tokens = try TokenManager(configuration: loaded.configuration, logger: logger)
+        tokens.start()
+        defer { tokens.stop() }
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: RefreshOutcome?
+        let view = tokens.current()
+        if let snapshot = view.snapshot, snapshot.isValid(at: Date().timeIntervalSince1970) {
+            print(snapshot.accessToken)
+            return
+        }
+        tokens.refresh(staleGeneration: view.snapshot?.generation, reason: .expiry) { outcome in
+            result = outcome
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + loaded.configuration.limits.refreshWait)
+        switch result {
+        case .token(let snapshot):
+            print(snapshot.accessToken)
+        case .loginRequired(let why):
+            fail("login required: \(why)", status: 1)
+        case .unavailable(let why, _):
+            fail("no valid token: \(why)", status: 1)
+        case nil:
+            fail("no valid token: the refresh did not finish in time", status: 1)
+        }
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the store's state without secrets.")
+    @OptionGroup var options: ConfigOption
+    @Flag(help: "Print one JSON object.") var json = false
+
+    func run() throws {
+        _ = options.load()
+        fail("status: not available in this version yet (the token store is being built)", status: 1)
+    }
+}
+
+struct Logout: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete the stored tokens (and revoke the refresh token where configured).")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        _ = options.load()
+        fail("logout: not available in this version yet (the token store is being built)", status: 1)
+    }
+}

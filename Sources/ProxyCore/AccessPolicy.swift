@@ -1,0 +1,108 @@
+import Config
+import HTTP1
+
+/// The checks of CONTRACT.md points 7, 9 and 10 that need only the request head, in the
+/// contract's order. Built once from the configuration; `check` allocates nothing on success.
+struct AccessPolicy {
+    let allowAnyHost: Bool
+    /// Lowercased host names without port; IPv6 in brackets ("[::1]").
+    let allowedHosts: [String]
+    let allowedOrigins: [String]
+    let requiredHeader: String?
+    let requiredValue: [UInt8]
+    let allowedPaths: [String]?
+    let allowedMethods: [String]?
+    let rejectClientAuthorization: Bool
+    let maxBodyBytes: Int
+    let upstream: UpstreamURL
+
+    init(configuration c: Configuration) {
+        allowAnyHost = c.allowRemote && c.access.allowHosts == nil
+        if let hosts = c.access.allowHosts {
+            allowedHosts = hosts.map { $0.lowercased() }
+        } else {
+            var hosts = ["localhost", "127.0.0.1", "[::1]"]
+            if case .tcp(let host, _) = c.listen {
+                hosts.append(host.contains(":") ? "[\(host.lowercased())]" : host.lowercased())
+            }
+            allowedHosts = hosts
+        }
+        allowedOrigins = c.access.allowOrigins
+        requiredHeader = c.access.requireHeader
+        requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
+        allowedPaths = c.access.allowPaths
+        allowedMethods = c.access.allowMethods
+        rejectClientAuthorization = c.forward.clientAuthorization == .reject
+        maxBodyBytes = c.limits.maxBodyBytes
+        upstream = c.upstream
+    }
+
+    /// Returns the first error that applies, or the normalized path and query to forward.
+    func check(_ head: RequestHead) -> Result<(path: String, query: String?), ProxyError> {
+        // CONNECT first (point 10), in any target form.
+        if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
+        guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
+        var rawPath: String
+        var query: String?
+        var isAbsolute = false
+        var targetMatchesUpstream = true
+        switch target {
+        case .origin(let p, let q):
+            rawPath = p
+            query = q
+        case .absolute(let scheme, let host, let port, let p, let q):
+            isAbsolute = true
+            rawPath = p.isEmpty ? "/" : p
+            query = q
+            let effectivePort = port ?? (scheme == "https" ? 443 : 80)
+            targetMatchesUpstream = scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port
+        case .authority, .asterisk:
+            return .failure(.badRequest("this request-target form is only for CONNECT or OPTIONS *"))
+        }
+        guard let path = removeDotSegments(rawPath) else {
+            return .failure(.badRequest("the path climbs above the root"))
+        }
+        // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
+        if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
+            return .failure(.forbiddenHost)
+        }
+        if let origin = head.first("origin"), !allowedOrigins.contains(origin) {
+            return .failure(.forbiddenOrigin)
+        }
+        if let name = requiredHeader {
+            guard let value = head.first(name.lowercased()), constantTimeEquals(Array(value.utf8), requiredValue) else {
+                return .failure(.forbiddenClient)
+            }
+        }
+        if let methods = allowedMethods, !methods.contains(head.method) { return .failure(.forbiddenPath) }
+        if let prefixes = allowedPaths, !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
+        if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
+        if rejectClientAuthorization && head.first("authorization") != nil { return .failure(.clientAuthorizationRejected) }
+        if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
+        return .success((path, query))
+    }
+
+    /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
+    func hostAllowed(_ value: String) -> Bool {
+        var host = Substring(value)
+        if host.hasPrefix("[") {
+            if let end = host.firstIndex(of: "]") { host = host[...end] }
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        let lowered = host.lowercased()
+        return allowedHosts.contains(lowered)
+    }
+}
+
+/// Compares in time that depends only on the lengths, so a wrong key reveals nothing of the right one.
+func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
+    let n = max(a.count, b.count)
+    for i in 0..<n {
+        let x = i < a.count ? a[i] : 0
+        let y = i < b.count ? b[i] : 0
+        diff |= x ^ y
+    }
+    return diff == 0 && a.count == b.count
+}

@@ -1,0 +1,108 @@
+import Config
+import HTTP1
+import Upstream
+
+/// Turns a client's request head into what libcurl sends, and the upstream's response head into
+/// what the client gets (CONTRACT.md points 1 and 7).
+struct Forwarder {
+    let upstream: UpstreamURL
+    let urlPrefix: String
+    let preserveHost: Bool
+    let clientAuthorization: ForwardConfiguration.ClientAuthorization
+    let requiredHeaderLowercased: String?
+    /// Location values starting with this (lowercased scheme and host) point into the upstream.
+    let locationPrefixes: [String]
+
+    init(configuration c: Configuration) {
+        upstream = c.upstream
+        urlPrefix = c.upstream.origin + c.upstream.basePath
+        preserveHost = c.forward.preserveHost
+        clientAuthorization = c.forward.clientAuthorization
+        requiredHeaderLowercased = c.access.requireHeader?.lowercased()
+        var prefixes = [urlPrefix]
+        // The same origin written with or without its default port.
+        let host = c.upstream.host.contains(":") ? "[\(c.upstream.host)]" : c.upstream.host
+        let defaultPort = c.upstream.scheme == "https" ? 443 : 80
+        if c.upstream.port == defaultPort {
+            prefixes.append("\(c.upstream.scheme)://\(host):\(defaultPort)\(c.upstream.basePath)")
+            prefixes.append("\(c.upstream.scheme)://\(host)\(c.upstream.basePath)")
+        }
+        locationPrefixes = Array(Set(prefixes))
+    }
+
+    /// Whether a client's own Authorization header goes upstream instead of the token.
+    func keepsClientAuthorization(_ head: RequestHead) -> Bool {
+        clientAuthorization == .keep && head.first("authorization") != nil
+    }
+
+    func url(path: String, query: String?) -> String {
+        var url = urlPrefix
+        url.reserveCapacity(urlPrefix.count + path.count + (query?.count ?? 0) + 1)
+        url += path
+        if let query {
+            url += "?"
+            url += query
+        }
+        return url
+    }
+
+    /// Header lines for libcurl. `authorization` is the `Bearer …` value to inject, or nil to send
+    /// the client's own (keep mode).
+    func headerLines(for head: RequestHead, authorization: [UInt8]?, peerHost: String) -> [String] {
+        var lines: [String] = []
+        lines.reserveCapacity(head.fields.count + 6)
+        var sawAccept = false
+        var clientHost: String?
+        for field in head.fields {
+            let name = field.name
+            if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) { continue }
+            if asciiCaseInsensitiveEquals(name, "host") {
+                clientHost = field.value
+                if preserveHost { lines.append("Host: \(field.value)") }
+                continue
+            }
+            if asciiCaseInsensitiveEquals(name, "authorization") {
+                if authorization == nil { lines.append(line(field)) }
+                continue
+            }
+            if asciiCaseInsensitiveEquals(name, "content-length") || asciiCaseInsensitiveEquals(name, "expect")
+                || asciiCaseInsensitiveEquals(name, "x-forwarded-for") || asciiCaseInsensitiveEquals(name, "x-forwarded-proto")
+                || asciiCaseInsensitiveEquals(name, "x-forwarded-host")
+            {
+                continue  // libcurl frames the body; 100-continue is ours; X-Forwarded-* are set below
+            }
+            if let required = requiredHeaderLowercased, asciiCaseInsensitiveEquals(name, required) { continue }
+            if asciiCaseInsensitiveEquals(name, "accept") { sawAccept = true }
+            lines.append(line(field))
+        }
+        if let authorization {
+            lines.append("Authorization: " + String(decoding: authorization, as: UTF8.self))
+        }
+        if !peerHost.isEmpty { lines.append("X-Forwarded-For: \(peerHost)") }
+        lines.append("X-Forwarded-Proto: http")
+        if let clientHost { lines.append("X-Forwarded-Host: \(clientHost)") }
+        // Stop libcurl adding headers of its own (ARCHITECTURE.md): a bare "Name:" removes one.
+        if !sawAccept { lines.append("Accept:") }
+        lines.append("Expect:")
+        return lines
+    }
+
+    /// libcurl reads "Name:" as "remove this header"; an empty value is sent as "Name;".
+    private func line(_ field: HTTPField) -> String {
+        field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+    }
+
+    /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's
+    /// `proxy_redirect default`); nil when it points elsewhere.
+    func rewrittenLocation(_ value: String, clientHost: String?) -> String? {
+        let lowered = value.lowercased()
+        for prefix in locationPrefixes where lowered.hasPrefix(prefix.lowercased()) {
+            let rest = value.dropFirst(prefix.count)
+            guard rest.isEmpty || rest.first == "/" || rest.first == "?" else { continue }
+            let path = rest.isEmpty || rest.first == "?" ? "/" + rest : String(rest)
+            guard let clientHost else { return path }
+            return "http://\(clientHost)\(path)"
+        }
+        return nil
+    }
+}

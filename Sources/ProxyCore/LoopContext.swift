@@ -1,0 +1,50 @@
+import Config
+import Credentials
+import Logging
+import Sockets
+import Upstream
+
+/// What every connection of one event loop shares: built once per loop, touched only on its thread
+/// (apart from the Sendable parts: tokens, metrics, shared state).
+final class LoopContext {
+    let loop: EventLoop
+    let configuration: Configuration
+    let upstream: UpstreamClient
+    let tokens: TokenManager
+    let policy: AccessPolicy
+    let forwarder: Forwarder
+    let metrics: LoopMetrics
+    let shared: SharedProxyState
+    let logger: Logger
+    /// Sources that can produce a different token on demand; a static token cannot.
+    let tokenCanChange: Bool
+    var connections: [Int32: Connection] = [:]
+    /// One read buffer for every connection of the loop: reads land here, then the parser sees them.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+
+    init(loop: EventLoop, configuration: Configuration, tokens: TokenManager, metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
+        self.loop = loop
+        self.configuration = configuration
+        self.tokens = tokens
+        self.metrics = metrics
+        self.shared = shared
+        self.logger = logger
+        let tls = configuration.upstreamTLS
+        upstream = UpstreamClient(
+            loop: loop,
+            settings: UpstreamSettings(
+                caFile: tls.caFile, clientCertFile: tls.clientCertFile, clientKeyFile: tls.clientKeyFile,
+                insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout))
+        policy = AccessPolicy(configuration: configuration)
+        forwarder = Forwarder(configuration: configuration)
+        tokenCanChange = configuration.credentials.type != .static
+    }
+
+    deinit { readBuffer.deallocate() }
+
+    /// Checks every connection's deadlines; runs a few times a second.
+    func sweepTimeouts() {
+        let now = loop.now
+        for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
+    }
+}

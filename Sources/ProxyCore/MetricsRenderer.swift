@@ -1,0 +1,42 @@
+import Credentials
+import Foundation
+
+/// The Prometheus text format (version 0.0.4) for every series in `LoopMetrics` and the token state.
+enum MetricsRenderer {
+    static func render(_ c: LoopMetrics.Counters, tokens: TokenManager, openConnections: Int, ready: Bool) -> String {
+        var out = ""
+        func series(_ name: String, _ type: String, _ help: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        series("tokenproxy_requests_total", "counter", "Requests answered, by HTTP status code.")
+        for code in c.requestsByCode.keys.sorted() {
+            out += "tokenproxy_requests_total{code=\"\(code)\"} \(c.requestsByCode[code]!)\n"
+        }
+        series("tokenproxy_upstream_401_retries_total", "counter", "Requests retried once after an upstream 401.")
+        out += "tokenproxy_upstream_401_retries_total \(c.upstream401Retries)\n"
+        series("tokenproxy_requests_waited_for_token_total", "counter", "Requests that had to wait for a refresh.")
+        out += "tokenproxy_requests_waited_for_token_total \(c.requestsWaitedForToken)\n"
+        series("tokenproxy_client_received_bytes_total", "counter", "Request body bytes received from clients.")
+        out += "tokenproxy_client_received_bytes_total \(c.bytesFromClients)\n"
+        series("tokenproxy_client_sent_bytes_total", "counter", "Response bytes sent to clients.")
+        out += "tokenproxy_client_sent_bytes_total \(c.bytesToClients)\n"
+        series("tokenproxy_upstream_latency_seconds", "histogram", "Time from sending a request upstream to its response head.")
+        for (i, bound) in LoopMetrics.latencyBounds.enumerated() {
+            out += "tokenproxy_upstream_latency_seconds_bucket{le=\"\(bound)\"} \(c.latencyBuckets[i])\n"
+        }
+        out += "tokenproxy_upstream_latency_seconds_bucket{le=\"+Inf\"} \(c.latencyCount)\n"
+        out += "tokenproxy_upstream_latency_seconds_sum \(c.latencySum)\n"
+        out += "tokenproxy_upstream_latency_seconds_count \(c.latencyCount)\n"
+        series("tokenproxy_open_connections", "gauge", "Client connections open now.")
+        out += "tokenproxy_open_connections \(openConnections)\n"
+        series("tokenproxy_ready", "gauge", "1 while a usable token is held.")
+        out += "tokenproxy_ready \(ready ? 1 : 0)\n"
+        let view = tokens.current()
+        series("tokenproxy_token_expiry_seconds", "gauge", "Seconds until the current access token expires (absent for tokens that do not expire).")
+        if let expiresAt = view.snapshot?.expiresAt {
+            out += "tokenproxy_token_expiry_seconds \(Int((expiresAt - Date().timeIntervalSince1970).rounded(.down)))\n"
+        }
+        out += TokenMetrics.render(tokens)
+        return out
+    }
+}

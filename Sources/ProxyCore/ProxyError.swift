@@ -1,0 +1,150 @@
+import HTTP1
+
+/// Every answer the proxy itself gives (CONTRACT.md "Errors the proxy itself returns"). Each case
+/// knows its status and stable code; messages never carry a token, a secret or an upstream body.
+public enum ProxyError: Error, Equatable {
+    case badRequest(String)
+    case clientAuthorizationRejected
+    case loginRequired(String)
+    case forbiddenHost
+    case forbiddenOrigin
+    case forbiddenClient
+    case forbiddenPath
+    case forbiddenTarget
+    case methodNotAllowed
+    case requestTimeout
+    case bodyTooLarge
+    case headersTooLarge
+    case notImplemented(String)
+    case badGateway(String)
+    case tokenUnavailable(String, retryAfter: Int)
+    case overloaded
+    case upstreamTimeout
+
+    public var status: Int {
+        switch self {
+        case .badRequest, .clientAuthorizationRejected: return 400
+        case .loginRequired: return 401
+        case .forbiddenHost, .forbiddenOrigin, .forbiddenClient, .forbiddenPath, .forbiddenTarget: return 403
+        case .methodNotAllowed: return 405
+        case .requestTimeout: return 408
+        case .bodyTooLarge: return 413
+        case .headersTooLarge: return 431
+        case .notImplemented: return 501
+        case .badGateway: return 502
+        case .tokenUnavailable, .overloaded: return 503
+        case .upstreamTimeout: return 504
+        }
+    }
+
+    public var code: String {
+        switch self {
+        case .badRequest: return "bad_request"
+        case .clientAuthorizationRejected: return "client_authorization_rejected"
+        case .loginRequired: return "login_required"
+        case .forbiddenHost: return "forbidden_host"
+        case .forbiddenOrigin: return "forbidden_origin"
+        case .forbiddenClient: return "forbidden_client"
+        case .forbiddenPath: return "forbidden_path"
+        case .forbiddenTarget: return "forbidden_target"
+        case .methodNotAllowed: return "method_not_allowed"
+        case .requestTimeout: return "request_timeout"
+        case .bodyTooLarge: return "body_too_large"
+        case .headersTooLarge: return "headers_too_large"
+        case .notImplemented: return "not_implemented"
+        case .badGateway: return "bad_gateway"
+        case .tokenUnavailable: return "token_unavailable"
+        case .overloaded: return "overloaded"
+        case .upstreamTimeout: return "upstream_timeout"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .badRequest(let why): return why
+        case .clientAuthorizationRejected: return "this proxy does not accept an Authorization header from clients"
+        case .loginRequired(let why): return why
+        case .forbiddenHost: return "the Host header is not one this proxy answers to"
+        case .forbiddenOrigin: return "requests from this Origin are not allowed"
+        case .forbiddenClient: return "the request lacks the proxy's access header or its value is wrong"
+        case .forbiddenPath: return "this path or method is not allowed through the proxy"
+        case .forbiddenTarget: return "this proxy forwards only to its upstream"
+        case .methodNotAllowed: return "CONNECT is not supported"
+        case .requestTimeout: return "the request did not arrive in time"
+        case .bodyTooLarge: return "the request body is larger than this proxy accepts"
+        case .headersTooLarge: return "the request head is larger than this proxy accepts"
+        case .notImplemented(let why): return why
+        case .badGateway(let why): return why
+        case .tokenUnavailable(let why, _): return why
+        case .overloaded: return "too many connections"
+        case .upstreamTimeout: return "the upstream did not answer in time"
+        }
+    }
+
+    /// Errors after which the request's framing can no longer be trusted: the connection closes.
+    public var closesConnection: Bool {
+        switch self {
+        case .badRequest, .requestTimeout, .bodyTooLarge, .headersTooLarge, .notImplemented, .overloaded: return true
+        case .clientAuthorizationRejected, .loginRequired, .forbiddenHost, .forbiddenOrigin, .forbiddenClient,
+            .forbiddenPath, .forbiddenTarget, .methodNotAllowed, .badGateway, .tokenUnavailable, .upstreamTimeout:
+            return false
+        }
+    }
+
+    init(_ parseError: RequestParseError) {
+        switch parseError {
+        case .badRequest(let why): self = .badRequest(why)
+        case .headersTooLarge: self = .headersTooLarge
+        case .bodyTooLarge: self = .bodyTooLarge
+        case .notImplemented(let why): self = .notImplemented(why)
+        }
+    }
+
+    /// The whole response: status line, headers, JSON body (none for HEAD).
+    func response(keepAlive: Bool, isHead: Bool) -> [UInt8] {
+        var body: [UInt8] = []
+        body.append(contentsOf: #"{"error":""#.utf8)
+        body.append(contentsOf: code.utf8)
+        body.append(contentsOf: #"","message":""#.utf8)
+        appendJSONEscaped(&body, message)
+        body.append(contentsOf: #""}"#.utf8)
+        body.append(10)
+        var out: [UInt8] = []
+        out.reserveCapacity(256 + body.count)
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        ResponseWriter.appendField(&out, name: "Content-Type", value: "application/json")
+        ResponseWriter.appendField(&out, name: "Content-Length", value: String(body.count))
+        ResponseWriter.appendField(&out, name: "Cache-Control", value: "no-store")
+        switch self {
+        case .loginRequired:
+            ResponseWriter.appendField(&out, name: "WWW-Authenticate", value: #"Bearer realm="tokenproxy""#)
+        case .tokenUnavailable(_, let retryAfter):
+            ResponseWriter.appendField(&out, name: "Retry-After", value: String(max(1, retryAfter)))
+        case .overloaded:
+            ResponseWriter.appendField(&out, name: "Retry-After", value: "1")
+        case .methodNotAllowed:
+            ResponseWriter.appendField(&out, name: "Allow", value: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+        default:
+            break
+        }
+        if !keepAlive { ResponseWriter.appendField(&out, name: "Connection", value: "close") }
+        ResponseWriter.appendEndOfHead(&out)
+        if !isHead { out.append(contentsOf: body) }
+        return out
+    }
+}
+
+func appendJSONEscaped(_ out: inout [UInt8], _ s: String) {
+    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+    for b in s.utf8 {
+        switch b {
+        case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
+        case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
+        case 10: out.append(contentsOf: [92, UInt8(ascii: "n")])
+        case 13: out.append(contentsOf: [92, UInt8(ascii: "r")])
+        case 9: out.append(contentsOf: [92, UInt8(ascii: "t")])
+        case 0..<32: out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(b >> 4)], hex[Int(b & 15)]])
+        default: out.append(b)
+        }
+    }
+}
