@@ -101,6 +101,12 @@ public struct RequestParser {
                     case .failure(let error):
                         return fail(next, error)
                     case .success(let head):
+                        // The declared length alone is enough to refuse the body (413), before any of it arrives.
+                        if case .contentLength(let length) = head.framing, limits.maxBodyBytes > 0,
+                            length > limits.maxBodyBytes
+                        {
+                            return fail(next, .bodyTooLarge)
+                        }
                         switch head.framing {
                         case .none, .contentLength(0): state = .endPending
                         case .contentLength(let length): state = .fixedBody(remaining: length)
