@@ -88,6 +88,38 @@ public enum RequestParseError: Error, Sendable, Equatable {
     case notImplemented(String)
 }
 
+extension RequestParseError {
+    /// The status the proxy answers with (CONTRACT.md, "Errors the proxy itself returns").
+    public var status: Int {
+        switch self {
+        case .badRequest: return 400
+        case .headersTooLarge: return 431
+        case .bodyTooLarge: return 413
+        case .notImplemented: return 501
+        }
+    }
+
+    /// The contract's `error` code for the JSON body.
+    public var code: String {
+        switch self {
+        case .badRequest: return "bad_request"
+        case .headersTooLarge: return "headers_too_large"
+        case .bodyTooLarge: return "body_too_large"
+        case .notImplemented: return "not_implemented"
+        }
+    }
+
+    /// Human words for the JSON body's `message`; never contains a header value.
+    public var message: String {
+        switch self {
+        case .badRequest(let reason): return "bad request: \(reason)"
+        case .headersTooLarge: return "request header section too large"
+        case .bodyTooLarge: return "request body too large"
+        case .notImplemented(let reason): return "not implemented: \(reason)"
+        }
+    }
+}
+
 /// What ``RequestParser/parse(_:)`` reports.
 public enum ParseEvent: Sendable, Equatable {
     case head(RequestHead)

@@ -28,14 +28,23 @@ public enum ResponseWriter {
         appendCRLF(&buf)
     }
 
-    /// `size` in lowercase hex, then CRLF. `size` must be positive: a zero size is the last chunk.
+    /// `size` in lowercase hex, then CRLF. A size of 0 (or less) appends nothing: an empty chunk would be
+    /// the last chunk, so skip empty data altogether (or use ``appendChunk(_:_:)``, which does).
     public static func appendChunkHeader(_ buf: inout [UInt8], size: Int) {
-        precondition(size > 0, "a chunk of size 0 is the last chunk; use appendLastChunk")
+        guard size > 0 else { return }
         let digits = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4
         for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
             let nibble = UInt8((size >> shift) & 0xF)
             buf.append(nibble < 10 ? nibble + UInt8(ascii: "0") : nibble - 10 + UInt8(ascii: "a"))
         }
+        appendCRLF(&buf)
+    }
+
+    /// One whole chunk (size line, data, CRLF); empty data appends nothing.
+    public static func appendChunk(_ buf: inout [UInt8], _ data: UnsafeRawBufferPointer) {
+        guard !data.isEmpty else { return }
+        appendChunkHeader(&buf, size: data.count)
+        buf.append(contentsOf: data)
         appendCRLF(&buf)
     }
 

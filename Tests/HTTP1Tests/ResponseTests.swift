@@ -76,6 +76,12 @@ func parseLine(_ line: String) -> ResponseHeadLine {
         #expect(Array(events.dropFirst()) == [.body(Array(("hello " + String(repeating: "x", count: 300)).utf8)), .end])
     }
 
+    @Test func emptyChunksAppendNothing() {
+        #expect(text { ResponseWriter.appendChunkHeader(&$0, size: 0) } == "prefix|")
+        #expect(text { buf in [UInt8]().withUnsafeBytes { ResponseWriter.appendChunk(&buf, $0) } } == "prefix|")
+        #expect(text { buf in Array("abc".utf8).withUnsafeBytes { ResponseWriter.appendChunk(&buf, $0) } } == "prefix|3\r\nabc\r\n")
+    }
+
     @Test func theLastChunkEndsTheBody() {
         #expect(text { ResponseWriter.appendLastChunk(&$0) } == "prefix|0\r\n\r\n")
     }
