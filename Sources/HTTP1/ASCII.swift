@@ -1,0 +1,107 @@
+// Byte classes and comparisons shared by the parser, the serializer and the header rules.
+// Nothing here allocates.
+
+@usableFromInline let asciiCR: UInt8 = 0x0D
+@usableFromInline let asciiLF: UInt8 = 0x0A
+@usableFromInline let asciiSP: UInt8 = 0x20
+@usableFromInline let asciiHTAB: UInt8 = 0x09
+@usableFromInline let asciiColon: UInt8 = 0x3A
+
+/// tchar (RFC 9110 §5.6.2): "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
+/// / DIGIT / ALPHA.
+@inlinable
+func isTokenByte(_ b: UInt8) -> Bool {
+    switch b {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"):
+        return true
+    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+        UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+        UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        return true
+    default:
+        return false
+    }
+}
+
+/// A byte allowed inside a field value: field-vchar, obs-text, SP or HTAB (RFC 9110 §5.5).
+/// Every CTL except HTAB, and DEL, is refused.
+@inlinable
+func isFieldValueByte(_ b: UInt8) -> Bool {
+    b == asciiHTAB || (b >= 0x20 && b != 0x7F)
+}
+
+@inlinable
+func isOWS(_ b: UInt8) -> Bool {
+    b == asciiSP || b == asciiHTAB
+}
+
+@inlinable
+func asciiLower(_ b: UInt8) -> UInt8 {
+    (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) ? b | 0x20 : b
+}
+
+@inlinable
+func hexValue(_ b: UInt8) -> Int? {
+    switch b {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return Int(b &- UInt8(ascii: "0"))
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return Int(b &- UInt8(ascii: "a") &+ 10)
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return Int(b &- UInt8(ascii: "A") &+ 10)
+    default: return nil
+    }
+}
+
+/// Compares two strings byte by byte, folding ASCII letters only; never allocates.
+public func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
+    a.utf8.elementsEqual(b.utf8) { asciiLower($0) == asciiLower($1) }
+}
+
+/// A field name is a non-empty token (RFC 9110 §5.1).
+public func isValidFieldName(_ s: String) -> Bool {
+    var count = 0
+    for b in s.utf8 {
+        guard isTokenByte(b) else { return false }
+        count += 1
+    }
+    return count > 0
+}
+
+/// A field value holds no CTL except HTAB, and no DEL (RFC 9110 §5.5). Leading and trailing
+/// whitespace is not checked: the parser has already removed it from values it produced.
+public func isValidFieldValue(_ s: String) -> Bool {
+    for b in s.utf8 where !isFieldValueByte(b) {
+        return false
+    }
+    return true
+}
+
+/// The hop-by-hop header rules a proxy applies (RFC 9110 §7.6.1).
+public enum HopByHop {
+    /// True when a field of this name must not be forwarded: the fixed hop-by-hop names, and any name
+    /// the message's Connection fields list (`connectionOptions`, as in ``RequestHead/connectionOptions``).
+    /// Case-insensitive; no allocation.
+    public static func isHopByHop(_ name: String, connectionOptions: [String]) -> Bool {
+        if isFixedHopByHop(name) { return true }
+        for option in connectionOptions where asciiCaseInsensitiveEquals(name, option) {
+            return true
+        }
+        return false
+    }
+
+    /// The names that are hop-by-hop whatever Connection says.
+    public static func isFixedHopByHop(_ name: String) -> Bool {
+        // Dispatch on the length first so most names are rejected after one comparison.
+        switch name.utf8.count {
+        case 2: return asciiCaseInsensitiveEquals(name, "te")
+        case 7:
+            return asciiCaseInsensitiveEquals(name, "trailer") || asciiCaseInsensitiveEquals(name, "upgrade")
+        case 10:
+            return asciiCaseInsensitiveEquals(name, "connection") || asciiCaseInsensitiveEquals(name, "keep-alive")
+        case 16: return asciiCaseInsensitiveEquals(name, "proxy-connection")
+        case 17: return asciiCaseInsensitiveEquals(name, "transfer-encoding")
+        case 18: return asciiCaseInsensitiveEquals(name, "proxy-authenticate")
+        case 19: return asciiCaseInsensitiveEquals(name, "proxy-authorization")
+        default: return false
+        }
+    }
+}

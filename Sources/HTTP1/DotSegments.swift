@@ -1,0 +1,61 @@
+/// Removes `.` and `..` segments from an absolute path (RFC 3986 §5.2.4).
+///
+/// Returns nil when the path does not start with `/` or would climb above it (`/../x`). Percent-encoded
+/// dots (`%2e`, `%2E`) count as dots when recognising `.` and `..`, so `/%2e%2e/secret` cannot slip past a
+/// path allow-list; every other byte is kept as it came (nothing is decoded).
+public func removeDotSegments(_ path: String) -> String? {
+    let bytes = path.utf8
+    guard bytes.first == UInt8(ascii: "/") else { return nil }
+    let segments = bytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+    var output: [Substring.UTF8View] = []
+    output.reserveCapacity(segments.count)
+    var changed = false
+    for (index, segment) in segments.enumerated() {
+        let isLast = index == segments.count - 1
+        switch dotCount(segment) {
+        case 1:
+            changed = true
+            // "/a/." → "/a/": a dot segment at the end leaves the trailing slash.
+            if isLast { output.append(bytes[bytes.endIndex...]) }
+        case 2:
+            changed = true
+            guard !output.isEmpty else { return nil }
+            output.removeLast()
+            if isLast { output.append(bytes[bytes.endIndex...]) }
+        default:
+            output.append(segment)
+        }
+    }
+    guard changed else { return path }
+    var result: [UInt8] = []
+    result.reserveCapacity(bytes.count)
+    for segment in output {
+        result.append(UInt8(ascii: "/"))
+        result.append(contentsOf: segment)
+    }
+    if result.isEmpty { result.append(UInt8(ascii: "/")) }
+    return String(decoding: result, as: UTF8.self)
+}
+
+/// 1 for `.`, 2 for `..` (either dot possibly written `%2e`), else 0.
+private func dotCount(_ segment: Substring.UTF8View.SubSequence) -> Int {
+    var count = 0
+    var i = segment.startIndex
+    while i < segment.endIndex {
+        let b = segment[i]
+        if b == UInt8(ascii: ".") {
+            i = segment.index(after: i)
+        } else if b == UInt8(ascii: "%") {
+            let one = segment.index(after: i)
+            guard one < segment.endIndex, segment[one] == UInt8(ascii: "2") else { return 0 }
+            let two = segment.index(after: one)
+            guard two < segment.endIndex, asciiLower(segment[two]) == UInt8(ascii: "e") else { return 0 }
+            i = segment.index(after: two)
+        } else {
+            return 0
+        }
+        count += 1
+        if count > 2 { return 0 }
+    }
+    return count
+}

@@ -1,0 +1,132 @@
+/// The HTTP versions the proxy speaks with clients (RFC 9112 §2.3).
+public enum HTTPVersion: Sendable, Equatable {
+    case http1_0
+    case http1_1
+}
+
+/// One header field line: the name as sent (case kept) and the value with surrounding whitespace
+/// removed (RFC 9112 §5.1).
+public struct HTTPField: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// How the request's body is delimited (RFC 9112 §6.3).
+public enum BodyFraming: Sendable, Equatable {
+    case none
+    case contentLength(Int)
+    case chunked
+}
+
+/// A parsed and validated request head.
+public struct RequestHead: Sendable, Equatable {
+    /// As sent; methods are case-sensitive (RFC 9110 §9.1).
+    public var method: String
+    /// The raw request-target (see ``RequestTarget/parse(_:)``).
+    public var target: String
+    public var version: HTTPVersion
+    /// Every field line, in order, as sent.
+    public var fields: [HTTPField]
+    public var framing: BodyFraming
+    /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
+    public var keepAlive: Bool
+    /// The request carries `Expect: 100-continue` (RFC 9110 §10.1.1).
+    public var expectContinue: Bool
+    /// The lowercased tokens listed in all Connection fields (RFC 9110 §7.6.1).
+    public var connectionOptions: [String]
+
+    public init(
+        method: String, target: String, version: HTTPVersion, fields: [HTTPField],
+        framing: BodyFraming, keepAlive: Bool, expectContinue: Bool, connectionOptions: [String]
+    ) {
+        self.method = method
+        self.target = target
+        self.version = version
+        self.fields = fields
+        self.framing = framing
+        self.keepAlive = keepAlive
+        self.expectContinue = expectContinue
+        self.connectionOptions = connectionOptions
+    }
+
+    /// The value of the first field with this name, compared case-insensitively.
+    public func first(_ lowercasedName: String) -> String? {
+        for field in fields where asciiCaseInsensitiveEquals(field.name, lowercasedName) {
+            return field.value
+        }
+        return nil
+    }
+}
+
+/// Limits the parser enforces; both come from the `limits:` section of the configuration.
+public struct ParserLimits: Sendable {
+    /// The largest request head (request line through the blank line), and the largest trailer section.
+    public var maxHeaderBytes: Int
+    /// The largest request body; 0 means unlimited.
+    public var maxBodyBytes: Int
+
+    public init(maxHeaderBytes: Int, maxBodyBytes: Int) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxBodyBytes = maxBodyBytes
+    }
+}
+
+/// Why a request was refused. Messages name the reason and never echo a header value.
+public enum RequestParseError: Error, Sendable, Equatable {
+    /// 400 `bad_request`.
+    case badRequest(String)
+    /// 431 `headers_too_large`.
+    case headersTooLarge
+    /// 413 `body_too_large`.
+    case bodyTooLarge
+    /// 501 `not_implemented`: a transfer coding other than chunked (RFC 9112 §6.1).
+    case notImplemented(String)
+}
+
+extension RequestParseError {
+    /// The status the proxy answers with (CONTRACT.md, "Errors the proxy itself returns").
+    public var status: Int {
+        switch self {
+        case .badRequest: return 400
+        case .headersTooLarge: return 431
+        case .bodyTooLarge: return 413
+        case .notImplemented: return 501
+        }
+    }
+
+    /// The contract's `error` code for the JSON body.
+    public var code: String {
+        switch self {
+        case .badRequest: return "bad_request"
+        case .headersTooLarge: return "headers_too_large"
+        case .bodyTooLarge: return "body_too_large"
+        case .notImplemented: return "not_implemented"
+        }
+    }
+
+    /// Human words for the JSON body's `message`; never contains a header value.
+    public var message: String {
+        switch self {
+        case .badRequest(let reason): return "bad request: \(reason)"
+        case .headersTooLarge: return "request header section too large"
+        case .bodyTooLarge: return "request body too large"
+        case .notImplemented(let reason): return "not implemented: \(reason)"
+        }
+    }
+}
+
+/// What ``RequestParser/parse(_:)`` reports.
+public enum ParseEvent: Sendable, Equatable {
+    case head(RequestHead)
+    /// Body bytes: a range of the buffer passed to the call that returned this event (no copy).
+    case body(Range<Int>)
+    /// The message is complete (after any trailers); the parser is ready for the next request.
+    case end
+    /// The parser stays in the error state afterwards.
+    case error(RequestParseError)
+}

@@ -1,0 +1,135 @@
+/// The four forms of request-target (RFC 9112 §3.2).
+public enum RequestTarget: Sendable, Equatable {
+    /// `/path?query` (RFC 9112 §3.2.1).
+    case origin(path: String, query: String?)
+    /// `scheme://host[:port]/path?query` (RFC 9112 §3.2.2). Scheme and host are lowercased, an IPv6
+    /// host comes without brackets, and an empty path is `/`.
+    case absolute(scheme: String, host: String, port: Int?, path: String, query: String?)
+    /// `host:port`, for CONNECT (RFC 9112 §3.2.3).
+    case authority(host: String, port: Int)
+    /// `*`, for a server-wide OPTIONS (RFC 9112 §3.2.4).
+    case asterisk
+
+    /// Parses a raw request-target; nil means malformed (400). Userinfo and fragments are refused
+    /// (RFC 9110 §4.2.4 deprecates userinfo; a fragment is never sent, RFC 9110 §7.1).
+    public static func parse(_ target: String) -> RequestTarget? {
+        let bytes = Array(target.utf8)
+        guard let first = bytes.first else { return nil }
+        if bytes.count == 1 && first == UInt8(ascii: "*") { return .asterisk }
+        if first == UInt8(ascii: "/") {
+            guard let (path, query) = splitPathAndQuery(bytes[...]), !path.isEmpty else { return nil }
+            return .origin(path: path, query: query)
+        }
+        if let schemeEnd = schemeLength(bytes) {
+            let scheme = String(decoding: bytes[..<schemeEnd].map(asciiLower), as: UTF8.self)
+            let rest = bytes[(schemeEnd + 3)...]
+            let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") } ?? rest.endIndex
+            guard let (host, port) = parseAuthority(rest[..<authorityEnd], portRequired: false), !host.isEmpty,
+                let (path, query) = splitPathAndQuery(rest[authorityEnd...])
+            else { return nil }
+            // RFC 9110 §4.2.3: an empty path is equivalent to "/".
+            return .absolute(scheme: scheme, host: host, port: port, path: path.isEmpty ? "/" : path, query: query)
+        }
+        guard let (host, port) = parseAuthority(bytes[...], portRequired: true), let port, !host.isEmpty else {
+            return nil
+        }
+        return .authority(host: host, port: port)
+    }
+}
+
+/// The length of `scheme` when `bytes` starts with `scheme "://"` (RFC 3986 §3.1).
+private func schemeLength(_ bytes: [UInt8]) -> Int? {
+    var i = 0
+    while i < bytes.count {
+        let b = bytes[i]
+        let isAlpha = (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z")
+        if isAlpha || (i > 0 && ((b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "+")
+            || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")))
+        {
+            i += 1
+            continue
+        }
+        break
+    }
+    guard i > 0, bytes.count >= i + 3, bytes[i] == UInt8(ascii: ":"), bytes[i + 1] == UInt8(ascii: "/"),
+        bytes[i + 2] == UInt8(ascii: "/")
+    else { return nil }
+    return i
+}
+
+/// Visible ASCII only, no fragment, and every `%` followed by two hex digits (RFC 3986 §2.1).
+private func isValidPathOrQuery(_ bytes: ArraySlice<UInt8>) -> Bool {
+    var i = bytes.startIndex
+    while i < bytes.endIndex {
+        let b = bytes[i]
+        guard b > asciiSP && b < 0x7F && b != UInt8(ascii: "#") else { return false }
+        if b == UInt8(ascii: "%") {
+            guard i + 2 < bytes.endIndex, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil
+            else { return false }
+            i += 3
+            continue
+        }
+        i += 1
+    }
+    return true
+}
+
+/// Splits `path?query`; nil when either part holds a byte a request-target may not.
+private func splitPathAndQuery(_ bytes: ArraySlice<UInt8>) -> (String, String?)? {
+    let question = bytes.firstIndex(of: UInt8(ascii: "?"))
+    let pathBytes = bytes[..<(question ?? bytes.endIndex)]
+    guard isValidPathOrQuery(pathBytes) else { return nil }
+    let path = String(decoding: pathBytes, as: UTF8.self)
+    guard let question else { return (path, nil) }
+    let queryBytes = bytes[(question + 1)...]
+    guard isValidPathOrQuery(queryBytes) else { return nil }
+    return (path, String(decoding: queryBytes, as: UTF8.self))
+}
+
+/// `host [":" port]` (RFC 3986 §3.2); the host is lowercased and an IP literal loses its brackets.
+private func parseAuthority(_ bytes: ArraySlice<UInt8>, portRequired: Bool) -> (String, Int?)? {
+    var hostBytes: ArraySlice<UInt8>
+    var rest: ArraySlice<UInt8>
+    if bytes.first == UInt8(ascii: "[") {
+        guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+        hostBytes = bytes[(bytes.startIndex + 1)..<close]
+        // IPv6address (RFC 3986 §3.2.2); IPvFuture is not accepted.
+        guard hostBytes.contains(UInt8(ascii: ":")),
+            hostBytes.allSatisfy({ hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+        else { return nil }
+        rest = bytes[(close + 1)...]
+    } else {
+        let colon = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
+        hostBytes = bytes[..<colon]
+        rest = bytes[colon...]
+        // reg-name / IPv4address: unreserved, sub-delims and pct-encoded; "@" (userinfo) is refused.
+        for b in hostBytes {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"),
+                UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+                UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+                continue
+            default:
+                return nil
+            }
+        }
+    }
+    var port: Int? = nil
+    if let colon = rest.first {
+        guard colon == UInt8(ascii: ":") else { return nil }
+        let digits = rest.dropFirst()
+        // RFC 3986 §3.2.3: the port may be empty, meaning the scheme's default.
+        if !digits.isEmpty {
+            guard digits.count <= 5, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+                return nil
+            }
+            let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            guard value <= 65535 else { return nil }
+            port = value
+        }
+    }
+    if portRequired && port == nil { return nil }
+    return (String(decoding: hostBytes.map(asciiLower), as: UTF8.self), port)
+}

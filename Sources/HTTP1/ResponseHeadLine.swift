@@ -1,0 +1,93 @@
+/// One line of an upstream response head, as libcurl hands them over (RFC 9112 §4, §5).
+public enum ResponseHeadLine: Sendable, Equatable {
+    /// The status line. `HTTP/2` and later are reported as `.http1_1`: the proxy answers its client in
+    /// HTTP/1.1 whatever the upstream spoke. The reason may be empty.
+    case status(version: HTTPVersion, code: Int, reason: String)
+    case field(HTTPField)
+    /// The blank line that ends the head.
+    case end
+    /// Anything else, including obs-fold lines (RFC 9112 §5.2: a proxy must not forward them as they are).
+    case invalid
+
+    /// Parses one line including its CRLF (a bare LF is accepted, RFC 9112 §2.2).
+    public static func parse(_ line: UnsafeRawBufferPointer) -> ResponseHeadLine {
+        var end = line.count
+        if end > 0 && line[end - 1] == asciiLF { end -= 1 }
+        if end > 0 && line[end - 1] == asciiCR { end -= 1 }
+        let bytes = UnsafeRawBufferPointer(rebasing: line[0..<end])
+        if bytes.isEmpty { return .end }
+        if startsWith(bytes, "HTTP/") { return parseStatus(bytes) }
+        return parseField(bytes)
+    }
+}
+
+private func startsWith(_ bytes: UnsafeRawBufferPointer, _ literal: StaticString) -> Bool {
+    let count = literal.utf8CodeUnitCount
+    guard bytes.count >= count else { return false }
+    for k in 0..<count where bytes[k] != literal.utf8Start[k] {
+        return false
+    }
+    return true
+}
+
+private func isDigit(_ b: UInt8) -> Bool {
+    b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+}
+
+/// status-line = HTTP-version SP status-code SP [ reason-phrase ] (RFC 9112 §4); the SP before an empty
+/// reason is often left out, and is tolerated.
+private func parseStatus(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
+    var i = 5  // after "HTTP/"
+    let major = i
+    while i < bytes.count && isDigit(bytes[i]) { i += 1 }
+    guard i - major == 1 else { return .invalid }
+    var version: HTTPVersion = .http1_1
+    if i < bytes.count && bytes[i] == UInt8(ascii: ".") {
+        i += 1
+        guard i < bytes.count, isDigit(bytes[i]) else { return .invalid }
+        if bytes[major] == UInt8(ascii: "1") && bytes[i] == UInt8(ascii: "0") { version = .http1_0 }
+        i += 1
+    } else if bytes[major] == UInt8(ascii: "1") {
+        return .invalid  // "HTTP/1" without a minor version
+    }
+    guard bytes[major] >= UInt8(ascii: "1") else { return .invalid }
+    guard i < bytes.count, bytes[i] == asciiSP else { return .invalid }
+    i += 1
+    guard i + 3 <= bytes.count, isDigit(bytes[i]), isDigit(bytes[i + 1]), isDigit(bytes[i + 2]) else {
+        return .invalid
+    }
+    let code = Int(bytes[i] - 48) * 100 + Int(bytes[i + 1] - 48) * 10 + Int(bytes[i + 2] - 48)
+    guard code >= 100 else { return .invalid }
+    i += 3
+    var reason = ""
+    if i < bytes.count {
+        guard bytes[i] == asciiSP else { return .invalid }
+        i += 1
+        let reasonBytes = UnsafeRawBufferPointer(rebasing: bytes[i...])
+        // reason-phrase = 1*( HTAB / SP / VCHAR / obs-text )
+        guard reasonBytes.allSatisfy(isFieldValueByte) else { return .invalid }
+        reason = String(decoding: reasonBytes, as: UTF8.self)
+    }
+    return .status(version: version, code: code, reason: reason)
+}
+
+private func parseField(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
+    // RFC 9112 §5.2: obs-fold.
+    guard !isOWS(bytes[0]) else { return .invalid }
+    var colon = 0
+    while colon < bytes.count && bytes[colon] != asciiColon {
+        guard isTokenByte(bytes[colon]) else { return .invalid }
+        colon += 1
+    }
+    guard colon > 0, colon < bytes.count else { return .invalid }
+    var lower = colon + 1
+    var upper = bytes.count
+    while lower < upper && isOWS(bytes[lower]) { lower += 1 }
+    while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
+    let value = UnsafeRawBufferPointer(rebasing: bytes[lower..<upper])
+    guard value.allSatisfy(isFieldValueByte) else { return .invalid }
+    return .field(
+        HTTPField(
+            name: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self),
+            value: String(decoding: value, as: UTF8.self)))
+}

@@ -1,0 +1,147 @@
+/// Appends a response head and chunked framing to a caller-owned buffer (RFC 9112 §4, §5, §7.1).
+/// Nothing is validated here: check names and values with ``isValidFieldName(_:)`` and
+/// ``isValidFieldValue(_:)`` where they come from outside.
+public enum ResponseWriter {
+    /// `HTTP/1.1 200 OK\r\n`
+    public static func appendStatusLine(_ buf: inout [UInt8], version: HTTPVersion, code: Int, reason: String) {
+        switch version {
+        case .http1_0: appendLiteral(&buf, "HTTP/1.0 ")
+        case .http1_1: appendLiteral(&buf, "HTTP/1.1 ")
+        }
+        appendDecimal(&buf, code)
+        buf.append(asciiSP)
+        buf.append(contentsOf: reason.utf8)
+        appendCRLF(&buf)
+    }
+
+    /// `name: value\r\n`
+    public static func appendField(_ buf: inout [UInt8], name: String, value: String) {
+        buf.append(contentsOf: name.utf8)
+        buf.append(asciiColon)
+        buf.append(asciiSP)
+        buf.append(contentsOf: value.utf8)
+        appendCRLF(&buf)
+    }
+
+    /// The blank line that ends the head.
+    public static func appendEndOfHead(_ buf: inout [UInt8]) {
+        appendCRLF(&buf)
+    }
+
+    /// `size` in lowercase hex, then CRLF. A size of 0 (or less) appends nothing: an empty chunk would be
+    /// the last chunk, so skip empty data altogether (or use ``appendChunk(_:_:)``, which does).
+    public static func appendChunkHeader(_ buf: inout [UInt8], size: Int) {
+        guard size > 0 else { return }
+        let digits = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4
+        for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
+            let nibble = UInt8((size >> shift) & 0xF)
+            buf.append(nibble < 10 ? nibble + UInt8(ascii: "0") : nibble - 10 + UInt8(ascii: "a"))
+        }
+        appendCRLF(&buf)
+    }
+
+    /// One whole chunk (size line, data, CRLF); empty data appends nothing.
+    public static func appendChunk(_ buf: inout [UInt8], _ data: UnsafeRawBufferPointer) {
+        guard !data.isEmpty else { return }
+        appendChunkHeader(&buf, size: data.count)
+        buf.append(contentsOf: data)
+        appendCRLF(&buf)
+    }
+
+    /// The CRLF after a chunk's data.
+    public static func appendChunkEnd(_ buf: inout [UInt8]) {
+        appendCRLF(&buf)
+    }
+
+    /// `0\r\n\r\n`: the last chunk and an empty trailer section.
+    public static func appendLastChunk(_ buf: inout [UInt8]) {
+        appendLiteral(&buf, "0\r\n\r\n")
+    }
+
+    /// The standard reason phrase (RFC 9110 §15), or "" for a code without one.
+    public static func reasonPhrase(for code: Int) -> String {
+        switch code {
+        case 100: return "Continue"
+        case 101: return "Switching Protocols"
+        case 103: return "Early Hints"
+        case 200: return "OK"
+        case 201: return "Created"
+        case 202: return "Accepted"
+        case 203: return "Non-Authoritative Information"
+        case 204: return "No Content"
+        case 205: return "Reset Content"
+        case 206: return "Partial Content"
+        case 300: return "Multiple Choices"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 402: return "Payment Required"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 406: return "Not Acceptable"
+        case 407: return "Proxy Authentication Required"
+        case 408: return "Request Timeout"
+        case 409: return "Conflict"
+        case 410: return "Gone"
+        case 411: return "Length Required"
+        case 412: return "Precondition Failed"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 415: return "Unsupported Media Type"
+        case 416: return "Range Not Satisfiable"
+        case 417: return "Expectation Failed"
+        case 421: return "Misdirected Request"
+        case 422: return "Unprocessable Content"
+        case 425: return "Too Early"
+        case 426: return "Upgrade Required"
+        case 428: return "Precondition Required"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 451: return "Unavailable For Legal Reasons"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
+        default: return ""
+        }
+    }
+
+    private static func appendCRLF(_ buf: inout [UInt8]) {
+        buf.append(asciiCR)
+        buf.append(asciiLF)
+    }
+
+    private static func appendLiteral(_ buf: inout [UInt8], _ literal: StaticString) {
+        buf.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+}
+
+/// Appends `n` in decimal ASCII, without an intermediate String.
+public func appendDecimal(_ buf: inout [UInt8], _ n: Int) {
+    if n < 0 {
+        buf.append(UInt8(ascii: "-"))
+        // Int.min has no positive counterpart; go through its magnitude.
+        appendUnsigned(&buf, n.magnitude)
+    } else {
+        appendUnsigned(&buf, UInt(n))
+    }
+}
+
+private func appendUnsigned(_ buf: inout [UInt8], _ n: UInt) {
+    var divisor: UInt = 1
+    while n / divisor >= 10 { divisor *= 10 }
+    var rest = n
+    while divisor > 0 {
+        buf.append(UInt8(rest / divisor) + UInt8(ascii: "0"))
+        rest %= divisor
+        divisor /= 10
+    }
+}
