@@ -1,0 +1,179 @@
+import Glibc
+
+/// Runs a command without a shell and collects its standard output (with a size cap), under a
+/// deadline. The child gets its own process group, so a timeout kills the command and everything it
+/// started: SIGTERM to the group, then SIGKILL after a grace period. stdin and stderr are /dev/null
+/// (stderr may carry the token in an error message, so it is never read). Signal mask and the
+/// dispositions the proxy changed are reset in the child.
+enum ProcessRunner {
+    enum Termination: Equatable {
+        case exited(Int32)
+        case signaled(Int32)
+    }
+
+    enum Outcome: Equatable {
+        case finished(Termination, output: [UInt8])
+        /// The deadline passed; the process group was killed.
+        case timedOut
+        /// The output passed the limit; the process group was killed.
+        case outputTooLarge
+    }
+
+    struct LaunchError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static let killGrace: Double = 1
+
+    static func run(_ argv: [String], timeout: Double, outputLimit: Int) throws -> Outcome {
+        precondition(!argv.isEmpty)
+        var pipeFDs: [Int32] = [-1, -1]
+        guard pipe(&pipeFDs) == 0 else {
+            throw LaunchError(description: "pipe: \(errnoText(errno))")
+        }
+        // Only the token thread spawns, so setting close-on-exec after pipe() races with no one.
+        _ = fcntl(pipeFDs[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pipeFDs[1], F_SETFD, FD_CLOEXEC)
+        let readFD = pipeFDs[0]
+        let writeFD = pipeFDs[1]
+        defer { close(readFD) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, writeFD, 1)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Descriptors the proxy opened without O_CLOEXEC must not leak into the command.
+        closeInheritedDescriptors(&actions)
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
+            sigaddset(&defaults, signal)
+        }
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        let flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+
+        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
+        cArguments.append(nil)
+        defer { for pointer in cArguments { free(pointer) } }
+
+        var pid: pid_t = 0
+        let searchPath = !argv[0].contains("/")
+        let spawnResult = cArguments.withUnsafeBufferPointer { arguments -> Int32 in
+            if searchPath {
+                return posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+            }
+            return posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+        }
+        close(writeFD)
+        guard spawnResult == 0 else {
+            throw LaunchError(description: "cannot start \(argv[0]): \(errnoText(spawnResult))")
+        }
+
+        let deadline = monotonicNow() + max(0, timeout)
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        reading: while true {
+            let remaining = deadline - monotonicNow()
+            if remaining <= 0 {
+                terminateGroup(pid)
+                return .timedOut
+            }
+            var pollFD = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pollFD, 1, Int32(min(remaining * 1000, 60_000).rounded(.up)))
+            if ready < 0 {
+                if errno == EINTR { continue }
+                terminateGroup(pid)
+                throw LaunchError(description: "poll: \(errnoText(errno))")
+            }
+            if ready == 0 { continue }
+            let count = buffer.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                terminateGroup(pid)
+                throw LaunchError(description: "read: \(errnoText(errno))")
+            }
+            if count == 0 { break reading }
+            output.append(contentsOf: buffer[0..<count])
+            if output.count > outputLimit {
+                terminateGroup(pid)
+                return .outputTooLarge
+            }
+        }
+
+        // Output closed: the command is done or about to be; wait for it within the same deadline.
+        while true {
+            if let termination = reap(pid, blocking: false) {
+                return .finished(termination, output: output)
+            }
+            if monotonicNow() >= deadline {
+                terminateGroup(pid)
+                return .timedOut
+            }
+            sleepBriefly()
+        }
+    }
+
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+
+    /// `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (glibc 2.34+), which Swift's Glibc
+    /// module does not import; looked up at run time and skipped where the C library lacks it.
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return }
+        let addCloseFrom = unsafeBitCast(symbol, to: AddCloseFrom.self)
+        _ = addCloseFrom(&actions, 3)
+    }
+
+    /// SIGTERM to the group, SIGKILL after the grace period, and the child reaped.
+    private static func terminateGroup(_ pid: pid_t) {
+        kill(-pid, SIGTERM)
+        let graceEnd = monotonicNow() + killGrace
+        while monotonicNow() < graceEnd {
+            if reap(pid, blocking: false) != nil {
+                // The leader is gone; whatever it started in its group goes too.
+                kill(-pid, SIGKILL)
+                return
+            }
+            sleepBriefly()
+        }
+        kill(-pid, SIGKILL)
+        _ = reap(pid, blocking: true)
+    }
+
+    private static func reap(_ pid: pid_t, blocking: Bool) -> Termination? {
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, blocking ? 0 : WNOHANG)
+            if result == pid { break }
+            if result == 0 { return nil }
+            if errno == EINTR { continue }
+            // ECHILD: someone else reaped it (SIGCHLD ignored); its status is lost.
+            return .exited(-1)
+        }
+        // <sys/wait.h> macros, which Swift does not import.
+        let signal = status & 0x7F
+        if signal == 0 { return .exited((status >> 8) & 0xFF) }
+        return .signaled(signal)
+    }
+
+    private static func sleepBriefly() {
+        var interval = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+        nanosleep(&interval, nil)
+    }
+
+    static func monotonicNow() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+
+/// Turns what a source handed over into an expiry (CONTRACT.md point 2): the JWT `exp` claim wins,
+/// then the answer's `expires_at`, then its `expires_in`, then the source's default lifetime.
+enum TokenExpiry {
+    static func resolve(_ issued: IssuedToken, now: Double, defaultLifetime: Double?) -> Double? {
+        if let exp = JWT.expiry(of: issued.accessToken) { return exp }
+        if let expiresAt = issued.expiresAt, expiresAt.isFinite { return expiresAt }
+        if let expiresIn = issued.expiresIn, expiresIn.isFinite { return now + expiresIn }
+        if let defaultLifetime { return now + defaultLifetime }
+        return nil
+    }
+}
+
+/// What may go into `Authorization: Bearer <token>`.
+enum BearerToken {
+    /// Visible ASCII only: an empty token, a space, CR, LF, another control character or a non-ASCII
+    /// byte would break or smuggle the header (RFC 9110 §5.5; RFC 6750 §2.1 allows far less).
+    static func isUsable(_ token: String) -> Bool {
+        var count = 0
+        for byte in token.utf8 {
+            guard byte >= 0x21 && byte <= 0x7E else { return false }
+            count += 1
+        }
+        return count > 0
+    }
+}
+
+/// RFC 3339 timestamps (`2026-11-22T03:00:00Z`, with or without a fraction, any offset).
+enum RFC3339 {
+    static func parse(_ text: String) -> Double? {
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        if let date = plain.date(from: text) { return date.timeIntervalSince1970 }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = fractional.date(from: text) { return date.timeIntervalSince1970 }
+        return nil
+    }
+}

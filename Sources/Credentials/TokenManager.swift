@@ -1,0 +1,380 @@
+import Config
+import Foundation
+import Logging
+import Synchronization
+
+/// The single writer of the current token (ARCHITECTURE.md "Tokens off the hot path").
+///
+/// Every call into the token source (reading a file, running a command, calling an identity
+/// provider) happens on one dedicated thread that this manager owns; the request path only reads the
+/// published `TokenView` through `current()`. The thread sleeps until the next refresh is due (as the
+/// `RefreshPolicy` decides), until a caller asks for a refresh, or until it is time to look at the
+/// source's input again, and refreshes in the background without traffic.
+public final class TokenManager: @unchecked Sendable {
+    /// The configured credential type ("static", "file", "exec", …).
+    public let kind: String
+
+    private let source: any TokenSource
+    private let logger: Logger
+    private let policy: RefreshPolicy
+    private let clock: @Sendable () -> Double
+    private let sink: SinkWriter?
+
+    private let published: Mutex<TokenView>
+    private let statistics = Mutex(TokenStats())
+    private let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
+
+    /// Guards `control` and wakes the token thread.
+    private let condition = NSCondition()
+    private var control = Control()
+
+    private struct Control {
+        var started = false
+        var stopping = false
+        var exited = false
+        /// A fetch is queued or running; callers join `waiters` instead of starting another.
+        var inFlight = false
+        /// A fetch asked for and not yet taken by the token thread.
+        var queuedReason: RefreshReason?
+        var waiters: [@Sendable (RefreshOutcome) -> Void] = []
+        /// Set when the source refused: the message for `login_required`.
+        var sessionEnded: String?
+        /// Until then, requests get 503 at once instead of another call (passing failures).
+        var backoffUntil: Double?
+        var lastFailure: String?
+        /// The background timer: a proactive refresh or a backoff retry.
+        var nextRefreshAt: Double?
+    }
+
+    // Token thread only.
+    private var generation: UInt64 = 0
+    private var consecutiveFailures = 0
+    private var nextPollAt: Double?
+    private var lastLoggedFailure: String?
+
+    /// Builds the source that `configuration.credentials.type` names.
+    public convenience init(configuration: Configuration, logger: Logger) throws {
+        try self.init(configuration: configuration, logger: logger, source: makeTokenSource(configuration))
+    }
+
+    /// With a source of the caller's choice and, for tests, another clock (epoch seconds) and random
+    /// source (0..<1) for the policy's jitter.
+    public init(
+        configuration: Configuration,
+        logger: Logger,
+        source: any TokenSource,
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
+        self.kind = source.kind
+        self.source = source
+        self.logger = logger
+        self.clock = now
+        self.policy = RefreshPolicy(refreshMargin: configuration.credentials.refreshMargin, random: random)
+        self.sink = configuration.sink.map { SinkWriter($0, logger: logger) }
+        self.published = Mutex(TokenView(snapshot: nil, session: .none, failure: "no token yet", retryAfter: 1))
+    }
+
+    /// Called on the token thread after every change of the published view (sink file, metrics).
+    /// Set it before `start()`.
+    public var onChange: (@Sendable (TokenView) -> Void)? {
+        get { changeHandler.withLock { $0 } }
+        set { changeHandler.withLock { $0 = newValue } }
+    }
+
+    /// Counters of calls to the source by outcome, and the last one.
+    public var stats: TokenStats { statistics.withLock { $0 } }
+
+    /// Hot path: one lock-protected load, no allocation, no await.
+    public func current() -> TokenView {
+        published.withLock { $0 }
+    }
+
+    /// Starts the token thread; its first job is the first acquisition. Calling it twice does nothing.
+    public func start() {
+        condition.lock()
+        guard !control.started else {
+            condition.unlock()
+            return
+        }
+        control.started = true
+        control.inFlight = true
+        control.queuedReason = .startup
+        condition.unlock()
+        if let interval = source.pollInterval { nextPollAt = clock() + interval }
+        let thread = Thread { [self] in self.run() }
+        thread.name = "tokenproxy-token"
+        thread.start()
+    }
+
+    /// Stops the token thread after the call it is in (an exec run ends within its timeout) and
+    /// answers callers still waiting with `.unavailable`. Returns when the thread has ended.
+    public func stop() {
+        condition.lock()
+        control.stopping = true
+        condition.broadcast()
+        if control.started {
+            while !control.exited { condition.wait() }
+        }
+        let waiters = control.waiters
+        control.waiters = []
+        condition.unlock()
+        for waiter in waiters { waiter(.unavailable("the proxy is shutting down", retryAfter: 1)) }
+    }
+
+    /// Coalesced refresh.
+    ///
+    /// - `staleGeneration`: the generation a request was sent with when it got a 401; nil for a forced
+    ///   refresh (SIGHUP, admin) or "no valid token, need one".
+    /// - When a valid token newer than `staleGeneration` exists (or, with nil and a reason other than
+    ///   `.forced`, any valid token), `completion` is called at once, **on the calling thread, before
+    ///   this method returns**. So are the answers that need no call to the source: a session that
+    ///   ended (`.loginRequired`), a backoff in progress (`.unavailable` with the time left; a forced
+    ///   refresh skips the backoff), shutdown.
+    /// - Otherwise exactly one fetch is in flight however many callers ask, and all of them get its
+    ///   outcome, on the token thread. Callers hop to their own loop.
+    public func refresh(staleGeneration: UInt64?, reason: RefreshReason, completion: @escaping @Sendable (RefreshOutcome) -> Void) {
+        let answer: RefreshOutcome? = {
+            condition.lock()
+            defer { condition.unlock() }
+            let now = clock()
+            let view = published.withLock { $0 }
+            if let snapshot = view.snapshot, snapshot.isValid(at: now) {
+                if let staleGeneration, snapshot.generation > staleGeneration { return .token(snapshot) }
+                if staleGeneration == nil && reason != .forced { return .token(snapshot) }
+            }
+            if control.stopping { return .unavailable("the proxy is shutting down", retryAfter: 1) }
+            if !control.inFlight {
+                if let ended = control.sessionEnded { return .loginRequired(ended) }
+                if reason != .forced, let until = control.backoffUntil, until > now {
+                    let message = control.lastFailure ?? "the token source is failing"
+                    return .unavailable(message, retryAfter: Self.seconds(until - now))
+                }
+            }
+            control.waiters.append(completion)
+            if !control.inFlight {
+                control.inFlight = true
+                control.queuedReason = reason
+                condition.broadcast()
+            }
+            return nil
+        }()
+        if let answer { completion(answer) }
+    }
+
+    // MARK: - The token thread
+
+    private enum Job {
+        case fetch(RefreshReason)
+        case poll
+    }
+
+    private func run() {
+        while let job = nextJob() {
+            switch job {
+            case .fetch(let reason):
+                performFetch(reason: reason)
+            case .poll:
+                performPoll()
+            }
+        }
+    }
+
+    /// Sleeps until there is something to do; nil when stopping.
+    private func nextJob() -> Job? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if control.stopping {
+                control.exited = true
+                condition.broadcast()
+                return nil
+            }
+            if let reason = control.queuedReason {
+                control.queuedReason = nil
+                return .fetch(reason)
+            }
+            let now = clock()
+            if !control.inFlight, let due = control.nextRefreshAt, now >= due {
+                control.inFlight = true
+                control.nextRefreshAt = nil
+                return .fetch(.expiry)
+            }
+            if let poll = nextPollAt, now >= poll {
+                return .poll
+            }
+            var deadline = now + 30  // also bounds the damage of a wall-clock jump
+            if !control.inFlight, let due = control.nextRefreshAt { deadline = min(deadline, due) }
+            if let poll = nextPollAt { deadline = min(deadline, poll) }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: max(0.001, deadline - now)))
+        }
+    }
+
+    private func performPoll() {
+        let changed = source.inputChanged()
+        if let interval = source.pollInterval { nextPollAt = clock() + interval } else { nextPollAt = nil }
+        guard changed else { return }
+        logger.debug("\(kind): input changed, fetching the token again")
+        condition.lock()
+        if !control.inFlight {
+            control.inFlight = true
+            control.queuedReason = .forced
+        }
+        condition.unlock()
+    }
+
+    private func performFetch(reason: RefreshReason) {
+        let before = published.withLock { $0 }
+        let current = before.snapshot
+        let view: TokenView
+        let outcome: RefreshOutcome
+        let result: RefreshResult
+        let decision: RefreshPolicy.Decision
+        var sessionEnded: String? = nil
+        var failure: String? = nil
+        do {
+            let issued = try source.fetch(current: current)
+            guard BearerToken.isUsable(issued.accessToken) else {
+                throw TokenSourceError.passing("\(kind): the answer holds no usable token (empty, or spaces or control characters)")
+            }
+            registerSecret(issued.accessToken)
+            if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
+            let now = clock()
+            let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: source.defaultLifetime)
+            let snapshot: TokenSnapshot
+            if let current, current.accessToken == issued.accessToken {
+                // The same token: same generation, and the lifetime counts from when it was first seen
+                // (otherwise each look at an unchanged token would move its refresh time).
+                snapshot =
+                    current.expiresAt == expiresAt
+                    ? current
+                    : TokenSnapshot(accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
+            } else {
+                generation = max(generation, current?.generation ?? 0) + 1
+                snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: now, generation: generation)
+                logger.info("\(kind): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
+            }
+            decision = policy.next(
+                after: .issued(issuedAt: snapshot.issuedAt, expiresAt: snapshot.expiresAt, failuresSoFar: consecutiveFailures),
+                now: now
+            )
+            if snapshot.isValid(at: now) {
+                view = TokenView(snapshot: snapshot, session: .active, failure: nil, retryAfter: 1)
+                outcome = .token(snapshot)
+                result = .success
+                if lastLoggedFailure != nil { logger.info("\(kind): token source recovered") }
+                lastLoggedFailure = nil
+            } else {
+                let message = "\(kind): the token source handed over a token that has already expired"
+                let retryAfter = Self.retryAfter(decision, now: now)
+                view = TokenView(snapshot: snapshot, session: .active, failure: message, retryAfter: retryAfter)
+                outcome = .unavailable(message, retryAfter: retryAfter)
+                result = .failure
+                failure = message
+                logFailure(message, level: .warning)
+            }
+        } catch {
+            let now = clock()
+            let sourceError = error as? TokenSourceError ?? .passing("\(kind): \(error)")
+            switch sourceError {
+            case .refused(let reason):
+                let message = "the identity provider refused the refresh: \(reason); log in again"
+                decision = policy.next(after: .refused, now: now)
+                view = TokenView(snapshot: nil, session: .ended, failure: message, retryAfter: 1)
+                outcome = .loginRequired(message)
+                result = .refused
+                sessionEnded = message
+                failure = message
+                logFailure(message, level: .error)
+            case .passing(let reason), .configuration(let reason):
+                let isConfiguration: Bool
+                switch sourceError {
+                case .configuration: isConfiguration = true
+                case .passing, .refused: isConfiguration = false
+                }
+                decision = policy.next(after: .passingFailure(failuresSoFar: consecutiveFailures), now: now)
+                let retryAfter = Self.retryAfter(decision, now: now)
+                let session: SessionState = before.session == .ended ? .ended : (current == nil ? .none : .active)
+                view = TokenView(snapshot: current, session: session, failure: reason, retryAfter: retryAfter)
+                outcome = session == .ended ? .loginRequired(before.failure ?? reason) : .unavailable(reason, retryAfter: retryAfter)
+                result = .failure
+                failure = reason
+                if session == .ended { sessionEnded = before.failure ?? reason }
+                logFailure(
+                    isConfiguration ? "configuration error: \(reason)" : reason,
+                    detail: " (next try in \(retryAfter) s)",
+                    level: isConfiguration ? .error : .warning
+                )
+            }
+        }
+        _ = reason
+
+        let now = clock()
+        statistics.withLock { $0.record(result, at: now) }
+        published.withLock { $0 = view }
+
+        var nextRefreshAt: Double? = nil
+        var backoffUntil: Double? = nil
+        switch decision {
+        case .refreshAt(let time):
+            consecutiveFailures = 0
+            nextRefreshAt = time
+        case .retryAt(let time, let attempt):
+            consecutiveFailures = attempt
+            nextRefreshAt = time
+            backoffUntil = time
+        case .waitForTrigger:
+            // A token that does not expire, or a refusal: a request, a forced refresh or a changed
+            // input moves things on. A passing failure always comes with a retry time instead.
+            consecutiveFailures = 0
+        }
+
+        condition.lock()
+        control.inFlight = false
+        control.nextRefreshAt = nextRefreshAt
+        control.backoffUntil = backoffUntil
+        control.sessionEnded = sessionEnded
+        control.lastFailure = failure
+        let waiters = control.waiters
+        control.waiters = []
+        condition.unlock()
+
+        for waiter in waiters { waiter(outcome) }
+
+        if view.snapshot !== before.snapshot || view.session != before.session {
+            sink?.update(token: view.snapshot?.accessToken)
+        }
+        if view.snapshot !== before.snapshot || view.session != before.session || view.failure != before.failure
+            || view.retryAfter != before.retryAfter
+        {
+            changeHandler.withLock { $0 }?(view)
+        }
+    }
+
+    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug.
+    private func logFailure(_ message: String, detail: String = "", level: Logger.Level) {
+        if message == lastLoggedFailure {
+            logger.debug("\(kind): \(message)\(detail)")
+        } else {
+            logger.log(level: level, "\(kind): \(message)\(detail)")
+            lastLoggedFailure = message
+        }
+    }
+
+    private static func retryAfter(_ decision: RefreshPolicy.Decision, now: Double) -> Int {
+        switch decision {
+        case .retryAt(let time, _): return seconds(time - now)
+        case .refreshAt, .waitForTrigger: return 1
+        }
+    }
+
+    static func seconds(_ interval: Double) -> Int {
+        guard interval.isFinite, interval > 1 else { return 1 }
+        return Int(min(interval.rounded(.up), 86_400))
+    }
+
+    private static func describeExpiry(_ expiresAt: Double?, now: Double) -> String {
+        guard let expiresAt else { return "does not expire" }
+        return "expires in \(Int((expiresAt - now).rounded())) s"
+    }
+}

@@ -1,0 +1,86 @@
+import Config
+
+/// A token as a source handed it over, before the manager resolves its expiry.
+public struct IssuedToken: Sendable, Equatable {
+    public var accessToken: String
+    /// A new refresh token, when the answer carried one (OAuth2 rotation); nil keeps the old one.
+    public var refreshToken: String?
+    /// Seconds of life from now, as the answer said (`expires_in`).
+    public var expiresIn: Double?
+    /// Seconds since the epoch, as the answer said (`expires_at`).
+    public var expiresAt: Double?
+
+    public init(accessToken: String, refreshToken: String? = nil, expiresIn: Double? = nil, expiresAt: Double? = nil) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresIn = expiresIn
+        self.expiresAt = expiresAt
+    }
+}
+
+/// How a source call failed. Messages never contain a token, a secret or a raw answer.
+public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The identity provider refused the grant (`invalid_grant`, `NotAuthorizedException`):
+    /// the session ends, no retry until a new login.
+    case refused(String)
+    /// Network, 5xx, 429, a timeout, an unreadable answer: retried with backoff while a still-valid
+    /// token keeps serving.
+    case passing(String)
+    /// The configuration is wrong (`invalid_client`, a missing command): logged as a configuration
+    /// error, retried like a passing failure.
+    case configuration(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let reason): return "refused: \(reason)"
+        case .passing(let reason): return reason
+        case .configuration(let reason): return "configuration error: \(reason)"
+        }
+    }
+
+    public var reason: String {
+        switch self {
+        case .refused(let reason), .passing(let reason), .configuration(let reason): return reason
+        }
+    }
+}
+
+/// Where tokens come from. Every method is called on the manager's token thread only, one call at a
+/// time, so a source may keep mutable state without locks and may block (read files, run commands,
+/// call identity providers).
+public protocol TokenSource: AnyObject {
+    /// The configured type, for logs and `status` ("static", "file", "exec", "oauth2_refresh", …).
+    var kind: String { get }
+    /// The lifetime assumed when neither a JWT `exp` nor the answer says when the token expires;
+    /// nil: such a token does not expire.
+    var defaultLifetime: Double? { get }
+    /// How often `inputChanged()` is called, in seconds; nil: never (nothing to watch).
+    var pollInterval: Double? { get }
+
+    /// Obtains a token. `current` is the newest published token, if any (a source may hand it back
+    /// unchanged, or use it to decide what to refresh).
+    func fetch(current: TokenSnapshot?) throws -> IssuedToken
+    /// True when the source's input changed since the last call (a rewritten file, a store written by
+    /// another process) so that a fetch is worth doing now, even during a backoff or after a refusal.
+    func inputChanged() -> Bool
+}
+
+extension TokenSource {
+    public var pollInterval: Double? { nil }
+    public func inputChanged() -> Bool { false }
+}
+
+/// Builds the source that `configuration.credentials.type` names.
+public func makeTokenSource(_ configuration: Configuration) throws -> any TokenSource {
+    let credentials = configuration.credentials
+    switch credentials.type {
+    case .static:
+        return try StaticTokenSource(credentials)
+    case .file:
+        return try FileTokenSource(credentials)
+    case .exec:
+        return try ExecTokenSource(credentials)
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+        throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) is not supported yet")
+    }
+}

@@ -1,0 +1,93 @@
+/// Whether the proxy holds a session it can refresh.
+public enum SessionState: String, Sendable {
+    /// A token (or a refreshable session) is held.
+    case active
+    /// Never logged in, or no token obtained yet.
+    case none
+    /// The identity provider refused the refresh: a login is needed (CONTRACT.md point 5).
+    case ended
+}
+
+/// What the request path reads, with one lock-protected load per request.
+public struct TokenView: Sendable {
+    /// The newest token; it may be expired (check `snapshot.isValid(at:)`).
+    public var snapshot: TokenSnapshot?
+    public var session: SessionState
+    /// Why there is no usable token, or why the last refresh failed. Never contains a secret.
+    public var failure: String?
+    /// Seconds for a 503's `Retry-After`; at least 1.
+    public var retryAfter: Int
+
+    public init(snapshot: TokenSnapshot?, session: SessionState, failure: String?, retryAfter: Int) {
+        self.snapshot = snapshot
+        self.session = session
+        self.failure = failure
+        self.retryAfter = max(1, retryAfter)
+    }
+
+    /// The snapshot when it is still valid at `now`.
+    public func usableSnapshot(at now: Double) -> TokenSnapshot? {
+        guard let snapshot, snapshot.isValid(at: now) else { return nil }
+        return snapshot
+    }
+}
+
+/// The answer to `TokenManager.refresh`.
+public enum RefreshOutcome: Sendable {
+    /// The token to use. Its generation equals the caller's stale generation when the source handed
+    /// back the very same token (a static token, an unchanged file): retrying with it is pointless.
+    case token(TokenSnapshot)
+    /// The session ended (refresh refused) or never began: 401 `login_required`.
+    case loginRequired(String)
+    /// A passing failure (or a backoff in progress): 503 `token_unavailable` with `Retry-After`.
+    case unavailable(String, retryAfter: Int)
+}
+
+/// Why a refresh was asked for (logs and the source's bookkeeping).
+public enum RefreshReason: String, Sendable {
+    /// The background timer, or a request that found no valid token.
+    case expiry
+    /// The upstream answered 401.
+    case unauthorized
+    /// SIGHUP, the admin `POST /refresh`, or a changed input (file, store).
+    case forced
+    /// The first acquisition after `start()`.
+    case startup
+}
+
+/// How one call to the token source ended, for `tokenproxy_refreshes_total{outcome}`.
+public enum RefreshResult: String, Sendable, CaseIterable {
+    case success
+    case refused
+    case failure
+}
+
+/// Counters for metrics and `status`.
+public struct TokenStats: Sendable, Equatable {
+    public var successes: UInt64 = 0
+    public var refusals: UInt64 = 0
+    public var failures: UInt64 = 0
+    /// Seconds since the epoch of the last call to the source that ended.
+    public var lastRefreshAt: Double? = nil
+    public var lastRefreshOutcome: RefreshResult? = nil
+
+    public init() {}
+
+    public func count(of result: RefreshResult) -> UInt64 {
+        switch result {
+        case .success: return successes
+        case .refused: return refusals
+        case .failure: return failures
+        }
+    }
+
+    mutating func record(_ result: RefreshResult, at time: Double) {
+        switch result {
+        case .success: successes += 1
+        case .refused: refusals += 1
+        case .failure: failures += 1
+        }
+        lastRefreshAt = time
+        lastRefreshOutcome = result
+    }
+}
