@@ -40,3 +40,19 @@ enum MetricsRenderer {
         return out
     }
 }
+
+/// Series about the token's life cycle, from the manager's counters.
+enum TokenMetrics {
+    static func render(_ tokens: TokenManager) -> String {
+        let stats = tokens.stats
+        var out = "# HELP tokenproxy_refreshes_total Calls to the token source, by outcome.\n# TYPE tokenproxy_refreshes_total counter\n"
+        for result in RefreshResult.allCases {
+            out += "tokenproxy_refreshes_total{source=\"\(tokens.kind)\",outcome=\"\(result.rawValue)\"} \(stats.count(of: result))\n"
+        }
+        if let last = stats.lastRefreshAt {
+            out += "# HELP tokenproxy_last_refresh_timestamp_seconds When the token source last answered.\n# TYPE tokenproxy_last_refresh_timestamp_seconds gauge\n"
+            out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"
+        }
+        return out
+    }
+}
