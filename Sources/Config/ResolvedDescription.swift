@@ -65,7 +65,8 @@ extension Configuration {
         add("access.allow_methods", access.allowMethods.map(list) ?? "any")
         add("access.allow_hosts", access.allowHosts.map(list) ?? "default (localhost, 127.0.0.1, [::1] and the listen address)")
         add("access.allow_origins", list(access.allowOrigins))
-        add("access.unix_mode", "\"0" + String(access.unixMode, radix: 8) + "\"")
+        let mode = String(access.unixMode, radix: 8)
+        add("access.unix_mode", "\"" + String(repeating: "0", count: max(0, 4 - mode.count)) + mode + "\"")
 
         add("forward.client_authorization", forward.clientAuthorization.rawValue)
         add("forward.preserve_host", String(forward.preserveHost))
