@@ -173,10 +173,10 @@ struct Builder {
 
     mutating func build(_ root: YAMLSection) throws -> Configuration {
         try root.rejectUnknownKeys(Keys.root) { key in
-            for (section, keys) in Keys.sections.sorted(by: { $0.key < $1.key }) where keys.contains(key) {
-                return "\(key) belongs under \(section):"
-            }
-            return nil
+            let owners = Keys.root.filter { Keys.sections[$0]?.contains(key) == true }.map { "\($0):" }
+            guard let last = owners.last else { return nil }
+            let list = owners.count == 1 ? last : owners.dropLast().joined(separator: ", ") + " or " + last
+            return "\(key) belongs under \(list)"
         }
         let allowRemote = try root.bool("allow_remote") ?? false
 
