@@ -313,4 +313,15 @@ let contractExampleEnvironment = [
         }
         #expect(Set(keys).count == keys.count)
     }
+
+    @Test func aUnixModeMayBeWrittenQuotedOrPlain() throws {
+        #expect(try parse(minimalYAML + "\naccess: {unix_mode: 0600}").configuration.access.unixMode == 0o600)
+        #expect(try parse(minimalYAML + "\naccess: {unix_mode: \"0666\"}").configuration.access.unixMode == 0o666)
+        #expect(try parse(minimalYAML + "\naccess: {unix_mode: \"0666\"}").configuration.resolvedDescription().contains("access.unix_mode: \"0666\""))
+    }
+
+    @Test func anIPv4MappedLoopbackListenAddressCountsAsLoopback() throws {
+        let config = try parse("listen: \"[::ffff:127.0.0.1]:80\"\n" + minimalYAML).configuration
+        #expect(config.listen == .tcp(host: "::ffff:127.0.0.1", port: 80))
+    }
 }
