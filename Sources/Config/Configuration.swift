@@ -145,10 +145,10 @@ public struct CredentialsConfiguration: Sendable, Equatable {
 
     public init(type: CredentialsType) { self.type = type }
 
-    public enum ClientAuth: String, Sendable, Equatable { case basic, post }
-    public enum LoginFlow: String, Sendable, Equatable { case password, device, none }
-    public enum CognitoTokenUse: String, Sendable, Equatable { case access, id }
-    public enum RefreshTokenPlacement: String, Sendable, Equatable { case header, body }
+    public enum ClientAuth: String, Sendable, Equatable, CaseIterable { case basic, post }
+    public enum LoginFlow: String, Sendable, Equatable, CaseIterable { case password, device, none }
+    public enum CognitoTokenUse: String, Sendable, Equatable, CaseIterable { case access, id }
+    public enum RefreshTokenPlacement: String, Sendable, Equatable, CaseIterable { case header, body }
 }
 
 public struct UpstreamTLSConfiguration: Sendable, Equatable {
@@ -182,7 +182,7 @@ public struct AccessConfiguration: Sendable, Equatable {
 }
 
 public struct ForwardConfiguration: Sendable, Equatable {
-    public enum ClientAuthorization: String, Sendable, Equatable { case replace, keep, reject }
+    public enum ClientAuthorization: String, Sendable, Equatable, CaseIterable { case replace, keep, reject }
     public var clientAuthorization: ClientAuthorization = .replace
     public var preserveHost: Bool = false
     public var retryBodyLimit: Int = 1 << 20
@@ -204,7 +204,7 @@ public struct LimitsConfiguration: Sendable, Equatable {
 
 public struct LogConfiguration: Sendable, Equatable {
     public enum Level: String, Sendable, Equatable, CaseIterable { case error, warn, info, debug }
-    public enum Format: String, Sendable, Equatable { case text, json }
+    public enum Format: String, Sendable, Equatable, CaseIterable { case text, json }
     public var level: Level = .info
     public var format: Format = .text
     public var accessLog: Bool = false

@@ -1,0 +1,588 @@
+import Foundation
+import Yams
+
+/// A validated configuration and the warnings found while loading it (unused keys, literal
+/// secrets, disabled TLS verification). Warnings never contain a secret value.
+public struct LoadedConfiguration: Sendable {
+    public var configuration: Configuration
+    public var warnings: [String]
+
+    public init(configuration: Configuration, warnings: [String]) {
+        self.configuration = configuration
+        self.warnings = warnings
+    }
+}
+
+/// Reads the YAML configuration file (CONTRACT.md "The configuration file"). Every failure is one
+/// `ConfigurationError` naming the full dotted key path and the reason; no secret value is ever
+/// part of an error or a warning.
+public enum ConfigurationLoader {
+    /// The environment variable that overrides `listen`.
+    public static let listenEnvironmentKey = "TOKENPROXY_LISTEN"
+    /// The environment variable that overrides `upstream`.
+    public static let upstreamEnvironmentKey = "TOKENPROXY_UPSTREAM"
+
+    /// Reads the file, applies TOKENPROXY_LISTEN / TOKENPROXY_UPSTREAM from `environment`, reads secrets
+    /// named by *_env / *_file, resolves relative paths against the file's folder, validates.
+    public static func load(path: String, environment: [String: String]) throws -> LoadedConfiguration {
+        let absolute = Paths.resolve(path, against: FileManager.default.currentDirectoryPath)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory) else {
+            throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): no such file")
+        }
+        guard !isDirectory.boolValue else {
+            throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): it is a folder")
+        }
+        guard let data = FileManager.default.contents(atPath: absolute) else {
+            throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): permission denied or unreadable")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(keyPath: "", reason: "the configuration file \(absolute) is not UTF-8 text")
+        }
+        let folder = (absolute as NSString).deletingLastPathComponent
+        return try parse(yaml: text, baseDirectory: folder, environment: environment)
+    }
+
+    /// Like `load`, for YAML already in memory; relative paths are resolved against `baseDirectory`.
+    public static func parse(yaml: String, baseDirectory: String, environment: [String: String]) throws -> LoadedConfiguration {
+        let base = Paths.resolve(baseDirectory, against: FileManager.default.currentDirectoryPath)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch let error as YamlError {
+            throw ConfigurationError(keyPath: "", reason: describe(error))
+        } catch {
+            throw ConfigurationError(keyPath: "", reason: "not valid YAML")
+        }
+        guard let root, !root.isNull else {
+            throw ConfigurationError(keyPath: "", reason: "the configuration file is empty")
+        }
+        guard case .mapping = root else {
+            throw ConfigurationError(
+                keyPath: "", reason: "the top level must be a mapping of keys (listen:, upstream:, credentials:...), not \(root.kindDescription)")
+        }
+        var builder = Builder(baseDirectory: base, environment: environment)
+        let configuration = try builder.build(try YAMLSection(node: root, keyPath: ""))
+        return LoadedConfiguration(configuration: configuration, warnings: builder.warnings)
+    }
+
+    /// Every key path the file may contain ("listen", "credentials.token_url", "limits.max_header_bytes", ...), for docs.
+    public static let knownKeys: [String] = Keys.root.flatMap { key -> [String] in
+        guard let inner = Keys.sections[key] else { return [key] }
+        return [key] + inner.map { "\(key).\($0)" }
+    }
+
+    /// The keys of `credentials` that `type` uses; any other credentials key gets a warning.
+    public static func credentialsKeys(usedBy type: CredentialsType) -> [String] {
+        Keys.credentialsCommon + Keys.credentialsUsed(by: type)
+    }
+
+    /// A YAML syntax error, without the snippet of the file Yams adds (the line may hold a secret).
+    static func describe(_ error: YamlError) -> String {
+        switch error {
+        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
+            .composer(let context, let problem, let mark, _):
+            let detail = [context?.text, problem].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: ", ")
+            return "not valid YAML at line \(mark.line), column \(mark.column): \(detail)"
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return "duplicate key \(duplicates.joined(separator: ", ")) at line \(context.mark.line)"
+        case .reader(let problem, _, _, _):
+            return "not valid YAML: \(problem)"
+        default:
+            return "not valid YAML"
+        }
+    }
+}
+
+enum Keys {
+    static let root = [
+        "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
+        "store", "access", "forward", "limits", "log",
+    ]
+    static let credentialsCommon = ["type", "refresh_margin", "default_lifetime"]
+    static let clientSecret = ["client_secret", "client_secret_env", "client_secret_file"]
+    static let seedRefreshToken = ["refresh_token_env", "refresh_token_file"]
+    static let oauth2Common = ["issuer_url", "token_url", "client_id"] + clientSecret + ["client_auth", "scope", "audience", "extra_params"]
+    static let oauth2RefreshOnly = seedRefreshToken + ["login", "device_authorization_url", "revocation_url"]
+    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken
+    static let jsonRefresh =
+        ["login_url", "refresh_url", "refresh_token_in", "access_token_path", "refresh_token_path", "expires_in_path", "expires_at_path"]
+        + seedRefreshToken
+    static let staticToken = ["token_env", "token_file"]
+    static let file = ["path"]
+    static let exec = ["command", "exec_timeout"]
+
+    static func credentialsUsed(by type: CredentialsType) -> [String] {
+        switch type {
+        case .oauth2Refresh: return oauth2Common + oauth2RefreshOnly
+        case .oauth2ClientCredentials: return oauth2Common
+        case .cognito: return cognito
+        case .jsonRefresh: return jsonRefresh
+        case .static: return staticToken
+        case .file: return file
+        case .exec: return exec
+        }
+    }
+
+    static let credentials: [String] = {
+        var all = credentialsCommon
+        for type in CredentialsType.allCases {
+            for key in credentialsUsed(by: type) where !all.contains(key) { all.append(key) }
+        }
+        return all
+    }()
+
+    static let sections: [String: [String]] = [
+        "admin": ["listen"],
+        "credentials": credentials,
+        "upstream_tls": ["ca_file", "client_cert_file", "client_key_file", "insecure_skip_verify"],
+        "sink": ["path"],
+        "store": ["path"],
+        "access": [
+            "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
+            "allow_hosts", "allow_origins", "unix_mode",
+        ],
+        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory"],
+        "limits": [
+            "max_header_bytes", "max_body_bytes", "max_connections", "client_header_timeout", "client_idle_timeout",
+            "upstream_timeout", "upstream_idle_timeout", "refresh_wait",
+        ],
+        "log": ["level", "format", "access_log"],
+    ]
+}
+
+
+/// Builds a `Configuration` from the parsed file, collecting warnings.
+struct Builder {
+    let baseDirectory: String
+    let environment: [String: String]
+    var warnings: [String] = []
+
+    init(baseDirectory: String, environment: [String: String]) {
+        self.baseDirectory = baseDirectory
+        self.environment = environment
+    }
+
+    func resolve(_ path: String) -> String { Paths.resolve(path, against: baseDirectory) }
+
+    /// A non-empty environment value, or nil.
+    func env(_ name: String) -> String? {
+        guard let value = environment[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    mutating func build(_ root: YAMLSection) throws -> Configuration {
+        try root.rejectUnknownKeys(Keys.root) { key in
+            let owners = Keys.root.filter { Keys.sections[$0]?.contains(key) == true }.map { "\($0):" }
+            guard let last = owners.last else { return nil }
+            let list = owners.count == 1 ? last : owners.dropLast().joined(separator: ", ") + " or " + last
+            return "\(key) belongs under \(list)"
+        }
+        let allowRemote = try root.bool("allow_remote") ?? false
+
+        let upstream: UpstreamURL
+        if let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
+            upstream = try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
+        } else if let value = try root.string("upstream") {
+            upstream = try parseUpstream(value, keyPath: "upstream")
+        } else {
+            throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
+        }
+
+        guard let credentialsSection = try root.section("credentials") else {
+            throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
+        }
+        let credentials = try parseCredentials(credentialsSection)
+
+        var storePath = resolve("./state/tokens.json")
+        if let store = try root.section("store") {
+            try store.rejectUnknownKeys(Keys.sections["store"]!)
+            if let path = try pathValue(store, "path") { storePath = path }
+        }
+
+        var config = Configuration(
+            upstream: upstream, credentials: credentials, store: StoreConfiguration(path: storePath), baseDirectory: baseDirectory)
+        config.allowRemote = allowRemote
+
+        if let value = env(ConfigurationLoader.listenEnvironmentKey) {
+            config.listen = try parseListen(value, keyPath: ConfigurationLoader.listenEnvironmentKey, allowRemote: allowRemote)
+        } else if let value = try root.string("listen") {
+            config.listen = try parseListen(value, keyPath: "listen", allowRemote: allowRemote)
+        }
+
+        if let value = try root.duration("drain_timeout") { config.drainTimeout = value }
+        if let value = try root.int("workers") {
+            guard value >= 0 else { throw ConfigurationError(keyPath: "workers", reason: "must be 0 (one per CPU) or more") }
+            guard value <= 1024 else { throw ConfigurationError(keyPath: "workers", reason: "must be at most 1024") }
+            config.workers = value
+        }
+
+        if let admin = try root.section("admin") {
+            try admin.rejectUnknownKeys(Keys.sections["admin"]!)
+            guard let value = try admin.string("listen") else {
+                throw ConfigurationError(keyPath: "admin.listen", reason: "required when admin: is present (e.g. 127.0.0.1:9901)")
+            }
+            let address = try parseListen(value, keyPath: "admin.listen", allowRemote: allowRemote)
+            if address == config.listen, address != .tcp(host: address.tcpHost ?? "", port: 0) {
+                throw ConfigurationError(keyPath: "admin.listen", reason: "is the same address as listen")
+            }
+            config.admin = AdminConfiguration(listen: address)
+        }
+
+        if let tls = try root.section("upstream_tls") {
+            config.upstreamTLS = try parseUpstreamTLS(tls, upstream: upstream)
+        }
+        if let sink = try root.section("sink") {
+            try sink.rejectUnknownKeys(Keys.sections["sink"]!)
+            guard let path = try pathValue(sink, "path") else {
+                throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
+            }
+            config.sink = SinkConfiguration(path: path)
+        }
+        if let access = try root.section("access") { config.access = try parseAccess(access) }
+        if let forward = try root.section("forward") { config.forward = try parseForward(forward) }
+        if let limits = try root.section("limits") { config.limits = try parseLimits(limits) }
+        if let log = try root.section("log") { config.log = try parseLog(log) }
+        return config
+    }
+
+    // MARK: - Addresses
+
+    func parseUpstream(_ value: String, keyPath: String) throws -> UpstreamURL {
+        do {
+            return try AddressParser.upstream(value)
+        } catch let problem {
+            throw ConfigurationError(keyPath: keyPath, reason: problem.reason)
+        }
+    }
+
+    func parseListen(_ value: String, keyPath: String, allowRemote: Bool) throws -> ListenAddress {
+        let address: ListenAddress
+        do {
+            address = try AddressParser.listen(value, baseDirectory: baseDirectory)
+        } catch let problem {
+            throw ConfigurationError(keyPath: keyPath, reason: problem.reason)
+        }
+        if !allowRemote, !AddressParser.isLoopback(address) {
+            throw ConfigurationError(
+                keyPath: keyPath,
+                reason: "\(address) is not a loopback address; set allow_remote: true to accept connections from other machines")
+        }
+        return address
+    }
+
+    func checkURL(_ section: YAMLSection, _ key: String) throws -> String? {
+        guard let value = try section.string(key) else { return nil }
+        do {
+            try AddressParser.checkEndpoint(value)
+        } catch let problem {
+            throw ConfigurationError(keyPath: section.path(key), reason: problem.reason)
+        }
+        return value.trimmingWhitespace()
+    }
+
+    func pathValue(_ section: YAMLSection, _ key: String) throws -> String? {
+        guard let value = try section.nonEmptyString(key) else { return nil }
+        guard !value.contains("\0") else { throw ConfigurationError(keyPath: section.path(key), reason: "contains a NUL byte") }
+        return resolve(value)
+    }
+
+    func positiveDuration(_ section: YAMLSection, _ key: String) throws -> Double? {
+        guard let value = try section.duration(key) else { return nil }
+        guard value > 0 else { throw ConfigurationError(keyPath: section.path(key), reason: "must be more than 0") }
+        return value
+    }
+
+    // MARK: - Secrets
+
+    /// Reads `<base>` (literal, only when `literal` is true), `<base>_env` or `<base>_file`; at most one may be set.
+    /// An unset or empty variable is an error unless `unsetEnvIsAbsent`; a named file must be readable.
+    mutating func readSecret(_ section: YAMLSection, _ base: String, literal: Bool, unsetEnvIsAbsent: Bool = false) throws -> Secret? {
+        let keys = (literal ? [base] : []) + ["\(base)_env", "\(base)_file"]
+        let present = keys.filter { section.has($0) }
+        if present.count > 1 {
+            throw ConfigurationError(
+                keyPath: section.path(present[1]),
+                reason: "set only one of \(keys.joined(separator: ", ")); \(present.joined(separator: " and ")) are both set")
+        }
+        guard let key = present.first else { return nil }
+        let keyPath = section.path(key)
+        if key == base {
+            guard let value = try section.string(key), !value.isEmpty else {
+                throw ConfigurationError(keyPath: keyPath, reason: "must not be empty")
+            }
+            warnings.append("\(keyPath): a literal secret in the config file; prefer \(base)_env or \(base)_file")
+            return Secret(value: value, origin: .literal)
+        }
+        if key.hasSuffix("_env") {
+            let name = try section.nonEmptyString(key)!.trimmingWhitespace()
+            guard !name.contains("="), !name.contains("\0") else {
+                throw ConfigurationError(keyPath: keyPath, reason: "is not a valid environment variable name")
+            }
+            guard let value = environment[name], !value.isEmpty else {
+                if unsetEnvIsAbsent { return nil }
+                let state = environment[name] == nil ? "is not set" : "is empty"
+                throw ConfigurationError(keyPath: keyPath, reason: "the environment variable \(name) \(state)")
+            }
+            return Secret(value: value, origin: .env(name))
+        }
+        let path = try pathValue(section, key)!
+        return Secret(value: try readSecretFile(path, keyPath: keyPath), origin: .file(path))
+    }
+
+    /// The file's text without one trailing newline (LF or CRLF).
+    func readSecretFile(_ path: String, keyPath: String) throws -> String {
+        func fail(_ why: String) -> ConfigurationError {
+            ConfigurationError(keyPath: keyPath, reason: "cannot read \(path): \(why)")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw fail("no such file") }
+        guard !isDirectory.boolValue else { throw fail("it is a folder") }
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw fail("permission denied or unreadable") }
+        defer { try? handle.close() }
+        let limit = 1 << 20
+        guard var bytes = try? handle.read(upToCount: limit + 1).map(Array.init) ?? [] else { throw fail("read failed") }
+        guard bytes.count <= limit else { throw fail("larger than 1MiB, too large for a secret") }
+        if bytes.last == 0x0A {
+            bytes.removeLast()
+            if bytes.last == 0x0D { bytes.removeLast() }
+        }
+        guard let text = String(bytes: bytes, encoding: .utf8) else { throw fail("not UTF-8 text") }
+        guard !text.isEmpty else { throw ConfigurationError(keyPath: keyPath, reason: "the file \(path) is empty") }
+        return text
+    }
+
+    // MARK: - Credentials
+
+    mutating func parseCredentials(_ s: YAMLSection) throws -> CredentialsConfiguration {
+        let typeNames = CredentialsType.allCases.map(\.rawValue)
+        try s.rejectUnknownKeys(Keys.credentials) { key in
+            typeNames.contains(key) || key == "oauth2"
+                ? "every key of every type sits directly under credentials: (credentials.command, not credentials.exec.command)"
+                : nil
+        }
+        guard let type = try s.choice("type", CredentialsType.self) else {
+            throw ConfigurationError(keyPath: "credentials.type", reason: "required: one of \(typeNames.joined(separator: " | "))")
+        }
+        let used = Set(ConfigurationLoader.credentialsKeys(usedBy: type))
+        for key in s.presentKeys where !used.contains(key) {
+            warnings.append("\(s.path(key)): not used by type \(type.rawValue)")
+        }
+
+        var c = CredentialsConfiguration(type: type)
+        if let value = try s.duration("refresh_margin") { c.refreshMargin = value }
+        if let value = try positiveDuration(s, "default_lifetime") { c.defaultLifetime = value }
+
+        c.issuerURL = try checkURL(s, "issuer_url")
+        c.tokenURL = try checkURL(s, "token_url")
+        c.deviceAuthorizationURL = try checkURL(s, "device_authorization_url")
+        c.revocationURL = try checkURL(s, "revocation_url")
+        c.loginURL = try checkURL(s, "login_url")
+        c.refreshURL = try checkURL(s, "refresh_url")
+        c.endpoint = try checkURL(s, "endpoint")
+
+        c.clientID = try s.nonEmptyString("client_id")
+        if let value = try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) { c.clientAuth = value }
+        c.scope = try s.string("scope")
+        c.audience = try s.nonEmptyString("audience")
+        if let params = try s.stringMap("extra_params") {
+            let reserved = ["grant_type", "refresh_token", "client_id", "client_secret", "scope", "audience", "username", "password", "device_code"]
+            for name in params.keys.sorted() where reserved.contains(name) {
+                throw ConfigurationError(
+                    keyPath: "credentials.extra_params.\(name)", reason: "is set by the proxy itself (use the credentials key of that name, if any)")
+            }
+            c.extraParams = params
+        }
+        if let value = try s.choice("login", CredentialsConfiguration.LoginFlow.self) { c.login = value }
+        if let value = try s.nonEmptyString("region") {
+            guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+                throw ConfigurationError(keyPath: "credentials.region", reason: "is not an AWS region name such as us-east-1")
+            }
+            c.region = value
+        }
+        if let value = try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) { c.useToken = value }
+        if let value = try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) { c.refreshTokenIn = value }
+        if let value = try s.nonEmptyString("access_token_path") { c.accessTokenPath = value }
+        if let value = try s.nonEmptyString("refresh_token_path") { c.refreshTokenPath = value }
+        let expiresIn = try s.nonEmptyString("expires_in_path")
+        let expiresAt = try s.nonEmptyString("expires_at_path")
+        if expiresIn != nil, expiresAt != nil {
+            throw ConfigurationError(keyPath: "credentials.expires_at_path", reason: "set only one of expires_in_path and expires_at_path")
+        }
+        if let expiresAt {
+            c.expiresAtPath = expiresAt
+            c.expiresInPath = nil
+        } else if let expiresIn {
+            c.expiresInPath = expiresIn
+        }
+        c.path = try pathValue(s, "path")
+        if let node = s.node("command") {
+            guard case .sequence = node else {
+                throw ConfigurationError(
+                    keyPath: "credentials.command",
+                    reason: "must be a list of strings, the program and its arguments, e.g. [/usr/local/bin/get-token, --audience, api] (a single string is not split)")
+            }
+            var command = try s.stringList("command")!
+            guard let program = command.first else {
+                throw ConfigurationError(keyPath: "credentials.command", reason: "must not be empty: name the program to run")
+            }
+            guard !program.isEmpty else { throw ConfigurationError(keyPath: "credentials.command[0]", reason: "must not be empty") }
+            if program.contains("/") { command[0] = resolve(program) }
+            c.command = command
+        }
+        if let value = try positiveDuration(s, "exec_timeout") { c.execTimeout = value }
+
+        // Secrets are read only for the keys the type uses: an unused, unset variable is no reason to refuse to start.
+        if used.contains("client_secret") { c.clientSecret = try readSecret(s, "client_secret", literal: true) }
+        if used.contains("refresh_token_env") {
+            c.seedRefreshToken = try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true)
+        }
+        if used.contains("token_env") { c.token = try readSecret(s, "token", literal: false) }
+
+        try checkRequired(c, s)
+        return c
+    }
+
+    func checkRequired(_ c: CredentialsConfiguration, _ s: YAMLSection) throws {
+        let typeName = c.type.rawValue
+        func missing(_ key: String, _ extra: String = "") -> ConfigurationError {
+            ConfigurationError(keyPath: "credentials.\(key)", reason: "required for type \(typeName)\(extra)")
+        }
+        switch c.type {
+        case .oauth2Refresh, .oauth2ClientCredentials:
+            guard c.clientID != nil else { throw missing("client_id") }
+            guard c.tokenURL != nil || c.issuerURL != nil else { throw missing("token_url", " (or set issuer_url for OpenID discovery)") }
+            if c.type == .oauth2Refresh, c.login == .device, c.deviceAuthorizationURL == nil, c.issuerURL == nil {
+                throw ConfigurationError(
+                    keyPath: "credentials.device_authorization_url", reason: "required for login: device (or set issuer_url for OpenID discovery)")
+            }
+        case .cognito:
+            guard c.clientID != nil else { throw missing("client_id") }
+            guard c.region != nil || c.endpoint != nil else { throw missing("region", " (or set endpoint)") }
+        case .jsonRefresh:
+            guard c.refreshURL != nil else { throw missing("refresh_url") }
+        case .static:
+            guard c.token != nil else {
+                throw ConfigurationError(keyPath: "credentials.token_env", reason: "type static needs token_env or token_file")
+            }
+        case .file:
+            guard c.path != nil else { throw missing("path", " (the file that holds the token)") }
+        case .exec:
+            guard !c.command.isEmpty else { throw missing("command", " (a list: the program and its arguments)") }
+        }
+    }
+
+    // MARK: - Other sections
+
+    mutating func parseUpstreamTLS(_ s: YAMLSection, upstream: UpstreamURL) throws -> UpstreamTLSConfiguration {
+        try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!)
+        var tls = UpstreamTLSConfiguration()
+        tls.caFile = try pathValue(s, "ca_file")
+        tls.clientCertFile = try pathValue(s, "client_cert_file")
+        tls.clientKeyFile = try pathValue(s, "client_key_file")
+        if tls.clientKeyFile != nil, tls.clientCertFile == nil {
+            throw ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set")
+        }
+        tls.insecureSkipVerify = try s.bool("insecure_skip_verify") ?? false
+        if tls.insecureSkipVerify {
+            warnings.append("upstream_tls.insecure_skip_verify: the upstream's TLS certificate is not verified; use this only for tests")
+        }
+        if upstream.scheme == "http", !s.presentKeys.isEmpty {
+            warnings.append("upstream_tls: not used, the upstream is http")
+        }
+        return tls
+    }
+
+    mutating func parseAccess(_ s: YAMLSection) throws -> AccessConfiguration {
+        try s.rejectUnknownKeys(Keys.sections["access"]!)
+        var a = AccessConfiguration()
+        if let header = try s.nonEmptyString("require_header") {
+            guard header.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "!#$%&'*+-.^_`|~".contains($0)) }) else {
+                throw ConfigurationError(keyPath: "access.require_header", reason: "is not a valid header name")
+            }
+            a.requireHeader = header
+        }
+        a.requireValue = try readSecret(s, "require_value", literal: true)
+        if a.requireHeader != nil, a.requireValue == nil {
+            throw ConfigurationError(
+                keyPath: "access.require_header", reason: "needs require_value_env or require_value_file (the value clients must send)")
+        }
+        if a.requireHeader == nil, a.requireValue != nil {
+            throw ConfigurationError(keyPath: "access.require_header", reason: "required when a require_value is set (the header that carries it)")
+        }
+        if let paths = try s.stringList("allow_paths", example: "[/users/, /orders/]") {
+            for (index, path) in paths.enumerated() where !path.hasPrefix("/") {
+                throw ConfigurationError(keyPath: "access.allow_paths[\(index)]", reason: "\"\(path)\" must start with /")
+            }
+            a.allowPaths = paths
+        }
+        if let methods = try s.stringList("allow_methods", example: "[GET, POST]") {
+            for (index, method) in methods.enumerated()
+            where method.isEmpty || !method.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) {
+                throw ConfigurationError(keyPath: "access.allow_methods[\(index)]", reason: "\"\(method)\" is not an HTTP method")
+            }
+            a.allowMethods = methods.map { $0.uppercased() }
+        }
+        if let hosts = try s.stringList("allow_hosts", example: "[localhost, 127.0.0.1]") {
+            for (index, host) in hosts.enumerated() where host.trimmingWhitespace().isEmpty {
+                throw ConfigurationError(keyPath: "access.allow_hosts[\(index)]", reason: "must not be empty")
+            }
+            a.allowHosts = hosts.map { $0.lowercased() }
+        }
+        if let origins = try s.stringList("allow_origins", example: "[https://app.example.com]") { a.allowOrigins = origins }
+        if let mode = try s.string("unix_mode") {
+            let digits = mode.trimmingWhitespace()
+            guard !digits.isEmpty, digits.count <= 4, digits.allSatisfy({ ("0"..."7").contains($0) }), let value = UInt32(digits, radix: 8) else {
+                throw ConfigurationError(keyPath: "access.unix_mode", reason: "\"\(mode)\" is not an octal file mode such as \"0660\"")
+            }
+            a.unixMode = value
+        }
+        return a
+    }
+
+    func parseForward(_ s: YAMLSection) throws -> ForwardConfiguration {
+        try s.rejectUnknownKeys(Keys.sections["forward"]!)
+        var f = ForwardConfiguration()
+        if let value = try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) { f.clientAuthorization = value }
+        if let value = try s.bool("preserve_host") { f.preserveHost = value }
+        if let value = try s.size("retry_body_limit") { f.retryBodyLimit = value }
+        if let value = try s.size("retry_memory") { f.retryMemory = value }
+        return f
+    }
+
+    func parseLimits(_ s: YAMLSection) throws -> LimitsConfiguration {
+        try s.rejectUnknownKeys(Keys.sections["limits"]!)
+        var l = LimitsConfiguration()
+        if let value = try s.size("max_header_bytes") {
+            guard value > 0 else { throw ConfigurationError(keyPath: "limits.max_header_bytes", reason: "must be more than 0") }
+            l.maxHeaderBytes = value
+        }
+        if let value = try s.size("max_body_bytes") { l.maxBodyBytes = value }
+        if let value = try s.int("max_connections") {
+            guard value >= 1 else { throw ConfigurationError(keyPath: "limits.max_connections", reason: "must be 1 or more") }
+            l.maxConnections = value
+        }
+        if let value = try positiveDuration(s, "client_header_timeout") { l.clientHeaderTimeout = value }
+        if let value = try positiveDuration(s, "client_idle_timeout") { l.clientIdleTimeout = value }
+        if let value = try positiveDuration(s, "upstream_timeout") { l.upstreamTimeout = value }
+        if let value = try positiveDuration(s, "upstream_idle_timeout") { l.upstreamIdleTimeout = value }
+        if let value = try positiveDuration(s, "refresh_wait") { l.refreshWait = value }
+        return l
+    }
+
+    func parseLog(_ s: YAMLSection) throws -> LogConfiguration {
+        try s.rejectUnknownKeys(Keys.sections["log"]!)
+        var l = LogConfiguration()
+        if let value = try s.choice("level", LogConfiguration.Level.self) { l.level = value }
+        if let value = try s.choice("format", LogConfiguration.Format.self) { l.format = value }
+        if let value = try s.bool("access_log") { l.accessLog = value }
+        return l
+    }
+}
+
+extension ListenAddress {
+    var tcpHost: String? {
+        if case .tcp(let host, _) = self { return host }
+        return nil
+    }
+}

@@ -1,0 +1,115 @@
+extension Configuration {
+    /// What `tokenproxy check` prints: every resolved setting, one `key: value` per line (YAML-ish),
+    /// secrets masked via `Secret.description`. Credentials keys the type does not use are left out.
+    public func resolvedDescription() -> String {
+        var lines: [String] = []
+        func add(_ key: String, _ value: String) { lines.append("\(key): \(value)") }
+        func add(_ key: String, _ value: String?) { if let value { add(key, value) } }
+        func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
+
+        add("listen", listen.description)
+        add("upstream", upstream.description)
+        add("allow_remote", String(allowRemote))
+        add("drain_timeout", Units.formatDuration(drainTimeout))
+        add("workers", workers == 0 ? "0 (one per CPU)" : String(workers))
+        add("admin.listen", admin?.listen.description ?? "none")
+
+        let c = credentials
+        let used = Set(ConfigurationLoader.credentialsKeys(usedBy: c.type))
+        func credential(_ key: String, _ value: String?) { if used.contains(key) { add("credentials.\(key)", value) } }
+        add("credentials.type", c.type.rawValue)
+        add("credentials.refresh_margin", Units.formatDuration(c.refreshMargin))
+        add("credentials.default_lifetime", Units.formatDuration(c.defaultLifetime))
+        credential("issuer_url", c.issuerURL)
+        credential("token_url", c.tokenURL)
+        credential("region", c.region)
+        credential("endpoint", c.endpoint)
+        credential("client_id", c.clientID.map(quoted))
+        credential("client_secret", c.clientSecret?.description ?? "none")
+        credential("client_auth", c.clientAuth.rawValue)
+        credential("scope", c.scope.map(quoted))
+        credential("audience", c.audience.map(quoted))
+        if used.contains("extra_params"), !c.extraParams.isEmpty {
+            let pairs = c.extraParams.sorted { $0.key < $1.key }.map { "\(quoted($0.key)): \(quoted($0.value))" }
+            add("credentials.extra_params", "{" + pairs.joined(separator: ", ") + "}")
+        }
+        credential("use_token", c.useToken.rawValue)
+        credential("login_url", c.loginURL)
+        credential("refresh_url", c.refreshURL)
+        credential("refresh_token_in", c.refreshTokenIn.rawValue)
+        credential("access_token_path", c.accessTokenPath)
+        credential("refresh_token_path", c.refreshTokenPath)
+        credential("expires_in_path", c.expiresInPath)
+        credential("expires_at_path", c.expiresAtPath)
+        if used.contains("refresh_token_env") {
+            add("credentials.seed_refresh_token", c.seedRefreshToken?.description ?? "none")
+        }
+        credential("login", c.login.rawValue)
+        credential("device_authorization_url", c.deviceAuthorizationURL)
+        credential("revocation_url", c.revocationURL)
+        if used.contains("token_env") { add("credentials.token", c.token?.description ?? "none") }
+        credential("path", c.path)
+        credential("command", c.command.isEmpty ? nil : list(c.command))
+        credential("exec_timeout", Units.formatDuration(c.execTimeout))
+
+        add("upstream_tls.ca_file", upstreamTLS.caFile ?? "system CAs")
+        add("upstream_tls.client_cert_file", upstreamTLS.clientCertFile)
+        add("upstream_tls.client_key_file", upstreamTLS.clientKeyFile)
+        add("upstream_tls.insecure_skip_verify", String(upstreamTLS.insecureSkipVerify))
+        add("sink.path", sink?.path ?? "none")
+        add("store.path", store.path)
+
+        add("access.require_header", access.requireHeader ?? "none")
+        add("access.require_value", access.requireValue?.description)
+        add("access.allow_paths", access.allowPaths.map(list) ?? "any")
+        add("access.allow_methods", access.allowMethods.map(list) ?? "any")
+        add("access.allow_hosts", access.allowHosts.map(list) ?? "default (localhost, 127.0.0.1, [::1] and the listen address)")
+        add("access.allow_origins", list(access.allowOrigins))
+        let mode = String(access.unixMode, radix: 8)
+        add("access.unix_mode", "\"" + String(repeating: "0", count: max(0, 4 - mode.count)) + mode + "\"")
+
+        add("forward.client_authorization", forward.clientAuthorization.rawValue)
+        add("forward.preserve_host", String(forward.preserveHost))
+        add("forward.retry_body_limit", Units.formatSize(forward.retryBodyLimit))
+        add("forward.retry_memory", Units.formatSize(forward.retryMemory))
+
+        add("limits.max_header_bytes", Units.formatSize(limits.maxHeaderBytes))
+        add("limits.max_body_bytes", limits.maxBodyBytes == 0 ? "0 (unlimited)" : Units.formatSize(limits.maxBodyBytes))
+        add("limits.max_connections", String(limits.maxConnections))
+        add("limits.client_header_timeout", Units.formatDuration(limits.clientHeaderTimeout))
+        add("limits.client_idle_timeout", Units.formatDuration(limits.clientIdleTimeout))
+        add("limits.upstream_timeout", Units.formatDuration(limits.upstreamTimeout))
+        add("limits.upstream_idle_timeout", Units.formatDuration(limits.upstreamIdleTimeout))
+        add("limits.refresh_wait", Units.formatDuration(limits.refreshWait))
+
+        add("log.level", log.level.rawValue)
+        add("log.format", log.format.rawValue)
+        add("log.access_log", String(log.accessLog))
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+/// The value as written when it is plain, else double-quoted with escapes.
+private func quoted(_ s: String) -> String {
+    let plain =
+        !s.isEmpty && s.trimmingWhitespace() == s
+        && s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./:".contains($0)) }
+        && !["true", "false", "null", "~"].contains(s.lowercased())
+    if plain { return s }
+    var out = "\""
+    for scalar in s.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 || scalar.value == 0x7f {
+                out += "\\x" + String(scalar.value, radix: 16)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
