@@ -2,7 +2,22 @@
 """A stdlib-only HTTP/1.1 upstream for tokenproxy's end-to-end tests.
 
 Run with `--port 0`; it prints `READY <port>` on stdout once listening and nothing more on stdout.
-Every method is accepted on every path. See README.md beside this file for the endpoints.
+Every method is accepted on every path. Endpoints (matched on the path's last segments, so they
+work under any base path, e.g. `/base/big`):
+
+  anything else        200 JSON {"method", "path" (raw target), "headers" [[name, value], ...] in
+                       order, "body_len", "body_sha256", "body" (when < 64 KiB)}; bodies are read
+                       with Content-Length or chunked
+  /status/N            status N with a small JSON body (204 and 304 without body)
+  /big?bytes=N         N bytes of a repeating pattern, with Content-Length
+  /stream?bytes=N      the same, chunked
+  /redirect?to=URL     302 with Location: URL
+  /slow-head?ms=N      answers after N ms
+  /stall-body          sends the head and 1000 of 100000 bytes, then hangs (?ms=N to end sooner)
+  /garbage             writes bytes that are not HTTP and closes
+  /close               closes without answering
+  /auth?token=T        200 when Authorization is `Bearer T`, else 401
+  /count[?path=P]      how many requests each path (as received) has had
 """
 import argparse
 import hashlib
@@ -28,6 +43,21 @@ def pattern_bytes(offset, length):
     start = offset % len(PATTERN)
     reps = (start + length) // len(PATTERN) + 1
     return (PATTERN * reps)[start:start + length]
+
+
+ENDPOINTS = {"big", "stream", "redirect", "slow-head", "stall-body", "garbage", "close", "auth", "count"}
+
+
+def route(path):
+    """The endpoint a path names, wherever it sits under a base path: `/base/big` is `/big` and
+    `/v1/status/404` is `/status/404`, so the proxy's upstream base path does not get in the way.
+    Anything else is echoed."""
+    segments = path.split("/")
+    if len(segments) >= 2 and segments[-1] in ENDPOINTS:
+        return "/" + segments[-1]
+    if len(segments) >= 3 and segments[-2] == "status" and segments[-1].isdigit():
+        return "/status/" + segments[-1]
+    return path
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -97,6 +127,7 @@ class Handler(BaseHTTPRequestHandler):
         query = parse_qs(split.query)
         with _count_lock:
             _counts[path] = _counts.get(path, 0) + 1
+        path = route(path)
 
         def qint(name, default):
             try:
