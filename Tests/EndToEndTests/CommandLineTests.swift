@@ -1,0 +1,185 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// CONTRACT.md, "The command line": `check`, signals, and what reaches the logs.
+@Suite struct CommandLineTests {
+    @Test func checkAcceptsAValidConfiguration() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", config], env: ["E2E_TOKEN": e2eToken])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(!result.output.contains(e2eToken))
+    }
+
+    @Test func checkRejectsAnUnknownKeyAndNamesIt() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            upstream_tiemout: 5s
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", config], env: ["E2E_TOKEN": e2eToken])
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("upstream_tiemout"), "\(result.output)")
+    }
+
+    @Test func checkRejectsAnUnknownNestedKeyAndNamesIt() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            limits:
+              max_hedaer_bytes: 1KiB
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", config], env: ["E2E_TOKEN": e2eToken])
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("max_hedaer_bytes"), "\(result.output)")
+    }
+
+    @Test func checkMasksSecrets() throws {
+        let dir = try TempDir()
+        let proxyKey = "proxy-key-\(UUID().uuidString)"
+        let clientSecret = "client-secret-\(UUID().uuidString)"
+        try dir.write("token.txt", e2eToken + "\n", mode: 0o600)
+        let staticConfig = try dir.write(
+            "static.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            credentials:
+              type: static
+              token_file: token.txt
+            access:
+              require_header: X-Proxy-Key
+              require_value_env: PROXY_KEY
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", staticConfig], env: ["PROXY_KEY": proxyKey])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(!result.output.contains(e2eToken), "\(result.output)")
+        #expect(!result.output.contains(proxyKey), "\(result.output)")
+
+        let oauthConfig = try dir.write(
+            "oauth.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            credentials:
+              type: oauth2_client_credentials
+              token_url: http://127.0.0.1:9/oauth/token
+              client_id: my-client
+              client_secret: \(clientSecret)
+            """)
+        let oauth = try ProxyProcess.run(args: ["check", "--config", oauthConfig])
+        #expect(oauth.status == 0, "\(oauth.output)")
+        #expect(!oauth.output.contains(clientSecret), "\(oauth.output)")
+        #expect(oauth.output.contains("my-client"), "check should print what it resolved: \(oauth.output)")
+    }
+
+    @Test func checkReadsTheConfigPathFromTheEnvironment() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            bogus_key: 1
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            """)
+        let result = try ProxyProcess.run(args: ["check"], env: ["TOKENPROXY_CONFIG": config, "E2E_TOKEN": e2eToken])
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("bogus_key"))
+    }
+
+    @Test func badCommandLineExits2() throws {
+        let result = try ProxyProcess.run(args: ["serve", "--no-such-flag"])
+        #expect(result.status == 2, "\(result.output)")
+    }
+
+    @Test func helpWorks() throws {
+        let result = try ProxyProcess.run(args: ["--help"])
+        #expect(result.status == 0)
+        #expect(result.output.contains("serve"))
+        #expect(result.output.contains("check"))
+    }
+
+    @Test func serveWithABadConfigExits2() throws {
+        let dir = try TempDir()
+        let config = try dir.write("tokenproxy.yaml", "listen: 127.0.0.1:0\nupstream: http://127.0.0.1:9\nnot_a_key: true\ncredentials:\n  type: static\n  token_env: E2E_TOKEN\n")
+        let result = try ProxyProcess.run(args: ["serve", "--config", config], env: ["E2E_TOKEN": e2eToken], timeout: 20)
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("not_a_key"))
+    }
+
+    @Test func sigtermStopsTheServerWithStatus0() throws {
+        let f = try Fixture()
+        #expect(try curl([f.url("/before")]).status == 200)
+        f.proxy.terminate(signal: SIGTERM)
+        #expect(try f.proxy.waitForExit(timeout: 15) == 0, "\(f.proxy.stderr)")
+    }
+
+    @Test func sigintStopsTheServerWithStatus0() throws {
+        let f = try Fixture()
+        f.proxy.terminate(signal: SIGINT)
+        #expect(try f.proxy.waitForExit(timeout: 15) == 0, "\(f.proxy.stderr)")
+    }
+
+    @Test func listeningLineNamesTheRealPort() throws {
+        let f = try Fixture()
+        #expect(f.proxy.port > 0)
+        #expect(f.proxy.address == "127.0.0.1:\(f.proxy.port)")
+        try f.finish()
+    }
+
+    @Test func adminListenerIsLoggedAndServesHealth() throws {
+        let f = try Fixture(extra: "admin:\n  listen: 127.0.0.1:0")
+        let adminURL = try #require(f.proxy.adminURL)
+        #expect(f.proxy.adminPort != f.proxy.port)
+        #expect(try curl([adminURL + "/healthz"]).status == 200)
+        #expect(try curl([adminURL + "/readyz"]).status == 200)
+        let metrics = try curl([adminURL + "/metrics"])
+        #expect(metrics.status == 200)
+        #expect(metrics.bodyString.contains("tokenproxy_requests_total"))
+        #expect(!metrics.bodyString.contains(e2eToken))
+        try f.finish()
+    }
+
+    @Test func noTokenEverReachesStderr() throws {
+        let f = try Fixture()
+        // Exercise the paths that log: ordinary requests, errors, a client credential, a 401.
+        _ = try curl([f.url("/a?token=\(e2eToken.prefix(4))")])
+        _ = try curl(["-H", "Authorization: Bearer \(e2eToken)", f.url("/b")])
+        _ = try curl(["-H", "Host: evil.example", f.url("/c")])
+        _ = try curl([f.url("/status/500")])
+        _ = try curl([f.url("/auth?token=wrong")])
+        _ = try curl([f.url("/garbage")])
+        let client = try f.connect()
+        try client.send("GET /../x HTTP/1.1\r\nHost: \(f.host)\r\nAuthorization: Bearer \(e2eToken)\r\n\r\n")
+        _ = try? client.readResponse()
+        f.proxy.terminate(signal: SIGTERM)
+        _ = try f.proxy.waitForExit(timeout: 15)
+        #expect(!f.proxy.stderr.isEmpty, "tokenproxy logged nothing at debug level")
+        #expect(!f.proxy.stderr.contains(e2eToken), "the token appeared in stderr")
+        #expect(!f.proxy.stdout.contains(e2eToken), "the token appeared in stdout")
+    }
+}

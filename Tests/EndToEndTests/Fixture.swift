@@ -1,0 +1,147 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The static token every end-to-end proxy serves with (from the `E2E_TOKEN` environment variable).
+/// Random per run, so a leak cannot hide behind a constant.
+let e2eToken = "e2e-static-token-\(UUID().uuidString.lowercased())"
+
+/// An echo upstream and a tokenproxy in front of it.
+final class Fixture: @unchecked Sendable {
+    let upstream: PythonServer
+    let proxy: ProxyProcess
+    let basePath: String
+
+    /// - Parameters:
+    ///   - basePath: the upstream base URL's path.
+    ///   - extra: more top-level YAML sections (must not repeat `listen`, `upstream`, `workers`,
+    ///     `credentials`, `log`).
+    ///   - upstreamURL: replaces the echo server's URL (e.g. an address nobody listens on).
+    init(basePath: String = "/base", extra: String = "", upstreamURL: String? = nil, environment: [String: String] = [:]) throws {
+        let upstream = try PythonServer("echo_upstream")
+        self.upstream = upstream
+        self.basePath = basePath
+        let config = """
+            listen: 127.0.0.1:0
+            upstream: \(upstreamURL ?? upstream.baseURL + basePath)
+            workers: 1
+            drain_timeout: 2s
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            log:
+              level: debug
+              access_log: true
+            \(extra)
+            """
+        var env = environment
+        env["E2E_TOKEN"] = e2eToken
+        proxy = try ProxyProcess(config: config, environment: env)
+    }
+
+    /// `http://127.0.0.1:PORT<path>` on the proxy.
+    func url(_ path: String) -> String { proxy.baseURL + path }
+
+    /// The Host value a well-behaved local client sends.
+    var host: String { proxy.address }
+
+    /// A raw connection to the proxy.
+    func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
+        try RawHTTPClient(port: proxy.port, timeout: timeout)
+    }
+
+    /// Stops the proxy with SIGTERM, expects exit status 0 and no token in its stderr.
+    func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        proxy.terminate(signal: SIGTERM)
+        let status = try proxy.waitForExit(timeout: 15)
+        #expect(status == 0, "tokenproxy exit status after SIGTERM", sourceLocation: sourceLocation)
+        #expect(!proxy.stderr.contains(e2eToken), "the token appeared in tokenproxy's stderr", sourceLocation: sourceLocation)
+        upstream.stop()
+    }
+}
+
+/// What the echo upstream says it received.
+struct Echo: Decodable {
+    let method: String
+    let path: String
+    let headers: [[String]]
+    let body_len: Int
+    let body_sha256: String
+    let body: String?
+
+    init(_ bytes: [UInt8]) throws {
+        do {
+            self = try JSONDecoder().decode(Echo.self, from: Data(bytes))
+        } catch {
+            throw HarnessError("not an echo reply: \(String(decoding: bytes.prefix(500), as: UTF8.self))")
+        }
+    }
+
+    /// Every value of a header the upstream received (case-insensitive name).
+    func values(_ name: String) -> [String] {
+        headers.filter { $0.count == 2 && $0[0].caseInsensitiveCompare(name) == .orderedSame }.map { $0[1] }
+    }
+
+    func value(_ name: String) -> String? { values(name).first }
+
+    func has(_ name: String) -> Bool { !values(name).isEmpty }
+
+    /// The received header names, lowercased, in order.
+    var names: [String] { headers.compactMap { $0.first?.lowercased() } }
+}
+
+/// The contract's error body: `{"error": code, "message": ...}` with a JSON content type.
+func expectProxyError(
+    _ response: HTTPResponse,
+    status: Int,
+    code: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(response.status == status, "\(response)", sourceLocation: sourceLocation)
+    #expect(response.header("Content-Type")?.lowercased().hasPrefix("application/json") == true, "\(response)", sourceLocation: sourceLocation)
+    #expect(response.json?["error"] as? String == code, "\(response)", sourceLocation: sourceLocation)
+    #expect(response.json?["message"] is String, "\(response)", sourceLocation: sourceLocation)
+}
+
+func expectProxyError(
+    _ response: CurlResult,
+    status: Int,
+    code: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(response.status == status, "status \(response.status) body \(response.bodyString)", sourceLocation: sourceLocation)
+    #expect(response.header("Content-Type")?.lowercased().hasPrefix("application/json") == true, sourceLocation: sourceLocation)
+    #expect(response.json?["error"] as? String == code, "body \(response.bodyString)", sourceLocation: sourceLocation)
+    #expect(response.json?["message"] is String, sourceLocation: sourceLocation)
+}
+
+/// The echo server's download pattern (must match `PATTERN` in echo_upstream.py).
+func echoPattern(count: Int) -> [UInt8] {
+    let pattern = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(count)
+    while out.count < count { out += pattern.prefix(count - out.count) }
+    return out
+}
+
+/// Deterministic pseudo-random bytes (all 256 values occur).
+func testBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
+    var state = seed
+    var out = [UInt8](repeating: 0, count: count)
+    for i in 0..<count {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        out[i] = UInt8(truncatingIfNeeded: state >> 33)
+    }
+    return out
+}
+
+/// SHA-256 hex digest via the system's sha256sum (the test target has no crypto library).
+func sha256Hex(_ bytes: [UInt8]) throws -> String {
+    let dir = try TempDir(prefix: "sha")
+    let path = try dir.write("data", Data(bytes))
+    let result = try runCommand(URL(fileURLWithPath: "/usr/bin/env"), arguments: ["sha256sum", path])
+    guard result.status == 0, let digest = result.stdout.split(separator: " ").first else {
+        throw HarnessError("sha256sum failed: \(result.stderr)")
+    }
+    return String(digest)
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import Logs
+
+/// Collects the lines a handler writes.
+final class LineSink: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    var text: String { all.joined() }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}
+
+func makeLogger(
+    format: LogFormat,
+    registry: SecretRegistry,
+    sink: LineSink,
+    level: Logger.Level = .debug
+) -> Logger {
+    Logger(label: "test") { label in
+        TokenproxyLogHandler(label: label, level: level, format: format, registry: registry, output: { sink.append($0) })
+    }
+}
+
+let sampleJWT =
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwiZXhwIjo0MTAyNDQ0ODAwfQ.c2lnbmF0dXJlLXZhbHVlLTEyMw"
+
+@Suite struct SecretRegistryTests {
+    @Test func registeredSecretIsReplacedEverywhereInAString() {
+        let registry = SecretRegistry()
+        registry.register("s3cr3t-value")
+        #expect(registry.redact("a s3cr3t-value b s3cr3t-value") == "a [REDACTED] b [REDACTED]")
+    }
+
+    @Test func shortStringsAreNotRegistered() {
+        let registry = SecretRegistry()
+        registry.register("abc")
+        registry.register("")
+        #expect(registry.redact("abc def") == "abc def")
+    }
+
+    @Test func longerSecretContainingAShorterOneIsReplacedWhole() {
+        let registry = SecretRegistry()
+        registry.register("secret")
+        registry.register("secret-and-more")
+        #expect(registry.redact("x secret-and-more y") == "x [REDACTED] y")
+    }
+
+    @Test func bearerCredentialIsRedactedEvenWhenNotRegistered() {
+        let registry = SecretRegistry()
+        #expect(registry.redact("Authorization: Bearer abc.def-ghi") == "Authorization: Bearer [REDACTED]")
+        #expect(registry.redact("authorization: bearer xyz123 rest") == "authorization: bearer [REDACTED] rest")
+        #expect(registry.redact("{\"h\":\"Bearer tok42\"}") == "{\"h\":\"Bearer [REDACTED]\"}")
+    }
+
+    @Test func bearerWithoutValueAndTheWordAloneStayUntouched() {
+        let registry = SecretRegistry()
+        #expect(registry.redact("scheme Bearer") == "scheme Bearer")
+        #expect(registry.redact("Bearers are fine") == "Bearers are fine")
+    }
+
+    @Test func jwtShapedStringsAreRedacted() {
+        let registry = SecretRegistry()
+        #expect(registry.redact("token=\(sampleJWT) end") == "token=[REDACTED] end")
+        #expect(registry.redact("\(sampleJWT)") == "[REDACTED]")
+        // Unsigned JWT (alg none) has an empty third part.
+        #expect(registry.redact("t eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0. u") == "t [REDACTED] u")
+    }
+
+    @Test func stringsThatOnlyResembleAJWTAreKept() {
+        let registry = SecretRegistry()
+        #expect(registry.redact("eyJ only") == "eyJ only")
+        #expect(registry.redact("file.name.txt") == "file.name.txt")
+        #expect(registry.redact("version 1.2.3") == "version 1.2.3")
+    }
+
+    @Test func unicodeAroundSecretsSurvives() {
+        let registry = SecretRegistry()
+        registry.register("pässwört-42")
+        #expect(registry.redact("é pässwört-42 ü") == "é [REDACTED] ü")
+    }
+
+    @Test func concurrentRegistrationAndRedactionAreSafe() async {
+        let registry = SecretRegistry()
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                group.addTask {
+                    registry.register("secret-number-\(i)")
+                    _ = registry.redact("value secret-number-\(i)")
+                }
+            }
+        }
+        for i in 0..<50 {
+            #expect(!registry.redact("secret-number-\(i)").contains("secret-number"))
+        }
+    }
+}
+
+@Suite struct LogHandlerTests {
+    @Test(arguments: LogFormat.allCases)
+    func registeredSecretNeverAppearsInMessageOrMetadata(format: LogFormat) {
+        let registry = SecretRegistry()
+        let secret = "very-secret-refresh-token-1234"
+        registry.register(secret)
+        let sink = LineSink()
+        let logger = makeLogger(format: format, registry: registry, sink: sink)
+        logger.info("got \(secret) from idp", metadata: ["token": "\(secret)", "nested": ["a": "x\(secret)y"], "list": ["\(secret)"]])
+        logger.error("plain", metadata: ["convertible": .stringConvertible(secret)])
+        #expect(sink.all.count == 2)
+        #expect(!sink.text.contains(secret))
+        #expect(sink.text.contains("[REDACTED]"))
+    }
+
+    @Test(arguments: LogFormat.allCases)
+    func bearerAndJWTAreRedactedInMessageAndMetadata(format: LogFormat) {
+        let sink = LineSink()
+        let logger = makeLogger(format: format, registry: SecretRegistry(), sink: sink)
+        logger.warning("header Authorization: Bearer opaque-token-value", metadata: ["jwt": "\(sampleJWT)"])
+        #expect(!sink.text.contains("opaque-token-value"))
+        #expect(!sink.text.contains(sampleJWT))
+        #expect(!sink.text.contains("eyJhbGci"))
+    }
+
+    @Test func jsonLinesParseAsJSONWithTheExpectedFields() throws {
+        let sink = LineSink()
+        let logger = makeLogger(format: .json, registry: SecretRegistry(), sink: sink)
+        logger.info("listening on 127.0.0.1:8080", metadata: ["port": "8080", "count": .stringConvertible(3)])
+        logger.warning("quote \" backslash \\ newline \n tab \t control \u{01} done", metadata: ["k\"ey": "v\nal"])
+        logger.debug("nested", metadata: ["d": ["a": ["1", "2"]]])
+        logger.error("bad")
+        #expect(sink.all.count == 4)
+        for line in sink.all {
+            #expect(line.hasSuffix("\n"))
+            #expect(line.dropLast().contains("\n") == false)
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object != nil)
+            #expect(object?["ts"] is String)
+        }
+        let first = try JSONSerialization.jsonObject(with: Data(sink.all[0].utf8)) as! [String: Any]
+        #expect(first["level"] as? String == "info")
+        #expect(first["msg"] as? String == "listening on 127.0.0.1:8080")
+        #expect(first["port"] as? String == "8080")
+        let second = try JSONSerialization.jsonObject(with: Data(sink.all[1].utf8)) as! [String: Any]
+        #expect(second["level"] as? String == "warn")
+        #expect(second["msg"] as? String == "quote \" backslash \\ newline \n tab \t control \u{01} done")
+        #expect(second["k\"ey"] as? String == "v\nal")
+        let third = try JSONSerialization.jsonObject(with: Data(sink.all[2].utf8)) as! [String: Any]
+        #expect(((third["d"] as? [String: Any])?["a"] as? [String]) == ["1", "2"])
+        let fourth = try JSONSerialization.jsonObject(with: Data(sink.all[3].utf8)) as! [String: Any]
+        #expect(fourth["level"] as? String == "error")
+    }
+
+    @Test func textLinesHaveTimestampLevelMessageAndKeyValues() throws {
+        let sink = LineSink()
+        let logger = makeLogger(format: .text, registry: SecretRegistry(), sink: sink)
+        logger.info("listening on 127.0.0.1:8080", metadata: ["b": "2", "a": "one two"])
+        let line = try #require(sink.all.first)
+        let pattern = #/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z info listening on 127\.0\.0\.1:8080 a="one two" b=2\n$/#
+        #expect(line.wholeMatch(of: pattern) != nil, "\(line)")
+    }
+
+    @Test func textLinesStayOnOneLine() {
+        let sink = LineSink()
+        let logger = makeLogger(format: .text, registry: SecretRegistry(), sink: sink)
+        logger.info("two\nlines", metadata: ["k": "a\nb"])
+        #expect(sink.all.count == 1)
+        #expect(sink.all[0].filter { $0 == "\n" }.count == 1)
+    }
+
+    @Test func levelsMapToTheContractsFourNames() {
+        #expect(TokenproxyLogHandler.levelName(.trace) == "debug")
+        #expect(TokenproxyLogHandler.levelName(.debug) == "debug")
+        #expect(TokenproxyLogHandler.levelName(.info) == "info")
+        #expect(TokenproxyLogHandler.levelName(.notice) == "info")
+        #expect(TokenproxyLogHandler.levelName(.warning) == "warn")
+        #expect(TokenproxyLogHandler.levelName(.error) == "error")
+        #expect(TokenproxyLogHandler.levelName(.critical) == "error")
+        #expect(LogSetup.level(named: "warn") == .warning)
+        #expect(LogSetup.level(named: "DEBUG") == .debug)
+        #expect(LogSetup.level(named: "verbose") == nil)
+    }
+
+    @Test func recordsBelowTheLevelAreDropped() {
+        let sink = LineSink()
+        let logger = makeLogger(format: .text, registry: SecretRegistry(), sink: sink, level: .warning)
+        logger.info("hidden")
+        logger.debug("hidden")
+        logger.warning("shown")
+        #expect(sink.all.count == 1)
+        #expect(sink.all[0].contains("warn shown"))
+    }
+
+    @Test func handlerMetadataAndProviderMetadataAreMerged() {
+        let sink = LineSink()
+        let registry = SecretRegistry()
+        let provider = Logger.MetadataProvider { ["request": "r1"] }
+        var logger = Logger(label: "t") { label in
+            TokenproxyLogHandler(label: label, level: .debug, format: .text, registry: registry, metadataProvider: provider, output: { sink.append($0) })
+        }
+        logger[metadataKey: "conn"] = "c7"
+        logger.info("hi", metadata: ["x": "1"])
+        #expect(sink.all.first?.hasSuffix(" info hi conn=c7 request=r1 x=1\n") == true)
+    }
+
+    @Test func sharedRegistryIsTheDefault() {
+        let secret = "shared-registry-secret-\(UInt32.random(in: 0...UInt32.max))"
+        SecretRegistry.shared.register(secret)
+        let sink = LineSink()
+        let logger = Logger(label: "t") { TokenproxyLogHandler(label: $0, output: { sink.append($0) }) }
+        logger.info("value \(secret)")
+        #expect(!sink.text.contains(secret))
+    }
+}

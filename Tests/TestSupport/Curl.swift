@@ -1,0 +1,68 @@
+import Foundation
+
+/// What the real `curl` binary saw.
+public struct CurlResult: Sendable {
+    /// curl's exit code (0: a response arrived, whatever its status).
+    public var exitCode: Int32
+    /// The final response's status (0 when none arrived).
+    public var status: Int
+    /// The final response's header fields, in order.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    /// curl's own error message, if any.
+    public var stderr: String
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    public func headers(named name: String) -> [String] {
+        headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    }
+
+    public var bodyString: String { String(decoding: body, as: UTF8.self) }
+
+    public var json: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
+    }
+}
+
+/// Runs `curl` with `arguments` (URL included), never following redirects and never using a proxy
+/// from the environment, and returns the final response.
+///
+///     let r = try curl(["-X", "POST", "--data-binary", "@file", url])
+public func curl(_ arguments: [String], timeout: TimeInterval = 30) throws -> CurlResult {
+    let dir = try TempDir(prefix: "curl")
+    let headerFile = dir.file("headers")
+    let bodyFile = dir.file("body")
+    let base = [
+        "--silent", "--show-error", "--noproxy", "*",
+        "--max-time", String(Int(timeout.rounded(.up))),
+        "--dump-header", headerFile, "--output", bodyFile,
+        "--write-out", "%{http_code}",
+    ]
+    let result = try runCommand(
+        URL(fileURLWithPath: "/usr/bin/env"),
+        arguments: ["curl"] + base + arguments,
+        timeout: timeout + 10
+    )
+    let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
+    // The dump holds every response (100 Continue, ...): keep the last block.
+    let blocks = headerText.components(separatedBy: "\r\n\r\n").filter { !$0.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty }
+    var headers: [(name: String, value: String)] = []
+    if let last = blocks.last {
+        for line in last.components(separatedBy: "\r\n").dropFirst() where !line.isEmpty {
+            if let colon = line.firstIndex(of: ":") {
+                headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            }
+        }
+    }
+    let body = (try? Data(contentsOf: URL(fileURLWithPath: bodyFile))).map { [UInt8]($0) } ?? []
+    return CurlResult(
+        exitCode: result.status,
+        status: Int(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0,
+        headers: headers,
+        body: body,
+        stderr: result.stderr
+    )
+}

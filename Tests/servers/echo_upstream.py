@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""A stdlib-only HTTP/1.1 upstream for tokenproxy's end-to-end tests.
+
+Run with `--port 0`; it prints `READY <port>` on stdout once listening and nothing more on stdout.
+Every method is accepted on every path. Endpoints (matched on the path's last segments, so they
+work under any base path, e.g. `/base/big`):
+
+  anything else        200 JSON {"method", "path" (raw target), "headers" [[name, value], ...] in
+                       order, "body_len", "body_sha256", "body" (when < 64 KiB)}; bodies are read
+                       with Content-Length or chunked
+  /status/N            status N with a small JSON body (204 and 304 without body)
+  /big?bytes=N         N bytes of a repeating pattern, with Content-Length
+  /stream?bytes=N      the same, chunked
+  /redirect?to=URL     302 with Location: URL
+  /slow-head?ms=N      answers after N ms
+  /stall-body          sends the head and 1000 of 100000 bytes, then hangs (?ms=N to end sooner)
+  /garbage             writes bytes that are not HTTP and closes
+  /close               closes without answering
+  /auth?token=T        200 when Authorization is `Bearer T`, else 401
+  /count[?path=P]      how many requests each path (as received) has had
+"""
+import argparse
+import hashlib
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
+WRITE_CHUNK = 16 * 1024
+BODY_ECHO_LIMIT = 64 * 1024
+
+_count_lock = threading.Lock()
+_counts = {}
+VERBOSE = False
+
+
+def pattern_bytes(offset, length):
+    """`length` bytes of the repeating pattern, starting at absolute `offset`."""
+    start = offset % len(PATTERN)
+    reps = (start + length) // len(PATTERN) + 1
+    return (PATTERN * reps)[start:start + length]
+
+
+ENDPOINTS = {"big", "stream", "redirect", "slow-head", "stall-body", "garbage", "close", "auth", "count"}
+
+
+def route(path):
+    """The endpoint a path names, wherever it sits under a base path: `/base/big` is `/big` and
+    `/v1/status/404` is `/status/404`, so the proxy's upstream base path does not get in the way.
+    Anything else is echoed."""
+    segments = path.split("/")
+    if len(segments) >= 2 and segments[-1] in ENDPOINTS:
+        return "/" + segments[-1]
+    if len(segments) >= 3 and segments[-2] == "status" and segments[-1].isdigit():
+        return "/status/" + segments[-1]
+    return path
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def version_string(self):
+        return "echo-upstream"
+
+    def log_message(self, fmt, *args):  # quiet unless --verbose; never stdout
+        if VERBOSE:
+            sys.stderr.write("echo_upstream: " + (fmt % args) + "\n")
+
+    # The raw request target as it was received: http.server may rewrite self.path (it collapses a
+    # leading "//"), and the tests must see exactly what the proxy sent.
+    def raw_target(self):
+        line = self.raw_requestline.decode("iso-8859-1").rstrip("\r\n")
+        parts = line.split(" ")
+        return parts[1] if len(parts) >= 2 else self.path
+
+    def read_body(self):
+        te = self.headers.get("Transfer-Encoding")
+        if te is not None and te.strip().lower() == "chunked":
+            body = bytearray()
+            while True:
+                size_line = self.rfile.readline(65537)
+                if not size_line:
+                    raise ConnectionError("eof in chunk size")
+                size = int(size_line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    # trailers until an empty line
+                    while True:
+                        line = self.rfile.readline(65537)
+                        if line in (b"\r\n", b"\n", b""):
+                            break
+                    return bytes(body)
+                body += self.rfile.read(size)
+                self.rfile.readline(3)  # CRLF after the chunk
+        length = self.headers.get("Content-Length")
+        if length:
+            return self.rfile.read(int(length))
+        return b""
+
+    def send_json(self, status, obj, extra_headers=()):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for name, value in extra_headers:
+            self.send_header(name, value)
+        if self.command == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            if status not in (204, 304) and not 100 <= status < 200:
+                self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            return
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def handle_any(self):
+        try:
+            body = self.read_body()
+        except (ConnectionError, ValueError):
+            self.close_connection = True
+            return
+        target = self.raw_target()
+        split = urlsplit(target)
+        path = split.path
+        query = parse_qs(split.query)
+        with _count_lock:
+            _counts[path] = _counts.get(path, 0) + 1
+        path = route(path)
+
+        def qint(name, default):
+            try:
+                return int(query.get(name, [default])[0])
+            except ValueError:
+                return default
+
+        if path.startswith("/status/"):
+            try:
+                status = int(path[len("/status/"):].split("/")[0])
+            except ValueError:
+                status = 400
+            if status in (204, 304):
+                self.send_response(status)
+                self.end_headers()
+                return
+            self.send_json(status, {"status": status})
+            return
+        if path == "/big" or path == "/stream":
+            total = qint("bytes", 0)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            chunked = path == "/stream"
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(total))
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            sent = 0
+            while sent < total:
+                n = min(WRITE_CHUNK, total - sent)
+                piece = pattern_bytes(sent, n)
+                if chunked:
+                    self.wfile.write(b"%x\r\n" % n + piece + b"\r\n")
+                else:
+                    self.wfile.write(piece)
+                sent += n
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
+            return
+        if path == "/redirect":
+            to = query.get("to", ["/"])[0]
+            self.send_json(302, {"location": to}, [("Location", to)])
+            return
+        if path == "/slow-head":
+            time.sleep(qint("ms", 1000) / 1000.0)
+            self.send_json(200, {"slept_ms": qint("ms", 1000)})
+            return
+        if path == "/stall-body":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(pattern_bytes(0, 1000))
+            self.wfile.flush()
+            time.sleep(qint("ms", 600000) / 1000.0)
+            self.close_connection = True
+            return
+        if path == "/garbage":
+            self.wfile.write(b"this is not HTTP at all\r\n\x00\x01\x02\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if path == "/close":
+            self.close_connection = True
+            return
+        if path == "/auth":
+            token = query.get("token", [""])[0]
+            if self.headers.get("Authorization") == "Bearer " + token:
+                self.send_json(200, {"auth": "ok"})
+            else:
+                self.send_json(401, {"auth": "refused"}, [("WWW-Authenticate", 'Bearer realm="echo"')])
+            return
+        if path == "/count":
+            key = query.get("path", [None])[0]
+            with _count_lock:
+                counts = dict(_counts)
+            if key is not None:
+                self.send_json(200, {"path": key, "count": counts.get(key, 0)})
+            else:
+                self.send_json(200, {"counts": counts})
+            return
+
+        result = {
+            "method": self.command,
+            "path": target,
+            "headers": [[name, value] for name, value in self.headers.items()],
+            "body_len": len(body),
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+        }
+        if len(body) < BODY_ECHO_LIMIT:
+            result["body"] = body.decode("utf-8", errors="replace")
+        self.send_json(200, result)
+
+    def __getattr__(self, name):
+        # Any method (GET, POST, PATCH, PROPFIND, ...) goes to the same handler.
+        if name.startswith("do_"):
+            return self.handle_any
+        raise AttributeError(name)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):  # a client that went away is no news
+        if VERBOSE:
+            super().handle_error(request, client_address)
+
+
+def main():
+    global VERBOSE
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="log each request on stderr")
+    args = parser.parse_args()
+    VERBOSE = args.verbose
+    if ":" in args.host:
+        Server.address_family = socket.AF_INET6
+    server = Server((args.host, args.port), Handler)
+    print("READY %d" % server.server_address[1], flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
