@@ -39,7 +39,8 @@ final class AdminConnection: EventHandler {
             switch Syscall.read(fd, ctx.readBuffer) {
             case .done(let n):
                 var offset = 0
-                while offset < n && out.isEmpty {
+                var more = true
+                while more && out.isEmpty && !closed {
                     let (consumed, event) = parser.parse(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[offset..<n]))
                     offset += consumed
                     switch event {
@@ -47,7 +48,7 @@ final class AdminConnection: EventHandler {
                     case .body: break
                     case .end: answer()
                     case .error(let e): reply(ProxyError(e))
-                    case nil: if consumed == 0 { offset = n }
+                    case nil: more = consumed > 0 && offset < n
                     }
                 }
                 if !out.isEmpty { return }

@@ -113,7 +113,9 @@ final class Connection: EventHandler {
 
     /// Feeds buffered client bytes to the parser while the current exchange can take them.
     private func process() {
-        while !closed && !parsingSuspended && inStart < inBuf.count {
+        // The parser wants another call after every event, even with no bytes left (`.end` may be due).
+        var more = true
+        while more && !closed && !parsingSuspended {
             if let exchange, exchange.pendingBodyCount >= Connection.bodyHighWater { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes { raw in
@@ -122,8 +124,8 @@ final class Connection: EventHandler {
             inStart += consumed
             if let event {
                 handle(event, base: base)
-            } else if consumed == 0 {
-                break
+            } else {
+                more = consumed > 0 && inStart < inBuf.count
             }
         }
         if !closed && exchange == nil && !parser.isIdle && headStartedAt == nil {

@@ -78,10 +78,11 @@ public final class Server: @unchecked Sendable {
                 mine.append(Acceptor(listener: adminListener, ctx: ctx) { [unowned self, unowned ctx] fd, peer in self.acceptedAdmin(fd: fd, ctx: ctx) })
             }
             acceptors.append(mine)
+            let watched = mine
             let interest = sharedInterest
             let isAdmin = { (a: Acceptor) in a.listener === adminListener }
             let thread = Thread { [ctx] in
-                for acceptor in mine {
+                for acceptor in watched {
                     do {
                         try ctx.loop.register(acceptor.listener.fd, isAdmin(acceptor) ? .read : interest, acceptor)
                     } catch {

@@ -34,14 +34,14 @@ struct ConfigOption: ParsableArguments {
 
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("tokenproxy: \(message)\n".utf8))
-    exit(status)
+    Glibc.exit(status)
 }
 
 /// Sets up logging from the `log:` section and reports the loader's warnings.
 func startLogging(_ loaded: LoadedConfiguration) -> Logger {
     LogSetup.bootstrap(level: loaded.configuration.log.level.rawValue, format: loaded.configuration.log.format.rawValue)
     var logger = Logger(label: "tokenproxy")
-    logger.logLevel = LogSetup.swiftLogLevel(loaded.configuration.log.level.rawValue)
+    logger.logLevel = LogSetup.level(named: loaded.configuration.log.level.rawValue) ?? .info
     for warning in loaded.warnings { logger.warning("\(warning)") }
     return logger
 }
@@ -61,12 +61,12 @@ struct Tokenproxy: ParsableCommand {
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                exit(0)
+                Glibc.exit(0)
             }
-            if let exitCode = error as? ExitCode { exit(exitCode.rawValue) }
+            if let exitCode = error as? ExitCode { Glibc.exit(exitCode.rawValue) }
             FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
             // A bad command line exits 2, like a bad configuration (CONTRACT).
-            exit(Exit.badConfiguration)
+            Glibc.exit(Exit.badConfiguration)
         }
     }
 }
@@ -103,7 +103,7 @@ struct Serve: ParsableCommand {
         } catch {
             logger.error("cannot listen: \(error)")
             tokens.stop()
-            exit(Exit.runtimeFailure)
+            Glibc.exit(Exit.runtimeFailure)
         }
         let stop = DispatchSemaphore(value: 0)
         let signalThread = Thread {
@@ -118,7 +118,7 @@ struct Serve: ParsableCommand {
                 default:
                     if stopping {
                         logger.warning("second stop signal: exiting at once")
-                        exit(Exit.runtimeFailure)
+                        Glibc.exit(Exit.runtimeFailure)
                     }
                     stopping = true
                     logger.info("stop signal: draining")
@@ -131,7 +131,7 @@ struct Serve: ParsableCommand {
         server.drain()
         tokens.stop()
         logger.info("stopped")
-        exit(0)
+        Glibc.exit(0)
     }
 }
 
