@@ -1,11 +1,29 @@
 // Byte classes and comparisons shared by the parser, the serializer and the header rules.
 // Nothing here allocates.
 
-@usableFromInline let asciiCR: UInt8 = 0x0D
-@usableFromInline let asciiLF: UInt8 = 0x0A
-@usableFromInline let asciiSP: UInt8 = 0x20
-@usableFromInline let asciiHTAB: UInt8 = 0x09
-@usableFromInline let asciiColon: UInt8 = 0x3A
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The index of the first LF in `range` of `buffer`, found with libc's vectorised `memchr`.
+@inline(__always)
+func indexOfLF(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
+    guard let base = buffer.baseAddress, !range.isEmpty,
+        let hit = memchr(base + range.lowerBound, Int32(asciiLF), range.count)
+    else { return nil }
+    return base.distance(to: UnsafeRawPointer(hit))
+}
+
+// Computed rather than stored: a global `let` costs a lazy-initialisation check on every use.
+@inlinable var asciiCR: UInt8 { 0x0D }
+@inlinable var asciiLF: UInt8 { 0x0A }
+@inlinable var asciiSP: UInt8 { 0x20 }
+@inlinable var asciiHTAB: UInt8 { 0x09 }
+@inlinable var asciiColon: UInt8 { 0x3A }
 
 /// tchar (RFC 9110 §5.6.2): "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
 /// / DIGIT / ALPHA.
@@ -53,7 +71,20 @@ func hexValue(_ b: UInt8) -> Int? {
 
 /// Compares two strings byte by byte, folding ASCII letters only; never allocates.
 public func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
-    a.utf8.elementsEqual(b.utf8) { asciiLower($0) == asciiLower($1) }
+    let a = a.utf8
+    let b = b.utf8
+    guard a.count == b.count else { return false }
+    // Native and small strings expose their bytes directly; compare those in a tight loop.
+    let fast = a.withContiguousStorageIfAvailable { pa in
+        b.withContiguousStorageIfAvailable { pb in
+            for k in 0..<pa.count where asciiLower(pa[k]) != asciiLower(pb[k]) {
+                return false
+            }
+            return true
+        }
+    }
+    if let fast, let result = fast { return result }
+    return a.elementsEqual(b) { asciiLower($0) == asciiLower($1) }
 }
 
 /// A field name is a non-empty token (RFC 9110 §5.1).

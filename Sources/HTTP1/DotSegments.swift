@@ -6,6 +6,8 @@
 public func removeDotSegments(_ path: String) -> String? {
     let bytes = path.utf8
     guard bytes.first == UInt8(ascii: "/") else { return nil }
+    // Most paths hold neither a dot nor a percent sign: nothing to do, nothing to allocate.
+    if !bytes.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "%") }) { return path }
     let segments = bytes.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
     var output: [Substring.UTF8View] = []
     output.reserveCapacity(segments.count)

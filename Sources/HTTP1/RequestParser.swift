@@ -2,7 +2,7 @@
 ///
 /// The head is accumulated internally until the blank line that ends it; body bytes are reported as
 /// ranges of the caller's buffer. Pipelined requests are parsed one after another.
-public struct RequestParser {
+public struct RequestParser: Sendable {
     private enum State {
         /// Between messages; empty lines are skipped (RFC 9112 §2.2).
         case idle
@@ -223,14 +223,7 @@ public struct RequestParser {
                     return (n, nil)
                 case .complete(let next):
                     // RFC 9112 §7.1.2: trailer fields are parsed like header fields; we validate and drop them.
-                    let error = section.withUnsafeBufferPointer { buffer -> RequestParseError? in
-                        var fields: [HTTPField] = []
-                        var start = 0
-                        while let line = nextLine(buffer, from: &start) {
-                            if case .failure(let error) = parseFieldLine(buffer, line, into: &fields) { return error }
-                        }
-                        return nil
-                    }
+                    let error = section.withUnsafeBufferPointer { validateTrailers($0) }
                     if let error { return fail(next, error) }
                     resetForNextMessage()
                     return (next, .end)
@@ -275,225 +268,27 @@ public struct RequestParser {
         let room = limits.maxHeaderBytes - section.count
         let stop = min(input.count, start + max(room, 0))
         var i = start
+        // Line by line: find each LF with a vectorised search, then look at the line's length only.
         while i < stop {
-            let b = input[i]
-            i += 1
-            if b == asciiLF {
-                // RFC 9112 §2.2: a recipient MAY recognise a single LF as a line terminator.
-                if lineLength == 0 || (lineLength == 1 && lineStartsWithCR) {
-                    section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<i]))
-                    return .complete(next: i)
-                }
-                lineLength = 0
-            } else {
-                if lineLength == 0 { lineStartsWithCR = b == asciiCR }
-                lineLength += 1
+            guard let lf = indexOfLF(input, i..<stop) else {
+                if lineLength == 0 { lineStartsWithCR = input[i] == asciiCR }
+                lineLength += stop - i
+                i = stop
+                break
             }
+            let segment = lf - i
+            if lineLength == 0 && segment > 0 { lineStartsWithCR = input[i] == asciiCR }
+            let length = lineLength + segment
+            i = lf + 1
+            // RFC 9112 §2.2: a recipient MAY recognise a single LF as a line terminator.
+            if length == 0 || (length == 1 && lineStartsWithCR) {
+                section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<i]))
+                return .complete(next: i)
+            }
+            lineLength = 0
         }
         if stop < input.count { return .tooLarge }
         section.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<stop]))
         return .needMore
     }
-}
-
-// MARK: - Head parsing
-
-/// The next line of a complete section, without its terminator; nil at the blank line that ends it.
-/// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
-private func nextLine(_ buffer: UnsafeBufferPointer<UInt8>, from start: inout Int) -> Range<Int>? {
-    var i = start
-    while i < buffer.count && buffer[i] != asciiLF { i += 1 }
-    var end = i
-    if end > start && buffer[end - 1] == asciiCR { end -= 1 }
-    let line = start..<end
-    start = i + 1
-    return line.isEmpty ? nil : line
-}
-
-private func string(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
-    String(decoding: UnsafeBufferPointer(rebasing: buffer[range]), as: UTF8.self)
-}
-
-private func bytesEqual(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    guard range.count == literal.utf8CodeUnitCount else { return false }
-    let p = literal.utf8Start
-    for (k, index) in range.enumerated() where buffer[index] != p[k] {
-        return false
-    }
-    return true
-}
-
-private func parseFieldLine(
-    _ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>, into fields: inout [HTTPField]
-) -> Result<Void, RequestParseError> {
-    // RFC 9112 §5.2: obs-fold is refused in requests (400).
-    if isOWS(buffer[line.lowerBound]) { return .failure(.badRequest("obsolete line folding")) }
-    var colon = line.lowerBound
-    while colon < line.upperBound && buffer[colon] != asciiColon {
-        // RFC 9112 §5.1: the name is a token; no whitespace is allowed between it and the colon.
-        guard isTokenByte(buffer[colon]) else { return .failure(.badRequest("invalid header name")) }
-        colon += 1
-    }
-    guard colon < line.upperBound else { return .failure(.badRequest("header line without colon")) }
-    guard colon > line.lowerBound else { return .failure(.badRequest("empty header name")) }
-    // RFC 9112 §5.1: OWS around the value is not part of it.
-    var lower = colon + 1
-    var upper = line.upperBound
-    while lower < upper && isOWS(buffer[lower]) { lower += 1 }
-    while upper > lower && isOWS(buffer[upper - 1]) { upper -= 1 }
-    for index in lower..<upper where !isFieldValueByte(buffer[index]) {
-        // RFC 9110 §5.5: CR, LF, NUL and other CTLs are invalid in values.
-        return .failure(.badRequest("invalid character in header value"))
-    }
-    fields.append(HTTPField(name: string(buffer, line.lowerBound..<colon), value: string(buffer, lower..<upper)))
-    return .success(())
-}
-
-/// Splits a list-based field value (RFC 9110 §5.6.1) and calls `body` with each trimmed, non-empty element.
-private func forEachListElement(_ value: String, _ body: (Substring.UTF8View) -> Bool) -> Bool {
-    for element in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-        var trimmed = element
-        while let first = trimmed.first, isOWS(first) { trimmed = trimmed.dropFirst() }
-        while let last = trimmed.last, isOWS(last) { trimmed = trimmed.dropLast() }
-        if trimmed.isEmpty { continue }
-        if !body(trimmed) { return false }
-    }
-    return true
-}
-
-private func lowercased(_ bytes: Substring.UTF8View) -> String {
-    String(decoding: bytes.lazy.map(asciiLower), as: UTF8.self)
-}
-
-private func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, RequestParseError> {
-    var cursor = 0
-    guard let requestLine = nextLine(buffer, from: &cursor) else {
-        return .failure(.badRequest("invalid request line"))
-    }
-
-    // RFC 9112 §3: request-line = method SP request-target SP HTTP-version, single spaces.
-    var i = requestLine.lowerBound
-    while i < requestLine.upperBound && isTokenByte(buffer[i]) { i += 1 }
-    let methodRange = requestLine.lowerBound..<i
-    guard !methodRange.isEmpty, i < requestLine.upperBound, buffer[i] == asciiSP else {
-        return .failure(.badRequest("invalid request line"))
-    }
-    i += 1
-    let targetStart = i
-    // RFC 9112 §3.2: the request-target has no whitespace or control bytes; we also refuse non-ASCII.
-    while i < requestLine.upperBound && buffer[i] > asciiSP && buffer[i] < 0x7F { i += 1 }
-    let targetRange = targetStart..<i
-    guard !targetRange.isEmpty, i < requestLine.upperBound, buffer[i] == asciiSP else {
-        return .failure(.badRequest("invalid request line"))
-    }
-    let versionRange = (i + 1)..<requestLine.upperBound
-    // RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT; we speak 1.0 and 1.1 only.
-    let version: HTTPVersion
-    if bytesEqual(buffer, versionRange, "HTTP/1.1") {
-        version = .http1_1
-    } else if bytesEqual(buffer, versionRange, "HTTP/1.0") {
-        version = .http1_0
-    } else {
-        return .failure(.badRequest("unsupported HTTP version"))
-    }
-
-    var fields: [HTTPField] = []
-    while let line = nextLine(buffer, from: &cursor) {
-        if case .failure(let error) = parseFieldLine(buffer, line, into: &fields) { return .failure(error) }
-    }
-
-    var hostCount = 0
-    var contentLength: Int? = nil
-    var sawTransferEncoding = false
-    var codings: [String] = []
-    var connectionOptions: [String] = []
-    var expectContinue = false
-    for field in fields {
-        let name = field.name
-        if asciiCaseInsensitiveEquals(name, "host") {
-            hostCount += 1
-        } else if asciiCaseInsensitiveEquals(name, "content-length") {
-            // RFC 9112 §6.3: a list of identical values may be taken as one; anything else is invalid.
-            var invalid = false
-            let ok = forEachListElement(field.value) { element in
-                var value = 0
-                for b in element {
-                    guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { invalid = true; return false }
-                    let (times10, o1) = value.multipliedReportingOverflow(by: 10)
-                    let (sum, o2) = times10.addingReportingOverflow(Int(b - UInt8(ascii: "0")))
-                    guard !o1 && !o2 else { invalid = true; return false }
-                    value = sum
-                }
-                if let existing = contentLength, existing != value { return false }
-                contentLength = value
-                return true
-            }
-            if invalid { return .failure(.badRequest("invalid Content-Length")) }
-            if !ok { return .failure(.badRequest("conflicting Content-Length values")) }
-            // RFC 9110 §5.6.1: a value that is all empty elements carries no length.
-            if contentLength == nil { return .failure(.badRequest("invalid Content-Length")) }
-        } else if asciiCaseInsensitiveEquals(name, "transfer-encoding") {
-            sawTransferEncoding = true
-            _ = forEachListElement(field.value) { element in
-                // A coding may carry parameters (RFC 9112 §7); its name is the token before them.
-                var coding = element
-                if let semicolon = coding.firstIndex(where: { $0 == UInt8(ascii: ";") || isOWS($0) }) {
-                    coding = coding[..<semicolon]
-                }
-                codings.append(lowercased(coding))
-                return true
-            }
-        } else if asciiCaseInsensitiveEquals(name, "connection") {
-            _ = forEachListElement(field.value) { element in
-                connectionOptions.append(lowercased(element))
-                return true
-            }
-        } else if asciiCaseInsensitiveEquals(name, "expect") {
-            _ = forEachListElement(field.value) { element in
-                if asciiCaseInsensitiveEquals(String(Substring(element)), "100-continue") { expectContinue = true }
-                return true
-            }
-        }
-    }
-
-    // RFC 9112 §3.2: a client MUST send Host in HTTP/1.1; a server MUST answer 400 when it is missing
-    // or appears more than once.
-    if hostCount > 1 { return .failure(.badRequest("multiple Host headers")) }
-    if hostCount == 0 && version == .http1_1 { return .failure(.badRequest("missing Host header")) }
-
-    let framing: BodyFraming
-    if sawTransferEncoding {
-        // RFC 9112 §6.1: Transfer-Encoding with Content-Length is a smuggling attempt; refuse it.
-        if contentLength != nil { return .failure(.badRequest("both Content-Length and Transfer-Encoding")) }
-        // RFC 9112 §6.1: a server MUST NOT trust Transfer-Encoding on an HTTP/1.0 message.
-        if version == .http1_0 { return .failure(.badRequest("Transfer-Encoding on HTTP/1.0")) }
-        if codings.isEmpty { return .failure(.badRequest("empty Transfer-Encoding")) }
-        // RFC 9112 §6.1: a server that does not understand a transfer coding answers 501. This also
-        // covers a final coding other than chunked (RFC 9112 §6.3 would allow 400; the connection
-        // closes either way).
-        if codings.contains(where: { $0 != "chunked" }) {
-            return .failure(.notImplemented("unsupported transfer coding"))
-        }
-        // RFC 9112 §7: chunked MUST NOT be applied more than once.
-        if codings.count > 1 { return .failure(.badRequest("chunked applied more than once")) }
-        framing = .chunked
-    } else if let contentLength {
-        framing = .contentLength(contentLength)
-    } else {
-        // RFC 9112 §6.3: neither field means no body for a request.
-        framing = .none
-    }
-
-    let keepAlive: Bool
-    // RFC 9112 §9.3: persistence is the default in 1.1; in 1.0 it needs "keep-alive"; "close" always wins.
-    if connectionOptions.contains("close") {
-        keepAlive = false
-    } else {
-        keepAlive = version == .http1_1 || connectionOptions.contains("keep-alive")
-    }
-
-    return .success(RequestHead(
-        method: string(buffer, methodRange), target: string(buffer, targetRange), version: version,
-        fields: fields, framing: framing, keepAlive: keepAlive, expectContinue: expectContinue,
-        connectionOptions: connectionOptions))
 }
