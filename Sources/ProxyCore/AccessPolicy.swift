@@ -75,7 +75,12 @@ struct AccessPolicy {
             }
         }
         if let methods = allowedMethods, !methods.contains(head.method) { return .failure(.forbiddenPath) }
-        if let prefixes = allowedPaths, !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
+        if let prefixes = allowedPaths {
+            // An encoded slash or a backslash could be decoded upstream into a path outside the prefix.
+            let lowered = path.lowercased()
+            if lowered.contains("%2f") || lowered.contains("%5c") || lowered.contains("\\") { return .failure(.forbiddenPath) }
+            if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
+        }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.first("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
