@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
         .target(
             name: "Credentials",
-            dependencies: ["CCurl", "Config", "Logs", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Upstream", "Config", "Logs", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Upstream",
