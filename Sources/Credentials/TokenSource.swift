@@ -10,11 +10,22 @@ public struct IssuedToken: Sendable, Equatable {
     /// Seconds since the epoch, as the answer said (`expires_at`).
     public var expiresAt: Double?
 
-    public init(accessToken: String, refreshToken: String? = nil, expiresIn: Double? = nil, expiresAt: Double? = nil) {
+    /// The identity provider's `Date` header (epoch seconds), for clock-skew correction.
+    public var serverDate: Double?
+    /// Cognito: the pool's own user name (the access token's `username` claim), needed for the
+    /// SECRET_HASH of later refreshes; it differs from the login name when users sign in by e-mail.
+    public var username: String?
+
+    public init(
+        accessToken: String, refreshToken: String? = nil, expiresIn: Double? = nil, expiresAt: Double? = nil,
+        serverDate: Double? = nil, username: String? = nil
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.expiresIn = expiresIn
         self.expiresAt = expiresAt
+        self.serverDate = serverDate
+        self.username = username
     }
 }
 

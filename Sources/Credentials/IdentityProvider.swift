@@ -1,0 +1,62 @@
+import Config
+
+/// What `tokenproxy login` hands to an identity provider.
+public enum LoginInput: Sendable {
+    case password(username: String, password: String)
+    /// RFC 8628 device authorization: the provider prints the verification URI and user code through
+    /// `prompt` and polls until the user approved, denied or the code expired.
+    case device
+    /// No user involved (client_credentials).
+    case none
+}
+
+/// The calls one kind of identity provider offers (OAuth2 token endpoint, Cognito InitiateAuth, a
+/// backend's own JSON login and refresh). Implementations block: they run on the token manager's
+/// thread or in a CLI command, never on an event loop. Every failure is a `TokenSourceError` whose
+/// class follows CONTRACT.md points 5 and 6: `.refused` ends the session (invalid_grant,
+/// NotAuthorizedException, a JSON backend's 400/401/403 on refresh); `.configuration` for answers
+/// that blame the client (invalid_client, unauthorized_client, invalid_scope); `.passing` for
+/// network errors, 5xx, 429 and unreadable answers. Messages never contain a token or a secret.
+public protocol IdentityProvider: AnyObject {
+    /// The credentials type ("oauth2_refresh", "cognito", …).
+    var kind: String { get }
+    /// True when there is no refresh token and a new token is simply fetched again
+    /// (client_credentials): `serve` gets the first token itself and a refusal ends no session.
+    var fetchesWithoutSession: Bool { get }
+
+    /// Trades the stored refresh token for a new token set. A nil `refreshToken` in the answer keeps
+    /// the old one (Cognito). For `fetchesWithoutSession` providers, `session` may be nil.
+    func refresh(_ session: StoredSession?) throws -> IssuedToken
+
+    /// Obtains a first token set.
+    func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken
+
+    /// Revokes a refresh token (RFC 7009) where the provider supports it; otherwise does nothing.
+    func revoke(refreshToken: String) throws
+}
+
+/// One session as the store keeps it (ARCHITECTURE.md "The store"). Times are seconds since the
+/// epoch, already corrected for the identity provider's clock skew.
+public struct StoredSession: Codable, Sendable, Equatable {
+    public static let currentVersion = 1
+
+    public var version: Int = StoredSession.currentVersion
+    /// The credentials type that made it; a store of another type is not used.
+    public var kind: String
+    public var accessToken: String?
+    public var refreshToken: String?
+    public var expiresAt: Double?
+    public var issuedAt: Double?
+    /// For `status`: the JWT `sub` (or the user name), never a secret.
+    public var subject: String?
+    /// Cognito: the pool's own user name, for SECRET_HASH on refresh.
+    public var username: String?
+    public var lastRefreshAt: Double?
+    /// "success" | "refused" | "failure"
+    public var lastRefreshOutcome: String?
+    /// "active" | "ended" (a refused refresh; the tokens are cleared).
+    public var session: String = "active"
+    public var endedReason: String?
+
+    public init(kind: String) { self.kind = kind }
+}
