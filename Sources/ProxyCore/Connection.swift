@@ -199,10 +199,13 @@ final class Connection: EventHandler {
             return
         }
         switch view.session {
-        case .none, .ended:
-            respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
+        case .ended:
+            respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
             return
-        case .active:
+        case .none where ctx.sessionNeedsLogin:
+            respond(.loginRequired("no session: run `tokenproxy login`"), to: exchange)
+            return
+        case .none, .active:
             break
         }
         ctx.metrics.waitedForToken()

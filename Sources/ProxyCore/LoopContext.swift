@@ -18,6 +18,8 @@ final class LoopContext {
     let logger: Logger
     /// Sources that can produce a different token on demand; a static token cannot.
     let tokenCanChange: Bool
+    /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
+    let sessionNeedsLogin: Bool
     var connections: [Int32: Connection] = [:]
     /// One read buffer for every connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
@@ -38,6 +40,10 @@ final class LoopContext {
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static
+        switch configuration.credentials.type {
+        case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
+        case .oauth2ClientCredentials, .static, .file, .exec: sessionNeedsLogin = false
+        }
     }
 
     deinit { readBuffer.deallocate() }
