@@ -302,6 +302,7 @@ final class Connection: EventHandler {
 
     func upstreamHead(_ exchange: Exchange, status: Int, reason: String, fields: [HTTPField]) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.upstreamStartedAt)
+        exchange.lastUpstreamByte = ctx.loop.now
         if status == 401 && exchange.injectedToken {
             if exchange.retried {
                 // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
@@ -610,11 +611,13 @@ final class Connection: EventHandler {
         guard !closed else { return }
         let limits = ctx.configuration.limits
         if let exchange {
-            if !exchange.requestBodyDone && !exchange.responseStarted && !exchange.waitingForToken
+            // Silence counts only while we are reading: not while the body waits for the upstream to take it.
+            let readingClient = !exchange.requestBodyDone && exchange.pendingBodyCount < Connection.bodyHighWater
+            if readingClient && !exchange.responseStarted && !exchange.waitingForToken
                 && now - lastClientByte > limits.clientIdleTimeout
             {
                 fail(.requestTimeout, exchange: exchange)
-            } else if !exchange.requestBodyDone && exchange.responseStarted && now - lastClientByte > limits.clientIdleTimeout {
+            } else if readingClient && exchange.responseStarted && now - lastClientByte > limits.clientIdleTimeout {
                 close()
             } else if let transfer = exchange.transfer, transfer.headDelivered, !transfer.isReceivePaused,
                 now - exchange.lastUpstreamByte > limits.upstreamIdleTimeout
