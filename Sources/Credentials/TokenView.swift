@@ -70,6 +70,11 @@ public struct TokenStats: Sendable, Equatable {
     /// Seconds since the epoch of the last call to the source that ended.
     public var lastRefreshAt: Double? = nil
     public var lastRefreshOutcome: RefreshResult? = nil
+    /// When the token thread will next call the source by itself (a proactive refresh or a backoff
+    /// retry); nil: only when asked or when the input changes.
+    public var nextRefreshAt: Double? = nil
+    /// Passing failures in a row (the backoff attempt).
+    public var consecutiveFailures: Int = 0
 
     public init() {}
 

@@ -163,3 +163,45 @@ final class StartGate: @unchecked Sendable {
         condition.unlock()
     }
 }
+
+/// A clock the test moves by hand (epoch seconds).
+final class ManualClock: @unchecked Sendable {
+    private let storage: Mutex<Double>
+    init(_ start: Double) { storage = Mutex(start) }
+    var now: Double { storage.withLock { $0 } }
+    func advance(_ seconds: Double) { storage.withLock { $0 += seconds } }
+}
+
+/// A source that hands out prepared answers (the last one repeats) and reports a changed input on
+/// demand: the shape the OAuth2 sources will have, without a network.
+final class ScriptedSource: TokenSource, @unchecked Sendable {
+    private let state = Mutex<(answers: [Result<IssuedToken, TokenSourceError>], calls: Int, changed: Bool)>(([], 0, false))
+    let kind = "scripted"
+    let defaultLifetime: Double? = 3600
+    let pollInterval: Double? = 0.05
+
+    var answers: [Result<IssuedToken, TokenSourceError>] {
+        get { state.withLock { $0.answers } }
+        set { state.withLock { $0.answers = newValue } }
+    }
+    var calls: Int { state.withLock { $0.calls } }
+    var changed: Bool {
+        get { state.withLock { $0.changed } }
+        set { state.withLock { $0.changed = newValue } }
+    }
+
+    func fetch(current: TokenSnapshot?) throws -> IssuedToken {
+        let answer: Result<IssuedToken, TokenSourceError> = state.withLock {
+            $0.calls += 1
+            return $0.answers.count > 1 ? $0.answers.removeFirst() : $0.answers[0]
+        }
+        return try answer.get()
+    }
+
+    func inputChanged() -> Bool {
+        state.withLock { state in
+            defer { state.changed = false }
+            return state.changed
+        }
+    }
+}

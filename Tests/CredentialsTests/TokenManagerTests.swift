@@ -73,14 +73,22 @@ struct TokenManagerTests {
         #expect(manager.stats.failures == 0)
     }
 
-    @Test("a failing command leaves no token, answers 503 at once during the backoff and recovers")
+    @Test("a failing command leaves no token, answers 503 at once during the backoff, retries after it and recovers")
     func failureBacksOff() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let flag = folder.file("ok")
         let runs = folder.file("runs")
         let script = folder.script("get", "echo run >> \(runs)\n[ -f \(flag) ] || exit 7\necho good-token")
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials([script]), folder: folder), logger: LogCapture().logger())
+        let configuration = makeConfiguration(execCredentials([script]), folder: folder)
+        let clock = ManualClock(1_000_000)
+        let manager = TokenManager(
+            configuration: configuration,
+            logger: LogCapture().logger(),
+            source: try makeTokenSource(configuration),
+            now: { clock.now },
+            random: { 0 }
+        )
         manager.start()
         defer { manager.stop() }
         #expect(eventually { manager.stats.failures == 1 })
@@ -88,20 +96,89 @@ struct TokenManagerTests {
         #expect(view.snapshot == nil)
         #expect(view.session == .none)
         #expect(view.failure?.contains("status 7") == true)
-        #expect(view.retryAfter >= 1)
+        #expect(view.retryAfter == 1)
+        #expect(manager.stats.nextRefreshAt == 1_000_001)
 
+        // Inside the backoff: answered at once, no run.
         let box = OutcomeBox()
         manager.refresh(staleGeneration: nil, reason: .expiry) { box.append($0) }
-        if manager.stats.failures == 1 && manager.stats.successes == 0 && folder.lines("runs") == 1 {
-            // Still inside the first backoff (about a second): answered at once, no new run.
-            #expect(box.count == 1)
-            #expect(box.outcomes.first?.isUnavailable == true)
-        }
+        #expect(box.count == 1)
+        #expect(box.outcomes.first?.isUnavailable == true)
+        #expect(folder.lines("runs") == 1)
+
+        // After it: the token thread retries by itself and doubles the backoff.
+        clock.advance(1.5)
+        #expect(eventually { manager.stats.failures == 2 })
+        #expect(folder.lines("runs") == 2)
+        #expect(manager.stats.nextRefreshAt == 1_000_001.5 + 2)
+        #expect(manager.stats.consecutiveFailures == 2)
 
         _ = FileManager.default.createFile(atPath: flag, contents: Data())
+        clock.advance(2)
         #expect(eventually { manager.current().snapshot?.accessToken == "good-token" })
         #expect(manager.current().failure == nil)
         #expect(manager.current().session == .active)
+        // default_lifetime 1 h, refresh_margin 5 min, no jitter.
+        #expect(manager.current().snapshot?.expiresAt == 1_000_003.5 + 3600)
+        #expect(manager.stats.nextRefreshAt == 1_000_003.5 + 3300)
+        #expect(manager.stats.consecutiveFailures == 0)
+    }
+
+    @Test("a source that says no session is logged in is not asked again until its input changes")
+    func loginRequiredWaitsForInput() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let source = ScriptedSource()
+        source.answers = [.failure(.loginRequired("no session; run tokenproxy login"))]
+        let manager = TokenManager(
+            configuration: makeConfiguration(CredentialsConfiguration(type: .oauth2Refresh), folder: folder),
+            logger: LogCapture().logger(),
+            source: source
+        )
+        manager.start()
+        defer { manager.stop() }
+        #expect(eventually { manager.stats.refusals == 1 })
+        #expect(manager.current().session == .none)
+        let box = OutcomeBox()
+        manager.refresh(staleGeneration: nil, reason: .expiry) { box.append($0) }
+        manager.refresh(staleGeneration: nil, reason: .forced) { box.append($0) }
+        #expect(box.count == 2)
+        #expect(source.calls == 1)
+
+        source.answers = [.success(IssuedToken(accessToken: "after-login", expiresIn: 600))]
+        source.changed = true
+        #expect(eventually { manager.current().snapshot?.accessToken == "after-login" })
+        #expect(manager.current().session == .active)
+    }
+
+    @Test("a refused refresh ends the session, clears the token and is not retried")
+    func refusalEndsTheSession() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let source = ScriptedSource()
+        source.answers = [.success(IssuedToken(accessToken: "first", expiresIn: 600)), .failure(.refused("invalid_grant"))]
+        let manager = TokenManager(
+            configuration: makeConfiguration(CredentialsConfiguration(type: .oauth2Refresh), folder: folder),
+            logger: LogCapture().logger(),
+            source: source
+        )
+        manager.start()
+        defer { manager.stop() }
+        #expect(eventually { manager.current().snapshot?.generation == 1 })
+        let box = OutcomeBox()
+        manager.refresh(staleGeneration: 1, reason: .unauthorized) { box.append($0) }
+        #expect(eventually { box.count == 1 })
+        guard case .loginRequired(let message) = box.outcomes[0] else {
+            Issue.record("expected loginRequired, got \(box.outcomes[0])")
+            return
+        }
+        #expect(message.contains("invalid_grant"))
+        #expect(manager.current().snapshot == nil)
+        #expect(manager.current().session == .ended)
+        manager.refresh(staleGeneration: 1, reason: .unauthorized) { box.append($0) }
+        #expect(box.count == 2)
+        #expect(source.calls == 2)
+        #expect(manager.stats.refusals == 1)
     }
 
     @Test("a forced refresh skips the backoff")
