@@ -26,7 +26,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", "echo 'bare-token-123'")
-        let source = try ExecTokenSource(execCredentials([script]))
+        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "bare-token-123"))
         #expect(source.defaultLifetime == 3600)
     }
@@ -36,7 +36,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", #"printf '{"token": "json-token", "expires_in": 120}\n'"#)
-        let source = try ExecTokenSource(execCredentials([script]))
+        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "json-token", expiresIn: 120))
     }
 
@@ -45,7 +45,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", #"echo '{"token":"t1","expires_at":"2026-11-22T03:00:00Z"}'"#)
-        let source = try ExecTokenSource(execCredentials([script]))
+        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "t1", expiresAt: 1_795_316_400))
     }
 
@@ -60,8 +60,8 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", "echo 'secret-output-token'\necho 'stderr-secret' >&2\nexit 3")
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials([script]))))
-        #expect(reason?.contains("status 3") == true)
+        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script]))))
+        #expect(reason?.contains("status 3") == true, "\(reason ?? "no failure")")
         #expect(reason?.contains("secret-output-token") == false)
         #expect(reason?.contains("stderr-secret") == false)
     }
@@ -72,7 +72,7 @@ struct ExecTokenSourceTests {
         defer { folder.remove() }
         let pids = folder.file("pids")
         let script = folder.script("get", "sleep 30 &\necho $! > \(pids)\necho $$ >> \(pids)\nwait")
-        let source = try ExecTokenSource(execCredentials([script], timeout: 0.5))
+        let source = try ExecTokenSource(execCredentials(["/bin/sh", script], timeout: 0.5))
         let started = Date()
         let reason = failureReason(fetch(source))
         let elapsed = Date().timeIntervalSince(started)
@@ -106,7 +106,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", body)
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials([script]))))
+        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script]))))
         #expect(reason != nil)
         #expect(reason?.contains("secret") == false)
     }
@@ -117,7 +117,7 @@ struct ExecTokenSourceTests {
         defer { folder.remove() }
         let script = folder.script("get", "head -c 200000 /dev/zero | tr '\\0' a\nsleep 30")
         let started = Date()
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials([script], timeout: 20))))
+        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script], timeout: 20))))
         #expect(reason?.contains("KiB") == true)
         #expect(Date().timeIntervalSince(started) < 10)
     }

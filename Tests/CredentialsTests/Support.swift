@@ -23,7 +23,8 @@ struct TemporaryFolder {
         _ = FileManager.default.createFile(atPath: file(name), contents: Data(content.utf8))
     }
 
-    /// An executable `/bin/sh` script.
+    /// An executable `/bin/sh` script. Tests run it as `/bin/sh PATH`: executing a file that another
+    /// test's spawn may briefly hold open for writing fails with ETXTBSY.
     func script(_ name: String, _ body: String) -> String {
         let path = file(name)
         _ = FileManager.default.createFile(atPath: path, contents: Data("#!/bin/sh\n\(body)\n".utf8))

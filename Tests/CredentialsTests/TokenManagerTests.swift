@@ -21,7 +21,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         let script = countingScript(folder, delay: 0.3)
         let logs = LogCapture()
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials([script]), folder: folder), logger: logs.logger())
+        let manager = try TokenManager(configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: logs.logger())
         manager.start()
         defer { manager.stop() }
         #expect(eventually { manager.current().snapshot?.generation == 1 })
@@ -61,7 +61,7 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = countingScript(folder, json: #"echo "{\"token\":\"token-$n\",\"expires_in\":2}""#)
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials([script]), folder: folder), logger: LogCapture().logger())
+        let manager = try TokenManager(configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
         manager.start()
         defer { manager.stop() }
         #expect(eventually { manager.current().snapshot?.accessToken == "token-1" })
@@ -80,7 +80,7 @@ struct TokenManagerTests {
         let flag = folder.file("ok")
         let runs = folder.file("runs")
         let script = folder.script("get", "echo run >> \(runs)\n[ -f \(flag) ] || exit 7\necho good-token")
-        let configuration = makeConfiguration(execCredentials([script]), folder: folder)
+        let configuration = makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder)
         let clock = ManualClock(1_000_000)
         let manager = TokenManager(
             configuration: configuration,
@@ -187,7 +187,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         let flag = folder.file("ok")
         let script = folder.script("get", "[ -f \(flag) ] || exit 1\necho forced-token")
-        var credentials = execCredentials([script])
+        var credentials = execCredentials(["/bin/sh", script])
         credentials.refreshMargin = 300
         let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: LogCapture().logger())
         manager.start()
@@ -296,7 +296,7 @@ struct TokenManagerTests {
         var info = stat()
         #expect(stat(sinkPath, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
-        #expect(changes.withLock { $0 } >= 1)
+        #expect(eventually { changes.withLock { $0 } >= 1 })
 
         folder.write("token", "sink-token-2")
         #expect(eventually { (try? String(contentsOfFile: sinkPath, encoding: .utf8)) == "sink-token-2\n" })
@@ -311,7 +311,7 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = countingScript(folder, delay: 0.5)
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials([script]), folder: folder), logger: LogCapture().logger())
+        let manager = try TokenManager(configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
         manager.start()
         let box = OutcomeBox()
         manager.refresh(staleGeneration: nil, reason: .expiry) { box.append($0) }
