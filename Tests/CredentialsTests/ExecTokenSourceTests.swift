@@ -122,6 +122,17 @@ struct ExecTokenSourceTests {
         #expect(Date().timeIntervalSince(started) < 10)
     }
 
+    @Test("the command inherits no descriptor of the proxy beyond stdin, stdout and stderr")
+    func noInheritedDescriptors() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let leaky = open(folder.file("open-file"), O_WRONLY | O_CREAT, 0o600)  // no O_CLOEXEC
+        #expect(leaky > 2)
+        defer { close(leaky) }
+        let script = folder.script("get", "if [ -e /proc/$$/fd/\(leaky) ]; then echo leaked; else echo clean; fi")
+        #expect(try fetch(ExecTokenSource(execCredentials(["/bin/sh", script]))).get().accessToken == "clean")
+    }
+
     @Test("a command that cannot be started is a passing failure")
     func missingCommand() throws {
         let folder = TemporaryFolder()

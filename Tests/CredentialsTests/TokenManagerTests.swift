@@ -276,6 +276,26 @@ struct TokenManagerTests {
         #expect(!logs.contains("file-token-"))
     }
 
+    @Test("a 401 re-reads the token file")
+    func unauthorizedRereadsTheFile() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        folder.write("token", "old-file-token")
+        var credentials = CredentialsConfiguration(type: .file)
+        credentials.path = folder.file("token")
+        let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: LogCapture().logger())
+        manager.start()
+        defer { manager.stop() }
+        #expect(eventually { manager.current().snapshot?.generation == 1 })
+        folder.write("token", "new-file-token")
+        // Whether the once-a-second look or the 401 notices first, the answer is the new token.
+        let box = OutcomeBox()
+        manager.refresh(staleGeneration: 1, reason: .unauthorized) { box.append($0) }
+        #expect(eventually { box.count == 1 })
+        #expect(box.outcomes.first?.snapshot?.accessToken == "new-file-token")
+        #expect(box.outcomes.first?.snapshot?.generation == 2)
+    }
+
     @Test("the sink file holds the current token with mode 0600 and follows changes")
     func sinkFile() throws {
         let folder = TemporaryFolder()
