@@ -284,7 +284,8 @@ public final class TokenManager: @unchecked Sendable {
             }
         } catch {
             let now = clock()
-            let sourceError = error as? TokenSourceError ?? .passing("\(kind): \(error)")
+            // Another error type could carry an answer's text: only its type is told.
+            let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
             switch sourceError {
             case .refused(let reason):
                 let message = "the identity provider refused the refresh: \(reason); log in again"
@@ -373,12 +374,13 @@ public final class TokenManager: @unchecked Sendable {
         }
     }
 
-    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug.
+    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources
+    /// name themselves in their messages ("exec: …", "credentials file …").
     private func logFailure(_ message: String, detail: String = "", level: Logger.Level) {
         if message == lastLoggedFailure {
-            logger.debug("\(kind): \(message)\(detail)")
+            logger.debug("\(message)\(detail)")
         } else {
-            logger.log(level: level, "\(kind): \(message)\(detail)")
+            logger.log(level: level, "\(message)\(detail)")
             lastLoggedFailure = message
         }
     }
