@@ -256,7 +256,8 @@ public final class TokenManager: @unchecked Sendable {
                 snapshot =
                     current.expiresAt == expiresAt
                     ? current
-                    : TokenSnapshot(accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
+                    : TokenSnapshot(
+                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
                 let issuedAt = min(issued.issuedAt ?? now, now)

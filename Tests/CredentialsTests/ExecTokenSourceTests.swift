@@ -145,7 +145,9 @@ struct ExecTokenSourceTests {
     func jsonVariants() throws {
         #expect(try ExecOutput.parse(Array(#"{"token":"a","expires_in":null}"#.utf8)).get() == IssuedToken(accessToken: "a"))
         #expect(try ExecOutput.parse(Array(#"{"access_token":"b","expires_in":"60"}"#.utf8)).get() == IssuedToken(accessToken: "b", expiresIn: 60))
-        #expect(try ExecOutput.parse(Array(#"{"token":"c","expires_at":1795316400}"#.utf8)).get() == IssuedToken(accessToken: "c", expiresAt: 1_795_316_400))
+        #expect(
+            try ExecOutput.parse(Array(#"{"token":"c","expires_at":1795316400}"#.utf8)).get()
+                == IssuedToken(accessToken: "c", expiresAt: 1_795_316_400))
     }
 
     @Test("an exec source without a command is a configuration error")

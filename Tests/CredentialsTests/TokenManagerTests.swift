@@ -61,7 +61,8 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = countingScript(folder, json: #"echo "{\"token\":\"token-$n\",\"expires_in\":2}""#)
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
+        let manager = try TokenManager(
+            configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
         manager.start()
         defer { manager.stop() }
         #expect(eventually { manager.current().snapshot?.accessToken == "token-1" })
@@ -331,7 +332,8 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = countingScript(folder, delay: 0.5)
-        let manager = try TokenManager(configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
+        let manager = try TokenManager(
+            configuration: makeConfiguration(execCredentials(["/bin/sh", script]), folder: folder), logger: LogCapture().logger())
         manager.start()
         let box = OutcomeBox()
         manager.refresh(staleGeneration: nil, reason: .expiry) { box.append($0) }
