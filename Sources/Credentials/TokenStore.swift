@@ -115,6 +115,8 @@ public final class FileTokenStore: TokenStore {
             moveAside(reason: "not a session document this version can read")
             return nil
         }
+        if let token = session.accessToken { registerSecret(token) }
+        if let token = session.refreshToken { registerSecret(token) }
         return session
     }
 
