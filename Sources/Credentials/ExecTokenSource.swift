@@ -14,13 +14,12 @@ final class ExecTokenSource: TokenSource {
     static let outputLimit = 64 << 10
 
     init(_ credentials: CredentialsConfiguration) throws {
-        guard let program = credentials.command.first, !program.isEmpty else {
+        guard let program = credentials.command.first, !program.isEmpty, !program.utf8.contains(0) else {
             throw ConfigurationError(keyPath: "credentials.command", reason: "an exec source needs a command")
         }
         guard credentials.execTimeout > 0 else {
             throw ConfigurationError(keyPath: "credentials.exec_timeout", reason: "must be more than 0")
         }
-        _ = program
         self.command = credentials.command
         self.timeout = credentials.execTimeout
         self.defaultLifetime = credentials.defaultLifetime

@@ -81,11 +81,13 @@ struct FileSignature: Equatable {
 enum FileReader {
     struct Failure: Error, CustomStringConvertible {
         var description: String
+        /// The errno of a failed call; nil when the file was too large.
+        var code: Int32?
     }
 
     static func read(_ path: String, limit: Int) -> Result<[UInt8], Failure> {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(Failure(description: errnoText(errno))) }
+        guard fd >= 0 else { return .failure(Failure(description: errnoText(errno), code: errno)) }
         defer { close(fd) }
         var content: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -93,11 +95,11 @@ enum FileReader {
             let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                return .failure(Failure(description: errnoText(errno)))
+                return .failure(Failure(description: errnoText(errno), code: errno))
             }
             if count == 0 { break }
             content.append(contentsOf: buffer[0..<count])
-            if content.count > limit { return .failure(Failure(description: "larger than \(limit / 1024) KiB")) }
+            if content.count > limit { return .failure(Failure(description: "larger than \(limit / 1024) KiB", code: nil)) }
         }
         return .success(content)
     }

@@ -34,29 +34,3 @@ public protocol IdentityProvider: AnyObject {
     /// Revokes a refresh token (RFC 7009) where the provider supports it; otherwise does nothing.
     func revoke(refreshToken: String) throws
 }
-
-/// One session as the store keeps it (ARCHITECTURE.md "The store"). Times are seconds since the
-/// epoch, already corrected for the identity provider's clock skew.
-public struct StoredSession: Codable, Sendable, Equatable {
-    public static let currentVersion = 1
-
-    public var version: Int = StoredSession.currentVersion
-    /// The credentials type that made it; a store of another type is not used.
-    public var kind: String
-    public var accessToken: String?
-    public var refreshToken: String?
-    public var expiresAt: Double?
-    public var issuedAt: Double?
-    /// For `status`: the JWT `sub` (or the user name), never a secret.
-    public var subject: String?
-    /// Cognito: the pool's own user name, for SECRET_HASH on refresh.
-    public var username: String?
-    public var lastRefreshAt: Double?
-    /// "success" | "refused" | "failure"
-    public var lastRefreshOutcome: String?
-    /// "active" | "ended" (a refused refresh; the tokens are cleared).
-    public var session: String = "active"
-    public var endedReason: String?
-
-    public init(kind: String) { self.kind = kind }
-}

@@ -27,6 +27,8 @@ public final class TokenManager: @unchecked Sendable {
     /// Guards `control` and wakes the token thread.
     private let condition = NSCondition()
     private var control = Control()
+    /// Guarded by `condition`.
+    private var tokenThread: Thread?
 
     private struct Control {
         var started = false
@@ -104,16 +106,21 @@ public final class TokenManager: @unchecked Sendable {
         if let interval = source.pollInterval { nextPollAt = clock() + interval }
         let thread = Thread { [self] in self.run() }
         thread.name = "tokenproxy-token"
+        condition.lock()
+        tokenThread = thread
+        condition.unlock()
         thread.start()
     }
 
     /// Stops the token thread after the call it is in (an exec run ends within its timeout) and
     /// answers callers still waiting with `.unavailable`. Returns when the thread has ended.
+    /// Called on the token thread itself (from a completion or `onChange`), it only asks the thread
+    /// to end, and returns at once.
     public func stop() {
         condition.lock()
         control.stopping = true
         condition.broadcast()
-        if control.started {
+        if control.started && Thread.current !== tokenThread {
             while !control.exited { condition.wait() }
         }
         let waiters = control.waiters
@@ -224,6 +231,7 @@ public final class TokenManager: @unchecked Sendable {
     }
 
     private func performFetch(reason: RefreshReason) {
+        logger.debug("\(kind): fetching a token (\(reason.rawValue))")
         let before = published.withLock { $0 }
         let current = before.snapshot
         let view: TokenView
@@ -248,10 +256,12 @@ public final class TokenManager: @unchecked Sendable {
                 snapshot =
                     current.expiresAt == expiresAt
                     ? current
-                    : TokenSnapshot(accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
+                    : TokenSnapshot(
+                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
-                snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: now, generation: generation)
+                let issuedAt = min(issued.issuedAt ?? now, now)
+                snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation)
                 logger.info("\(kind): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
             }
             decision = policy.next(
@@ -275,7 +285,8 @@ public final class TokenManager: @unchecked Sendable {
             }
         } catch {
             let now = clock()
-            let sourceError = error as? TokenSourceError ?? .passing("\(kind): \(error)")
+            // Another error type could carry an answer's text: only its type is told.
+            let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
             switch sourceError {
             case .refused(let reason):
                 let message = "the identity provider refused the refresh: \(reason); log in again"
@@ -286,20 +297,30 @@ public final class TokenManager: @unchecked Sendable {
                 sessionEnded = message
                 failure = message
                 logFailure(message, level: .error)
+            case .loginRequired(let reason):
+                decision = policy.next(after: .refused, now: now)
+                view = TokenView(snapshot: nil, session: .none, failure: reason, retryAfter: 1)
+                outcome = .loginRequired(reason)
+                result = .refused
+                sessionEnded = reason
+                failure = reason
+                logFailure(reason, level: .warning)
             case .passing(let reason), .configuration(let reason):
                 let isConfiguration: Bool
                 switch sourceError {
                 case .configuration: isConfiguration = true
-                case .passing, .refused: isConfiguration = false
+                case .passing, .refused, .loginRequired: isConfiguration = false
                 }
                 decision = policy.next(after: .passingFailure(failuresSoFar: consecutiveFailures), now: now)
                 let retryAfter = Self.retryAfter(decision, now: now)
-                let session: SessionState = before.session == .ended ? .ended : (current == nil ? .none : .active)
+                let session: SessionState = current == nil ? (before.session == .ended ? .ended : .none) : .active
                 view = TokenView(snapshot: current, session: session, failure: reason, retryAfter: retryAfter)
-                outcome = session == .ended ? .loginRequired(before.failure ?? reason) : .unavailable(reason, retryAfter: retryAfter)
+                // After a refusal, a failed look at the changed input leaves the session ended.
+                let endedBefore = current == nil && before.session == .ended
+                outcome = endedBefore ? .loginRequired(before.failure ?? reason) : .unavailable(reason, retryAfter: retryAfter)
                 result = .failure
                 failure = reason
-                if session == .ended { sessionEnded = before.failure ?? reason }
+                if endedBefore { sessionEnded = before.failure ?? reason }
                 logFailure(
                     isConfiguration ? "configuration error: \(reason)" : reason,
                     detail: " (next try in \(retryAfter) s)",
@@ -307,10 +328,8 @@ public final class TokenManager: @unchecked Sendable {
                 )
             }
         }
-        _ = reason
 
         let now = clock()
-        statistics.withLock { $0.record(result, at: now) }
         published.withLock { $0 = view }
 
         var nextRefreshAt: Double? = nil
@@ -327,6 +346,11 @@ public final class TokenManager: @unchecked Sendable {
             // A token that does not expire, or a refusal: a request, a forced refresh or a changed
             // input moves things on. A passing failure always comes with a retry time instead.
             consecutiveFailures = 0
+        }
+        statistics.withLock { stats in
+            stats.record(result, at: now)
+            stats.nextRefreshAt = nextRefreshAt
+            stats.consecutiveFailures = consecutiveFailures
         }
 
         condition.lock()
@@ -351,12 +375,13 @@ public final class TokenManager: @unchecked Sendable {
         }
     }
 
-    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug.
+    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources
+    /// name themselves in their messages ("exec: …", "credentials file …").
     private func logFailure(_ message: String, detail: String = "", level: Logger.Level) {
         if message == lastLoggedFailure {
-            logger.debug("\(kind): \(message)\(detail)")
+            logger.debug("\(message)\(detail)")
         } else {
-            logger.log(level: level, "\(kind): \(message)\(detail)")
+            logger.log(level: level, "\(message)\(detail)")
             lastLoggedFailure = message
         }
     }

@@ -9,6 +9,9 @@ public struct IssuedToken: Sendable, Equatable {
     public var expiresIn: Double?
     /// Seconds since the epoch, as the answer said (`expires_at`).
     public var expiresAt: Double?
+    /// When the token was issued, for a token restored from a store; nil: now. The lifetime that
+    /// `refresh_margin` is capped against counts from here.
+    public var issuedAt: Double?
 
     /// The identity provider's `Date` header (epoch seconds), for clock-skew correction.
     public var serverDate: Double?
@@ -17,13 +20,19 @@ public struct IssuedToken: Sendable, Equatable {
     public var username: String?
 
     public init(
-        accessToken: String, refreshToken: String? = nil, expiresIn: Double? = nil, expiresAt: Double? = nil,
-        serverDate: Double? = nil, username: String? = nil
+        accessToken: String,
+        refreshToken: String? = nil,
+        expiresIn: Double? = nil,
+        expiresAt: Double? = nil,
+        issuedAt: Double? = nil,
+        serverDate: Double? = nil,
+        username: String? = nil
     ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.expiresIn = expiresIn
         self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
         self.serverDate = serverDate
         self.username = username
     }
@@ -32,8 +41,11 @@ public struct IssuedToken: Sendable, Equatable {
 /// How a source call failed. Messages never contain a token, a secret or a raw answer.
 public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The identity provider refused the grant (`invalid_grant`, `NotAuthorizedException`):
-    /// the session ends, no retry until a new login.
+    /// the session ends (`SessionState.ended`), no retry until the input changes (a new login).
     case refused(String)
+    /// There is no session to refresh: never logged in, or logged out (`SessionState.none`). No
+    /// retry until the input changes.
+    case loginRequired(String)
     /// Network, 5xx, 429, a timeout, an unreadable answer: retried with backoff while a still-valid
     /// token keeps serving.
     case passing(String)
@@ -44,6 +56,7 @@ public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .refused(let reason): return "refused: \(reason)"
+        case .loginRequired(let reason): return "login required: \(reason)"
         case .passing(let reason): return reason
         case .configuration(let reason): return "configuration error: \(reason)"
         }
@@ -51,7 +64,7 @@ public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertibl
 
     public var reason: String {
         switch self {
-        case .refused(let reason), .passing(let reason), .configuration(let reason): return reason
+        case .refused(let reason), .loginRequired(let reason), .passing(let reason), .configuration(let reason): return reason
         }
     }
 }

@@ -1,8 +1,10 @@
-/// Whether the proxy holds a session it can refresh.
+/// Whether the proxy holds a session it can refresh. To choose between 401 `login_required` and
+/// 503 `token_unavailable` when no valid token is held, ask `TokenManager.refresh`: its outcome
+/// says which (`.none` covers both "not logged in" and "no token obtained yet").
 public enum SessionState: String, Sendable {
-    /// A token (or a refreshable session) is held.
+    /// A token is held (it may have expired; a refresh is possible).
     case active
-    /// Never logged in, or no token obtained yet.
+    /// Never logged in, logged out, or no token obtained yet (the first fetch has not succeeded).
     case none
     /// The identity provider refused the refresh: a login is needed (CONTRACT.md point 5).
     case ended
@@ -70,6 +72,11 @@ public struct TokenStats: Sendable, Equatable {
     /// Seconds since the epoch of the last call to the source that ended.
     public var lastRefreshAt: Double? = nil
     public var lastRefreshOutcome: RefreshResult? = nil
+    /// When the token thread will next call the source by itself (a proactive refresh or a backoff
+    /// retry); nil: only when asked or when the input changes.
+    public var nextRefreshAt: Double? = nil
+    /// Passing failures in a row (the backoff attempt).
+    public var consecutiveFailures: Int = 0
 
     public init() {}
 

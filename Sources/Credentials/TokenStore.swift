@@ -1,0 +1,203 @@
+import Foundation
+import Glibc
+import Logging
+
+/// One session as the store keeps it (ARCHITECTURE.md "The store"). It holds secrets, so it lives
+/// in a 0600 file (or, later, behind a shared server).
+public struct StoredSession: Codable, Sendable, Equatable {
+    public var version: Int
+    /// The credentials type that wrote it ("oauth2_refresh", "cognito", …).
+    public var kind: String
+    public var accessToken: String?
+    public var refreshToken: String?
+    /// Seconds since the epoch.
+    public var expiresAt: Double?
+    public var issuedAt: Double?
+    /// The token's subject (`sub`) or user name, for `status`.
+    public var subject: String?
+    public var lastRefreshAt: Double?
+    public var lastRefreshOutcome: String?
+    /// Cognito: the pool's own user name, for SECRET_HASH on refresh (CONTRACT: it differs from the
+    /// login name when users sign in by e-mail).
+    public var username: String?
+    /// Set when a refresh was refused and the tokens were cleared: why the session ended.
+    public var endedReason: String?
+
+    public init(
+        kind: String,
+        accessToken: String? = nil,
+        refreshToken: String? = nil,
+        expiresAt: Double? = nil,
+        issuedAt: Double? = nil,
+        subject: String? = nil,
+        lastRefreshAt: Double? = nil,
+        lastRefreshOutcome: String? = nil
+    ) {
+        self.version = 1
+        self.kind = kind
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
+        self.subject = subject
+        self.lastRefreshAt = lastRefreshAt
+        self.lastRefreshOutcome = lastRefreshOutcome
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version, kind, subject
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+        case expiresAt = "expires_at"
+        case issuedAt = "issued_at"
+        case lastRefreshAt = "last_refresh_at"
+        case lastRefreshOutcome = "last_refresh_outcome"
+        case username
+        case endedReason = "ended_reason"
+    }
+}
+
+/// Where sessions persist, shared between the processes that use the same configuration
+/// (`serve`, `token`, `login`, `logout`). A protocol so that a store on a shared server (Redis) is an
+/// added type, not a rewrite. Its methods block; call them on the token thread or in a command.
+public protocol TokenStore: AnyObject {
+    /// The stored session; nil when there is none (never logged in, logged out, or unreadable: an
+    /// unreadable one is moved aside and logged).
+    func load() throws -> StoredSession?
+    /// Durable when it returns.
+    func save(_ session: StoredSession) throws
+    /// Deletes the session, durably.
+    func remove() throws
+    /// Runs `body` holding the store's exclusive cross-process lock (a refresh re-reads the store
+    /// under it and refreshes only if the stored token is still the one it meant to replace).
+    func withExclusiveLock<T>(_ body: () throws -> T) throws -> T
+    /// True when the stored session changed since this process last loaded, saved or removed it.
+    func hasChanged() -> Bool
+}
+
+public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}
+
+/// `store.path`: a JSON document, mode 0600, in a folder created 0700 (an existing folder keeps its
+/// mode, with a warning when others may write to it), replaced atomically (temp + fsync + rename +
+/// fsync of the folder). The lock is `flock` on `<path>.lock`.
+public final class FileTokenStore: TokenStore {
+    public let path: String
+    private let logger: Logger
+    private let now: () -> Double
+    private var knownSignature: FileSignature?
+    private var checkedFolder = false
+    static let sizeLimit = 1 << 20
+
+    public init(path: String, logger: Logger, now: @escaping () -> Double = { Date().timeIntervalSince1970 }) {
+        self.path = path
+        self.logger = logger
+        self.now = now
+        self.knownSignature = FileSignature.of(path)
+    }
+
+    public func load() throws -> StoredSession? {
+        let signature = FileSignature.of(path)
+        knownSignature = signature
+        guard signature != nil else { return nil }
+        let bytes: [UInt8]
+        switch FileReader.read(path, limit: Self.sizeLimit) {
+        case .success(let content):
+            bytes = content
+        case .failure(let failure):
+            switch failure.code {
+            case .none:
+                moveAside(reason: failure.description)
+                return nil
+            case .some(ENOENT):
+                knownSignature = nil
+                return nil
+            case .some:
+                break
+            }
+            throw TokenStoreError(description: "store \(path): \(failure.description)")
+        }
+        guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(bytes)), session.version == 1 else {
+            moveAside(reason: "not a session document this version can read")
+            return nil
+        }
+        if let token = session.accessToken { registerSecret(token) }
+        if let token = session.refreshToken { registerSecret(token) }
+        return session
+    }
+
+    public func save(_ session: StoredSession) throws {
+        try prepareFolder()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data: Data
+        do {
+            data = try encoder.encode(session)
+        } catch {
+            throw TokenStoreError(description: "store \(path): cannot encode the session")
+        }
+        do {
+            try AtomicFile.write(Array(data) + [0x0A], to: path, mode: 0o600)
+        } catch {
+            throw TokenStoreError(description: "store \(String(describing: error))")
+        }
+        knownSignature = FileSignature.of(path)
+    }
+
+    public func remove() throws {
+        do {
+            try AtomicFile.remove(path)
+        } catch {
+            throw TokenStoreError(description: "store \(String(describing: error))")
+        }
+        knownSignature = nil
+    }
+
+    public func withExclusiveLock<T>(_ body: () throws -> T) throws -> T {
+        try prepareFolder()
+        let lockPath = path + ".lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw TokenStoreError(description: "store lock \(lockPath): \(errnoText(errno))") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno == EINTR { continue }
+            throw TokenStoreError(description: "store lock \(lockPath): \(errnoText(errno))")
+        }
+        defer { _ = flock(fd, LOCK_UN) }
+        return try body()
+    }
+
+    public func hasChanged() -> Bool {
+        FileSignature.of(path) != knownSignature
+    }
+
+    private func prepareFolder() throws {
+        guard !checkedFolder else { return }
+        let folder = AtomicFile.parentFolder(of: path)
+        var info = stat()
+        if stat(folder, &info) == 0 {
+            if info.st_mode & 0o022 != 0 {
+                logger.warning("store folder \(folder) may be written by other users (mode \(String(info.st_mode & 0o777, radix: 8)))")
+            }
+        } else {
+            do {
+                try AtomicFile.ensureFolder(folder, mode: 0o700)
+            } catch {
+                throw TokenStoreError(description: "store \(String(describing: error))")
+            }
+        }
+        checkedFolder = true
+    }
+
+    /// CONTRACT.md: a store that cannot be read or parsed is moved to `<path>.corrupt-<time>`.
+    private func moveAside(reason: String) {
+        let target = "\(path).corrupt-\(Int(now()))"
+        if rename(path, target) == 0 {
+            logger.warning("store \(path) cannot be read (\(reason)); moved to \(target); serving as with no session")
+        } else {
+            logger.error("store \(path) cannot be read (\(reason)) nor moved aside: \(errnoText(errno))")
+        }
+        knownSignature = FileSignature.of(path)
+    }
+}
