@@ -6,6 +6,9 @@ Run with `--port 0`: prints `READY <port>` on stdout once listening on 127.0.0.1
   --jwt-key KEY | --jwt-key-file PATH   the token must be an HS256 JWT signed with this key (the
                        same key as oauth_server.py --jwt) whose `exp` has not passed (no leeway);
                        checked locally with joserfc
+  --jwks-url URL       the token must be an RS256 JWT signed by a key of this JWKS (fetched once at
+                       start), unexpired; for cognito_idp.py: ENDPOINT/POOL_ID/.well-known/jwks.json.
+                       `sub` in the answer is the token's `username` claim when it has one
   --introspection-url URL --introspection-client ID:SECRET
                        opaque tokens: each request asks the authorization server (RFC 7662,
                        client_secret_basic); the token must be `active`
@@ -33,7 +36,9 @@ import json
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
+import warnings
 
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
@@ -60,9 +65,8 @@ def check_jwt(token):
     """(sub, None) or (None, reason)."""
     from joserfc import jwt
     from joserfc.errors import JoseError
-    from joserfc.jwk import OctKey
     try:
-        decoded = jwt.decode(token, OctKey.import_key(OPTS.key), algorithms=["HS256"])
+        decoded = jwt.decode(token, OPTS.verify_key, algorithms=OPTS.algorithms)
     except (JoseError, ValueError) as e:
         return None, ("bad_signature" if "signature" in str(e).lower() else "malformed")
     except Exception:
@@ -77,7 +81,7 @@ def check_jwt(token):
             STATS["expired_tokens_seen"] += 1
             STATS["max_exp_overshoot_seconds"] = max(STATS["max_exp_overshoot_seconds"], round(now - exp, 3))
         return None, "expired"
-    return str(claims.get("sub")), None
+    return str(claims.get("username") or claims.get("sub")), None
 
 
 def check_introspection(token):
@@ -137,7 +141,7 @@ def handle():
         if digest not in SEEN:
             SEEN.add(digest)
             STATS["distinct_tokens"] += 1
-    if OPTS.key is not None:
+    if OPTS.verify_key is not None:
         sub, reason = check_jwt(token)
     else:
         sub, reason = check_introspection(token)
@@ -202,23 +206,31 @@ def test_accept():
 def main():
     global OPTS
     import logging
-    import urllib.parse  # noqa: F401  (used by check_introspection)
+    warnings.filterwarnings("ignore", message="Key size")
     p = argparse.ArgumentParser(description="token-checking upstream API for tests")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--jwt-key")
     p.add_argument("--jwt-key-file")
+    p.add_argument("--jwks-url")
     p.add_argument("--introspection-url")
     p.add_argument("--introspection-client", default="app:secret")
     p.add_argument("--verbose", action="store_true")
     OPTS = p.parse_args()
-    OPTS.key = None
+    from joserfc.jwk import KeySet, OctKey
+    OPTS.verify_key = None
+    OPTS.algorithms = ["HS256"]
     if OPTS.jwt_key is not None:
-        OPTS.key = OPTS.jwt_key.encode()
+        OPTS.verify_key = OctKey.import_key(OPTS.jwt_key.encode())
     elif OPTS.jwt_key_file:
         with open(OPTS.jwt_key_file, "rb") as f:
-            OPTS.key = f.read().strip()
+            OPTS.verify_key = OctKey.import_key(f.read().strip())
+    elif OPTS.jwks_url:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(OPTS.jwks_url, timeout=10) as resp:
+            OPTS.verify_key = KeySet.import_key_set(json.loads(resp.read()))
+        OPTS.algorithms = ["RS256"]
     elif not OPTS.introspection_url:
-        sys.exit("protected_api: give --jwt-key/--jwt-key-file or --introspection-url")
+        sys.exit("protected_api: give --jwt-key/--jwt-key-file, --jwks-url or --introspection-url")
     if not OPTS.verbose:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
     reset_stats()
@@ -232,6 +244,5 @@ def main():
 
 if __name__ == "__main__":
     import signal
-    import urllib.parse  # noqa: F401
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     main()
