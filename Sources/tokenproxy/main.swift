@@ -37,8 +37,17 @@ func fail(_ message: String, status: Int32) -> Never {
     Glibc.exit(status)
 }
 
+/// Every secret the configuration holds is known to the log redactor before the first log line.
+func registerConfiguredSecrets(_ configuration: Configuration) {
+    let c = configuration.credentials
+    for secret in [c.clientSecret, c.seedRefreshToken, c.token, configuration.access.requireValue] {
+        if let value = secret?.value { SecretRegistry.shared.register(value) }
+    }
+}
+
 /// Sets up logging from the `log:` section and reports the loader's warnings.
 func startLogging(_ loaded: LoadedConfiguration) -> Logger {
+    registerConfiguredSecrets(loaded.configuration)
     LogSetup.bootstrap(level: loaded.configuration.log.level.rawValue, format: loaded.configuration.log.format.rawValue)
     var logger = Logger(label: "tokenproxy")
     logger.logLevel = LogSetup.level(named: loaded.configuration.log.level.rawValue) ?? .info
