@@ -4,11 +4,23 @@ import Foundation
 /// then the answer's `expires_at`, then its `expires_in`, then the source's default lifetime.
 enum TokenExpiry {
     static func resolve(_ issued: IssuedToken, now: Double, defaultLifetime: Double?) -> Double? {
-        if let exp = JWT.expiry(of: issued.accessToken) { return exp }
-        if let expiresAt = issued.expiresAt, expiresAt.isFinite { return expiresAt }
+        let skew = clockSkew(issued, now: now) ?? 0
+        if let exp = JWT.expiry(of: issued.accessToken) { return exp - skew }
+        if let expiresAt = issued.expiresAt, expiresAt.isFinite { return expiresAt - skew }
         if let expiresIn = issued.expiresIn, expiresIn.isFinite { return now + expiresIn }
         if let defaultLifetime { return now + defaultLifetime }
         return nil
+    }
+
+    /// Beyond this many seconds between the identity provider's `Date` and our clock, absolute expiry
+    /// times (a JWT's `exp`, an answer's `expires_at`) are moved by the difference.
+    static let skewTolerance: Double = 5
+
+    /// The identity provider's clock minus ours, when it is off by more than the tolerance.
+    static func clockSkew(_ issued: IssuedToken, now: Double) -> Double? {
+        guard let serverDate = issued.serverDate, serverDate.isFinite else { return nil }
+        let skew = serverDate - now
+        return abs(skew) > skewTolerance ? skew : nil
     }
 }
 

@@ -56,7 +56,7 @@ public final class TokenManager: @unchecked Sendable {
 
     /// Builds the source that `configuration.credentials.type` names.
     public convenience init(configuration: Configuration, logger: Logger) throws {
-        try self.init(configuration: configuration, logger: logger, source: makeTokenSource(configuration))
+        try self.init(configuration: configuration, logger: logger, source: makeTokenSource(configuration, logger: logger))
     }
 
     /// With a source of the caller's choice and, for tests, another clock (epoch seconds) and random
@@ -74,7 +74,9 @@ public final class TokenManager: @unchecked Sendable {
         self.clock = now
         self.policy = RefreshPolicy(refreshMargin: configuration.credentials.refreshMargin, random: random)
         self.sink = configuration.sink.map { SinkWriter($0, logger: logger) }
-        self.published = Mutex(TokenView(snapshot: nil, session: .none, failure: "no token yet", retryAfter: 1))
+        // `.active` without a token: requests wait for the first acquisition (a session-based source
+        // that finds no session publishes `.none` when it says so).
+        self.published = Mutex(TokenView(snapshot: nil, session: .active, failure: "no token yet", retryAfter: 1))
     }
 
     /// Called on the token thread after every change of the published view (sink file, metrics).
@@ -313,7 +315,9 @@ public final class TokenManager: @unchecked Sendable {
                 }
                 decision = policy.next(after: .passingFailure(failuresSoFar: consecutiveFailures), now: now)
                 let retryAfter = Self.retryAfter(decision, now: now)
-                let session: SessionState = current == nil ? (before.session == .ended ? .ended : .none) : .active
+                // No token yet but nothing says a login is needed: requests wait for a refresh and
+                // get 503 token_unavailable (`.none` is only for "log in first").
+                let session: SessionState = current == nil && before.session == .ended ? .ended : .active
                 view = TokenView(snapshot: current, session: session, failure: reason, retryAfter: retryAfter)
                 // After a refusal, a failed look at the changed input leaves the session ended.
                 let endedBefore = current == nil && before.session == .ended

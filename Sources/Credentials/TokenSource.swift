@@ -1,4 +1,5 @@
 import Config
+import Logging
 
 /// A token as a source handed it over, before the manager resolves its expiry.
 public struct IssuedToken: Sendable, Equatable {
@@ -95,7 +96,7 @@ extension TokenSource {
 }
 
 /// Builds the source that `configuration.credentials.type` names.
-public func makeTokenSource(_ configuration: Configuration) throws -> any TokenSource {
+public func makeTokenSource(_ configuration: Configuration, logger: Logger = Logger(label: "tokenproxy")) throws -> any TokenSource {
     let credentials = configuration.credentials
     switch credentials.type {
     case .static:
@@ -105,6 +106,35 @@ public func makeTokenSource(_ configuration: Configuration) throws -> any TokenS
     case .exec:
         return try ExecTokenSource(credentials)
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
-        throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) is not supported yet")
+        return try makeSessionTokenSource(configuration, logger: logger)
     }
+}
+
+/// The provider that `configuration.credentials.type` names, for the types that call an identity
+/// provider (oauth2_refresh, oauth2_client_credentials, cognito, json_refresh).
+public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws -> any IdentityProvider {
+    switch credentials.type {
+    case .oauth2Refresh, .oauth2ClientCredentials:
+        return try OAuth2Provider(credentials)
+    case .cognito:
+        return try CognitoProvider(credentials)
+    case .jsonRefresh:
+        return try JSONRefreshProvider(credentials)
+    case .static, .file, .exec:
+        throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
+    }
+}
+
+/// The session-backed source (provider + `store.path`) that the server and the CLI commands share.
+public func makeSessionTokenSource(_ configuration: Configuration, logger: Logger) throws -> SessionTokenSource {
+    let credentials = configuration.credentials
+    let provider = try makeIdentityProvider(credentials)
+    return SessionTokenSource(
+        provider: provider,
+        store: FileTokenStore(path: configuration.store.path, logger: logger),
+        seedRefreshToken: credentials.seedRefreshToken?.value.trimmingWhitespace(),
+        defaultLifetime: credentials.defaultLifetime,
+        refreshMargin: credentials.refreshMargin,
+        logger: logger
+    )
 }

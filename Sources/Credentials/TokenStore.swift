@@ -22,6 +22,9 @@ public struct StoredSession: Codable, Sendable, Equatable {
     public var username: String?
     /// Set when a refresh was refused and the tokens were cleared: why the session ended.
     public var endedReason: String?
+    /// The identity provider's clock minus ours (seconds) when the token was issued, kept when it was
+    /// more than 5 s, so that a reloaded JWT's `exp` is corrected as the fresh one was.
+    public var clockSkew: Double?
 
     public init(
         kind: String,
@@ -54,6 +57,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         case lastRefreshOutcome = "last_refresh_outcome"
         case username
         case endedReason = "ended_reason"
+        case clockSkew = "clock_skew"
     }
 }
 

@@ -1,10 +1,13 @@
 /// Whether the proxy holds a session it can refresh. To choose between 401 `login_required` and
 /// 503 `token_unavailable` when no valid token is held, ask `TokenManager.refresh`: its outcome
-/// says which (`.none` covers both "not logged in" and "no token obtained yet").
+/// says which.
 public enum SessionState: String, Sendable {
-    /// A token is held (it may have expired; a refresh is possible).
+    /// A token is held (it may have expired; a refresh is possible), or none yet and nothing says a
+    /// login is needed (before the first fetch, or while the source fails for a passing reason):
+    /// requests wait for a refresh, then get 503 `token_unavailable`.
     case active
-    /// Never logged in, logged out, or no token obtained yet (the first fetch has not succeeded).
+    /// A login is needed: a session-based source found no stored session (never logged in, logged
+    /// out, or a session that ended before this process started).
     case none
     /// The identity provider refused the refresh: a login is needed (CONTRACT.md point 5).
     case ended

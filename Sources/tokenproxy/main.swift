@@ -171,6 +171,25 @@ struct Check: ParsableCommand {
     }
 }
 
+/// The session-backed source that `login`, `token`, `status` and `logout` share with the server.
+func sessionSource(_ loaded: LoadedConfiguration, logger: Logger, command: String) -> SessionTokenSource {
+    let type = loaded.configuration.credentials.type
+    switch type {
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+        do {
+            return try makeSessionTokenSource(loaded.configuration, logger: logger)
+        } catch {
+            fail("configuration error: \(error)", status: Exit.badConfiguration)
+        }
+    case .static, .file, .exec:
+        fail("\(command): credentials.type \(type.rawValue) keeps no session", status: 1)
+    }
+}
+
+func say(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Obtain a first token set with the configured login flow and save it to the store.")
     @OptionGroup var options: ConfigOption
@@ -178,8 +197,46 @@ struct Login: ParsableCommand {
     @Flag(help: "Read the password from standard input (one line).") var passwordStdin = false
 
     func run() throws {
-        _ = options.load()
-        fail("login: not available in this version yet (the OAuth2/Cognito token life cycle is being built)", status: 1)
+        let loaded = options.load()
+        let logger = startLogging(loaded)
+        let source = sessionSource(loaded, logger: logger, command: "login")
+        let input: LoginInput
+        if source.provider.fetchesWithoutSession {
+            input = .none
+        } else {
+            switch loaded.configuration.credentials.login {
+            case .device where source.provider is OAuth2Provider:
+                input = .device
+            case .none:
+                fail("login: credentials.login is none: this configuration has no login flow", status: Exit.badConfiguration)
+            case .password, .device:
+                guard let username, !username.isEmpty else {
+                    fail("login: a password login needs --username", status: Exit.badConfiguration)
+                }
+                let password: String
+                if passwordStdin {
+                    guard let line = readLine(strippingNewline: true) else {
+                        fail("login: --password-stdin: standard input is empty", status: Exit.badConfiguration)
+                    }
+                    password = line.hasSuffix("\r") ? String(line.dropLast()) : line
+                } else if isatty(0) == 1, let typed = getpass("Password for \(username): ") {
+                    password = String(cString: typed)
+                } else {
+                    fail("login: pass the password on standard input with --password-stdin", status: Exit.badConfiguration)
+                }
+                SecretRegistry.shared.register(password)
+                input = .password(username: username, password: password)
+            }
+        }
+        do {
+            let session = try source.login(input, prompt: { say($0) })
+            let who = session.subject.map { " as \($0)" } ?? ""
+            say("logged in\(who); the session is saved in \(loaded.configuration.store.path)")
+        } catch let error as TokenSourceError {
+            fail("login failed: \(error.reason)", status: 1)
+        } catch {
+            fail("login failed: \(type(of: error))", status: 1)
+        }
     }
 }
 
@@ -190,17 +247,32 @@ struct Token: ParsableCommand {
     func run() throws {
         let loaded = options.load()
         let logger = startLogging(loaded)
+        switch loaded.configuration.credentials.type {
+        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+            let source = sessionSource(loaded, logger: logger, command: "token")
+            do {
+                print(try source.validToken())
+            } catch let error as TokenSourceError {
+                switch error {
+                case .loginRequired(let why), .refused(let why):
+                    fail("login required: \(why)", status: 1)
+                case .passing(let why), .configuration(let why):
+                    fail("no valid token: \(why)", status: 1)
+                }
+            }
+        case .static, .file, .exec:
+            try printManagedToken(loaded, logger: logger)
+        }
+    }
+
+    /// The sources without a session: one fetch through a manager.
+    private func printManagedToken(_ loaded: LoadedConfiguration, logger: Logger) throws {
         let tokens = try TokenManager(configuration: loaded.configuration, logger: logger)
         tokens.start()
         defer { tokens.stop() }
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var result: RefreshOutcome?
-        let view = tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: Date().timeIntervalSince1970) {
-            print(snapshot.accessToken)
-            return
-        }
-        tokens.refresh(staleGeneration: view.snapshot?.generation, reason: .expiry) { outcome in
+        tokens.refresh(staleGeneration: nil, reason: .expiry) { outcome in
             result = outcome
             done.signal()
         }
@@ -224,9 +296,55 @@ struct Status: ParsableCommand {
     @Flag(help: "Print one JSON object.") var json = false
 
     func run() throws {
-        _ = options.load()
-        fail("status: not available in this version yet (the token store is being built)", status: 1)
+        let loaded = options.load()
+        let logger = startLogging(loaded)
+        let source = sessionSource(loaded, logger: logger, command: "status")
+        let status: SessionStatus
+        do {
+            status = try source.status()
+        } catch let error as TokenSourceError {
+            fail("status: \(error.reason)", status: 1)
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        func time(_ value: Double?) -> String? { value.map { formatter.string(from: Date(timeIntervalSince1970: $0)) } }
+        let fields: [(String, String?)] = [
+            ("kind", status.kind), ("session", status.session.rawValue), ("subject", status.subject),
+            ("issued_at", time(status.issuedAt)), ("expires_at", time(status.expiresAt)),
+            ("last_refresh_at", time(status.lastRefreshAt)), ("last_refresh_outcome", status.lastRefreshOutcome),
+            ("ended_reason", status.endedReason),
+        ]
+        if json {
+            let members = fields.map { name, value in "\(jsonString(name)):\(value.map(jsonString) ?? "null")" }
+            print("{" + members.joined(separator: ",") + "}")
+        } else {
+            for (name, value) in fields where value != nil || name != "ended_reason" {
+                print("\(name): \(value ?? "-")")
+            }
+        }
+        if status.session != .active { Glibc.exit(1) }
     }
+}
+
+/// A JSON string literal (RFC 8259 §7).
+func jsonString(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 {
+                out += String(format: "\\u%04x", scalar.value)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
 }
 
 struct Logout: ParsableCommand {
@@ -234,7 +352,14 @@ struct Logout: ParsableCommand {
     @OptionGroup var options: ConfigOption
 
     func run() throws {
-        _ = options.load()
-        fail("logout: not available in this version yet (the token store is being built)", status: 1)
+        let loaded = options.load()
+        let logger = startLogging(loaded)
+        let source = sessionSource(loaded, logger: logger, command: "logout")
+        do {
+            if let warning = try source.logout() { logger.warning("logout: \(warning)") }
+            say("logged out; the stored tokens are deleted")
+        } catch let error as TokenSourceError {
+            fail("logout: \(error.reason)", status: 1)
+        }
     }
 }

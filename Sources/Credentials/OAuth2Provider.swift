@@ -1,0 +1,394 @@
+import Config
+import Foundation
+import Glibc
+import Upstream
+
+/// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).
+///
+/// - refresh: the refresh_token grant (§6); client_credentials: §4.4 (no session: every fetch asks
+///   for a new token, and a refusal is a passing failure, CONTRACT.md point 5).
+/// - login: the password grant (§4.3) or the device authorization grant (RFC 8628).
+/// - client authentication: `client_secret_basic` (§2.3.1: id and secret form-urlencoded, then
+///   Basic) or `client_secret_post`; a client without a secret sends `client_id` in the form.
+/// - `scope`, `audience` and `extra_params` go with every token request.
+/// - OpenID discovery (`issuer_url`) fills token_url, device_authorization_url and revocation_url
+///   when they are absent; fetched on first need and cached; a failure is passing and retried.
+/// - errors: `invalid_grant` refuses; `invalid_client`, `unauthorized_client`, `invalid_scope` (and
+///   other answers that blame the request) are configuration errors; 5xx, 429, network errors,
+///   unreadable answers are passing. No reason carries a token, a secret or the raw body.
+public final class OAuth2Provider: IdentityProvider {
+    public let kind: String
+    public let fetchesWithoutSession: Bool
+
+    let issuerURL: String?
+    let clientID: String
+    let clientSecret: String?
+    let clientAuth: CredentialsConfiguration.ClientAuth
+    let scope: String?
+    let audience: String?
+    let extraParams: [(String, String)]
+    /// Seconds for one call to the identity provider.
+    var timeout: Double = 30
+    /// RFC 8628: the longest a device login waits when the answer gives no `expires_in`.
+    var deviceWaitLimit: Double = 900
+    /// For tests: how the device flow waits between polls.
+    var sleep: (Double) -> Void = { seconds in
+        if seconds > 0 { usleep(UInt32(min(seconds, 3600) * 1_000_000)) }
+    }
+
+    private var tokenURL: String?
+    private var deviceAuthorizationURL: String?
+    private var revocationURL: String?
+    private var discovered = false
+
+    /// Answers longer than this many seconds of life are taken for a unit mistake.
+    static let longestLifetime: Double = 10 * 365 * 86400
+
+    public init(_ credentials: CredentialsConfiguration) throws {
+        kind = credentials.type.rawValue
+        fetchesWithoutSession = credentials.type == .oauth2ClientCredentials
+        guard let clientID = credentials.clientID, !clientID.isEmpty else {
+            throw ConfigurationError(keyPath: "credentials.client_id", reason: "\(credentials.type.rawValue) needs client_id")
+        }
+        for (key, value) in [
+            ("issuer_url", credentials.issuerURL), ("token_url", credentials.tokenURL),
+            ("device_authorization_url", credentials.deviceAuthorizationURL), ("revocation_url", credentials.revocationURL),
+        ] {
+            if let value, !Self.isHTTPURL(value) {
+                throw ConfigurationError(keyPath: "credentials.\(key)", reason: "must be an http:// or https:// URL")
+            }
+        }
+        guard credentials.tokenURL != nil || credentials.issuerURL != nil else {
+            throw ConfigurationError(keyPath: "credentials.token_url", reason: "\(credentials.type.rawValue) needs token_url (or issuer_url for discovery)")
+        }
+        if fetchesWithoutSession, credentials.clientSecret == nil {
+            throw ConfigurationError(
+                keyPath: "credentials.client_secret_env", reason: "oauth2_client_credentials needs a client secret (client_secret_env or client_secret_file)")
+        }
+        self.clientID = clientID
+        self.clientSecret = credentials.clientSecret.map(\.value).flatMap { $0.isEmpty ? nil : $0 }
+        if let clientSecret { registerSecret(clientSecret) }
+        self.clientAuth = credentials.clientAuth
+        self.scope = credentials.scope.flatMap { $0.isEmpty ? nil : $0 }
+        self.audience = credentials.audience.flatMap { $0.isEmpty ? nil : $0 }
+        self.extraParams = credentials.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        self.issuerURL = credentials.issuerURL
+        self.tokenURL = credentials.tokenURL
+        self.deviceAuthorizationURL = credentials.deviceAuthorizationURL
+        self.revocationURL = credentials.revocationURL
+    }
+
+    /// Whether `logout` has an endpoint to revoke at (configured, or discovered).
+    public var revokes: Bool {
+        if revocationURL != nil { return true }
+        if issuerURL == nil { return false }
+        return (try? endpoint(\.revocationURL, name: "revocation_url")) != nil
+    }
+
+    // MARK: - IdentityProvider
+
+    public func refresh(_ session: StoredSession?) throws -> IssuedToken {
+        if fetchesWithoutSession {
+            return try tokenRequest([("grant_type", "client_credentials")], call: "client_credentials grant", secrets: [])
+        }
+        guard let refreshToken = session?.refreshToken, !refreshToken.isEmpty else {
+            throw TokenSourceError.loginRequired("there is no refresh token; run tokenproxy login")
+        }
+        return try tokenRequest(
+            [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], call: "refresh", secrets: [refreshToken])
+    }
+
+    public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        switch input {
+        case .password(let username, let password):
+            registerSecret(password)
+            return try tokenRequest(
+                [("grant_type", "password"), ("username", username), ("password", password)], call: "login", secrets: [password])
+        case .device:
+            return try deviceLogin(prompt: prompt)
+        case .none:
+            guard fetchesWithoutSession else {
+                throw TokenSourceError.configuration("credentials.login is none: there is no login flow to run")
+            }
+            return try refresh(nil)
+        }
+    }
+
+    public func revoke(refreshToken: String) throws {
+        guard let url = try endpoint(\.revocationURL, name: "revocation_url") else { return }
+        var form = [("token", refreshToken), ("token_type_hint", "refresh_token")]
+        let request = makeRequest(url: url, form: &form)
+        let response: HTTPCallResponse
+        do {
+            response = try BlockingHTTPClient.perform(request)
+        } catch {
+            throw TokenSourceError.passing("cannot reach the revocation endpoint: \(error)")
+        }
+        // RFC 7009 §2.2: 200 whether or not the token was valid.
+        guard (200..<300).contains(response.status) else {
+            throw failure(response, call: "revocation", secrets: [refreshToken])
+        }
+    }
+
+    // MARK: - Requests
+
+    /// One call to the token endpoint and its answer as a token set.
+    func tokenRequest(_ grant: [(String, String)], call: String, secrets: [String]) throws -> IssuedToken {
+        guard let url = try endpoint(\.tokenURL, name: "token_url") else {
+            throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
+        }
+        let response = try post(url: url, form: grant, call: call)
+        guard (200..<300).contains(response.status) else {
+            throw failure(response, call: call, secrets: secrets)
+        }
+        return try read(response, call: call)
+    }
+
+    private func post(url: String, form grant: [(String, String)], call: String) throws -> HTTPCallResponse {
+        var form = grant
+        if let scope { form.append(("scope", scope)) }
+        if let audience { form.append(("audience", audience)) }
+        let request = makeRequest(url: url, form: &form)
+        do {
+            return try BlockingHTTPClient.perform(request)
+        } catch {
+            throw TokenSourceError.passing("cannot reach the token endpoint for the \(call): \(error)")
+        }
+    }
+
+    /// Adds the extra parameters and the client authentication.
+    private func makeRequest(url: String, form: inout [(String, String)]) -> HTTPCallRequest {
+        for (name, value) in extraParams where !form.contains(where: { $0.0 == name }) { form.append((name, value)) }
+        var headers = ["Content-Type: application/x-www-form-urlencoded", "Accept: application/json"]
+        if let clientSecret {
+            switch clientAuth {
+            case .basic:
+                let pair = Self.formEncode(clientID) + ":" + Self.formEncode(clientSecret)
+                let encoded = Data(pair.utf8).base64EncodedString()
+                registerSecret(encoded)
+                headers.append("Authorization: Basic \(encoded)")
+            case .post:
+                form.append(("client_id", clientID))
+                form.append(("client_secret", clientSecret))
+            }
+        } else {
+            form.append(("client_id", clientID))
+        }
+        let body = form.map { Self.formEncode($0.0) + "=" + Self.formEncode($0.1) }.joined(separator: "&")
+        return HTTPCallRequest(url: url, headers: headers, body: Array(body.utf8), timeout: timeout)
+    }
+
+    /// The token set of a 2xx answer (RFC 6749 §5.1).
+    func read(_ response: HTTPCallResponse, call: String) throws -> IssuedToken {
+        guard let answer = JSONValue.parse(response.body), case .object = answer else {
+            throw TokenSourceError.passing(unreadableAnswer(response, from: "the token endpoint") + " to the \(call)")
+        }
+        guard case .string(let accessToken)? = answer["access_token"], !accessToken.isEmpty else {
+            throw TokenSourceError.passing("the token endpoint's answer to the \(call) has no access_token")
+        }
+        guard BearerToken.isUsable(accessToken) else {
+            throw TokenSourceError.passing("the access_token in the answer to the \(call) contains spaces, control characters or non-ASCII bytes")
+        }
+        registerSecret(accessToken)
+        if let type = answer["token_type"]?.string, type.lowercased() != "bearer" {
+            let shown = type.utf8.count <= 20 && type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? type : "?"
+            throw TokenSourceError.configuration("the token endpoint issued a \(shown) token, not a Bearer token")
+        }
+        var refreshToken: String? = nil
+        switch answer["refresh_token"] {
+        case nil, .null?:
+            break
+        case .string(let value)?:
+            if !value.isEmpty {
+                guard BearerToken.isUsable(value) else {
+                    throw TokenSourceError.passing("the refresh_token in the answer to the \(call) contains spaces or control characters")
+                }
+                registerSecret(value)
+                refreshToken = value
+            }
+        default:
+            throw TokenSourceError.passing("the refresh_token in the answer to the \(call) is not a string")
+        }
+        var issued = IssuedToken(accessToken: accessToken, refreshToken: refreshToken, serverDate: response.date)
+        if let value = answer["expires_in"], value != .null {
+            guard let seconds = value.number, seconds > 0, seconds <= Self.longestLifetime else {
+                throw TokenSourceError.passing("the expires_in in the answer to the \(call) is not a number of seconds between 0 and 10 years")
+            }
+            issued.expiresIn = seconds
+        }
+        return issued
+    }
+
+    /// Classifies a non-2xx answer (RFC 6749 §5.2).
+    func failure(_ response: HTTPCallResponse, call: String, secrets: [String]) -> TokenSourceError {
+        let status = response.status
+        let answer = JSONValue.parse(response.body)
+        let code = answer?["error"]?.string.flatMap(Self.errorCode)
+        let description = Self.safeDescription(answer?["error_description"]?.string, secrets: secrets + [clientSecret].compactMap { $0 })
+        let said = (code ?? "HTTP \(status)") + (description.map { ": \($0)" } ?? "")
+        if status == 429 || status >= 500 {
+            return .passing("the identity provider is unavailable for the \(call) (HTTP \(status)\(code.map { ", \($0)" } ?? ""))")
+        }
+        guard let code else {
+            if answer == nil { return .passing(unreadableAnswer(response, from: "the identity provider") + " to the \(call)") }
+            if status == 401 || status == 403 {
+                return .configuration("the identity provider rejected the client for the \(call) (HTTP \(status)); check client_id and the secret")
+            }
+            return .passing("the identity provider answered the \(call) with HTTP \(status) and no OAuth error code")
+        }
+        switch code {
+        case "invalid_grant":
+            return .refused("the token endpoint answered the \(call) with \(said)")
+        case "access_denied":
+            return .refused("the identity provider denied the \(call) (\(said))")
+        case "invalid_client", "unauthorized_client", "invalid_scope", "unsupported_grant_type", "invalid_request",
+            "unsupported_token_type", "invalid_target":
+            return .configuration("the identity provider blames the client for the \(call) (\(said)); check credentials")
+        default:
+            return .passing("the identity provider answered the \(call) with \(said)")
+        }
+    }
+
+    // MARK: - Device authorization (RFC 8628)
+
+    private func deviceLogin(prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        guard let url = try endpoint(\.deviceAuthorizationURL, name: "device_authorization_url") else {
+            throw TokenSourceError.configuration("login: device needs credentials.device_authorization_url (or an issuer that names one)")
+        }
+        let response = try post(url: url, form: [], call: "device authorization")
+        guard (200..<300).contains(response.status) else {
+            throw failure(response, call: "device authorization", secrets: [])
+        }
+        guard let answer = JSONValue.parse(response.body), case .object = answer else {
+            throw TokenSourceError.passing(unreadableAnswer(response, from: "the device authorization endpoint"))
+        }
+        guard let deviceCode = answer["device_code"]?.string, !deviceCode.isEmpty,
+            let userCode = answer["user_code"]?.string, !userCode.isEmpty,
+            let verificationURI = answer["verification_uri"]?.string ?? answer["verification_url"]?.string
+        else {
+            throw TokenSourceError.passing("the device authorization answer lacks device_code, user_code or verification_uri")
+        }
+        registerSecret(deviceCode)
+        var interval = max(1, answer["interval"]?.number ?? 5)
+        let lifetime = min(answer["expires_in"]?.number ?? deviceWaitLimit, deviceWaitLimit)
+        let deadline = Date().timeIntervalSince1970 + max(1, lifetime)
+        var message = "To sign in, open \(verificationURI) and enter the code \(userCode)"
+        if let complete = answer["verification_uri_complete"]?.string, !complete.isEmpty {
+            message += "\n(or open \(complete))"
+        }
+        prompt(message)
+        let grant = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode)]
+        guard let tokenURL = try endpoint(\.tokenURL, name: "token_url") else {
+            throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
+        }
+        while true {
+            sleep(interval)
+            if Date().timeIntervalSince1970 > deadline {
+                throw TokenSourceError.refused("the device code expired before the sign-in was approved")
+            }
+            let response: HTTPCallResponse
+            do {
+                response = try post(url: tokenURL, form: grant, call: "device login")
+            } catch {
+                continue  // a passing failure: polled again at the interval until the code expires
+            }
+            if (200..<300).contains(response.status) { return try read(response, call: "device login") }
+            // The poll answers are OAuth error codes (RFC 8628 §3.5).
+            switch JSONValue.parse(response.body)?["error"]?.string {
+            case "authorization_pending"?:
+                continue
+            case "slow_down"?:
+                interval += 5
+                continue
+            case "expired_token"?:
+                throw TokenSourceError.refused("the device code expired before the sign-in was approved")
+            case "access_denied"?:
+                throw TokenSourceError.refused("the sign-in was denied")
+            default:
+                let error = failure(response, call: "device login", secrets: [deviceCode])
+                if case .passing = error { continue }
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Discovery
+
+    /// The configured URL, or the discovered one; nil when neither exists.
+    private func endpoint(_ key: KeyPath<OAuth2Provider, String?>, name: String) throws -> String? {
+        if let url = self[keyPath: key] { return url }
+        guard issuerURL != nil, !discovered else { return nil }
+        try discover()
+        return self[keyPath: key]
+    }
+
+    /// Reads `/.well-known/openid-configuration` once (OpenID Connect Discovery 1.0 §4).
+    func discover() throws {
+        guard let issuerURL, !discovered else { return }
+        var base = issuerURL
+        while base.hasSuffix("/") { base.removeLast() }
+        let url = base + "/.well-known/openid-configuration"
+        let response: HTTPCallResponse
+        do {
+            response = try BlockingHTTPClient.perform(HTTPCallRequest(url: url, method: "GET", headers: ["Accept: application/json"], timeout: timeout))
+        } catch {
+            throw TokenSourceError.passing("cannot reach the discovery document \(url): \(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            throw TokenSourceError.passing("the discovery document \(url) answered HTTP \(response.status)")
+        }
+        guard let answer = JSONValue.parse(response.body), case .object = answer else {
+            throw TokenSourceError.passing(unreadableAnswer(response, from: "the discovery document \(url)"))
+        }
+        func field(_ name: String) -> String? {
+            guard let value = answer[name]?.string, Self.isHTTPURL(value) else { return nil }
+            return value
+        }
+        if tokenURL == nil { tokenURL = field("token_endpoint") }
+        if deviceAuthorizationURL == nil { deviceAuthorizationURL = field("device_authorization_endpoint") }
+        if revocationURL == nil { revocationURL = field("revocation_endpoint") }
+        discovered = true
+    }
+
+    // MARK: - Helpers
+
+    static func isHTTPURL(_ text: String) -> Bool {
+        let lowered = text.lowercased()
+        return (lowered.hasPrefix("http://") || lowered.hasPrefix("https://")) && !text.contains(where: { $0 == " " || $0.isNewline })
+    }
+
+    /// `application/x-www-form-urlencoded` (unreserved characters kept, space as %20).
+    static func formEncode(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out += "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+
+    /// An OAuth error code as RFC 6749 §5.2 allows it (%x20-21 / %x23-5B / %x5D-7E), short.
+    static func errorCode(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.count <= 64,
+            text.utf8.allSatisfy({ ($0 >= 0x21 && $0 <= 0x7E) && $0 != 0x22 && $0 != 0x5C })
+        else { return nil }
+        return text
+    }
+
+    /// `error_description` when it can be shown: printable, short, nothing that was sent, no long word.
+    static func safeDescription(_ text: String?, secrets: [String]) -> String? {
+        guard let text else { return nil }
+        let trimmed = text.trimmingWhitespace()
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 200 else { return nil }
+        guard trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) else { return nil }
+        for secret in secrets where secret.utf8.count >= 4 && trimmed.contains(secret) { return nil }
+        for word in trimmed.split(separator: " ") where word.utf8.count > 40 { return nil }
+        return trimmed
+    }
+}

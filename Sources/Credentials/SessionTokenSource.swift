@@ -1,0 +1,316 @@
+import Config
+import Foundation
+import Logging
+
+/// The token source of the types that log in and refresh (oauth2_refresh, cognito, json_refresh) and
+/// of oauth2_client_credentials: an `IdentityProvider` for the calls, a `TokenStore` for the session
+/// (ARCHITECTURE.md "The store"). The server's token thread and the CLI commands (`login`, `token`,
+/// `status`, `logout`) all go through this one type, so there is one implementation of a refresh.
+///
+/// - `fetch` takes the store's exclusive lock and re-reads the store. When the stored access token is
+///   not the one the caller meant to replace and is still valid (another process refreshed: a
+///   `tokenproxy token`, another server), it is handed back without a call to the identity provider.
+///   Otherwise the provider refreshes, and the new session (with the rotated refresh token, or the
+///   old one when the answer carried none) is saved durably before the token is returned
+///   (CONTRACT.md point 4).
+/// - A refusal leaves a tombstone in the store (no tokens, `ended_reason`): the session ended, and a
+///   seeded refresh token is not tried again after a restart. `inputChanged()` notices a new login
+///   (or a logout) within a poll interval.
+/// - A seeded refresh token (`refresh_token_env` / `_file`) is used only by the first fetch of a
+///   process, and only when no store exists yet.
+public final class SessionTokenSource: TokenSource {
+    public let kind: String
+    public let defaultLifetime: Double?
+    public let pollInterval: Double? = 1
+
+    public let provider: any IdentityProvider
+    public let store: any TokenStore
+    private let logger: Logger
+    private let now: () -> Double
+    private let refreshMargin: Double
+    private var seed: String?
+    /// Set by `inputChanged()`: the next fetch only reloads the store when it still holds the token.
+    private var reloadRequested = false
+    /// A session whose save failed: its refresh token may be the only valid one left (rotation).
+    private var unsaved: StoredSession?
+    private var loggedSkew = false
+
+    public init(
+        provider: any IdentityProvider,
+        store: any TokenStore,
+        seedRefreshToken: String? = nil,
+        defaultLifetime: Double?,
+        refreshMargin: Double,
+        logger: Logger,
+        now: @escaping () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.kind = provider.kind
+        self.provider = provider
+        self.store = store
+        self.seed = seedRefreshToken.flatMap { $0.isEmpty ? nil : $0 }
+        self.defaultLifetime = defaultLifetime
+        self.refreshMargin = refreshMargin
+        self.logger = logger
+        self.now = now
+        if let seed { registerSecret(seed) }
+    }
+
+    public func inputChanged() -> Bool {
+        guard store.hasChanged() else { return false }
+        reloadRequested = true
+        return true
+    }
+
+    public func fetch(current: TokenSnapshot?) throws -> IssuedToken {
+        let reloadOnly = reloadRequested
+        reloadRequested = false
+        return try withLock {
+            try fetchLocked(current: current?.accessToken, reloadOnly: reloadOnly)
+        }
+    }
+
+    private func fetchLocked(current: String?, reloadOnly: Bool) throws -> IssuedToken {
+        var session = try loadSession()
+        let now = now()
+        if session != nil {
+            seed = nil  // a store exists: the seed is never used again by this process
+        } else {
+            if let seed, !provider.fetchesWithoutSession {
+                logger.info("\(kind): no store yet; refreshing with the seeded refresh token")
+                session = StoredSession(kind: kind, refreshToken: seed)
+            } else if !provider.fetchesWithoutSession {
+                throw TokenSourceError.loginRequired("no session: run `tokenproxy login`")
+            }
+        }
+        if let stored = session, !provider.fetchesWithoutSession, stored.accessToken == nil, stored.refreshToken == nil {
+            throw TokenSourceError.loginRequired(Self.endedMessage(stored))
+        }
+        if let stored = session, let token = stored.accessToken, let issued = reusable(stored, token: token, now: now) {
+            // Someone else refreshed (or this is the first look), or the store changed and still holds
+            // the token in use: no call to the identity provider.
+            if token != current || reloadOnly { return issued }
+        }
+        if !provider.fetchesWithoutSession, session?.refreshToken == nil {
+            throw TokenSourceError.loginRequired("the stored session has no refresh token and its access token expired: run `tokenproxy login`")
+        }
+        return try refreshLocked(session, now: now)
+    }
+
+    /// The stored token as an answer, when it is still valid.
+    private func reusable(_ stored: StoredSession, token: String, now: Double) -> IssuedToken? {
+        let issued = Self.issued(from: stored, now: now)
+        guard let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: defaultLifetime) else { return issued }
+        return expiresAt > now + 1 ? issued : nil
+    }
+
+    private func refreshLocked(_ session: StoredSession?, now: Double) throws -> IssuedToken {
+        let issued: IssuedToken
+        do {
+            issued = try provider.refresh(session)
+        } catch let error as TokenSourceError {
+            switch error {
+            case .refused(let reason) where provider.fetchesWithoutSession:
+                // No session to end (CONTRACT.md point 5): a passing failure.
+                throw TokenSourceError.passing(reason)
+            case .refused(let reason):
+                var tombstone = StoredSession(kind: kind, subject: session?.subject, lastRefreshAt: now, lastRefreshOutcome: "refused")
+                tombstone.endedReason = reason
+                do {
+                    try store.save(tombstone)
+                } catch {
+                    logger.error("\(kind): cannot clear the store after the refusal: \(error)")
+                }
+                unsaved = nil
+                seed = nil
+                throw error
+            default:
+                throw error
+            }
+        }
+        let saved = try save(issued, previous: session, outcome: "success", now: now)
+        seed = nil
+        return Self.issued(from: saved, now: now)
+    }
+
+    /// Builds the session for a new token set and saves it durably; on a failed save the session is
+    /// kept in memory (its refresh token may be the only valid one) and the token is not used.
+    @discardableResult
+    private func save(_ issued: IssuedToken, previous: StoredSession?, outcome: String, now: Double) throws -> StoredSession {
+        registerSecret(issued.accessToken)
+        if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
+        var session = StoredSession(kind: kind)
+        session.accessToken = issued.accessToken
+        session.refreshToken = issued.refreshToken ?? previous?.refreshToken
+        let skew = TokenExpiry.clockSkew(issued, now: now)
+        if let skew {
+            session.clockSkew = skew
+            if !loggedSkew {
+                loggedSkew = true
+                logger.warning("\(kind): the identity provider's clock differs from ours by \(Int(skew.rounded())) s; correcting expiry times")
+            }
+        }
+        session.expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: defaultLifetime)
+        session.issuedAt = now
+        let claims = JWT.claims(of: issued.accessToken)
+        session.subject = claims?.subject ?? issued.username ?? claims?.username ?? previous?.subject
+        session.username = issued.username ?? previous?.username
+        session.lastRefreshAt = now
+        session.lastRefreshOutcome = outcome
+        do {
+            try store.save(session)
+            unsaved = nil
+        } catch {
+            unsaved = session
+            throw TokenSourceError.passing("\(kind): the new token set cannot be saved (\(error)); not using it until it is")
+        }
+        return session
+    }
+
+    /// The store's session, or the one whose save failed, saved now.
+    private func loadSession() throws -> StoredSession? {
+        if let unsaved {
+            do {
+                try store.save(unsaved)
+                self.unsaved = nil
+                logger.info("\(kind): the store is written again")
+            } catch {
+                throw TokenSourceError.passing("\(kind): the store cannot be written: \(error)")
+            }
+            return unsaved
+        }
+        do {
+            return try store.load()
+        } catch {
+            throw TokenSourceError.passing("\(kind): \(error)")
+        }
+    }
+
+    private func withLock<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try store.withExclusiveLock(body)
+        } catch let error as TokenSourceError {
+            throw error
+        } catch {
+            throw TokenSourceError.passing("\(kind): \(error)")
+        }
+    }
+
+    static func issued(from stored: StoredSession, now: Double) -> IssuedToken {
+        var issued = IssuedToken(accessToken: stored.accessToken ?? "", expiresAt: stored.expiresAt, issuedAt: stored.issuedAt)
+        if let skew = stored.clockSkew, skew.isFinite { issued.serverDate = now + skew }
+        issued.username = stored.username
+        return issued
+    }
+
+    static func endedMessage(_ stored: StoredSession) -> String {
+        if let reason = stored.endedReason { return "the session ended (\(reason)): run `tokenproxy login`" }
+        return "no session: run `tokenproxy login`"
+    }
+
+    // MARK: - The commands
+
+    /// `tokenproxy login`: a first token set from the provider, saved to the store.
+    public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> StoredSession {
+        let issued = try provider.login(input, prompt: prompt)
+        return try withLock {
+            let now = now()
+            do {
+                return try save(issued, previous: nil, outcome: "login", now: now)
+            } catch {
+                unsaved = nil
+                throw error
+            }
+        }
+    }
+
+    /// `tokenproxy token`: a token valid for longer than its refresh lead, refreshed first when
+    /// needed, with the same lock and re-read as the server's refresh (so beside a running server
+    /// there is one refresh between them).
+    public func validToken() throws -> String {
+        let first = try fetch(current: nil)
+        let now = now()
+        let expiresAt = TokenExpiry.resolve(first, now: now, defaultLifetime: defaultLifetime)
+        guard let expiresAt else { return first.accessToken }
+        let issuedAt = first.issuedAt ?? now
+        let lead = RefreshPolicy(refreshMargin: refreshMargin).lead(lifetime: expiresAt - issuedAt)
+        if expiresAt - now > lead { return first.accessToken }
+        let snapshot = TokenSnapshot(accessToken: first.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: 1)
+        do {
+            return try fetch(current: snapshot).accessToken
+        } catch let error as TokenSourceError {
+            if case .passing(let reason) = error, expiresAt > now + 1 {
+                logger.warning("\(kind): the refresh failed (\(reason)); printing the still valid token")
+                return first.accessToken
+            }
+            throw error
+        }
+    }
+
+    /// `tokenproxy logout`: revokes the refresh token where the provider can, then removes the store.
+    /// Returns a warning when the revocation failed (the store is removed anyway).
+    public func logout() throws -> String? {
+        try withLock {
+            let session = try? store.load()
+            var warning: String? = nil
+            if let refreshToken = session?.refreshToken {
+                do {
+                    try provider.revoke(refreshToken: refreshToken)
+                } catch {
+                    warning = "the refresh token was not revoked: \((error as? TokenSourceError)?.reason ?? "\(type(of: error))")"
+                }
+            }
+            do {
+                try store.remove()
+            } catch {
+                throw TokenSourceError.passing("\(error)")
+            }
+            return warning
+        }
+    }
+
+    /// `tokenproxy status`: the store's state, without secrets.
+    public func status() throws -> SessionStatus {
+        let stored: StoredSession?
+        do {
+            stored = try store.load()
+        } catch {
+            throw TokenSourceError.passing("\(error)")
+        }
+        let now = now()
+        var status = SessionStatus(kind: kind)
+        guard let stored else { return status }
+        status.subject = stored.subject
+        status.issuedAt = stored.issuedAt
+        status.lastRefreshAt = stored.lastRefreshAt
+        status.lastRefreshOutcome = stored.lastRefreshOutcome
+        status.endedReason = stored.endedReason
+        if let token = stored.accessToken {
+            status.expiresAt = TokenExpiry.resolve(Self.issued(from: stored, now: now), now: now, defaultLifetime: defaultLifetime)
+            _ = token
+        }
+        if stored.accessToken == nil && stored.refreshToken == nil {
+            status.session = stored.endedReason != nil ? .ended : .none
+        } else if stored.refreshToken != nil || provider.fetchesWithoutSession {
+            status.session = .active
+        } else if let expiresAt = status.expiresAt, expiresAt <= now {
+            status.session = .none  // an access token alone that expired: nothing left to refresh
+        } else {
+            status.session = .active
+        }
+        return status
+    }
+}
+
+/// What `tokenproxy status` prints.
+public struct SessionStatus: Sendable, Equatable {
+    public var kind: String
+    public var session: SessionState = .none
+    public var subject: String?
+    public var issuedAt: Double?
+    public var expiresAt: Double?
+    public var lastRefreshAt: Double?
+    public var lastRefreshOutcome: String?
+    public var endedReason: String?
+
+    public init(kind: String) { self.kind = kind }
+}
