@@ -95,7 +95,7 @@ struct TokenManagerTests {
         #expect(eventually { manager.stats.failures == 1 })
         let view = manager.current()
         #expect(view.snapshot == nil)
-        #expect(view.session == .none)
+        #expect(view.session == .active)
         #expect(view.failure?.contains("status 7") == true)
         #expect(view.retryAfter == 1)
         #expect(manager.stats.nextRefreshAt == 1_000_001)
@@ -344,7 +344,7 @@ struct TokenManagerTests {
         #expect(after.count == 1)
     }
 
-    @Test("types that are not built yet are refused with the key that names them")
+    @Test("an incomplete provider configuration is refused with the key that names it")
     func unsupportedType() {
         let folder = TemporaryFolder()
         defer { folder.remove() }
