@@ -43,7 +43,7 @@ import warnings
 from flask import Flask, jsonify, request
 from werkzeug.serving import make_server
 
-LOCK = threading.Lock()
+LOCK = threading.RLock()
 OPTS = None
 STATS = {}
 STATE = {"reject": 0, "rejected_tokens": set(), "inflight": 0}
