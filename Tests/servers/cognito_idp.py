@@ -313,7 +313,8 @@ def main():
     else:
         print("READY " + json.dumps(info), flush=True)
     try:
-        thread.join()
+        while thread.is_alive():  # a timed join, so SIGTERM is handled at once
+            thread.join(0.5)
     except KeyboardInterrupt:
         pass
 

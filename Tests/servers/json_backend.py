@@ -44,6 +44,7 @@ Test-only controls:
 import argparse
 import hashlib
 import json
+import os
 import secrets
 import sys
 import threading
@@ -347,5 +348,5 @@ def main():
 
 if __name__ == "__main__":
     import signal
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))  # nothing to save: stop at once
     main()
