@@ -213,6 +213,7 @@ public final class CognitoProvider: IdentityProvider {
         case "TooManyRequestsException", "LimitExceededException", "InternalErrorException", "ThrottlingException":
             return TokenSourceError.passing("Cognito is unavailable for now (\(said))")
         default:
+            if type.isEmpty && message == nil { return TokenSourceError.passing("Cognito answered HTTP \(response.status)") }
             return TokenSourceError.passing("Cognito answered HTTP \(response.status) (\(said))")
         }
     }
