@@ -238,6 +238,7 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     @Test(arguments: [
         ("html", "not JSON (HTTP 200): an HTML page"),
         ("notjson", "not JSON (HTTP 200)"),
+        ("array", "answered with JSON that is not an object (HTTP 200)"),
         ("missing", "has no access token at access_token"),
         ("empty", "has no access token at access_token"),
         ("number", "has no access token at access_token"),

@@ -21,6 +21,7 @@ A token set is {"access_token", "refresh_token", "expires_in": 3600, "token_type
   html                         200 with an HTML page
   html502                      502 with an HTML page
   notjson                      200 with plain text
+  array                        200 with a JSON array
   missing                      200 with a token set without the access token
   empty                        200 with "access_token": ""
   number                       200 with "access_token": 12345
@@ -35,6 +36,8 @@ import argparse
 import datetime
 import itertools
 import json
+import signal
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -85,6 +88,8 @@ def special_answer(mode):
         return 502, "text/html", page
     if mode == "notjson":
         return 200, "text/plain", b"access-x"
+    if mode == "array":
+        return 200, "application/json", b'["access-x"]'
     if mode == "missing":
         del good["access_token"]
     elif mode == "empty":
@@ -198,6 +203,10 @@ def main():
         special_answer(options.answer)  # unknown modes fail at start
     server = ThreadingHTTPServer(("127.0.0.1", options.port), make_handler(Backend(options)))
     server.daemon_threads = True
+    # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives
+    # exec), so without this PythonServer.stop() would wait 5 s and then SIGKILL.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"READY {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
