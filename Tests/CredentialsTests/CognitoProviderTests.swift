@@ -281,6 +281,16 @@ private func claim(_ name: String, of token: String) -> JSONValue? {
         #expect(CognitoProvider.safeMessage(nil, secrets: []) == nil)
     }
 
+    @Test func anEndpointsUserinfoStaysOutOfMessages() throws {
+        let provider = try cognito(endpoint: "http://user:hunter22@127.0.0.1:1/", clientID: "client")
+        guard case .passing(let reason)? = sourceError({ try login(provider, "alice", "password") }) else {
+            Issue.record("expected a passing failure")
+            return
+        }
+        #expect(!reason.contains("hunter22"), "\(reason)")
+        #expect(reason.contains("127.0.0.1:1"), "\(reason)")
+    }
+
     @Test func onlyPasswordLoginsAreOffered() throws {
         let provider = try cognito(endpoint: "http://127.0.0.1:1/", clientID: "client")
         guard case .configuration? = sourceError({ try provider.login(.device, prompt: { _ in }) }) else {
