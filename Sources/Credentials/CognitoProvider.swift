@@ -156,7 +156,7 @@ public final class CognitoProvider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(request)
         } catch {
-            throw TokenSourceError.passing("cannot reach Cognito at \(endpoint): \(error)")
+            throw TokenSourceError.passing("cannot reach Cognito at \(Self.withoutUserinfo(endpoint)): \(error)")
         }
         let answer = JSONValue.parse(response.body)
         if (200..<300).contains(response.status) {
@@ -213,6 +213,7 @@ public final class CognitoProvider: IdentityProvider {
         case "TooManyRequestsException", "LimitExceededException", "InternalErrorException", "ThrottlingException":
             return TokenSourceError.passing("Cognito is unavailable for now (\(said))")
         default:
+            if type.isEmpty && message == nil { return TokenSourceError.passing("Cognito answered HTTP \(response.status)") }
             return TokenSourceError.passing("Cognito answered HTTP \(response.status) (\(said))")
         }
     }
@@ -284,6 +285,14 @@ public final class CognitoProvider: IdentityProvider {
             let name = claims["cognito:username"]?.string, !name.isEmpty
         else { return nil }
         return name
+    }
+
+    /// The endpoint for a message: without a `user:password@` part, should one be configured.
+    static func withoutUserinfo(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.user != nil || components.password != nil else { return url }
+        components.user = nil
+        components.password = nil
+        return components.string ?? "the configured endpoint"
     }
 
     /// `text` when it is a plain identifier (letters, digits, `_`, `.`, `-`; at most 100 characters).

@@ -81,8 +81,11 @@ struct JSONPath: Equatable, Sendable, CustomStringConvertible {
     var description: String { segments.joined(separator: ".") }
 }
 
-/// What to say about an answer that is no JSON, without quoting it (it may hold a token).
+/// What to say about an answer that is no JSON object, without quoting it (it may hold a token).
 func unreadableAnswer(_ response: HTTPCallResponse, from who: String) -> String {
+    if JSONValue.parse(response.body) != nil {
+        return "\(who) answered with JSON that is not an object (HTTP \(response.status))"
+    }
     let base = "\(who) answered with something that is not JSON (HTTP \(response.status))"
     let contentType = response.header("content-type")?.lowercased() ?? ""
     let first = response.body.first { $0 != 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }

@@ -99,10 +99,15 @@ def main():
     os.replace(temporary, args.info_file)
 
     stop = threading.Event()
+    # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives
+    # exec), so without this PythonServer.stop() would wait 5 s and then SIGKILL.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"READY {port}", flush=True)
-    while not stop.wait(1):
+    # A test process that shares one server among its tests never stops it: leave with the parent.
+    parent = os.getppid()
+    while not stop.wait(1) and os.getppid() == parent:
         pass
     server.stop()
     sys.exit(0)
