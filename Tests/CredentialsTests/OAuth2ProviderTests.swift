@@ -8,7 +8,7 @@ import Testing
 @testable import Credentials
 
 /// The Authlib authorization server of `Tests/servers/oauth_server.py`.
-final class OAuthServer: @unchecked Sendable {
+final class AuthlibServer: @unchecked Sendable {
     let server: PythonServer
     init(_ arguments: [String] = []) throws {
         server = try PythonServer("oauth_server", arguments: ["--client", "app:s3cret-client-value", "--user", "alice:wonderland-pw"] + arguments)
@@ -36,9 +36,9 @@ final class OAuthServer: @unchecked Sendable {
 struct OAuth2ProviderTests {
     static let clientSecret = "s3cret-client-value"
     /// A server of the test's own, stopped when the test releases it.
-    static func server() throws -> OAuthServer { try OAuthServer() }
+    static func server() throws -> AuthlibServer { try AuthlibServer() }
 
-    func credentials(_ server: OAuthServer, type: CredentialsType = .oauth2Refresh, auth: CredentialsConfiguration.ClientAuth = .basic, secret: String = clientSecret) -> CredentialsConfiguration {
+    func credentials(_ server: AuthlibServer, type: CredentialsType = .oauth2Refresh, auth: CredentialsConfiguration.ClientAuth = .basic, secret: String = clientSecret) -> CredentialsConfiguration {
         var credentials = CredentialsConfiguration(type: type)
         credentials.tokenURL = server.tokenURL
         credentials.clientID = "app"
