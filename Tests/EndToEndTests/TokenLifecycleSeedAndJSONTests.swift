@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-@Suite("Token life cycle: seeds and json_refresh, end to end", .serialized)
+@Suite("Token life cycle: seeds, json_refresh and device login, end to end", .serialized)
 struct TokenLifecycleSeedAndJSONTests {
     @Test("a seeded refresh token starts a session; a refused seed is not tried again after a restart")
     func seeds() throws {
@@ -98,5 +98,44 @@ struct TokenLifecycleSeedAndJSONTests {
             if let token = store["access_token"] as? String { #expect(!text.contains(token)) }
             if let token = store["refresh_token"] as? String { #expect(!text.contains(token)) }
         }
+    }
+
+    @Test("login: device prints the verification URI and code on stderr, polls until approved, saves the session")
+    func deviceLogin() throws {
+        let life = try Lifecycle(idpArguments: ["--access-ttl", "3600", "--device-interval", "1"])
+        defer { life.stop() }
+        let config = life.config(admin: false).replacingOccurrences(
+            of: "  refresh_margin:", with: "  login: device\n  device_authorization_url: \(life.idp.baseURL)/oauth/device\n  refresh_margin:")
+        let path = try life.dir.write("device.yaml", config)
+        let process = Process()
+        process.executableURL = RepositoryPaths.tokenproxyBinary
+        process.arguments = ["login", "--config", path]
+        process.environment = childEnvironment(life.environment)
+        let errPipe = Pipe()
+        let outPipe = Pipe()
+        process.standardError = errPipe
+        process.standardOutput = outPipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let stderr = OutputCollector(errPipe.fileHandleForReading)
+        let stdout = OutputCollector(outPipe.fileHandleForReading)
+        let code = stderr.wait(until: Date().addingTimeInterval(15)) { text -> String? in
+            guard let range = text.range(of: "enter the code ") else { return nil }
+            let code = text[range.upperBound...].prefix { !$0.isWhitespace }
+            return code.isEmpty ? nil : String(code)
+        }
+        let userCode = try #require(code, "no user code on stderr: \(stderr.text)")
+        #expect(stderr.text.contains(life.idp.baseURL))
+        #expect(try curl(["-X", "POST", life.idp.baseURL + "/test/approve?user_code=\(userCode)"]).status == 200)
+        #expect(stderr.waitForEnd(until: Date().addingTimeInterval(20)))
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(stderr.text)")
+        #expect(stdout.text.isEmpty)
+        #expect(life.store()?["refresh_token"] is String)
+        let status = try life.command(["status"], config: "device.yaml")
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("session: active"))
+        life.record("device login stderr", stderr.text)
+        life.assertNoLeaks([])
     }
 }
