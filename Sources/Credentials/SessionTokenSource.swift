@@ -72,6 +72,11 @@ public final class SessionTokenSource: TokenSource {
     private func fetchLocked(current: String?, reloadOnly: Bool) throws -> IssuedToken {
         var session = try loadSession()
         let now = now()
+        if let stored = session, stored.kind != kind {
+            // Written for another credentials type (the configuration changed): not this session.
+            logger.warning("\(kind): the store holds a \(stored.kind) session; ignoring it")
+            session = nil
+        }
         if session != nil {
             seed = nil  // a store exists: the seed is never used again by this process
         } else {

@@ -319,6 +319,18 @@ struct SessionTokenSourceTests {
         #expect(TokenExpiry.resolve(IssuedToken(accessToken: jwt, serverDate: now + 3), now: now, defaultLifetime: nil) == exp)
     }
 
+    @Test("a session another credentials type wrote is not used")
+    func otherKindIgnored() throws {
+        defer { folder.remove() }
+        let cognito = FakeProvider(kind: "cognito")
+        cognito.answers = [.success(IssuedToken(accessToken: "cognito-access", refreshToken: "cognito-refresh", expiresIn: 600))]
+        _ = try makeSource(cognito).login(.password(username: "alice", password: "pw-123456"), prompt: { _ in })
+        let provider = FakeProvider()
+        provider.answers = [.success(IssuedToken(accessToken: "never-used-2"))]
+        #expect(throws: TokenSourceError.loginRequired("no session: run `tokenproxy login`")) { try makeSource(provider).fetch(current: nil) }
+        #expect(provider.calls == 0)
+    }
+
     @Test("logout revokes the stored refresh token and removes the store")
     func logout() throws {
         defer { folder.remove() }
