@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A self-contained tour: builds tokenproxy, starts a local echo upstream, puts tokenproxy in front
 # of it with a static token, and shows what the upstream receives. Everything it starts is stopped
-# when it exits. Set DEMO_TOKEN to choose the token.
+# when it exits. Set DEMO_TOKEN to choose the token, TOKENPROXY_BIN to use a binary built elsewhere.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,9 +48,14 @@ wait_for_line() {
 
 scripts/setup.sh
 
-say "Building tokenproxy (swift build)"
-swift build --product tokenproxy 2>&1 | tail -n 1
-bin="$(swift build --show-bin-path)/tokenproxy"
+if [ -n "${TOKENPROXY_BIN:-}" ]; then
+    bin="$TOKENPROXY_BIN"
+    say "Using $bin (TOKENPROXY_BIN)"
+else
+    say "Building tokenproxy (swift build)"
+    swift build --product tokenproxy 2>&1 | tail -n 1
+    bin="$(swift build --show-bin-path)/tokenproxy"
+fi
 
 say "Starting the echo upstream (Tests/servers/echo_upstream.py): it answers with what it received"
 python3 -u Tests/servers/echo_upstream.py --port 0 >"$work/upstream.out" 2>"$work/upstream.err" &
