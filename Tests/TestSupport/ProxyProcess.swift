@@ -67,7 +67,11 @@ public final class ProxyProcess: @unchecked Sendable {
             return (main, admin)
         }
         guard let found else {
-            let why = stderrCollector.isFinished ? "exited before it was listening" : "logged no `listening on` line within \(startupTimeout) s"
+            var why = "logged no `listening on` line within \(startupTimeout) s"
+            if stderrCollector.isFinished || !process.isRunning {
+                let status = process.wait(timeout: 5)
+                why = "exited (status \(status.map(String.init) ?? "?")) before it was listening"
+            }
             kill(process.pid, SIGKILL)
             _ = process.wait(timeout: 10)
             throw HarnessError("tokenproxy \(why); stderr:\n\(stderrCollector.text)")
