@@ -51,7 +51,10 @@ import Testing
         let section = try #require(help.stdout.components(separatedBy: "SUBCOMMANDS:").last)
         let commands = section.split(separator: "\n").compactMap { line -> String? in
             let word = line.trimmingCharacters(in: .whitespaces).split(separator: " ").first.map(String.init)
-            guard let word, line.hasPrefix("  "), word.allSatisfy(\.isLetter) else { return nil }
+            // A subcommand line is indented two spaces; its description's continuation lines, more.
+            guard let word, line.hasPrefix("  "), !line.hasPrefix("   "), word.allSatisfy({ $0.isLetter && $0.isLowercase }) else {
+                return nil
+            }
             return word
         }.filter { $0 != "help" }
         #expect(commands.count >= 6, "\(help.stdout)")
