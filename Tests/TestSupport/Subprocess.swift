@@ -310,3 +310,17 @@ public func runCommand(
     child.stderr.waitForEnd(until: deadline)
     return CommandResult(status: status, stdout: child.stdout.text, stderr: child.stderr.text, stdoutData: child.stdout.data)
 }
+
+/// The same, for an executable named by URL.
+public func runCommand(
+    _ executable: URL,
+    arguments: [String],
+    environment: [String: String]? = nil,
+    stdin: Data? = nil,
+    currentDirectory: URL? = nil,
+    timeout: TimeInterval = 60
+) throws -> CommandResult {
+    try runCommand(
+        executable.path, arguments: arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory,
+        timeout: timeout)
+}
