@@ -51,8 +51,9 @@ let package = Package(
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
-        .testTarget(name: "LogsTests", dependencies: ["Logs"]),
+        .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
+        .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],
     swiftLanguageModes: [.v5]
 )

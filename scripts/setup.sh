@@ -22,8 +22,9 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev pkg-config curl)
+apt_packages=(libcurl4-openssl-dev pkg-config curl openssl)
 need_apt=0
+command -v openssl >/dev/null 2>&1 || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }

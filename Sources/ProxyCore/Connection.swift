@@ -70,6 +70,10 @@ final class Connection: EventHandler {
     private var pendingOut: Int { outBuf.count - outStart }
 
     private func readAvailable() {
+        if lingering {
+            discardInput()
+            return
+        }
         while !closed && inBuf.count - inStart < Connection.inHighWater {
             switch Syscall.read(fd, ctx.readBuffer) {
             case .done(let n):
@@ -99,7 +103,7 @@ final class Connection: EventHandler {
         peerHalfClosed = true
         guard let exchange else {
             // Nothing in flight; an unfinished request head can never complete now.
-            if inStart == inBuf.count || !parsingSuspended { close() }
+            if pendingOut > 0 || closeAfterWrite { closeAfterWrite = true } else { close() }
             return
         }
         // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
@@ -568,14 +572,18 @@ final class Connection: EventHandler {
         outBuf.removeAll(keepingCapacity: outBuf.capacity <= 2 * Connection.outHighWater)
         outStart = 0
         if closeAfterWrite {
-            close()
+            if peerHalfClosed {
+                close()
+            } else {
+                startLingering()
+            }
             return
         }
         updateInterest()
     }
 
     private func updateInterest() {
-        guard !closed else { return }
+        guard !closed, !lingering else { return }
         var wanted: Interest = []
         if !closeAfterWrite && inBuf.count - inStart < Connection.inHighWater && !peerHalfClosed {
             wanted.insert(.read)
@@ -584,6 +592,33 @@ final class Connection: EventHandler {
         if wanted != interest {
             interest = wanted
             ctx.loop.modify(fd, wanted)
+        }
+    }
+
+    /// Closing with unread client bytes makes the kernel send a reset that can destroy the answer
+    /// still in flight (a 413 or 400 the client never reads). So: stop sending, read and drop what
+    /// the client still sends for a moment, then close (nginx's lingering close).
+    private var lingering = false
+
+    private func startLingering() {
+        guard !lingering else { return }
+        lingering = true
+        Syscall.shutdownWrite(fd)
+        interest = .read
+        ctx.loop.modify(fd, .read)
+        ctx.loop.schedule(after: 2) { [weak self] in self?.close() }
+        discardInput()
+    }
+
+    private func discardInput() {
+        while !closed {
+            switch Syscall.read(fd, ctx.readBuffer) {
+            case .done: continue
+            case .wouldBlock: return
+            case .closed:
+                close()
+                return
+            }
         }
     }
 
@@ -608,7 +643,7 @@ final class Connection: EventHandler {
     // MARK: timeouts and drain
 
     func checkTimeouts(now: Double) {
-        guard !closed else { return }
+        guard !closed, !lingering else { return }
         let limits = ctx.configuration.limits
         if let exchange {
             // Silence counts only while we are reading: not while the body waits for the upstream to take it.

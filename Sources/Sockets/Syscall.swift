@@ -61,6 +61,11 @@ public enum Syscall {
         }
     }
 
+    /// Ends our sending side; the peer reads EOF after the bytes already sent.
+    public static func shutdownWrite(_ fd: Int32) {
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+    }
+
     public static func close(_ fd: Int32) {
         // After close, the descriptor is gone even on EINTR (Linux); never retry.
         _ = Glibc.close(fd)

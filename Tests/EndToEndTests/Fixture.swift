@@ -139,7 +139,7 @@ func testBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
 func sha256Hex(_ bytes: [UInt8]) throws -> String {
     let dir = try TempDir(prefix: "sha")
     let path = try dir.write("data", Data(bytes))
-    let result = try runCommand(URL(fileURLWithPath: "/usr/bin/env"), arguments: ["sha256sum", path])
+    let result = try runCommand("sha256sum", arguments: [path])
     guard result.status == 0, let digest = result.stdout.split(separator: " ").first else {
         throw HarnessError("sha256sum failed: \(result.stderr)")
     }

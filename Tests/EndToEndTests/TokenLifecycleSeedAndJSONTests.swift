@@ -107,18 +107,11 @@ struct TokenLifecycleSeedAndJSONTests {
         let config = life.config(admin: false).replacingOccurrences(
             of: "  refresh_margin:", with: "  login: device\n  device_authorization_url: \(life.idp.baseURL)/oauth/device\n  refresh_margin:")
         let path = try life.dir.write("device.yaml", config)
-        let process = Process()
-        process.executableURL = RepositoryPaths.tokenproxyBinary
-        process.arguments = ["login", "--config", path]
-        process.environment = childEnvironment(life.environment)
-        let errPipe = Pipe()
-        let outPipe = Pipe()
-        process.standardError = errPipe
-        process.standardOutput = outPipe
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let stderr = OutputCollector(errPipe.fileHandleForReading)
-        let stdout = OutputCollector(outPipe.fileHandleForReading)
+        let process = try ChildProcess(
+            RepositoryPaths.tokenproxyBinary.path, arguments: ["login", "--config", path], environment: childEnvironment(life.environment))
+        defer { process.stop() }
+        let stderr = process.stderr
+        let stdout = process.stdout
         let code = stderr.wait(until: Date().addingTimeInterval(15)) { text -> String? in
             guard let range = text.range(of: "enter the code ") else { return nil }
             let code = text[range.upperBound...].prefix { !$0.isWhitespace }
@@ -127,9 +120,8 @@ struct TokenLifecycleSeedAndJSONTests {
         let userCode = try #require(code, "no user code on stderr: \(stderr.text)")
         #expect(stderr.text.contains(life.idp.baseURL))
         #expect(try curl(["-X", "POST", life.idp.baseURL + "/test/approve?user_code=\(userCode)"]).status == 200)
-        #expect(stderr.waitForEnd(until: Date().addingTimeInterval(20)))
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(stderr.text)")
+        #expect(process.wait(timeout: 20) == 0, "\(stderr.text)")
+        #expect(stderr.waitForEnd(until: Date().addingTimeInterval(5)))
         #expect(stdout.text.isEmpty)
         #expect(life.store()?["refresh_token"] is String)
         let status = try life.command(["status"], config: "device.yaml")

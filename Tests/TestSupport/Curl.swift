@@ -42,8 +42,8 @@ public func curl(_ arguments: [String], timeout: TimeInterval = 30) throws -> Cu
         "--write-out", "%{http_code}",
     ]
     let result = try runCommand(
-        URL(fileURLWithPath: "/usr/bin/env"),
-        arguments: ["curl"] + base + arguments,
+        "curl",
+        arguments: base + arguments,
         timeout: timeout + 10
     )
     let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""

@@ -115,7 +115,7 @@ public enum HTTPResponseParser {
         if let cl = response.header("Content-Length") {
             guard let length = Int(cl) else { throw HarnessError("bad Content-Length: \(cl)") }
             guard buffer.count >= bodyStart + length else {
-                if peerClosed { throw HarnessError("connection closed after \(buffer.count - bodyStart) of \(length) body bytes") }
+                if peerClosed { throw HarnessError("connection closed after \(buffer.count - bodyStart) of \(length) body bytes of a \(status) response") }
                 return .incomplete
             }
             response.body = Array(buffer[bodyStart..<(bodyStart + length)])

@@ -20,12 +20,9 @@ public final class ProxyProcess: @unchecked Sendable {
     public let adminAddress: String?
     public let adminPort: Int?
 
-    private let process: Process
+    private let process: ChildProcess
     private let stderrCollector: OutputCollector
     private let stdoutCollector: OutputCollector
-    private let exited = DispatchSemaphore(value: 0)
-    private let lock = NSLock()
-    private var exitStatus: Int32?
 
     /// - Parameters:
     ///   - config: the YAML text, written to `tokenproxy.yaml` in `directory` (a new temporary
@@ -51,22 +48,15 @@ public final class ProxyProcess: @unchecked Sendable {
         }
         let wantsAdmin = expectAdmin ?? config.split(separator: "\n").contains { $0.hasPrefix("admin:") }
 
-        let process = Process()
-        process.executableURL = binary
-        process.arguments = arguments ?? ["serve", "--config", configPath]
-        process.environment = childEnvironment(environment)
-        process.currentDirectoryURL = dir.url
-        let errPipe = Pipe()
-        let outPipe = Pipe()
-        process.standardError = errPipe
-        process.standardOutput = outPipe
-        process.standardInput = FileHandle.nullDevice
-        let exited = self.exited
-        process.terminationHandler = { _ in exited.signal() }
+        let process = try ChildProcess(
+            binary.path,
+            arguments: arguments ?? ["serve", "--config", configPath],
+            environment: childEnvironment(environment),
+            currentDirectory: dir.path
+        )
         self.process = process
-        try process.run()
-        stderrCollector = OutputCollector(errPipe.fileHandleForReading)
-        stdoutCollector = OutputCollector(outPipe.fileHandleForReading)
+        stderrCollector = process.stderr
+        stdoutCollector = process.stdout
 
         let deadline = Date().addingTimeInterval(startupTimeout)
         let found = stderrCollector.wait(until: deadline) { text -> (String, String?)? in
@@ -77,9 +67,13 @@ public final class ProxyProcess: @unchecked Sendable {
             return (main, admin)
         }
         guard let found else {
-            let why = stderrCollector.isFinished ? "exited before it was listening" : "logged no `listening on` line within \(startupTimeout) s"
-            kill(process.processIdentifier, SIGKILL)
-            _ = self.exited.wait(timeout: .now() + 5)
+            var why = "logged no `listening on` line within \(startupTimeout) s"
+            if stderrCollector.isFinished || !process.isRunning {
+                let status = process.wait(timeout: 5)
+                why = "exited (status \(status.map(String.init) ?? "?")) before it was listening"
+            }
+            kill(process.pid, SIGKILL)
+            _ = process.wait(timeout: 10)
             throw HarnessError("tokenproxy \(why); stderr:\n\(stderrCollector.text)")
         }
         address = found.0
@@ -90,8 +84,8 @@ public final class ProxyProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: .now() + 5)
+            kill(process.pid, SIGKILL)
+            _ = process.wait(timeout: 10)
         }
     }
 
@@ -107,34 +101,21 @@ public final class ProxyProcess: @unchecked Sendable {
     /// Everything the process wrote to stdout so far.
     public var stdout: String { stdoutCollector.text }
 
-    public var processIdentifier: Int32 { process.processIdentifier }
+    public var processIdentifier: Int32 { process.pid }
 
     public var isRunning: Bool { process.isRunning }
 
     /// Sends `signal` to the process.
     public func terminate(signal: Int32 = SIGTERM) {
-        if process.isRunning {
-            kill(process.processIdentifier, signal)
-        }
+        process.signal(signal)
     }
 
     /// Waits for the process to exit and returns its status (128 + N when signal N killed it).
     public func waitForExit(timeout: TimeInterval = 30) throws -> Int32 {
-        lock.lock()
-        if let status = exitStatus {
-            lock.unlock()
-            return status
-        }
-        lock.unlock()
-        if exited.wait(timeout: .now() + timeout) == .timedOut {
+        guard let status = process.wait(timeout: timeout) else {
             throw HarnessError("tokenproxy did not exit within \(timeout) s; stderr:\n\(stderr)")
         }
-        exited.signal()  // later callers return at once too
         stderrCollector.waitForEnd(until: Date().addingTimeInterval(5))
-        let status = shellStatus(process)
-        lock.lock()
-        exitStatus = status
-        lock.unlock()
         return status
     }
 
@@ -156,7 +137,7 @@ public final class ProxyProcess: @unchecked Sendable {
             throw HarnessError("no tokenproxy binary at \(binary.path): run `swift build` first or set TOKENPROXY_BIN")
         }
         return try runCommand(
-            binary,
+            binary.path,
             arguments: args,
             environment: childEnvironment(env),
             stdin: stdin.map { Data($0.utf8) },

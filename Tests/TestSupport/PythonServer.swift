@@ -9,10 +9,9 @@ import Glibc
 public final class PythonServer: @unchecked Sendable {
     public let name: String
     public let port: Int
-    private let process: Process
+    private let process: ChildProcess
     private let stderrCollector: OutputCollector
     private let stdoutCollector: OutputCollector
-    private let exited = DispatchSemaphore(value: 0)
 
     /// - Parameters:
     ///   - name: the script's name without `.py`, e.g. `echo_upstream`.
@@ -24,23 +23,12 @@ public final class PythonServer: @unchecked Sendable {
             throw HarnessError("no test server at \(script.path)")
         }
         let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [python, "-u", script.path, "--port", "0"] + arguments
         var env = childEnvironment(environment)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        process.environment = env
-        let outPipe = Pipe()
-        let errPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        process.standardInput = FileHandle.nullDevice
-        let exited = self.exited
-        process.terminationHandler = { _ in exited.signal() }
+        let process = try ChildProcess(python, arguments: ["-u", script.path, "--port", "0"] + arguments, environment: env)
         self.process = process
-        try process.run()
-        stdoutCollector = OutputCollector(outPipe.fileHandleForReading)
-        stderrCollector = OutputCollector(errPipe.fileHandleForReading)
+        stdoutCollector = process.stdout
+        stderrCollector = process.stderr
         let port = stdoutCollector.wait(until: Date().addingTimeInterval(startupTimeout)) { text -> Int? in
             for line in text.split(separator: "\n") where line.hasPrefix("READY ") {
                 return Int(line.dropFirst("READY ".count).trimmingCharacters(in: .whitespaces))
@@ -48,8 +36,7 @@ public final class PythonServer: @unchecked Sendable {
             return nil
         }
         guard let port else {
-            kill(process.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: .now() + 5)
+            process.stop(grace: 0)
             throw HarnessError("\(name).py did not print READY; stderr:\n\(stderrCollector.text)")
         }
         self.port = port
@@ -64,12 +51,7 @@ public final class PythonServer: @unchecked Sendable {
 
     /// Stops the server and waits for it to be gone (its port is closed when this returns).
     public func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        if exited.wait(timeout: .now() + 5) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
-            _ = exited.wait(timeout: .now() + 5)
-        }
+        process.stop(grace: 5)
     }
 
     deinit { stop() }

@@ -246,11 +246,22 @@ def main():
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="log each request on stderr")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    parser.add_argument("--tls-client-ca", help="require a client certificate signed by this CA (mTLS)")
     args = parser.parse_args()
     VERBOSE = args.verbose
     if ":" in args.host:
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(args.tls_client_ca)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print("READY %d" % server.server_address[1], flush=True)
     try:
         server.serve_forever(poll_interval=0.2)

