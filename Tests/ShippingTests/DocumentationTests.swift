@@ -3,13 +3,13 @@ import Foundation
 import TestSupport
 import Testing
 
-/// `docs/README-sections.md` against the code, so the two cannot drift apart.
+/// `README.md` against the code, so the two cannot drift apart.
 @Suite struct DocumentationTests {
     @Test func everyKnownKeyIsInTheConfigurationReference() throws {
         let docs = try ShippedFiles.text(ShippedFiles.readmeSections)
         for key in ConfigurationLoader.knownKeys {
             let documented = docs.contains("`\(key)`")  // a Bool, so a failure does not print the whole file
-            #expect(documented, "docs/README-sections.md does not document `\(key)`")
+            #expect(documented, "README.md does not document `\(key)`")
         }
     }
 
@@ -41,7 +41,7 @@ import Testing
         #expect(names.contains("tokenproxy_requests_total"))
         for name in names {
             let listed = docs.contains("`\(name)")
-            #expect(listed, "docs/README-sections.md does not list the metric \(name)")
+            #expect(listed, "README.md does not list the metric \(name)")
         }
     }
 
@@ -62,7 +62,7 @@ import Testing
         #expect(commands.count >= 6, "\(help.stdout)")
         for command in commands {
             let shown = docs.contains("tokenproxy \(command)")
-            #expect(shown, "docs/README-sections.md never shows `tokenproxy \(command)`")
+            #expect(shown, "README.md never shows `tokenproxy \(command)`")
         }
     }
 

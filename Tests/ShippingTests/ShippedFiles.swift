@@ -10,7 +10,7 @@ enum ShippedFiles {
     static var healthcheck: URL { docker.appendingPathComponent("healthcheck.sh") }
     static var dockerReadme: URL { docker.appendingPathComponent("README.md") }
     static var systemdUnit: URL { config.appendingPathComponent("tokenproxy.service") }
-    static var readmeSections: URL { RepositoryPaths.root.appendingPathComponent("docs/README-sections.md") }
+    static var readmeSections: URL { RepositoryPaths.root.appendingPathComponent("README.md") }
     static var lintScript: URL { RepositoryPaths.root.appendingPathComponent("scripts/lint-docker.sh") }
 
     /// The example configurations the shipping issue asks for, one per credential type and the sidecar.
