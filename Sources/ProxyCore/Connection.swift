@@ -9,7 +9,9 @@ import Upstream
 final class Connection: EventHandler {
     let fd: Int32
     let peer: SocketAddress
-    unowned let ctx: LoopContext
+    /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
+    /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
+    unowned(unsafe) let ctx: LoopContext
     private var parser: RequestParser
     private var inBuf: [UInt8] = []
     private var inStart = 0
@@ -24,6 +26,8 @@ final class Connection: EventHandler {
     /// A request has ended and its answer has not: the next pipelined request waits.
     private var parsingSuspended = false
     private var lastClientByte: Double
+    /// Reused for every request's upstream header lines (no allocation per request once grown).
+    private var headerLines = HeaderLines()
     private var headStartedAt: Double?
 
     /// Bytes of response waiting for the client above which libcurl is paused, and below which it resumes.
@@ -265,10 +269,8 @@ final class Connection: EventHandler {
             }
         }
         exchange.held401 = nil
-        let request = UpstreamRequest(
-            url: exchange.url, method: head.method,
-            headerLines: ctx.forwarder.headerLines(for: head, authorization: token?.authorizationValue, peerHost: peer.host),
-            body: body)
+        ctx.forwarder.headerLines(into: &headerLines, for: head, authorization: token?.authorizationValue, peerHost: peer.host)
+        let request = UpstreamRequest(url: exchange.url, method: head.method, headerLines: headerLines, body: body)
         exchange.upstreamStartedAt = ctx.loop.now
         do {
             exchange.transfer = try ctx.upstream.start(request, delegate: exchange)
@@ -291,9 +293,11 @@ final class Connection: EventHandler {
 
     /// libcurl took enough of the buffered body: read the client again (not from inside libcurl's callback).
     func bodyDrained() {
-        ctx.loop.schedule(after: 0) { [weak self] in
-            guard let self, !self.closed else { return }
-            self.process()
+        // A strong capture: a weak one would give this long-lived object a side table, and every
+        // retain and release of it would take the runtime's slow path from then on.
+        ctx.loop.schedule(after: 0) { [self] in
+            guard !closed else { return }
+            process()
         }
     }
 
@@ -320,7 +324,13 @@ final class Connection: EventHandler {
         var upstreamChunked = false
         for field in fields {
             if asciiCaseInsensitiveEquals(field.name, "connection") {
-                upstreamConnectionOptions += field.value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                if asciiCaseInsensitiveEquals(field.value, "keep-alive") {
+                    continue  // the usual value; Keep-Alive is hop-by-hop anyway (no Character-level splitting per response)
+                } else if asciiCaseInsensitiveEquals(field.value, "close") {
+                    upstreamConnectionOptions.append("close")
+                } else {
+                    upstreamConnectionOptions += field.value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                }
             } else if asciiCaseInsensitiveEquals(field.name, "transfer-encoding") {
                 upstreamChunked = true
             } else if asciiCaseInsensitiveEquals(field.name, "content-length") {
@@ -360,6 +370,13 @@ final class Connection: EventHandler {
             ResponseWriter.appendField(&outBuf, name: "Connection", value: "keep-alive")
         }
         ResponseWriter.appendEndOfHead(&outBuf)
+        // Not flushed here: the body usually follows within the same libcurl call, and head and
+        // body then leave in one write; `upstreamCallbacksEnded` (or the body, or the end) flushes.
+    }
+
+    /// libcurl returned after delivering a head: send what is buffered.
+    func upstreamCallbacksEnded() {
+        guard !closed, pendingOut > 0 else { return }
         flush()
     }
 
@@ -539,9 +556,11 @@ final class Connection: EventHandler {
             closeAfterWrite = true
             return
         }
-        ctx.loop.schedule(after: 0) { [weak self] in
-            guard let self, !self.closed else { return }
-            self.process()
+        // A strong capture: a weak one would give this long-lived object a side table, and every
+        // retain and release of it would take the runtime's slow path from then on.
+        ctx.loop.schedule(after: 0) { [self] in
+            guard !closed else { return }
+            process()
         }
     }
 
@@ -607,6 +626,8 @@ final class Connection: EventHandler {
         guard !closed else { return }
         let limits = ctx.configuration.limits
         if let exchange {
+            // The upstream head timeout lives here, not in a loop timer per request.
+            if let transfer = exchange.transfer, transfer.checkHeadTimeout(now: now) { return }
             if !exchange.requestBodyDone && !exchange.responseStarted && !exchange.waitingForToken
                 && now - lastClientByte > limits.clientIdleTimeout
             {
