@@ -122,10 +122,19 @@ final class CurlEasy {
     }
 }
 
+/// glibc's mallopt (malloc.h is not in the Glibc module).
+@_silgen_name("mallopt")
+private func glibcMallopt(_ param: Int32, _ value: Int32) -> Int32
+
 enum CurlGlobal {
     private static let initialized: Bool = {
         let rc = curl_global_init(Int(CURL_GLOBAL_ALL))
         precondition(rc == CURLE_OK, "curl_global_init failed")
+        // glibc gives the top of a thread's malloc arena back to the kernel (madvise) whenever more
+        // than 128 KiB is free there: with an HTTPS upstream, libcurl and OpenSSL free their record
+        // buffers after each response, so that was one madvise (and a malloc_consolidate) per request
+        // on every event loop. Keep up to 4 MiB per arena instead.
+        _ = glibcMallopt(-1 /* M_TRIM_THRESHOLD */, 4 * 1024 * 1024)
         return true
     }()
     static func initOnce() { _ = initialized }
