@@ -310,7 +310,6 @@ public final class UpstreamTransfer {
     private var pauseMask: Int32 = 0
     private var status = 0
     private var reason = ""
-    private var fields: [HTTPField] = []
     public private(set) var headDelivered = false
     fileprivate(set) var done = false
     private var badHead: String?
@@ -417,7 +416,7 @@ public final class UpstreamTransfer {
             } else {
                 reason = ""
             }
-            fields.removeAll(keepingCapacity: true)
+            easy.responseFields.removeAll(keepingCapacity: true)
             return n
         }
         if n <= 2 && (n == 0 || line[0] == 13 || line[0] == 10) {
@@ -425,7 +424,7 @@ public final class UpstreamTransfer {
             if status >= 200 && !headDelivered {
                 headDelivered = true
                 client.headsDelivered.append(self)
-                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: fields)
+                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: easy.responseFields)
                 if done { return 0 }
             }
             return n
@@ -440,7 +439,7 @@ public final class UpstreamTransfer {
         while b > a, line[b - 1] == 32 || line[b - 1] == 9 || line[b - 1] == 13 || line[b - 1] == 10 { b -= 1 }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[a..<b]), as: UTF8.self)
-        fields.append(HTTPField(name: name, value: value))
+        easy.responseFields.append(HTTPField(name: name, value: value))
         return n
     }
 
