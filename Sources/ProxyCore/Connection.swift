@@ -6,7 +6,7 @@ import Upstream
 /// One client connection: reads and parses requests, checks them, forwards each one upstream with
 /// the token and streams the answer back, one exchange at a time (pipelined requests wait their
 /// turn, so answers leave in order, RFC 9112 §9.3.2). Everything here runs on its loop's thread.
-final class Connection: EventHandler {
+final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
     /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
@@ -48,6 +48,12 @@ final class Connection: EventHandler {
     }
 
     // MARK: events
+
+    /// Scheduled by `finish` and `bodyDrained` (not from inside libcurl's callbacks): parse on.
+    func runLoopTask() {
+        guard !closed else { return }
+        process()
+    }
 
     func handleEvents(_ events: UInt32) {
         if events & ReadyEvents.failed != 0 && events & ReadyEvents.readable == 0 {
@@ -293,12 +299,7 @@ final class Connection: EventHandler {
 
     /// libcurl took enough of the buffered body: read the client again (not from inside libcurl's callback).
     func bodyDrained() {
-        // A strong capture: a weak one would give this long-lived object a side table, and every
-        // retain and release of it would take the runtime's slow path from then on.
-        ctx.loop.schedule(after: 0) { [self] in
-            guard !closed else { return }
-            process()
-        }
+        ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
     func upstreamHead(_ exchange: Exchange, status: Int, reason: String, fields: [HTTPField]) {
@@ -556,12 +557,7 @@ final class Connection: EventHandler {
             closeAfterWrite = true
             return
         }
-        // A strong capture: a weak one would give this long-lived object a side table, and every
-        // retain and release of it would take the runtime's slow path from then on.
-        ctx.loop.schedule(after: 0) { [self] in
-            guard !closed else { return }
-            process()
-        }
+        ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
     // MARK: writing and closing

@@ -19,6 +19,12 @@ public struct Interest: OptionSet, Sendable {
 
 public typealias TimerID = UInt64
 
+/// Work for `EventLoop.schedule(task:)`: an object that runs once after the current batch of events,
+/// without a closure allocated for it.
+public protocol LoopTask: AnyObject {
+    func runLoopTask()
+}
+
 /// One epoll instance driven by one thread. Everything registered with it is touched only on that
 /// thread; other threads hand it work with `execute`, which wakes it through an eventfd.
 public final class EventLoop: @unchecked Sendable {
@@ -32,6 +38,8 @@ public final class EventLoop: @unchecked Sendable {
     private var immediate: [Timer] = []
     private var immediateRunning: [Timer] = []
     private var cancelledRunning = Set<TimerID>()
+    private var tasks: [LoopTask] = []
+    private var tasksRunning: [LoopTask] = []
     private var nextTimerID: TimerID = 1
     private var cancelledTimers = Set<TimerID>()
     private var stopping = false
@@ -120,6 +128,12 @@ public final class EventLoop: @unchecked Sendable {
         return id
     }
 
+    /// Runs `task.runLoopTask()` after the current batch of events (like `schedule(after: 0)`, with
+    /// no allocation). Not cancellable: the task checks its own state.
+    public func schedule(task: LoopTask) {
+        tasks.append(task)
+    }
+
     /// A cancelled timer never runs. Cancelling one that already ran (or an unknown id) is harmless.
     public func cancel(_ id: TimerID) {
         if let i = immediate.firstIndex(where: { $0.id == id }) {
@@ -165,7 +179,7 @@ public final class EventLoop: @unchecked Sendable {
         while !stopping {
             now = EventLoop.monotonicNow()
             var timeoutMS: Int32 = -1
-            if !immediate.isEmpty {
+            if !immediate.isEmpty || !tasks.isEmpty {
                 timeoutMS = 0
             } else if let first = timers.peek() {
                 timeoutMS = Int32(clamping: Int(max(0, (first.deadline - now) * 1000).rounded(.up)))
@@ -201,6 +215,11 @@ public final class EventLoop: @unchecked Sendable {
 
     private func runDueTimers() {
         // Tasks scheduled while these run wait for the next turn (after the next epoll_wait).
+        if !tasks.isEmpty {
+            swap(&tasks, &tasksRunning)
+            for task in tasksRunning { task.runLoopTask() }
+            tasksRunning.removeAll(keepingCapacity: true)
+        }
         if !immediate.isEmpty {
             swap(&immediate, &immediateRunning)
             for i in immediateRunning.indices {
