@@ -6,10 +6,12 @@ import Upstream
 /// One client connection: reads and parses requests, checks them, forwards each one upstream with
 /// the token and streams the answer back, one exchange at a time (pipelined requests wait their
 /// turn, so answers leave in order, RFC 9112 §9.3.2). Everything here runs on its loop's thread.
-final class Connection: EventHandler {
+final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
-    unowned let ctx: LoopContext
+    /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
+    /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
+    unowned(unsafe) let ctx: LoopContext
     private var parser: RequestParser
     private var inBuf: [UInt8] = []
     private var inStart = 0
@@ -24,6 +26,8 @@ final class Connection: EventHandler {
     /// A request has ended and its answer has not: the next pipelined request waits.
     private var parsingSuspended = false
     private var lastClientByte: Double
+    /// Reused for every request's upstream header lines (no allocation per request once grown).
+    private var headerLines = HeaderLines()
     private var headStartedAt: Double?
 
     /// Bytes of response waiting for the client above which libcurl is paused, and below which it resumes.
@@ -44,6 +48,12 @@ final class Connection: EventHandler {
     }
 
     // MARK: events
+
+    /// Scheduled by `finish` and `bodyDrained` (not from inside libcurl's callbacks): parse on.
+    func runLoopTask() {
+        guard !closed else { return }
+        process()
+    }
 
     func handleEvents(_ events: UInt32) {
         if events & ReadyEvents.failed != 0 && events & ReadyEvents.readable == 0 {
@@ -272,10 +282,8 @@ final class Connection: EventHandler {
             }
         }
         exchange.held401 = nil
-        let request = UpstreamRequest(
-            url: exchange.url, method: head.method,
-            headerLines: ctx.forwarder.headerLines(for: head, authorization: token?.authorizationValue, peerHost: peer.host),
-            body: body)
+        ctx.forwarder.headerLines(into: &headerLines, for: head, authorization: token?.authorizationValue, peerHost: peer.host)
+        let request = UpstreamRequest(url: exchange.url, method: head.method, headerLines: headerLines, body: body)
         exchange.upstreamStartedAt = ctx.loop.now
         do {
             exchange.transfer = try ctx.upstream.start(request, delegate: exchange)
@@ -298,10 +306,7 @@ final class Connection: EventHandler {
 
     /// libcurl took enough of the buffered body: read the client again (not from inside libcurl's callback).
     func bodyDrained() {
-        ctx.loop.schedule(after: 0) { [weak self] in
-            guard let self, !self.closed else { return }
-            self.process()
-        }
+        ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
     func upstreamHead(_ exchange: Exchange, status: Int, reason: String, fields: [HTTPField]) {
@@ -328,7 +333,13 @@ final class Connection: EventHandler {
         var upstreamChunked = false
         for field in fields {
             if asciiCaseInsensitiveEquals(field.name, "connection") {
-                upstreamConnectionOptions += field.value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                if asciiCaseInsensitiveEquals(field.value, "keep-alive") {
+                    continue  // the usual value; Keep-Alive is hop-by-hop anyway (no Character-level splitting per response)
+                } else if asciiCaseInsensitiveEquals(field.value, "close") {
+                    upstreamConnectionOptions.append("close")
+                } else {
+                    upstreamConnectionOptions += field.value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                }
             } else if asciiCaseInsensitiveEquals(field.name, "transfer-encoding") {
                 upstreamChunked = true
             } else if asciiCaseInsensitiveEquals(field.name, "content-length") {
@@ -368,6 +379,13 @@ final class Connection: EventHandler {
             ResponseWriter.appendField(&outBuf, name: "Connection", value: "keep-alive")
         }
         ResponseWriter.appendEndOfHead(&outBuf)
+        // Not flushed here: the body usually follows within the same libcurl call, and head and
+        // body then leave in one write; `upstreamCallbacksEnded` (or the body, or the end) flushes.
+    }
+
+    /// libcurl returned after delivering a head: send what is buffered.
+    func upstreamCallbacksEnded() {
+        guard !closed, pendingOut > 0 else { return }
         flush()
     }
 
@@ -547,10 +565,7 @@ final class Connection: EventHandler {
             closeAfterWrite = true
             return
         }
-        ctx.loop.schedule(after: 0) { [weak self] in
-            guard let self, !self.closed else { return }
-            self.process()
-        }
+        ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
     // MARK: writing and closing
@@ -646,6 +661,8 @@ final class Connection: EventHandler {
         guard !closed, !lingering else { return }
         let limits = ctx.configuration.limits
         if let exchange {
+            // The upstream head timeout lives here, not in a loop timer per request.
+            if let transfer = exchange.transfer, transfer.checkHeadTimeout(now: now) { return }
             // Silence counts only while we are reading: not while the body waits for the upstream to take it.
             let readingClient = !exchange.requestBodyDone && exchange.pendingBodyCount < Connection.bodyHighWater
             if readingClient && !exchange.responseStarted && !exchange.waitingForToken

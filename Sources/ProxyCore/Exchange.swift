@@ -23,7 +23,9 @@ final class Exchange: UpstreamDelegate {
 
     let head: RequestHead
     let startedAt: Double
-    weak var connection: Connection?
+    /// Strong (a weak reference costs a side table and slow reference counting on every request):
+    /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
+    var connection: Connection?
     var url = ""
     var logPath = ""
     var keepAlive: Bool
@@ -125,6 +127,10 @@ final class Exchange: UpstreamDelegate {
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let connection else { return true }
         return connection.upstreamBody(self, bytes)
+    }
+
+    func upstreamCallbacksEnded() {
+        connection?.upstreamCallbacksEnded()
     }
 
     func upstreamReadBody(into buffer: UnsafeMutableRawBufferPointer) -> UpstreamBodyRead {

@@ -46,11 +46,11 @@ struct Forwarder {
         return url
     }
 
-    /// Header lines for libcurl. `authorization` is the `Bearer …` value to inject, or nil to send
-    /// the client's own (keep mode).
-    func headerLines(for head: RequestHead, authorization: [UInt8]?, peerHost: String) -> [String] {
-        var lines: [String] = []
-        lines.reserveCapacity(head.fields.count + 6)
+    /// Header lines for libcurl, written into `lines` (emptied first; the caller reuses it so that
+    /// a request costs no String or allocation per line). `authorization` is the `Bearer …` value to
+    /// inject, or nil to send the client's own (keep mode).
+    func headerLines(into lines: inout HeaderLines, for head: RequestHead, authorization: [UInt8]?, peerHost: String) {
+        lines.removeAll()
         var sawAccept = false
         var clientHost: String?
         for field in head.fields {
@@ -58,11 +58,11 @@ struct Forwarder {
             if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) { continue }
             if asciiCaseInsensitiveEquals(name, "host") {
                 clientHost = field.value
-                if preserveHost { lines.append("Host: \(field.value)") }
+                if preserveHost { lines.append(name: "Host", value: field.value) }
                 continue
             }
             if asciiCaseInsensitiveEquals(name, "authorization") {
-                if authorization == nil { lines.append(line(field)) }
+                if authorization == nil { lines.append(name: field.name, value: field.value) }
                 continue
             }
             if asciiCaseInsensitiveEquals(name, "content-length") || asciiCaseInsensitiveEquals(name, "expect")
@@ -73,23 +73,17 @@ struct Forwarder {
             }
             if let required = requiredHeaderLowercased, asciiCaseInsensitiveEquals(name, required) { continue }
             if asciiCaseInsensitiveEquals(name, "accept") { sawAccept = true }
-            lines.append(line(field))
+            lines.append(name: field.name, value: field.value)
         }
         if let authorization {
-            lines.append("Authorization: " + String(decoding: authorization, as: UTF8.self))
+            lines.append(name: "Authorization", value: authorization)
         }
-        if !peerHost.isEmpty { lines.append("X-Forwarded-For: \(peerHost)") }
-        lines.append("X-Forwarded-Proto: http")
-        if let clientHost { lines.append("X-Forwarded-Host: \(clientHost)") }
+        if !peerHost.isEmpty { lines.append(name: "X-Forwarded-For", value: peerHost) }
+        lines.append(name: "X-Forwarded-Proto", value: "http")
+        if let clientHost { lines.append(name: "X-Forwarded-Host", value: clientHost) }
         // Stop libcurl adding headers of its own (ARCHITECTURE.md): a bare "Name:" removes one.
-        if !sawAccept { lines.append("Accept:") }
-        lines.append("Expect:")
-        return lines
-    }
-
-    /// libcurl reads "Name:" as "remove this header"; an empty value is sent as "Name;".
-    private func line(_ field: HTTPField) -> String {
-        field.value.isEmpty ? "\(field.name);" : "\(field.name): \(field.value)"
+        if !sawAccept { lines.appendRemoval("Accept") }
+        lines.appendRemoval("Expect")
     }
 
     /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's

@@ -19,6 +19,12 @@ public struct Interest: OptionSet, Sendable {
 
 public typealias TimerID = UInt64
 
+/// Work for `EventLoop.schedule(task:)`: an object that runs once after the current batch of events,
+/// without a closure allocated for it.
+public protocol LoopTask: AnyObject {
+    func runLoopTask()
+}
+
 /// One epoll instance driven by one thread. Everything registered with it is touched only on that
 /// thread; other threads hand it work with `execute`, which wakes it through an eventfd.
 public final class EventLoop: @unchecked Sendable {
@@ -28,6 +34,12 @@ public final class EventLoop: @unchecked Sendable {
     private var handlers: [EventHandler?] = []
     private let pending = Mutex<[@Sendable () -> Void]>([])
     private var timers = TimerHeap()
+    /// `schedule(after: 0)`: run after the current batch of events, in order, without the heap.
+    private var immediate: [Timer] = []
+    private var immediateRunning: [Timer] = []
+    private var cancelledRunning = Set<TimerID>()
+    private var tasks: [LoopTask] = []
+    private var tasksRunning: [LoopTask] = []
     private var nextTimerID: TimerID = 1
     private var cancelledTimers = Set<TimerID>()
     private var stopping = false
@@ -78,6 +90,23 @@ public final class EventLoop: @unchecked Sendable {
         _ = epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev)
     }
 
+    /// Sets the interest of `fd` for `handler`: EPOLL_CTL_MOD, or ADD when epoll no longer knows the
+    /// descriptor (it was closed and its number reused since it was registered).
+    public func reregister(_ fd: Int32, _ interest: Interest, _ handler: EventHandler) throws {
+        if Int(fd) >= handlers.count { handlers.append(contentsOf: repeatElement(nil, count: Int(fd) + 64 - handlers.count)) }
+        handlers[Int(fd)] = handler
+        var ev = epoll_event(events: interest.rawValue, data: epoll_data_t(fd: fd))
+        if epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0 { return }
+        if errno == ENOENT, epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 { return }
+        handlers[Int(fd)] = nil
+        throw SocketError("epoll_ctl(MOD)")
+    }
+
+    /// Whether `handler` is the one registered for `fd`.
+    public func isRegistered(_ fd: Int32, _ handler: EventHandler) -> Bool {
+        Int(fd) < handlers.count && handlers[Int(fd)] === handler
+    }
+
     /// Removes the handler only if it is still the one registered (a closed and reused fd may belong to another).
     public func unregister(_ fd: Int32, _ handler: EventHandler) {
         guard Int(fd) < handlers.count, handlers[Int(fd)] === handler else { return }
@@ -91,11 +120,31 @@ public final class EventLoop: @unchecked Sendable {
     public func schedule(after seconds: Double, _ callback: @escaping () -> Void) -> TimerID {
         let id = nextTimerID
         nextTimerID += 1
-        timers.push(Timer(deadline: EventLoop.monotonicNow() + max(0, seconds), id: id, callback: callback))
+        if seconds <= 0 {
+            immediate.append(Timer(deadline: 0, id: id, callback: callback))
+        } else {
+            timers.push(Timer(deadline: EventLoop.monotonicNow() + seconds, id: id, callback: callback))
+        }
         return id
     }
 
+    /// Runs `task.runLoopTask()` after the current batch of events (like `schedule(after: 0)`, with
+    /// no allocation). Not cancellable: the task checks its own state.
+    public func schedule(task: LoopTask) {
+        tasks.append(task)
+    }
+
+    /// A cancelled timer never runs. Cancelling one that already ran (or an unknown id) is harmless.
     public func cancel(_ id: TimerID) {
+        if let i = immediate.firstIndex(where: { $0.id == id }) {
+            immediate.remove(at: i)
+            return
+        }
+        if immediateRunning.contains(where: { $0.id == id }) {
+            cancelledRunning.insert(id)
+            return
+        }
+        if timers.isEmpty { return }
         cancelledTimers.insert(id)
     }
 
@@ -130,7 +179,9 @@ public final class EventLoop: @unchecked Sendable {
         while !stopping {
             now = EventLoop.monotonicNow()
             var timeoutMS: Int32 = -1
-            if let first = timers.peek() {
+            if !immediate.isEmpty || !tasks.isEmpty {
+                timeoutMS = 0
+            } else if let first = timers.peek() {
                 timeoutMS = Int32(clamping: Int(max(0, (first.deadline - now) * 1000).rounded(.up)))
             }
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeoutMS)
@@ -163,6 +214,21 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func runDueTimers() {
+        // Tasks scheduled while these run wait for the next turn (after the next epoll_wait).
+        if !tasks.isEmpty {
+            swap(&tasks, &tasksRunning)
+            for task in tasksRunning { task.runLoopTask() }
+            tasksRunning.removeAll(keepingCapacity: true)
+        }
+        if !immediate.isEmpty {
+            swap(&immediate, &immediateRunning)
+            for i in immediateRunning.indices {
+                if !cancelledRunning.isEmpty, cancelledRunning.remove(immediateRunning[i].id) != nil { continue }
+                immediateRunning[i].callback()
+            }
+            immediateRunning.removeAll(keepingCapacity: true)
+            cancelledRunning.removeAll()
+        }
         while let first = timers.peek(), first.deadline <= now {
             let timer = timers.pop()!
             if cancelledTimers.remove(timer.id) != nil { continue }

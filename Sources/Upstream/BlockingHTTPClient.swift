@@ -78,7 +78,10 @@ public enum BlockingHTTPClient {
                 try easy.set(CURLOPT_CUSTOMREQUEST, request.method)
             }
             // No Expect: 100-continue round trip, and only the headers asked for.
-            try easy.setHeaders(request.headers + ["Expect:"])
+            var lines = HeaderLines()
+            for line in request.headers { lines.append(line: line) }
+            lines.appendRemoval("Expect")
+            try easy.setHeaders(lines)
         } catch {
             throw HTTPCallError(message: "cannot set up the request: \(error)")
         }

@@ -27,10 +27,10 @@ public struct UpstreamRequest {
     public var url: String
     public var method: String
     /// Complete header lines ("Name: value"), and "Name:" lines that stop libcurl adding its own.
-    public var headerLines: [String]
+    public var headerLines: HeaderLines
     public var body: Body
 
-    public init(url: String, method: String, headerLines: [String], body: Body) {
+    public init(url: String, method: String, headerLines: HeaderLines, body: Body) {
         self.url = url
         self.method = method
         self.headerLines = headerLines
@@ -69,6 +69,9 @@ public protocol UpstreamDelegate: AnyObject {
     /// Response body bytes (decoded from chunked). Return false to pause: the same bytes come
     /// again after `resumeReceiving()`.
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// libcurl has returned after delivering this transfer's response head: what the head callback
+    /// buffered can go out now (together with any body bytes that came in the same call).
+    func upstreamCallbacksEnded()
     /// Fills `buffer` with request body bytes.
     func upstreamReadBody(into buffer: UnsafeMutableRawBufferPointer) -> UpstreamBodyRead
     /// The transfer ended: nil on success. Not called after `cancel()`.
@@ -81,8 +84,18 @@ public final class UpstreamClient {
     let loop: EventLoop
     let settings: UpstreamSettings
     let multi: UnsafeMutableRawPointer
-    private var timer: TimerID?
+    /// libcurl's one timeout (CURLMOPT_TIMERFUNCTION), absolute monotonic seconds; nil: none wanted.
+    private var curlDeadline: Double?
+    /// The deadline of the loop timer armed for libcurl, if any. A later libcurl deadline does not
+    /// move it: it fires, sees the new deadline and re-arms, so the loop's heap holds no cancelled entries.
+    private var armedDeadline: Double?
+    private var immediatePosted = false
     private var idleHandles: [CurlEasy] = []
+    /// The watcher of each libcurl socket, watched now or parked (see `CurlSocketWatcher`).
+    var watchers: [Int32: CurlSocketWatcher] = [:]
+    /// Transfers that delivered a response head during the current call into libcurl.
+    var headsDelivered: [UpstreamTransfer] = []
+    private var headsDeliveredSpare: [UpstreamTransfer] = []
     /// Depth of calls into libcurl; a transfer cancelled inside a callback is removed afterwards.
     var callbackDepth = 0
     private var running: Int32 = 0
@@ -126,9 +139,7 @@ public final class UpstreamClient {
             idleHandles.append(easy)
             throw CurlError(multi: rc)
         }
-        transfer.headTimer = loop.schedule(after: settings.headTimeout) { [weak transfer] in
-            transfer?.headTimedOut()
-        }
+        transfer.startedAt = loop.now
         return transfer
     }
 
@@ -199,21 +210,69 @@ public final class UpstreamClient {
         _ = curl_multi_socket_action(multi, fd, flags, &running)
         callbackDepth -= 1
         collectFinished()
+        callbacksEnded()
     }
 
     func timerFired() {
-        timer = nil
         callbackDepth += 1
         _ = curl_multi_socket_action(multi, tp_socket_timeout(), 0, &running)
         callbackDepth -= 1
         collectFinished()
+        callbacksEnded()
     }
 
+    /// Tells the transfers that delivered a head in the call that just returned.
+    func callbacksEnded() {
+        guard !headsDelivered.isEmpty, callbackDepth == 0 else { return }
+        swap(&headsDelivered, &headsDeliveredSpare)
+        for transfer in headsDeliveredSpare where !transfer.done {
+            transfer.delegate?.upstreamCallbacksEnded()
+        }
+        headsDeliveredSpare.removeAll(keepingCapacity: true)
+    }
+
+    /// CURLMOPT_TIMERFUNCTION: each call replaces the previous timeout; -1 removes it.
     func setTimer(_ ms: Int) {
-        if let timer { loop.cancel(timer) }
-        timer = nil
-        guard ms >= 0 else { return }
-        timer = loop.schedule(after: Double(ms) / 1000) { [weak self] in self?.timerFired() }
+        guard ms >= 0 else {
+            curlDeadline = nil
+            return
+        }
+        if ms == 0 {
+            // "Call me at once" (after every curl_multi_add_handle): the loop's immediate queue.
+            curlDeadline = 0
+            if !immediatePosted {
+                immediatePosted = true
+                loop.schedule(after: 0) { [self] in
+                    self.immediatePosted = false
+                    self.timerDue()
+                }
+            }
+            return
+        }
+        let deadline = EventLoop.monotonicNow() + Double(ms) / 1000
+        curlDeadline = deadline
+        if let armed = armedDeadline, armed <= deadline { return }
+        arm(deadline)
+    }
+
+    private func arm(_ deadline: Double) {
+        armedDeadline = deadline
+        loop.schedule(after: max(0.000_001, deadline - EventLoop.monotonicNow())) { [self] in
+            guard self.armedDeadline == deadline else { return }
+            self.armedDeadline = nil
+            self.timerDue()
+        }
+    }
+
+    private func timerDue() {
+        guard let deadline = curlDeadline else { return }
+        if deadline > EventLoop.monotonicNow() + 0.000_5 {
+            // libcurl moved its timeout later since this timer was armed.
+            if armedDeadline == nil || armedDeadline! > deadline { arm(deadline) }
+            return
+        }
+        curlDeadline = nil
+        timerFired()
     }
 
     private func collectFinished() {
@@ -232,8 +291,6 @@ public final class UpstreamClient {
     /// Takes the handle out of the multi and keeps it for the next transfer.
     func detach(_ transfer: UpstreamTransfer) {
         _ = curl_multi_remove_handle(multi, transfer.easy.handle)
-        if let t = transfer.headTimer { loop.cancel(t) }
-        transfer.headTimer = nil
         idleHandles.append(transfer.easy)
         transfer.retained?.release()
         transfer.retained = nil
@@ -244,15 +301,17 @@ public final class UpstreamClient {
 public final class UpstreamTransfer {
     unowned let client: UpstreamClient
     let easy: CurlEasy
-    weak var delegate: UpstreamDelegate?
+    /// Strong, not weak (a weak reference costs a side table per request); cleared when the transfer
+    /// ends or is cancelled, which breaks the cycle with the delegate.
+    var delegate: UpstreamDelegate?
     var retained: Unmanaged<UpstreamTransfer>?
-    var headTimer: TimerID?
+    /// When the transfer started (loop time), for the head timeout.
+    var startedAt = 0.0
     private var pauseMask: Int32 = 0
     private var status = 0
     private var reason = ""
-    private var fields: [HTTPField] = []
     public private(set) var headDelivered = false
-    private var done = false
+    fileprivate(set) var done = false
     private var badHead: String?
 
     init(client: UpstreamClient, easy: CurlEasy, delegate: UpstreamDelegate) {
@@ -274,6 +333,7 @@ public final class UpstreamTransfer {
         // May call the write or read callback right away (libcurl delivers what it held).
         _ = easy.pause(pauseMask)
         client.callbackDepth -= 1
+        client.callbacksEnded()
     }
 
     /// Stops the transfer without telling the delegate. Safe inside delegate callbacks.
@@ -289,8 +349,17 @@ public final class UpstreamTransfer {
         }
     }
 
+    /// Ends the transfer with `.timedOut` when no response head came within `headTimeout` of its
+    /// start. The owner calls this from its periodic sweep (no per-request loop timer). Returns
+    /// true when it ended the transfer.
+    @discardableResult
+    public func checkHeadTimeout(now: Double) -> Bool {
+        guard !done, !headDelivered, now - startedAt > client.settings.headTimeout else { return false }
+        headTimedOut()
+        return true
+    }
+
     func headTimedOut() {
-        headTimer = nil
         guard !done, !headDelivered else { return }
         let delegate = self.delegate
         cancel()
@@ -331,25 +400,31 @@ public final class UpstreamTransfer {
         guard !done else { return 0 }
         let n = line.count
         if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
-            // A status line: the start of a (possibly interim) response head.
-            let text = String(decoding: line, as: UTF8.self)
-            let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count >= 2, let code = Int(parts[1]), (100...999).contains(code) else {
+            // A status line: the start of a (possibly interim) response head: "HTTP/x.y SP code [SP reason]".
+            guard let sp = line.firstIndex(of: UInt8(ascii: " ")), sp + 4 <= n,
+                let code = threeDigits(line[sp + 1], line[sp + 2], line[sp + 3]),
+                sp + 4 == n || line[sp + 4] == UInt8(ascii: " ") || line[sp + 4] == 13 || line[sp + 4] == 10
+            else {
                 badHead = "malformed status line"
                 return 0
             }
             status = code
-            reason = parts.count == 3 ? String(parts[2]).trimmingCRLF() : ""
-            fields.removeAll(keepingCapacity: true)
+            if sp + 4 < n && line[sp + 4] == UInt8(ascii: " ") {
+                var end = n
+                while end > sp + 5, line[end - 1] == 13 || line[end - 1] == 10 { end -= 1 }
+                reason = String(decoding: UnsafeRawBufferPointer(rebasing: line[(sp + 5)..<end]), as: UTF8.self)
+            } else {
+                reason = ""
+            }
+            easy.responseFields.removeAll(keepingCapacity: true)
             return n
         }
         if n <= 2 && (n == 0 || line[0] == 13 || line[0] == 10) {
             // End of a head. 1xx heads are interim (RFC 9110 §15.2): wait for the final one.
             if status >= 200 && !headDelivered {
                 headDelivered = true
-                if let t = headTimer { client.loop.cancel(t) }
-                headTimer = nil
-                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: fields)
+                client.headsDelivered.append(self)
+                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: easy.responseFields)
                 if done { return 0 }
             }
             return n
@@ -358,9 +433,13 @@ public final class UpstreamTransfer {
             badHead = "malformed header line"
             return 0
         }
+        // Value without surrounding whitespace and line ending, cut out of libcurl's buffer directly.
+        var a = colon + 1, b = n
+        while a < b, line[a] == 32 || line[a] == 9 { a += 1 }
+        while b > a, line[b - 1] == 32 || line[b - 1] == 9 || line[b - 1] == 13 || line[b - 1] == 10 { b -= 1 }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
-        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]), as: UTF8.self).trimmingOWS()
-        fields.append(HTTPField(name: name, value: value))
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[a..<b]), as: UTF8.self)
+        easy.responseFields.append(HTTPField(name: name, value: value))
         return n
     }
 
@@ -383,19 +462,12 @@ public final class UpstreamTransfer {
     }
 }
 
-extension String {
-    fileprivate func trimmingCRLF() -> String {
-        var s = Substring(self)
-        while let last = s.last, last == "\r" || last == "\n" || last == "\r\n" { s = s.dropLast() }
-        return String(s)
-    }
-    fileprivate func trimmingOWS() -> String {
-        let u = Array(utf8)
-        var a = 0, b = u.count
-        while a < b, u[a] == 32 || u[a] == 9 { a += 1 }
-        while b > a, u[b - 1] == 32 || u[b - 1] == 9 || u[b - 1] == 13 || u[b - 1] == 10 { b -= 1 }
-        return String(decoding: u[a..<b], as: UTF8.self)
-    }
+/// "200" → 200; nil unless three ASCII digits from 100 to 999.
+private func threeDigits(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> Int? {
+    let zero = UInt8(ascii: "0")
+    guard (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(a), (zero...UInt8(ascii: "9")).contains(b), (zero...UInt8(ascii: "9")).contains(c)
+    else { return nil }
+    return Int(a - zero) * 100 + Int(b - zero) * 10 + Int(c - zero)
 }
 
 // MARK: C callbacks (no captures: state travels through the user pointers)
@@ -415,43 +487,76 @@ private let curlReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int,
     return transfer.read(UnsafeMutableRawBufferPointer(start: ptr, count: size * count))
 }
 
-/// Watches one of libcurl's sockets in the loop's epoll.
+/// Watches one of libcurl's sockets in the loop's epoll. When libcurl stops watching a socket (a
+/// kept-alive upstream connection between two requests: CURL_POLL_REMOVE after every transfer), the
+/// watcher is parked instead of removed: it stays in epoll and in `UpstreamClient.watchers`, so the
+/// next request on that connection costs one epoll_ctl(MOD) rather than an allocation, a DEL and an ADD.
 final class CurlSocketWatcher: EventHandler {
     let fd: Int32
     unowned let client: UpstreamClient
+    var parked = false
+    var interest: Interest = []
     init(fd: Int32, client: UpstreamClient) {
         self.fd = fd
         self.client = client
     }
-    func handleEvents(_ events: UInt32) { client.socketAction(fd, events) }
+    func handleEvents(_ events: UInt32) {
+        if parked {
+            // The idle connection stirred (the upstream closed it, or sent something unasked): stop
+            // watching; libcurl checks the connection itself before it reuses it.
+            client.forget(self)
+            return
+        }
+        client.socketAction(fd, events)
+    }
 }
 
-private let curlSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, fd, what, user, socketp in
+extension UpstreamClient {
+    func forget(_ watcher: CurlSocketWatcher) {
+        if watchers[watcher.fd] === watcher { watchers[watcher.fd] = nil }
+        loop.unregister(watcher.fd, watcher)
+    }
+}
+
+private let curlSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, fd, what, user, _ in
     let client = Unmanaged<UpstreamClient>.fromOpaque(user!).takeUnretainedValue()
     if what == CURL_POLL_REMOVE {
-        if let socketp {
-            let watcher = Unmanaged<CurlSocketWatcher>.fromOpaque(socketp)
-            client.loop.unregister(fd, watcher.takeUnretainedValue())
-            _ = curl_multi_assign(client.multi, fd, nil)
-            watcher.release()
+        if let watcher = client.watchers[fd] {
+            if client.loop.isRegistered(fd, watcher) {
+                watcher.parked = true
+            } else {
+                client.watchers[fd] = nil
+            }
         }
         return 0
     }
     var interest: Interest = []
     if what & CURL_POLL_IN != 0 { interest.insert(.read) }
     if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
-    if let socketp {
-        client.loop.modify(fd, interest)
-        _ = socketp
-    } else {
-        let watcher = CurlSocketWatcher(fd: fd, client: client)
-        do {
-            try client.loop.register(fd, interest, watcher)
-        } catch {
-            return -1
+    if let watcher = client.watchers[fd], client.loop.isRegistered(fd, watcher) {
+        // Known: either watched now (interest changes) or parked (the fd may have been closed and
+        // its number reused since, so MOD falls back to ADD).
+        if watcher.parked || watcher.interest != interest {
+            do {
+                try client.loop.reregister(fd, interest, watcher)
+            } catch {
+                client.watchers[fd] = nil
+                return -1
+            }
+            watcher.parked = false
+            watcher.interest = interest
         }
-        _ = curl_multi_assign(client.multi, fd, Unmanaged.passRetained(watcher).toOpaque())
+        return 0
     }
+    let watcher = CurlSocketWatcher(fd: fd, client: client)
+    do {
+        try client.loop.register(fd, interest, watcher)
+    } catch {
+        client.watchers[fd] = nil
+        return -1
+    }
+    watcher.interest = interest
+    client.watchers[fd] = watcher
     return 0
 }
 
