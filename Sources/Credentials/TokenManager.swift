@@ -242,6 +242,9 @@ public final class TokenManager: @unchecked Sendable {
         let decision: RefreshPolicy.Decision
         var sessionEnded: String? = nil
         var failure: String? = nil
+        let fetchStarted = Date()
+        /// For the one log line per refresh: how long the source took.
+        func took() -> String { "\(Int((Date().timeIntervalSince(fetchStarted) * 1000).rounded())) ms" }
         do {
             let issued = try source.fetch(current: current)
             guard BearerToken.isUsable(issued.accessToken) else {
@@ -264,7 +267,7 @@ public final class TokenManager: @unchecked Sendable {
                 generation = max(generation, current?.generation ?? 0) + 1
                 let issuedAt = min(issued.issuedAt ?? now, now)
                 snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation)
-                logger.info("\(kind): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
+                logger.info("\(kind): refresh (\(reason.rawValue)) succeeded in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
             }
             decision = policy.next(
                 after: .issued(issuedAt: snapshot.issuedAt, expiresAt: snapshot.expiresAt, failuresSoFar: consecutiveFailures),
@@ -327,7 +330,7 @@ public final class TokenManager: @unchecked Sendable {
                 if endedBefore { sessionEnded = before.failure ?? reason }
                 logFailure(
                     isConfiguration ? "configuration error: \(reason)" : reason,
-                    detail: " (next try in \(retryAfter) s)",
+                    detail: " (after \(took()); next try in \(retryAfter) s)",
                     level: isConfiguration ? .error : .warning
                 )
             }
