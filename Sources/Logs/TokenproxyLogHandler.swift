@@ -161,7 +161,7 @@ public struct TokenproxyLogHandler: LogHandler {
     }
 
     /// A JSON string literal (RFC 8259 §7).
-    static func jsonString(_ s: String) -> String {
+    public static func jsonString(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {

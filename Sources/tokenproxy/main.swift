@@ -315,7 +315,7 @@ struct Status: ParsableCommand {
             ("ended_reason", status.endedReason),
         ]
         if json {
-            let members = fields.map { name, value in "\(jsonString(name)):\(value.map(jsonString) ?? "null")" }
+            let members = fields.map { name, value in "\(TokenproxyLogHandler.jsonString(name)):\(value.map(TokenproxyLogHandler.jsonString) ?? "null")" }
             print("{" + members.joined(separator: ",") + "}")
         } else {
             for (name, value) in fields where value != nil || name != "ended_reason" {
@@ -324,27 +324,6 @@ struct Status: ParsableCommand {
         }
         if status.session != .active { Glibc.exit(1) }
     }
-}
-
-/// A JSON string literal (RFC 8259 §7).
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 {
-                out += String(format: "\\u%04x", scalar.value)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
 }
 
 struct Logout: ParsableCommand {
