@@ -1,4 +1,5 @@
 import Credentials
+import Glibc
 import HTTP1
 import Sockets
 import Upstream
@@ -712,7 +713,3 @@ extension Substring {
         return String(s)
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
