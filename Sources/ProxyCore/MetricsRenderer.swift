@@ -49,6 +49,13 @@ enum TokenMetrics {
         for result in RefreshResult.allCases {
             out += "tokenproxy_refreshes_total{source=\"\(tokens.kind)\",outcome=\"\(result.rawValue)\"} \(stats.count(of: result))\n"
         }
+        // Backoff state: how many passing failures in a row, and when the next try (or proactive refresh) is due.
+        out += "# HELP tokenproxy_refresh_consecutive_failures Passing refresh failures in a row (0 after a success).\n# TYPE tokenproxy_refresh_consecutive_failures gauge\n"
+        out += "tokenproxy_refresh_consecutive_failures \(stats.consecutiveFailures)\n"
+        if let next = stats.nextRefreshAt {
+            out += "# HELP tokenproxy_next_refresh_timestamp_seconds When the next refresh (proactive, or a retry after a failure) is due.\n# TYPE tokenproxy_next_refresh_timestamp_seconds gauge\n"
+            out += "tokenproxy_next_refresh_timestamp_seconds \(Int(next))\n"
+        }
         if let last = stats.lastRefreshAt {
             out += "# HELP tokenproxy_last_refresh_timestamp_seconds When the token source last answered.\n# TYPE tokenproxy_last_refresh_timestamp_seconds gauge\n"
             out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"
