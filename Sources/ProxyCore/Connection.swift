@@ -401,7 +401,7 @@ final class Connection: EventHandler, LoopTask {
             // Too big to hold for a retry: give up the retry and pass the answer on.
             exchange.held401 = nil
             writeHead(exchange, status: held.status, reason: held.reason, fields: held.fields)
-            if !held.body.isEmpty { _ = writeBody(exchange, UnsafeRawBufferPointer(start: held.body, count: held.body.count)) }
+            _ = held.body.withUnsafeBytes { writeBody(exchange, $0) }
         }
         if closed { return true }
         if pendingOut >= Connection.outHighWater { return false }
@@ -487,7 +487,7 @@ final class Connection: EventHandler, LoopTask {
         var fields = held.fields.filter { !asciiCaseInsensitiveEquals($0.name, "content-length") && !asciiCaseInsensitiveEquals($0.name, "transfer-encoding") }
         fields.append(HTTPField(name: "Content-Length", value: String(held.body.count)))
         writeHead(exchange, status: held.status, reason: held.reason, fields: fields)
-        if !held.body.isEmpty { _ = writeBody(exchange, UnsafeRawBufferPointer(start: held.body, count: held.body.count)) }
+        _ = held.body.withUnsafeBytes { writeBody(exchange, $0) }
         responseDone(exchange)
     }
 

@@ -21,7 +21,6 @@ public final class Server: @unchecked Sendable {
     private var threads: [Thread] = []
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
-    let startedAt = Date()
 
     public init(configuration: Configuration, tokens: TokenManager, logger: Logger) {
         self.configuration = configuration
@@ -97,6 +96,7 @@ public final class Server: @unchecked Sendable {
             threads.append(thread)
             thread.start()
         }
+        logger.info("\(count) event loop(s); upstream \(configuration.upstream) through \(UpstreamClient.libcurlVersion)")
         if let listenAddress { logger.info("listening on \(listenAddress)") }
         if let adminAddress { logger.info("admin listening on \(adminAddress)") }
     }
@@ -183,8 +183,7 @@ public final class Server: @unchecked Sendable {
     var isReady: Bool {
         if shared.draining.load(ordering: .relaxed) { return false }
         let view = tokens.current()
-        guard view.session == .active, let snapshot = view.snapshot else { return false }
-        return snapshot.isValid(at: Date().timeIntervalSince1970)
+        return view.session == .active && view.usableSnapshot(at: Date().timeIntervalSince1970) != nil
     }
 
     func metricsText() -> String {

@@ -43,7 +43,6 @@ public final class EventLoop: @unchecked Sendable {
     private var nextTimerID: TimerID = 1
     private var cancelledTimers = Set<TimerID>()
     private var stopping = false
-    private var threadID: pthread_t? = nil
     /// Monotonic seconds, refreshed once per loop iteration.
     public private(set) var now: Double = EventLoop.monotonicNow()
 
@@ -66,11 +65,6 @@ public final class EventLoop: @unchecked Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    public var inLoopThread: Bool {
-        guard let threadID else { return false }
-        return pthread_equal(threadID, pthread_self()) != 0
     }
 
     // MARK: registration (loop thread only)
@@ -172,7 +166,6 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs until `stop()`. Call on the thread that owns this loop.
     public func run() {
-        threadID = pthread_self()
         let maxEvents = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: maxEvents)
         defer { events.deallocate() }

@@ -114,11 +114,6 @@ final class CurlEasy {
         guard rc == CURLE_OK else { throw CurlError(rc) }
     }
 
-    func reset() {
-        curl_easy_reset(handle)
-        configured = false
-    }
-
     func pause(_ bitmask: Int32) -> CURLcode {
         curl_easy_pause(handle, bitmask)
     }

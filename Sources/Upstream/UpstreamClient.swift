@@ -398,49 +398,28 @@ public final class UpstreamTransfer {
 
     func header(_ line: UnsafeRawBufferPointer) -> Int {
         guard !done else { return 0 }
-        let n = line.count
-        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
-            // A status line: the start of a (possibly interim) response head: "HTTP/x.y SP code [SP reason]".
-            guard let sp = line.firstIndex(of: UInt8(ascii: " ")), sp + 4 <= n,
-                let code = threeDigits(line[sp + 1], line[sp + 2], line[sp + 3]),
-                sp + 4 == n || line[sp + 4] == UInt8(ascii: " ") || line[sp + 4] == 13 || line[sp + 4] == 10
-            else {
-                badHead = "malformed status line"
-                return 0
-            }
+        switch ResponseHeadLine.parse(line) {
+        case .status(_, let code, let reason):
+            // The start of a (possibly interim) response head.
             status = code
-            if sp + 4 < n && line[sp + 4] == UInt8(ascii: " ") {
-                var end = n
-                while end > sp + 5, line[end - 1] == 13 || line[end - 1] == 10 { end -= 1 }
-                reason = String(decoding: UnsafeRawBufferPointer(rebasing: line[(sp + 5)..<end]), as: UTF8.self)
-            } else {
-                reason = ""
-            }
+            self.reason = reason
             easy.responseFields.removeAll(keepingCapacity: true)
-            return n
-        }
-        if n <= 2 && (n == 0 || line[0] == 13 || line[0] == 10) {
-            // End of a head. 1xx heads are interim (RFC 9110 §15.2): wait for the final one.
+        case .field(let field):
+            easy.responseFields.append(field)
+        case .end:
+            // 1xx heads are interim (RFC 9110 §15.2): wait for the final one.
             if status >= 200 && !headDelivered {
                 headDelivered = true
                 client.headsDelivered.append(self)
                 delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: easy.responseFields)
                 if done { return 0 }
             }
-            return n
-        }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0 else {
-            badHead = "malformed header line"
+        case .invalid:
+            // Not forwarded as it is (RFC 9112 §5.2 obs-fold, control characters): a bad response.
+            badHead = status == 0 ? "malformed status line" : "malformed header line"
             return 0
         }
-        // Value without surrounding whitespace and line ending, cut out of libcurl's buffer directly.
-        var a = colon + 1, b = n
-        while a < b, line[a] == 32 || line[a] == 9 { a += 1 }
-        while b > a, line[b - 1] == 32 || line[b - 1] == 9 || line[b - 1] == 13 || line[b - 1] == 10 { b -= 1 }
-        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self)
-        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[a..<b]), as: UTF8.self)
-        easy.responseFields.append(HTTPField(name: name, value: value))
-        return n
+        return line.count
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Int {
@@ -460,14 +439,6 @@ public final class UpstreamTransfer {
             return tp_readfunc_pause()
         }
     }
-}
-
-/// "200" → 200; nil unless three ASCII digits from 100 to 999.
-private func threeDigits(_ a: UInt8, _ b: UInt8, _ c: UInt8) -> Int? {
-    let zero = UInt8(ascii: "0")
-    guard (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(a), (zero...UInt8(ascii: "9")).contains(b), (zero...UInt8(ascii: "9")).contains(c)
-    else { return nil }
-    return Int(a - zero) * 100 + Int(b - zero) * 10 + Int(c - zero)
 }
 
 // MARK: C callbacks (no captures: state travels through the user pointers)
