@@ -195,10 +195,10 @@ final class Connection: EventHandler, LoopTask {
             exchange.url = ctx.forwarder.url(path: target.path, query: target.query)
             exchange.logPath = target.path
             exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: ctx.configuration.forward.retryMemory)
+            let keepsClientAuthorization = ctx.forwarder.keepsClientAuthorization(head)
             exchange.prepareReplay(
-                enabled: ctx.tokenCanChange && !ctx.forwarder.keepsClientAuthorization(head),
-                limit: ctx.configuration.forward.retryBodyLimit)
-            if ctx.forwarder.keepsClientAuthorization(head) {
+                enabled: ctx.tokenCanChange && !keepsClientAuthorization, limit: ctx.configuration.forward.retryBodyLimit)
+            if keepsClientAuthorization {
                 send(exchange, token: nil)
             } else {
                 acquireToken(for: exchange, staleGeneration: nil)
