@@ -3,6 +3,10 @@ import PackageDescription
 
 // Layers depend only downward (see docs/ARCHITECTURE in README):
 // CCurl/CSystem → Sockets → HTTP1 → Upstream/Credentials/Config → ProxyCore → tokenproxy
+// The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
+// them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "tokenproxy",
     products: [
@@ -20,8 +24,8 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "CSystem"),
-        .target(name: "Sockets", dependencies: ["CSystem"]),
-        .target(name: "HTTP1"),
+        .target(name: "Sockets", dependencies: ["CSystem"], swiftSettings: hotPath),
+        .target(name: "HTTP1", swiftSettings: hotPath),
         .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
         .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
         .target(
@@ -30,14 +34,16 @@ let package = Package(
         ),
         .target(
             name: "Upstream",
-            dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: hotPath
         ),
         .target(
             name: "ProxyCore",
             dependencies: [
                 "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: hotPath
         ),
         .executableTarget(
             name: "tokenproxy",

@@ -11,13 +11,23 @@ public enum ResponseHeadLine: Sendable, Equatable {
 
     /// Parses one line including its CRLF (a bare LF is accepted, RFC 9112 §2.2).
     public static func parse(_ line: UnsafeRawBufferPointer) -> ResponseHeadLine {
+        let bytes = withoutLineEnd(line)
+        if bytes.isEmpty { return .end }
+        if isStatusLine(bytes) { return parseStatus(bytes) }
+        return parseField(bytes)
+    }
+
+    /// The line without its CRLF (or bare LF, RFC 9112 §2.2).
+    public static func withoutLineEnd(_ line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
         var end = line.count
         if end > 0 && line[end - 1] == asciiLF { end -= 1 }
         if end > 0 && line[end - 1] == asciiCR { end -= 1 }
-        let bytes = UnsafeRawBufferPointer(rebasing: line[0..<end])
-        if bytes.isEmpty { return .end }
-        if startsWith(bytes, "HTTP/") { return parseStatus(bytes) }
-        return parseField(bytes)
+        return UnsafeRawBufferPointer(rebasing: line[0..<end])
+    }
+
+    /// Whether a line (without its line end) starts a response head.
+    public static func isStatusLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        startsWith(bytes, "HTTP/")
     }
 }
 
@@ -72,22 +82,9 @@ private func parseStatus(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
 }
 
 private func parseField(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
-    // RFC 9112 §5.2: obs-fold.
-    guard !isOWS(bytes[0]) else { return .invalid }
-    var colon = 0
-    while colon < bytes.count && bytes[colon] != asciiColon {
-        guard isTokenByte(bytes[colon]) else { return .invalid }
-        colon += 1
-    }
-    guard colon > 0, colon < bytes.count else { return .invalid }
-    var lower = colon + 1
-    var upper = bytes.count
-    while lower < upper && isOWS(bytes[lower]) { lower += 1 }
-    while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
-    let value = UnsafeRawBufferPointer(rebasing: bytes[lower..<upper])
-    guard value.allSatisfy(isFieldValueByte) else { return .invalid }
+    guard let parts = scanFieldLine(bytes) else { return .invalid }
     return .field(
         HTTPField(
-            name: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<colon]), as: UTF8.self),
-            value: String(decoding: value, as: UTF8.self)))
+            name: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<parts.colon]), as: UTF8.self),
+            value: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[parts.value]), as: UTF8.self)))
 }

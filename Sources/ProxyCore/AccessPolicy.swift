@@ -2,11 +2,14 @@ import Config
 import HTTP1
 
 /// The checks of CONTRACT.md points 7, 9 and 10 that need only the request head, in the
-/// contract's order. Built once from the configuration; `check` allocates nothing on success.
-struct AccessPolicy {
+/// contract's order. Built once per loop from the configuration (a class: each request borrows it
+/// instead of copying its arrays); `check` allocates nothing on success.
+final class AccessPolicy {
     let allowAnyHost: Bool
     /// Lowercased host names without port; IPv6 in brackets ("[::1]").
     let allowedHosts: [String]
+    /// The same as bytes, for `hostAllowed`.
+    private let allowedHostBytes: [[UInt8]]
     let allowedOrigins: [String]
     let requiredHeader: String?
     let requiredValue: [UInt8]
@@ -27,6 +30,7 @@ struct AccessPolicy {
             }
             allowedHosts = hosts
         }
+        allowedHostBytes = allowedHosts.map { Array($0.utf8) }
         allowedOrigins = c.access.allowOrigins
         requiredHeader = c.access.requireHeader
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
@@ -89,14 +93,21 @@ struct AccessPolicy {
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
     func hostAllowed(_ value: String) -> Bool {
-        var host = Substring(value)
-        if host.hasPrefix("[") {
-            if let end = host.firstIndex(of: "]") { host = host[...end] }
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
+        var value = value
+        return value.withUTF8 { v in
+            var end = v.count
+            if v.first == UInt8(ascii: "[") {
+                if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }
+            } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
+                end = colon
+            }
+            let host = UnsafeBufferPointer(rebasing: v[0..<end])
+            for allowed in allowedHostBytes where allowed.count == host.count {
+                // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
+                if !zip(allowed, host).contains(where: { $0 != ($1 >= 65 && $1 <= 90 ? $1 | 0x20 : $1) }) { return true }
+            }
+            return false
         }
-        let lowered = host.lowercased()
-        return allowedHosts.contains(lowered)
     }
 }
 

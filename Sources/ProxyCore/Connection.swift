@@ -310,41 +310,42 @@ final class Connection: EventHandler, LoopTask {
         ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
-    func upstreamHead(_ exchange: Exchange, status: Int, reason: String, fields: [HTTPField]) {
+    func upstreamHead(_ exchange: Exchange, _ response: ResponseHead) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.upstreamStartedAt)
         exchange.lastUpstreamByte = ctx.loop.now
-        if status == 401 && exchange.injectedToken {
+        if response.status == 401 && exchange.injectedToken {
             if exchange.retried {
                 // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
                 ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now)
             } else if exchange.replayComplete && ctx.tokenCanChange && !ctx.shared.refusingGoodTokens(now: ctx.loop.now) {
-                exchange.held401 = Held401(status: status, reason: reason, fields: fields)
+                exchange.held401 = Held401(head: response)
                 return
             }
         }
-        writeHead(exchange, status: status, reason: reason, fields: fields)
+        writeHead(exchange, response)
     }
 
-    private func writeHead(_ exchange: Exchange, status: Int, reason: String, fields: [HTTPField]) {
+    private func writeHead(_ exchange: Exchange, _ response: ResponseHead) {
         let head = exchange.head
+        let status = response.status
         exchange.status = status
         exchange.responseStarted = true
         var upstreamConnectionOptions: [String] = []
         var contentLength: Int?
         var upstreamChunked = false
-        for field in fields {
-            if asciiCaseInsensitiveEquals(field.name, "connection") {
-                if asciiCaseInsensitiveEquals(field.value, "keep-alive") {
-                    continue  // the usual value; Keep-Alive is hop-by-hop anyway (no Character-level splitting per response)
-                } else if asciiCaseInsensitiveEquals(field.value, "close") {
+        for i in 0..<response.count {
+            if response.nameEquals(i, "connection") {
+                if response.valueEquals(i, "keep-alive") {
+                    continue  // the usual value; Keep-Alive is hop-by-hop anyway
+                } else if response.valueEquals(i, "close") {
                     upstreamConnectionOptions.append("close")
                 } else {
-                    upstreamConnectionOptions += field.value.split(separator: ",").map { $0.trimmingSpaces().lowercased() }
+                    upstreamConnectionOptions += response.value(i).split(separator: ",").map { $0.trimmingSpaces().lowercased() }
                 }
-            } else if asciiCaseInsensitiveEquals(field.name, "transfer-encoding") {
+            } else if response.nameEquals(i, "transfer-encoding") {
                 upstreamChunked = true
-            } else if asciiCaseInsensitiveEquals(field.name, "content-length") {
-                contentLength = Int(field.value)
+            } else if response.nameEquals(i, "content-length") {
+                contentLength = response.decimalValue(i)
             }
         }
         let noBody = head.method == "HEAD" || status == 204 || status == 304 || status < 200
@@ -358,20 +359,23 @@ final class Connection: EventHandler, LoopTask {
             exchange.framing = .close
             exchange.keepAlive = false
         }
+        let reason = response.reason
         ResponseWriter.appendStatusLine(&outBuf, version: .http1_1, code: status, reason: reason.isEmpty ? ResponseWriter.reasonPhrase(for: status) : reason)
-        for field in fields {
-            if HopByHop.isHopByHop(field.name, connectionOptions: upstreamConnectionOptions) { continue }
-            if asciiCaseInsensitiveEquals(field.name, "content-length") {
-                if case .chunked = exchange.framing { continue }
-                if case .close = exchange.framing { continue }
-            }
-            if asciiCaseInsensitiveEquals(field.name, "location"),
-                let rewritten = ctx.forwarder.rewrittenLocation(field.value, clientHost: head.first("host"))
+        var dropsContentLength = false
+        switch exchange.framing {
+        case .chunked, .close: dropsContentLength = true
+        case .none, .length: break
+        }
+        for i in 0..<response.count {
+            if response.isHopByHop(i, connectionOptions: upstreamConnectionOptions) { continue }
+            if dropsContentLength && response.nameEquals(i, "content-length") { continue }
+            if response.nameEquals(i, "location"),
+                let rewritten = ctx.forwarder.rewrittenLocation(response.value(i), clientHost: head.first("host"))
             {
-                ResponseWriter.appendField(&outBuf, name: field.name, value: rewritten)
+                ResponseWriter.appendField(&outBuf, name: response.name(i), value: rewritten)
                 continue
             }
-            ResponseWriter.appendField(&outBuf, name: field.name, value: field.value)
+            response.copyField(i, to: &outBuf)
         }
         if case .chunked = exchange.framing { ResponseWriter.appendField(&outBuf, name: "Transfer-Encoding", value: "chunked") }
         if !exchange.keepAlive || noMoreRequests {
@@ -400,7 +404,7 @@ final class Connection: EventHandler, LoopTask {
             }
             // Too big to hold for a retry: give up the retry and pass the answer on.
             exchange.held401 = nil
-            writeHead(exchange, status: held.status, reason: held.reason, fields: held.fields)
+            writeHead(exchange, held.head)
             _ = held.body.withUnsafeBytes { writeBody(exchange, $0) }
         }
         if closed { return true }
@@ -484,9 +488,15 @@ final class Connection: EventHandler, LoopTask {
 
     private func releaseHeld(_ exchange: Exchange, _ held: Held401) {
         // The framing of what we hold is known exactly now.
-        var fields = held.fields.filter { !asciiCaseInsensitiveEquals($0.name, "content-length") && !asciiCaseInsensitiveEquals($0.name, "transfer-encoding") }
-        fields.append(HTTPField(name: "Content-Length", value: String(held.body.count)))
-        writeHead(exchange, status: held.status, reason: held.reason, fields: fields)
+        var response = ResponseHead()
+        response.version = held.head.version
+        response.status = held.head.status
+        response.reason = held.head.reason
+        for i in 0..<held.head.count where !held.head.nameEquals(i, "content-length") && !held.head.nameEquals(i, "transfer-encoding") {
+            response.append(fieldAt: i, of: held.head)
+        }
+        response.append(name: "Content-Length", value: String(held.body.count))
+        writeHead(exchange, response)
         _ = held.body.withUnsafeBytes { writeBody(exchange, $0) }
         responseDone(exchange)
     }

@@ -5,14 +5,10 @@ import Upstream
 /// retry cannot happen, it goes to the client as it came.
 final class Held401 {
     static let maxBody = 64 * 1024
-    let status: Int
-    let reason: String
-    let fields: [HTTPField]
+    let head: ResponseHead
     var body: [UInt8] = []
-    init(status: Int, reason: String, fields: [HTTPField]) {
-        self.status = status
-        self.reason = reason
-        self.fields = fields
+    init(head: ResponseHead) {
+        self.head = head
     }
 }
 
@@ -120,8 +116,8 @@ final class Exchange: UpstreamDelegate {
 
     // MARK: UpstreamDelegate
 
-    func upstreamDidReceiveHead(status: Int, reason: String, fields: [HTTPField]) {
-        connection?.upstreamHead(self, status: status, reason: reason, fields: fields)
+    func upstreamDidReceiveHead(_ head: ResponseHead) {
+        connection?.upstreamHead(self, head)
     }
 
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {

@@ -3,8 +3,8 @@ import HTTP1
 import Upstream
 
 /// Turns a client's request head into what libcurl sends, and the upstream's response head into
-/// what the client gets (CONTRACT.md points 1 and 7).
-struct Forwarder {
+/// what the client gets (CONTRACT.md points 1 and 7). A class: each request borrows the one of its loop.
+final class Forwarder {
     let upstream: UpstreamURL
     let urlPrefix: String
     let preserveHost: Bool

@@ -36,7 +36,8 @@ final class LoopContext {
             loop: loop,
             settings: UpstreamSettings(
                 caFile: tls.caFile, clientCertFile: tls.clientCertFile, clientKeyFile: tls.clientKeyFile,
-                insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout))
+                insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout,
+                proxy: ProxyEnvironment(scheme: configuration.upstream.scheme)))
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static

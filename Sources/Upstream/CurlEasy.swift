@@ -29,13 +29,9 @@ final class CurlEasy {
     private var textCapacity = 0
     /// The options that never change have been set (they survive between transfers).
     var configured = false
-    /// The response head's fields of the current transfer. Kept with the reused handle so that its
-    /// storage is reused too (a new array per transfer grew 1, 2, 4, 8: four mallocs per response).
-    var responseFields: [HTTPField] = {
-        var fields: [HTTPField] = []
-        fields.reserveCapacity(16)
-        return fields
-    }()
+    /// The response head of the current transfer, kept with the reused handle so that its storage is
+    /// reused too.
+    var responseHead = ResponseHead()
 
     init() {
         CurlGlobal.initOnce()

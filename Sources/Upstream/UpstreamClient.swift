@@ -11,13 +11,56 @@ public struct UpstreamSettings: Sendable {
     public var insecureSkipVerify: Bool
     /// Until the response head arrives (connect included).
     public var headTimeout: Double
+    public var proxy: ProxyEnvironment
 
-    public init(caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil, insecureSkipVerify: Bool = false, headTimeout: Double = 60) {
+    public init(
+        caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil, insecureSkipVerify: Bool = false,
+        headTimeout: Double = 60, proxy: ProxyEnvironment = ProxyEnvironment(proxy: "", noProxy: "")
+    ) {
         self.caFile = caFile
         self.clientCertFile = clientCertFile
         self.clientKeyFile = clientKeyFile
         self.insecureSkipVerify = insecureSkipVerify
         self.headTimeout = headTimeout
+        self.proxy = proxy
+    }
+}
+
+/// The proxy curl would use for one URL scheme, read from the environment once (CONTRACT: upstream
+/// calls honour HTTPS_PROXY / HTTP_PROXY / NO_PROXY as curl does). Given to libcurl explicitly,
+/// so that it does not read five environment variables again for every request.
+public struct ProxyEnvironment: Sendable, Equatable {
+    /// The proxy URL; empty for none.
+    public let proxy: String
+    /// Where `proxy` came from (a variable's name), nil for none.
+    public let source: String?
+    /// Hosts that bypass the proxy (curl's NO_PROXY syntax); empty for none.
+    public let noProxy: String
+
+    public init(proxy: String, source: String? = nil, noProxy: String) {
+        self.proxy = proxy
+        self.source = source
+        self.noProxy = noProxy
+    }
+
+    /// As curl reads them: `http_proxy` in lower case only (the upper-case name can be set by a CGI
+    /// request's `Proxy:` header), `https_proxy` or `HTTPS_PROXY`, then `all_proxy` or `ALL_PROXY`.
+    public init(scheme: String, environment: (String) -> String? = ProxyEnvironment.processEnvironment) {
+        let names = scheme == "https" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
+        var found: (String, String)?
+        for name in names {
+            if let value = environment(name), !value.isEmpty {
+                found = (value, name)
+                break
+            }
+        }
+        proxy = found?.0 ?? ""
+        source = found?.1
+        noProxy = environment("no_proxy") ?? environment("NO_PROXY") ?? ""
+    }
+
+    public static func processEnvironment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
     }
 }
 
@@ -64,8 +107,9 @@ public enum UpstreamFailure: Error, Sendable, CustomStringConvertible {
 
 /// What a transfer tells its owner. All calls happen on the event loop's thread.
 public protocol UpstreamDelegate: AnyObject {
-    /// The final response head (1xx interim heads are dropped).
-    func upstreamDidReceiveHead(status: Int, reason: String, fields: [HTTPField])
+    /// The final response head (1xx interim heads are dropped). Its storage is the transfer's: keep a
+    /// copy (a value copy, which shares the bytes until either side changes) to use it later.
+    func upstreamDidReceiveHead(_ head: ResponseHead)
     /// Response body bytes (decoded from chunked). Return false to pause: the same bytes come
     /// again after `resumeReceiving()`.
     func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool
@@ -124,6 +168,8 @@ public final class UpstreamClient {
     /// Starts a transfer. Its callbacks reach `delegate` on this loop.
     public func start(_ request: UpstreamRequest, delegate: UpstreamDelegate) throws -> UpstreamTransfer {
         let easy = idleHandles.popLast() ?? CurlEasy()
+        easy.responseHead.status = 0
+        easy.responseHead.removeFields()
         let transfer = UpstreamTransfer(client: self, easy: easy, delegate: delegate)
         do {
             try configure(easy, for: request, transfer: transfer)
@@ -158,6 +204,8 @@ public final class UpstreamClient {
             try easy.set(CURLOPT_TCP_NODELAY, 1)
             try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(settings.headTimeout * 1000))
             try easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            try easy.set(CURLOPT_PROXY, settings.proxy.proxy)
+            try easy.set(CURLOPT_NOPROXY, settings.proxy.noProxy)
             if let ca = settings.caFile { try easy.set(CURLOPT_CAINFO, ca) }
             if let cert = settings.clientCertFile { try easy.set(CURLOPT_SSLCERT, cert) }
             if let key = settings.clientKeyFile { try easy.set(CURLOPT_SSLKEY, key) }
@@ -308,8 +356,6 @@ public final class UpstreamTransfer {
     /// When the transfer started (loop time), for the head timeout.
     var startedAt = 0.0
     private var pauseMask: Int32 = 0
-    private var status = 0
-    private var reason = ""
     public private(set) var headDelivered = false
     fileprivate(set) var done = false
     private var badHead: String?
@@ -398,25 +444,28 @@ public final class UpstreamTransfer {
 
     func header(_ line: UnsafeRawBufferPointer) -> Int {
         guard !done else { return 0 }
-        switch ResponseHeadLine.parse(line) {
-        case .status(_, let code, let reason):
-            // The start of a (possibly interim) response head.
-            status = code
-            self.reason = reason
-            easy.responseFields.removeAll(keepingCapacity: true)
-        case .field(let field):
-            easy.responseFields.append(field)
-        case .end:
+        let bytes = ResponseHeadLine.withoutLineEnd(line)
+        if bytes.isEmpty {
             // 1xx heads are interim (RFC 9110 §15.2): wait for the final one.
-            if status >= 200 && !headDelivered {
+            if easy.responseHead.status >= 200 && !headDelivered {
                 headDelivered = true
                 client.headsDelivered.append(self)
-                delegate?.upstreamDidReceiveHead(status: status, reason: reason, fields: easy.responseFields)
+                delegate?.upstreamDidReceiveHead(easy.responseHead)
                 if done { return 0 }
             }
-        case .invalid:
+        } else if ResponseHeadLine.isStatusLine(bytes) {
+            // The start of a (possibly interim) response head.
+            guard case .status(let version, let code, let reason) = ResponseHeadLine.parse(bytes) else {
+                badHead = "malformed status line"
+                return 0
+            }
+            easy.responseHead.removeFields()
+            easy.responseHead.version = version
+            easy.responseHead.status = code
+            easy.responseHead.reason = reason
+        } else if !easy.responseHead.append(fieldLine: bytes) {
             // Not forwarded as it is (RFC 9112 §5.2 obs-fold, control characters): a bad response.
-            badHead = status == 0 ? "malformed status line" : "malformed header line"
+            badHead = easy.responseHead.status == 0 ? "malformed status line" : "malformed header line"
             return 0
         }
         return line.count

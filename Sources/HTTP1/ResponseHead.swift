@@ -1,0 +1,167 @@
+/// An upstream response head kept as bytes. Each field line is stored normalised ("Name: value",
+/// whitespace around the value removed, RFC 9112 §5.1) in one buffer that its owner reuses from
+/// response to response: a response costs no String per field, and a field goes to the client as
+/// one copy of its bytes.
+public struct ResponseHead: Sendable {
+    public var version: HTTPVersion = .http1_1
+    public var status = 0
+    public var reason = ""
+    /// The field lines back to back, without line ends.
+    public private(set) var bytes: [UInt8] = []
+    private var spans: [Span] = []
+
+    /// Where one field line is in `bytes`: the name is `start..<colon`, the value `colon + 2..<end`.
+    struct Span: Sendable {
+        let start: Int
+        let colon: Int
+        let end: Int
+    }
+
+    public init() {}
+
+    public var count: Int { spans.count }
+
+    /// Forgets the fields, keeping the memory for the next response.
+    public mutating func removeFields() {
+        bytes.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds one field line (without its line end). Returns false, adding nothing, for a line that is
+    /// not `token ":" OWS field-value OWS`: an obs-fold continuation or a control character included
+    /// (RFC 9112 §5.2: a proxy must not forward those as they are).
+    public mutating func append(fieldLine line: UnsafeRawBufferPointer) -> Bool {
+        guard let parts = scanFieldLine(line) else { return false }
+        let start = bytes.count
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
+        let colon = bytes.count
+        bytes.append(asciiColon)
+        bytes.append(asciiSP)
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[parts.value]))
+        spans.append(Span(start: start, colon: colon, end: bytes.count))
+        return true
+    }
+
+    /// Adds a field the proxy makes itself (the name must be a token, the value valid).
+    public mutating func append(name: String, value: String) {
+        let start = bytes.count
+        bytes.append(contentsOf: name.utf8)
+        let colon = bytes.count
+        bytes.append(asciiColon)
+        bytes.append(asciiSP)
+        bytes.append(contentsOf: value.utf8)
+        spans.append(Span(start: start, colon: colon, end: bytes.count))
+    }
+
+    /// Adds field `index` of `other` as it is.
+    public mutating func append(fieldAt index: Int, of other: ResponseHead) {
+        let span = other.spans[index]
+        let start = bytes.count
+        bytes.append(contentsOf: other.bytes[span.start..<span.end])
+        spans.append(Span(start: start, colon: start + span.colon - span.start, end: bytes.count))
+    }
+
+    /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
+    public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
+        let span = spans[index]
+        return lowercased.withUTF8Buffer { equalsIgnoringCase(span.start, span.colon, $0) }
+    }
+
+    /// The same for a name known only at run time (all lower case).
+    public func nameEquals(_ index: Int, lowercasedName lowercased: String) -> Bool {
+        let span = spans[index]
+        var lowercased = lowercased
+        return lowercased.withUTF8 { equalsIgnoringCase(span.start, span.colon, $0) }
+    }
+
+    /// Whether field `index`'s value is this (ASCII case ignored; `lowercased` is all lower case).
+    public func valueEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
+        let span = spans[index]
+        return lowercased.withUTF8Buffer { equalsIgnoringCase(span.colon + 2, span.end, $0) }
+    }
+
+    public func name(_ index: Int) -> String {
+        let span = spans[index]
+        return String(decoding: bytes[span.start..<span.colon], as: UTF8.self)
+    }
+
+    public func value(_ index: Int) -> String {
+        let span = spans[index]
+        return String(decoding: bytes[(span.colon + 2)..<span.end], as: UTF8.self)
+    }
+
+    /// The value as a Content-Length (RFC 9110 §8.6: 1*DIGIT), or nil when it is not one.
+    public func decimalValue(_ index: Int) -> Int? {
+        let span = spans[index]
+        let digits = bytes[(span.colon + 2)..<span.end]
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var n = 0
+        for b in digits {
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
+            n = n * 10 + Int(b - UInt8(ascii: "0"))
+        }
+        return n
+    }
+
+    /// Appends field `index` as a field line ("Name: value\r\n").
+    public func copyField(_ index: Int, to out: inout [UInt8]) {
+        let span = spans[index]
+        bytes.withUnsafeBytes { raw in
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.start..<span.end]))
+        }
+        out.append(asciiCR)
+        out.append(asciiLF)
+    }
+
+    /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
+    /// and the names in `connectionOptions` (lowercased, from the response's Connection fields).
+    public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
+        let span = spans[index]
+        let isFixed: Bool
+        switch span.colon - span.start {
+        case 2: isFixed = nameEquals(index, "te")
+        case 7: isFixed = nameEquals(index, "trailer") || nameEquals(index, "upgrade")
+        case 10: isFixed = nameEquals(index, "connection") || nameEquals(index, "keep-alive")
+        case 16: isFixed = nameEquals(index, "proxy-connection")
+        case 17: isFixed = nameEquals(index, "transfer-encoding")
+        case 18: isFixed = nameEquals(index, "proxy-authenticate")
+        case 19: isFixed = nameEquals(index, "proxy-authorization")
+        default: isFixed = false
+        }
+        if isFixed { return true }
+        for option in connectionOptions where nameEquals(index, lowercasedName: option) {
+            return true
+        }
+        return false
+    }
+
+    private func equalsIgnoringCase(_ start: Int, _ end: Int, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard end - start == lowercased.count else { return false }
+        return bytes.withUnsafeBufferPointer { buf in
+            for k in 0..<lowercased.count where asciiLower(buf[start + k]) != lowercased[k] {
+                return false
+            }
+            return true
+        }
+    }
+}
+
+/// Splits `token ":" OWS field-value OWS` (RFC 9112 §5.1) into the colon's index and the value's
+/// range; nil for anything else, obs-fold and control characters included.
+func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> (colon: Int, value: Range<Int>)? {
+    guard !bytes.isEmpty, !isOWS(bytes[0]) else { return nil }
+    var colon = 0
+    while colon < bytes.count && bytes[colon] != asciiColon {
+        guard isTokenByte(bytes[colon]) else { return nil }
+        colon += 1
+    }
+    guard colon > 0, colon < bytes.count else { return nil }
+    var lower = colon + 1
+    var upper = bytes.count
+    while lower < upper && isOWS(bytes[lower]) { lower += 1 }
+    while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
+    for k in lower..<upper where !isFieldValueByte(bytes[k]) {
+        return nil
+    }
+    return (colon, lower..<upper)
+}

@@ -1,0 +1,63 @@
+import HTTP1
+import Testing
+
+/// ResponseHead keeps an upstream head as bytes; what a user sees depends on these answers.
+@Suite struct ResponseHeadTests {
+    func head(_ lines: [String]) -> (ResponseHead, [Bool]) {
+        var head = ResponseHead()
+        let accepted = lines.map { line in Array(line.utf8).withUnsafeBytes { head.append(fieldLine: $0) } }
+        return (head, accepted)
+    }
+
+    @Test func fieldsAreNormalisedAndCopiedAsLines() {
+        let (h, accepted) = head(["Content-Type:  text/plain \t", "X-Empty:", "Set-Cookie: a=b; Path=/"])
+        #expect(accepted == [true, true, true])
+        #expect(h.count == 3)
+        #expect(h.name(0) == "Content-Type" && h.value(0) == "text/plain")
+        #expect(h.value(1) == "")
+        var out: [UInt8] = []
+        for i in 0..<h.count { h.copyField(i, to: &out) }
+        #expect(String(decoding: out, as: UTF8.self) == "Content-Type: text/plain\r\nX-Empty: \r\nSet-Cookie: a=b; Path=/\r\n")
+    }
+
+    @Test(arguments: [" folded", "\tfolded", "No colon", ": v", "Bad Name: v", "X: a\u{0}b", "X: a\rb", ""])
+    func invalidLinesAreRefusedAndAddNothing(_ line: String) {
+        let (h, accepted) = head(["A: 1", line])
+        #expect(accepted == [true, false])
+        #expect(h.count == 1)
+    }
+
+    @Test func namesAndValuesCompareIgnoringASCIICase() {
+        let (h, _) = head(["CONTENT-length: 12", "Connection: Keep-Alive", "X-Custom: v"])
+        #expect(h.nameEquals(0, "content-length"))
+        #expect(!h.nameEquals(0, "content-type"))
+        #expect(h.valueEquals(1, "keep-alive"))
+        #expect(h.nameEquals(2, lowercasedName: "x-custom"))
+    }
+
+    @Test(arguments: [("12", 12), ("0", 0), ("007", 7), ("", nil), ("+5", nil), ("1 2", nil), ("-1", nil), ("12a", nil),
+        ("1234567890123456789", nil)] as [(String, Int?)])
+    func contentLengthIsDigitsOnly(_ value: String, _ expected: Int?) {
+        let (h, _) = head(["Content-Length: \(value)"])
+        #expect(h.decimalValue(0) == expected)
+    }
+
+    @Test func hopByHopNamesIncludeTheConnectionOptions() {
+        let (h, _) = head(["Keep-Alive: timeout=5", "Transfer-Encoding: chunked", "TE: trailers", "X-Trace: 1", "Content-Type: a"])
+        let hop = (0..<h.count).map { h.isHopByHop($0, connectionOptions: ["x-trace"]) }
+        #expect(hop == [true, true, true, true, false])
+    }
+
+    @Test func aCopyKeepsItsFieldsWhenTheOriginalIsReused() {
+        var (h, _) = head(["A: 1", "B: 2"])
+        h.status = 401
+        let held = h
+        h.removeFields()
+        _ = Array("C: 3".utf8).withUnsafeBytes { h.append(fieldLine: $0) }
+        #expect(held.count == 2 && held.value(1) == "2" && held.status == 401)
+        var rebuilt = ResponseHead()
+        rebuilt.append(fieldAt: 1, of: held)
+        rebuilt.append(name: "Content-Length", value: "0")
+        #expect(rebuilt.name(0) == "B" && rebuilt.value(0) == "2" && rebuilt.nameEquals(1, "content-length"))
+    }
+}
