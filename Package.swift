@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         .systemLibrary(
@@ -30,7 +31,11 @@ let package = Package(
         .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
         .target(
             name: "Credentials",
-            dependencies: ["Upstream", "Config", "Logs", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Upstream", "Config", "Logs",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .target(
             name: "Upstream",

@@ -1,4 +1,5 @@
 import Config
+import Crypto
 import Foundation
 import Upstream
 
@@ -271,7 +272,8 @@ public final class CognitoProvider: IdentityProvider {
     /// SECRET_HASH (Cognito developer guide, "Computing secret hash values"), or nil without a secret.
     func secretHash(for username: String) -> String? {
         guard let clientSecret else { return nil }
-        let mac = SHA256.hmac(key: Array(clientSecret.utf8), message: Array((username + clientID).utf8))
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data((username + clientID).utf8), using: SymmetricKey(data: Data(clientSecret.utf8)))
         return Data(mac).base64EncodedString()
     }
 
