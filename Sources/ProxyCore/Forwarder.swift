@@ -83,7 +83,9 @@ final class Forwarder {
         if let clientHost { lines.append(name: "X-Forwarded-Host", value: clientHost) }
         // Stop libcurl adding headers of its own (ARCHITECTURE.md): a bare "Name:" removes one.
         if !sawAccept { lines.appendRemoval("Accept") }
-        lines.appendRemoval("Expect")
+        // libcurl adds Expect: 100-continue only to some uploads; a line less costs it a header
+        // comparison for each header it might add itself.
+        if head.framing != .none { lines.appendRemoval("Expect") }
     }
 
     /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's

@@ -118,6 +118,18 @@ import Testing
         for name in ["Accept", "Expect", "Content-Type", "User-Agent", "Content-Length", "Transfer-Encoding"] {
             #expect(!echo.has(name), "\(name) was added: \(echo.headers)")
         }
+        // Uploads: libcurl would add Expect: 100-continue to a large or chunked body, and a Content-Type to a POST.
+        let big = testBytes(count: 2 * 1024 * 1024)
+        try client.send(rawRequest("POST", "/big-upload", host: f.host, body: big))
+        let upload = try Echo(try client.readResponse().body)
+        try client.send(rawRequest("PUT", "/chunked-upload", host: f.host, headers: [("Transfer-Encoding", "chunked")], body: chunked(big), contentLength: false))
+        let chunkedUpload = try Echo(try client.readResponse().body)
+        for echo in [upload, chunkedUpload] {
+            #expect(echo.body_len == big.count)
+            for name in ["Accept", "Expect", "Content-Type", "User-Agent"] {
+                #expect(!echo.has(name), "\(name) was added: \(echo.headers)")
+            }
+        }
         try f.finish()
     }
 
