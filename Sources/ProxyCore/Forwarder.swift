@@ -56,23 +56,22 @@ final class Forwarder {
         for field in head.fields {
             let name = field.name
             if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) { continue }
-            if asciiCaseInsensitiveEquals(name, "host") {
+            let role = Forwarder.role(of: name)
+            switch role {
+            case .host:
                 clientHost = field.value
                 if preserveHost { lines.append(name: "Host", value: field.value) }
                 continue
-            }
-            if asciiCaseInsensitiveEquals(name, "authorization") {
+            case .authorization:
                 if authorization == nil { lines.append(name: field.name, value: field.value) }
                 continue
-            }
-            if asciiCaseInsensitiveEquals(name, "content-length") || asciiCaseInsensitiveEquals(name, "expect")
-                || asciiCaseInsensitiveEquals(name, "x-forwarded-for") || asciiCaseInsensitiveEquals(name, "x-forwarded-proto")
-                || asciiCaseInsensitiveEquals(name, "x-forwarded-host")
-            {
+            case .replaced:
                 continue  // libcurl frames the body; 100-continue is ours; X-Forwarded-* are set below
+            case .accept, .other:
+                break
             }
             if let required = requiredHeaderLowercased, asciiCaseInsensitiveEquals(name, required) { continue }
-            if asciiCaseInsensitiveEquals(name, "accept") { sawAccept = true }
+            if role == .accept { sawAccept = true }
             lines.append(name: field.name, value: field.value)
         }
         if let authorization {
@@ -86,6 +85,25 @@ final class Forwarder {
         // libcurl adds Expect: 100-continue only to some uploads; a line less costs it a header
         // comparison for each header it might add itself.
         if head.framing != .none { lines.appendRemoval("Expect") }
+    }
+
+    private enum RequestFieldRole { case host, authorization, accept, replaced, other }
+
+    /// What the proxy does with a request field of this name; one comparison or two for most names
+    /// (the length picks the candidates).
+    private static func role(of name: String) -> RequestFieldRole {
+        switch name.utf8.count {
+        case 4: return asciiCaseInsensitiveEquals(name, "host") ? .host : .other
+        case 6:
+            if asciiCaseInsensitiveEquals(name, "accept") { return .accept }
+            return asciiCaseInsensitiveEquals(name, "expect") ? .replaced : .other
+        case 13: return asciiCaseInsensitiveEquals(name, "authorization") ? .authorization : .other
+        case 14: return asciiCaseInsensitiveEquals(name, "content-length") ? .replaced : .other
+        case 15: return asciiCaseInsensitiveEquals(name, "x-forwarded-for") ? .replaced : .other
+        case 16: return asciiCaseInsensitiveEquals(name, "x-forwarded-host") ? .replaced : .other
+        case 17: return asciiCaseInsensitiveEquals(name, "x-forwarded-proto") ? .replaced : .other
+        default: return .other
+        }
     }
 
     /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's
