@@ -69,8 +69,9 @@ fi
 # ---------------------------------------------------------------- build
 if [[ -z ${BIN:-} ]]; then
     log "bench/run.sh: building tokenproxy (release, scratch path .build-release)"
-    (cd "$ROOT" && swift build -c release --scratch-path .build-release --product tokenproxy >&2)
-    BIN="$(cd "$ROOT" && swift build -c release --scratch-path .build-release --show-bin-path)/tokenproxy"
+    # --static-swift-stdlib as the Docker image builds it: only the runtime code it runs is resident.
+    (cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path .build-release --product tokenproxy >&2)
+    BIN="$(cd "$ROOT" && swift build -c release --static-swift-stdlib --scratch-path .build-release --show-bin-path)/tokenproxy"
 fi
 [[ -x $BIN ]] || die "no tokenproxy binary at $BIN"
 
