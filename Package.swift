@@ -23,7 +23,12 @@ let package = Package(
         .target(name: "Sockets", dependencies: ["CSystem"]),
         .target(name: "HTTP1"),
         .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
-        .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .target(
+            name: "Config", dependencies: [.product(name: "Yams", package: "Yams")],
+            // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
+            // searches here into Foundation's (CFString, ICU) on the start-up path.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .target(
             name: "Credentials",
             dependencies: ["Upstream", "Config", "Logs", .product(name: "Logging", package: "swift-log")]
