@@ -47,7 +47,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "Logs",
+                "ProxyCore", "Config", "Credentials", "Logs", "Sockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
