@@ -108,7 +108,7 @@ public final class TokenManager: @unchecked Sendable {
         condition.unlock()
         if let interval = source.pollInterval { nextPollAt = clock() + interval }
         do {
-            try OSThread.start(name: "tokenproxy-token") { [self] in
+            try OSThread.start(name: "tp-token") { [self] in
                 condition.lock()
                 tokenThread = OSThread.currentID
                 condition.unlock()

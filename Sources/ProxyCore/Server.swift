@@ -81,7 +81,7 @@ public final class Server: @unchecked Sendable {
             let watched = mine
             let interest = sharedInterest
             let isAdmin = { (a: Acceptor) in a.listener === adminListener }
-            try OSThread.start(name: "tokenproxy-loop-\(i)", stackSize: 1 << 20) { [ctx] in
+            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
                 for acceptor in watched {
                     do {
                         try ctx.loop.register(acceptor.listener.fd, isAdmin(acceptor) ? .read : interest, acceptor)

@@ -137,7 +137,7 @@ struct Serve: ParsableCommand {
             }
         }
         do {
-            try OSThread.start(name: "tokenproxy-signals", waitForSignals)
+            try OSThread.start(name: "tp-signals", waitForSignals)
         } catch {
             logger.error("cannot start the signal thread: \(error)")
             tokens.stop()
