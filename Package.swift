@@ -28,7 +28,12 @@ let package = Package(
         .target(name: "Sockets", dependencies: ["CSystem"], swiftSettings: hotPath),
         .target(name: "HTTP1", swiftSettings: hotPath),
         .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
-        .target(name: "Config", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .target(
+            name: "Config", dependencies: [.product(name: "Yams", package: "Yams")],
+            // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
+            // searches here into Foundation's (CFString, ICU) on the start-up path.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         .target(
             name: "Credentials",
             dependencies: [
@@ -53,7 +58,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "Logs",
+                "ProxyCore", "Config", "Credentials", "Logs", "Sockets",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

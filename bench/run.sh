@@ -69,8 +69,11 @@ fi
 # ---------------------------------------------------------------- build
 if [[ -z ${BIN:-} ]]; then
     log "bench/run.sh: building tokenproxy (release, scratch path .build-release)"
-    (cd "$ROOT" && swift build -c release --scratch-path .build-release --product tokenproxy >&2)
-    BIN="$(cd "$ROOT" && swift build -c release --scratch-path .build-release --show-bin-path)/tokenproxy"
+    # Linked as the Docker image links it (static Swift runtime, lld, packed relocations): see README.
+    release=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs
+        -Xlinker --symbol-ordering-file=scripts/startup-order.txt -Xlinker --no-warn-symbol-ordering --scratch-path .build-release)
+    (cd "$ROOT" && swift build "${release[@]}" --product tokenproxy >&2)
+    BIN="$(cd "$ROOT" && swift build "${release[@]}" --show-bin-path)/tokenproxy"
 fi
 [[ -x $BIN ]] || die "no tokenproxy binary at $BIN"
 

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include "CSystem.h"
@@ -12,4 +13,8 @@ int tp_cpu_count(void) {
 
 int tp_accept4(int fd, struct sockaddr *addr, unsigned int *len, int flags) {
     return accept4(fd, addr, (socklen_t *)len, flags);
+}
+
+int tp_set_thread_name(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }

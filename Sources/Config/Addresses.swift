@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -92,7 +92,7 @@ enum AddressParser {
         guard !text.contains(where: { $0.isWhitespace || ($0.asciiValue.map { $0 < 0x20 || $0 == 0x7f } ?? false) }) else {
             throw AddressProblem("a URL must not contain spaces or control characters")
         }
-        guard let schemeEnd = text.range(of: "://") else {
+        guard let schemeEnd = text.firstRange(of: "://") else {
             throw AddressProblem("not an absolute URL; expected http://HOST or https://HOST")
         }
         let scheme = text[..<schemeEnd.lowerBound].lowercased()
@@ -179,5 +179,20 @@ enum Paths {
             }
         }
         return "/" + parts.joined(separator: "/")
+    }
+
+    /// The folder holding `path` ("/a/b/c" → "/a/b", "/c" → "/"), for an absolute path.
+    static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
+        return String(path[..<slash])
+    }
+
+    enum Kind { case folder, other }
+
+    /// What is at `path` after following symlinks, or nil when nothing is (stat(2), without Foundation).
+    static func kind(of path: String) -> Kind? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & S_IFMT == S_IFDIR ? .folder : .other
     }
 }

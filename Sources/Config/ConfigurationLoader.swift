@@ -1,5 +1,11 @@
-import Foundation
+import FoundationEssentials
 import Yams
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A validated configuration and the warnings found while loading it (unused keys, literal
 /// secrets, disabled TLS verification). Warnings never contain a secret value.
@@ -26,11 +32,10 @@ public enum ConfigurationLoader {
     /// named by *_env / *_file, resolves relative paths against the file's folder, validates.
     public static func load(path: String, environment: [String: String]) throws -> LoadedConfiguration {
         let absolute = Paths.resolve(path, against: FileManager.default.currentDirectoryPath)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: absolute, isDirectory: &isDirectory) else {
+        guard let kind = Paths.kind(of: absolute) else {
             throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): no such file")
         }
-        guard !isDirectory.boolValue else {
+        guard kind != .folder else {
             throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): it is a folder")
         }
         guard let data = FileManager.default.contents(atPath: absolute) else {
@@ -39,7 +44,7 @@ public enum ConfigurationLoader {
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigurationError(keyPath: "", reason: "the configuration file \(absolute) is not UTF-8 text")
         }
-        let folder = (absolute as NSString).deletingLastPathComponent
+        let folder = Paths.folder(of: absolute)
         return try parse(yaml: text, baseDirectory: folder, environment: environment)
     }
 
@@ -48,7 +53,10 @@ public enum ConfigurationLoader {
         let base = Paths.resolve(baseDirectory, against: FileManager.default.currentDirectoryPath)
         let root: Node?
         do {
-            root = try Yams.compose(yaml: yaml)
+            // The basic resolver tags every plain scalar a string without trying Yams's regular
+            // expressions (NSRegularExpression, ICU): the typed readers of YAMLSection interpret
+            // scalars themselves, so the tags were never read.
+            root = try Yams.compose(yaml: yaml, .basic)
         } catch let error as YamlError {
             throw ConfigurationError(keyPath: "", reason: describe(error))
         } catch {
@@ -335,13 +343,13 @@ struct Builder {
         func fail(_ why: String) -> ConfigurationError {
             ConfigurationError(keyPath: keyPath, reason: "cannot read \(path): \(why)")
         }
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw fail("no such file") }
-        guard !isDirectory.boolValue else { throw fail("it is a folder") }
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw fail("permission denied or unreadable") }
-        defer { try? handle.close() }
+        guard let kind = Paths.kind(of: path) else { throw fail("no such file") }
+        guard kind != .folder else { throw fail("it is a folder") }
         let limit = 1 << 20
-        guard var bytes = try? handle.read(upToCount: limit + 1).map(Array.init) ?? [] else { throw fail("read failed") }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw fail("permission denied or unreadable") }
+        defer { close(fd) }
+        guard var bytes = Self.readBytes(fd, upTo: limit + 1) else { throw fail("read failed") }
         guard bytes.count <= limit else { throw fail("larger than 1MiB, too large for a secret") }
         if bytes.last == 0x0A {
             bytes.removeLast()
@@ -350,6 +358,21 @@ struct Builder {
         guard let text = String(bytes: bytes, encoding: .utf8) else { throw fail("not UTF-8 text") }
         guard !text.isEmpty else { throw ConfigurationError(keyPath: keyPath, reason: "the file \(path) is empty") }
         return text
+    }
+
+    /// Up to `count` bytes from `fd` (fewer at the end of the file); nil on a read error.
+    static func readBytes(_ fd: Int32, upTo count: Int) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < count {
+            let want = min(chunk.count, count - bytes.count)
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { break }
+            bytes += chunk[..<n]
+        }
+        return bytes
     }
 
     // MARK: - Credentials

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Reads the claims of a JSON Web Token without checking its signature (RFC 7519): the proxy only
 /// needs to know when the token expires, and the upstream checks the signature.
@@ -21,7 +21,7 @@ public enum JWT {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
         guard let header = base64URLDecode(parts[0]),
-            (try? JSONSerialization.jsonObject(with: header)) is [String: Any]
+            (try? JSONDecoder().decode(JSONObjectCheck.self, from: header)) != nil
         else { return nil }
         guard let payload = base64URLDecode(parts[1]),
             let decoded = try? JSONDecoder().decode(DecodedClaims.self, from: payload)
@@ -58,6 +58,18 @@ public enum JWT {
         default: return nil
         }
         return Data(base64Encoded: Data(bytes))
+    }
+
+    /// Decodes when the text is a JSON object, whatever its members (with JSONDecoder rather than
+    /// JSONSerialization, which would page in the rest of Foundation for this one check).
+    private struct JSONObjectCheck: Decodable {
+        struct AnyKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        init(from decoder: Decoder) throws { _ = try decoder.container(keyedBy: AnyKey.self) }
     }
 
     /// Lenient: a claim of the wrong type counts as absent.

@@ -1,6 +1,7 @@
 import Config
-import Foundation
+import FoundationEssentials
 import Logging
+import Sockets
 import Synchronization
 
 /// The single writer of the current token (ARCHITECTURE.md "Tokens off the hot path").
@@ -25,10 +26,10 @@ public final class TokenManager: @unchecked Sendable {
     private let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
 
     /// Guards `control` and wakes the token thread.
-    private let condition = NSCondition()
+    private let condition = OSCondition()
     private var control = Control()
-    /// Guarded by `condition`.
-    private var tokenThread: Thread?
+    /// Guarded by `condition`; set by the token thread when it starts.
+    private var tokenThread: UInt?
 
     private struct Control {
         var started = false
@@ -106,12 +107,20 @@ public final class TokenManager: @unchecked Sendable {
         control.queuedReason = .startup
         condition.unlock()
         if let interval = source.pollInterval { nextPollAt = clock() + interval }
-        let thread = Thread { [self] in self.run() }
-        thread.name = "tokenproxy-token"
-        condition.lock()
-        tokenThread = thread
-        condition.unlock()
-        thread.start()
+        do {
+            try OSThread.start(name: "tp-token") { [self] in
+                condition.lock()
+                tokenThread = OSThread.currentID
+                condition.unlock()
+                self.run()
+            }
+        } catch {
+            // Without its thread the manager never gets a token; requests get 503 and stop() returns.
+            logger.error("\(kind): cannot start the token thread: \(error)")
+            condition.lock()
+            control.exited = true
+            condition.unlock()
+        }
     }
 
     /// Stops the token thread after the call it is in (an exec run ends within its timeout) and
@@ -122,7 +131,7 @@ public final class TokenManager: @unchecked Sendable {
         condition.lock()
         control.stopping = true
         condition.broadcast()
-        if control.started && Thread.current !== tokenThread {
+        if control.started && tokenThread != OSThread.currentID {
             while !control.exited { condition.wait() }
         }
         let waiters = control.waiters
@@ -215,7 +224,7 @@ public final class TokenManager: @unchecked Sendable {
             var deadline = now + 30  // also bounds the damage of a wall-clock jump
             if !control.inFlight, let due = control.nextRefreshAt { deadline = min(deadline, due) }
             if let poll = nextPollAt { deadline = min(deadline, poll) }
-            _ = condition.wait(until: Date(timeIntervalSinceNow: max(0.001, deadline - now)))
+            condition.wait(seconds: max(0.001, deadline - now))
         }
     }
 

@@ -1,5 +1,5 @@
 import Credentials
-import Foundation
+import FoundationEssentials
 
 /// The Prometheus text format (version 0.0.4) for every series in `LoopMetrics` and the token state.
 enum MetricsRenderer {

@@ -1,6 +1,8 @@
 import Config
 import Credentials
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Logging
 import Sockets
 import Synchronization
@@ -18,7 +20,6 @@ public final class Server: @unchecked Sendable {
     private var contexts: [LoopContext] = []
     private var acceptors: [[Acceptor]] = []
     private var metrics: [LoopMetrics] = []
-    private var threads: [Thread] = []
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
 
@@ -80,7 +81,7 @@ public final class Server: @unchecked Sendable {
             let watched = mine
             let interest = sharedInterest
             let isAdmin = { (a: Acceptor) in a.listener === adminListener }
-            let thread = Thread { [ctx] in
+            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
                 for acceptor in watched {
                     do {
                         try ctx.loop.register(acceptor.listener.fd, isAdmin(acceptor) ? .read : interest, acceptor)
@@ -91,10 +92,6 @@ public final class Server: @unchecked Sendable {
                 ctx.loop.schedule(after: 0.2, Server.sweeper(ctx))
                 ctx.loop.run()
             }
-            thread.name = "tokenproxy-loop-\(i)"
-            thread.stackSize = 1 << 20
-            threads.append(thread)
-            thread.start()
         }
         logger.info("\(count) event loop(s); upstream \(configuration.upstream) through \(UpstreamClient.libcurlVersion)")
         if let listenAddress { logger.info("listening on \(listenAddress)") }

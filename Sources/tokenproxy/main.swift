@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Logs
 import ProxyCore
+import Sockets
 
 /// Exit statuses of CONTRACT.md "The command line".
 enum Exit {
@@ -115,7 +116,7 @@ struct Serve: ParsableCommand {
             Glibc.exit(Exit.runtimeFailure)
         }
         let stop = DispatchSemaphore(value: 0)
-        let signalThread = Thread {
+        let waitForSignals = {
             var stopping = false
             while true {
                 var received: Int32 = 0
@@ -135,7 +136,13 @@ struct Serve: ParsableCommand {
                 }
             }
         }
-        signalThread.start()
+        do {
+            try OSThread.start(name: "tp-signals", waitForSignals)
+        } catch {
+            logger.error("cannot start the signal thread: \(error)")
+            tokens.stop()
+            Glibc.exit(Exit.runtimeFailure)
+        }
         stop.wait()
         server.drain()
         tokens.stop()

@@ -12,4 +12,7 @@ int tp_cpu_count(void);
 struct sockaddr;
 /// accept4(2), declared by glibc only under _GNU_SOURCE.
 int tp_accept4(int fd, struct sockaddr *addr, unsigned int *len, int flags);
+
+/// Names the calling thread (pthread_setname_np, declared only under _GNU_SOURCE); at most 15 bytes.
+int tp_set_thread_name(const char *name);
 #endif
