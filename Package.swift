@@ -37,7 +37,7 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Upstream", "Config", "Logs",
+                "Sockets", "Upstream", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -58,7 +58,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "Logs", "Sockets",
+                "ProxyCore", "Config", "Credentials", "Logs", "Sockets", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -26,7 +26,7 @@ final class AccessPolicy {
         } else {
             var hosts = ["localhost", "127.0.0.1", "[::1]"]
             if case .tcp(let host, _) = c.listen {
-                hosts.append(host.contains(":") ? "[\(host.lowercased())]" : host.lowercased())
+                hosts.append(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host.lowercased())]" : host.lowercased())
             }
             allowedHosts = hosts
         }

@@ -21,7 +21,7 @@ final class Forwarder {
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
-        let host = c.upstream.host.contains(":") ? "[\(c.upstream.host)]" : c.upstream.host
+        let host = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
         let defaultPort = c.upstream.scheme == "https" ? 443 : 80
         if c.upstream.port == defaultPort {
             prefixes.append("\(c.upstream.scheme)://\(host):\(defaultPort)\(c.upstream.basePath)")

@@ -6,6 +6,7 @@ import Logging
 import Logs
 import ProxyCore
 import Sockets
+import Upstream
 
 /// Exit statuses of CONTRACT.md "The command line".
 enum Exit {
@@ -151,18 +152,21 @@ struct Serve: ParsableCommand {
     }
 }
 
-/// CONTRACT: a proxy in effect for upstream calls is logged at start (libcurl honours the variables as curl does).
+/// CONTRACT: a proxy in effect for upstream calls is logged at start: the one the event loops give
+/// libcurl (`ProxyEnvironment`, read as curl reads the variables), with any password masked.
 func logProxyEnvironment(_ configuration: Configuration, logger: Logger) {
-    let env = ProcessInfo.processInfo.environment
-    let names = configuration.upstream.scheme == "https" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
-    for name in names {
-        if let value = env[name], !value.isEmpty {
-            let shown = value.replacingOccurrences(of: #"//[^@/]*@"#, with: "//****@", options: .regularExpression)
-            let noProxy = env["no_proxy"] ?? env["NO_PROXY"]
-            logger.info("upstream requests go through the proxy \(shown) (from \(name))\(noProxy.map { ", except NO_PROXY=\($0)" } ?? "")")
-            return
-        }
-    }
+    let environment = ProxyEnvironment(scheme: configuration.upstream.scheme)
+    guard let source = environment.proxy.isEmpty ? nil : environment.source else { return }
+    let except = environment.noProxy.isEmpty ? "" : ", except NO_PROXY=\(environment.noProxy)"
+    logger.info("upstream requests go through the proxy \(maskingUserInfo(environment.proxy)) (from \(source))\(except)")
+}
+
+/// `scheme://user:password@host` → `scheme://****@host`.
+func maskingUserInfo(_ url: String) -> String {
+    guard let slashes = url.firstRange(of: "//") else { return url }
+    let authority = url[slashes.upperBound...].prefix { $0 != "/" }
+    guard let at = authority.lastIndex(of: "@") else { return url }
+    return String(url[..<slashes.upperBound]) + "****" + String(url[at...])
 }
 
 struct Check: ParsableCommand {
