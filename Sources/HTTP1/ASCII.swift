@@ -121,17 +121,21 @@ public enum HopByHop {
 
     /// The names that are hop-by-hop whatever Connection says.
     public static func isFixedHopByHop(_ name: String) -> Bool {
-        // Dispatch on the length first so most names are rejected after one comparison.
-        switch name.utf8.count {
-        case 2: return asciiCaseInsensitiveEquals(name, "te")
-        case 7:
-            return asciiCaseInsensitiveEquals(name, "trailer") || asciiCaseInsensitiveEquals(name, "upgrade")
-        case 10:
-            return asciiCaseInsensitiveEquals(name, "connection") || asciiCaseInsensitiveEquals(name, "keep-alive")
-        case 16: return asciiCaseInsensitiveEquals(name, "proxy-connection")
-        case 17: return asciiCaseInsensitiveEquals(name, "transfer-encoding")
-        case 18: return asciiCaseInsensitiveEquals(name, "proxy-authenticate")
-        case 19: return asciiCaseInsensitiveEquals(name, "proxy-authorization")
+        isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0) }
+    }
+
+    /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
+    /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
+    /// the name with a lowercase candidate.
+    static func isFixedHopByHop(length: Int, _ equals: (String) -> Bool) -> Bool {
+        switch length {
+        case 2: return equals("te")
+        case 7: return equals("trailer") || equals("upgrade")
+        case 10: return equals("connection") || equals("keep-alive")
+        case 16: return equals("proxy-connection")
+        case 17: return equals("transfer-encoding")
+        case 18: return equals("proxy-authenticate")
+        case 19: return equals("proxy-authorization")
         default: return false
         }
     }

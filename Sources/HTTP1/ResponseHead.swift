@@ -3,7 +3,7 @@
 /// response to response: a response costs no String per field, and a field goes to the client as
 /// one copy of its bytes.
 public struct ResponseHead: Sendable {
-    public var version: HTTPVersion = .http1_1
+    /// The proxy answers in HTTP/1.1 whatever version the upstream spoke, so only these are kept.
     public var status = 0
     public var reason = ""
     /// The field lines back to back, without line ends.
@@ -117,18 +117,7 @@ public struct ResponseHead: Sendable {
     /// and the names in `connectionOptions` (lowercased, from the response's Connection fields).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
         let span = spans[index]
-        let isFixed: Bool
-        switch span.colon - span.start {
-        case 2: isFixed = nameEquals(index, "te")
-        case 7: isFixed = nameEquals(index, "trailer") || nameEquals(index, "upgrade")
-        case 10: isFixed = nameEquals(index, "connection") || nameEquals(index, "keep-alive")
-        case 16: isFixed = nameEquals(index, "proxy-connection")
-        case 17: isFixed = nameEquals(index, "transfer-encoding")
-        case 18: isFixed = nameEquals(index, "proxy-authenticate")
-        case 19: isFixed = nameEquals(index, "proxy-authorization")
-        default: isFixed = false
-        }
-        if isFixed { return true }
+        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true
         }

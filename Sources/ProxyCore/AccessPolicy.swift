@@ -6,10 +6,8 @@ import HTTP1
 /// instead of copying its arrays); `check` allocates nothing on success.
 final class AccessPolicy {
     let allowAnyHost: Bool
-    /// Lowercased host names without port; IPv6 in brackets ("[::1]").
-    let allowedHosts: [String]
-    /// The same as bytes, for `hostAllowed`.
-    private let allowedHostBytes: [[UInt8]]
+    /// Lowercased host names without port, as bytes; IPv6 in brackets ("[::1]").
+    private let allowedHosts: [[UInt8]]
     let allowedOrigins: [String]
     let requiredHeader: String?
     let requiredValue: [UInt8]
@@ -22,15 +20,14 @@ final class AccessPolicy {
     init(configuration c: Configuration) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
         if let hosts = c.access.allowHosts {
-            allowedHosts = hosts.map { $0.lowercased() }
+            allowedHosts = hosts.map { Array($0.lowercased().utf8) }
         } else {
             var hosts = ["localhost", "127.0.0.1", "[::1]"]
             if case .tcp(let host, _) = c.listen {
                 hosts.append(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host.lowercased())]" : host.lowercased())
             }
-            allowedHosts = hosts
+            allowedHosts = hosts.map { Array($0.utf8) }
         }
-        allowedHostBytes = allowedHosts.map { Array($0.utf8) }
         allowedOrigins = c.access.allowOrigins
         requiredHeader = c.access.requireHeader
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
@@ -102,7 +99,7 @@ final class AccessPolicy {
                 end = colon
             }
             let host = UnsafeBufferPointer(rebasing: v[0..<end])
-            for allowed in allowedHostBytes where allowed.count == host.count {
+            for allowed in allowedHosts where allowed.count == host.count {
                 // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
                 if !zip(allowed, host).contains(where: { $0 != ($1 >= 65 && $1 <= 90 ? $1 | 0x20 : $1) }) { return true }
             }

@@ -489,7 +489,6 @@ final class Connection: EventHandler, LoopTask {
     private func releaseHeld(_ exchange: Exchange, _ held: Held401) {
         // The framing of what we hold is known exactly now.
         var response = ResponseHead()
-        response.version = held.head.version
         response.status = held.head.status
         response.reason = held.head.reason
         for i in 0..<held.head.count where !held.head.nameEquals(i, "content-length") && !held.head.nameEquals(i, "transfer-encoding") {

@@ -455,12 +455,11 @@ public final class UpstreamTransfer {
             }
         } else if ResponseHeadLine.isStatusLine(bytes) {
             // The start of a (possibly interim) response head.
-            guard case .status(let version, let code, let reason) = ResponseHeadLine.parse(bytes) else {
+            guard case .status(_, let code, let reason) = ResponseHeadLine.parse(bytes) else {
                 badHead = "malformed status line"
                 return 0
             }
             easy.responseHead.removeFields()
-            easy.responseHead.version = version
             easy.responseHead.status = code
             easy.responseHead.reason = reason
         } else if !easy.responseHead.append(fieldLine: bytes) {
