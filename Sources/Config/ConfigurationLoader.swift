@@ -153,7 +153,8 @@ enum Keys {
         "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory"],
         "limits": [
             "max_header_bytes", "max_body_bytes", "max_connections", "client_header_timeout", "client_idle_timeout",
-            "upstream_timeout", "upstream_idle_timeout", "refresh_wait",
+            "upstream_timeout", "upstream_idle_timeout", "client_send_timeout", "upstream_keepalive",
+            "upstream_keepalive_timeout", "refresh_wait",
         ],
         "log": ["level", "format", "access_log"],
     ]
@@ -589,6 +590,12 @@ struct Builder {
         if let value = try positiveDuration(s, "client_idle_timeout") { l.clientIdleTimeout = value }
         if let value = try positiveDuration(s, "upstream_timeout") { l.upstreamTimeout = value }
         if let value = try positiveDuration(s, "upstream_idle_timeout") { l.upstreamIdleTimeout = value }
+        if let value = try positiveDuration(s, "client_send_timeout") { l.clientSendTimeout = value }
+        if let value = try s.int("upstream_keepalive") {
+            guard value >= 0 else { throw ConfigurationError(keyPath: "limits.upstream_keepalive", reason: "must be 0 or more") }
+            l.upstreamKeepalive = value
+        }
+        if let value = try positiveDuration(s, "upstream_keepalive_timeout") { l.upstreamKeepaliveTimeout = value }
         if let value = try positiveDuration(s, "refresh_wait") { l.refreshWait = value }
         return l
     }

@@ -80,6 +80,9 @@ extension Configuration {
         add("limits.client_idle_timeout", Units.formatDuration(limits.clientIdleTimeout))
         add("limits.upstream_timeout", Units.formatDuration(limits.upstreamTimeout))
         add("limits.upstream_idle_timeout", Units.formatDuration(limits.upstreamIdleTimeout))
+        add("limits.client_send_timeout", Units.formatDuration(limits.clientSendTimeout))
+        add("limits.upstream_keepalive", String(limits.upstreamKeepalive))
+        add("limits.upstream_keepalive_timeout", Units.formatDuration(limits.upstreamKeepaliveTimeout))
         add("limits.refresh_wait", Units.formatDuration(limits.refreshWait))
 
         add("log.level", log.level.rawValue)

@@ -16,6 +16,15 @@ private func string(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -
     String(decoding: UnsafeBufferPointer(rebasing: buffer[range]), as: UTF8.self)
 }
 
+/// A field as the RequestHead keeps it: the value's raw bytes too when they are not valid UTF-8.
+private func fieldValue(_ buffer: UnsafeBufferPointer<UInt8>, name: Range<Int>, value: Range<Int>) -> HTTPField {
+    let bytes = UnsafeBufferPointer(rebasing: buffer[value])
+    if let text = String(validating: bytes, as: UTF8.self) {
+        return HTTPField(name: string(buffer, name), value: text)
+    }
+    return HTTPField(name: string(buffer, name), value: String(decoding: bytes, as: UTF8.self), rawValue: Array(bytes))
+}
+
 /// The bytes equal `literal` exactly.
 private func bytesEqual(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString) -> Bool {
     guard range.count == literal.utf8CodeUnitCount else { return false }
@@ -148,12 +157,17 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
         return .failure(.badRequest("invalid request line"))
     }
     let versionRange = (i + 1)..<requestLine.upperBound
-    // RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT; we speak 1.0 and 1.1 only.
+    // RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT. We speak 1.0 and 1.1; a higher minor
+    // version of HTTP/1 is processed as 1.1 (RFC 9110 §2.5), any other major version is refused.
     let version: HTTPVersion
     if bytesEqual(buffer, versionRange, "HTTP/1.1") {
         version = .http1_1
     } else if bytesEqual(buffer, versionRange, "HTTP/1.0") {
         version = .http1_0
+    } else if versionRange.count == 8, bytesEqual(buffer, versionRange.lowerBound..<(versionRange.lowerBound + 7), "HTTP/1."),
+        buffer[versionRange.lowerBound + 7] >= UInt8(ascii: "0"), buffer[versionRange.lowerBound + 7] <= UInt8(ascii: "9")
+    {
+        version = .http1_1
     } else {
         return .failure(.badRequest("unsupported HTTP version"))
     }
@@ -226,7 +240,7 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
                 return true
             }
         }
-        fields.append(HTTPField(name: string(buffer, field.name), value: string(buffer, field.value)))
+        fields.append(fieldValue(buffer, name: field.name, value: field.value))
     }
 
     // RFC 9112 §3.2: a client MUST send Host in HTTP/1.1; a server MUST answer 400 when it is missing

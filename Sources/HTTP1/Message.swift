@@ -9,10 +9,14 @@ public enum HTTPVersion: Sendable, Equatable {
 public struct HTTPField: Sendable, Equatable {
     public var name: String
     public var value: String
+    /// The value's bytes when they are not valid UTF-8 (obs-text, RFC 9110 §5.5), which `value`
+    /// cannot hold as they are: forwarded byte for byte from here.
+    public var rawValue: [UInt8]?
 
-    public init(name: String, value: String) {
+    public init(name: String, value: String, rawValue: [UInt8]? = nil) {
         self.name = name
         self.value = value
+        self.rawValue = rawValue
     }
 }
 

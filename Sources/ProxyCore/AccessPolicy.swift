@@ -38,14 +38,25 @@ final class AccessPolicy {
         upstream = c.upstream
     }
 
+    /// What a request that passed the checks goes upstream with.
+    struct CheckedTarget {
+        /// Normalised (dot-segments removed).
+        var path: String
+        var query: String?
+        /// An absolute-form target's authority (host, and port when given): the X-Forwarded-Host,
+        /// since such a request's Host field was not checked.
+        var authority: String?
+    }
+
     /// Returns the first error that applies, or the normalized path and query to forward.
-    func check(_ head: RequestHead) -> Result<(path: String, query: String?), ProxyError> {
+    func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
         // CONNECT first (point 10), in any target form.
         if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
         guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
         var rawPath: String
         var query: String?
         var isAbsolute = false
+        var authority: String?
         var targetMatchesUpstream = true
         switch target {
         case .origin(let p, let q):
@@ -55,6 +66,8 @@ final class AccessPolicy {
             isAbsolute = true
             rawPath = p.isEmpty ? "/" : p
             query = q
+            let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
+            authority = port.map { "\(bracketed):\($0)" } ?? bracketed
             let effectivePort = port ?? (scheme == "https" ? 443 : 80)
             targetMatchesUpstream = scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port
         case .authority, .asterisk:
@@ -85,7 +98,7 @@ final class AccessPolicy {
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.first("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success((path, query))
+        return .success(CheckedTarget(path: path, query: query, authority: authority))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).

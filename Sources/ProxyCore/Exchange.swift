@@ -1,3 +1,4 @@
+import Credentials
 import HTTP1
 import Upstream
 
@@ -6,15 +7,18 @@ import Upstream
 final class Held401 {
     static let maxBody = 64 * 1024
     let head: ResponseHead
+    let framing: ResponseBodyFraming
     var body: [UInt8] = []
-    init(head: ResponseHead) {
+    init(head: ResponseHead, framing: ResponseBodyFraming) {
         self.head = head
+        self.framing = framing
     }
 }
 
-/// One request and its answer. Owned by its `Connection`; it is also the upstream transfer's
-/// delegate and forwards those callbacks to the connection while it is attached.
-final class Exchange: UpstreamDelegate {
+/// One request and its answer, and the upstream connection that carries it. Owned by its
+/// `Connection`; it is also the upstream connection's owner and connect delegate, and forwards those
+/// events to the connection while it is attached (`Connection+Upstream.swift` handles them).
+final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     enum ResponseFraming { case none, length(Int), chunked, close }
 
     let head: RequestHead
@@ -22,22 +26,28 @@ final class Exchange: UpstreamDelegate {
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
     var connection: Connection?
-    var url = ""
+    var path = ""
+    var query: String?
+    /// The authority the client addressed: the absolute-form target's, else its Host field.
+    var forwardedHost: String?
     var logPath = ""
     var keepAlive: Bool
     var status = 0
     var framing: ResponseFraming = .none
     var bytesOut = 0
     var recorded = false
+    /// `Upgrade` requested (RFC 9110 §7.8): forwarded with its Upgrade field; a 101 makes a tunnel.
+    let wantsUpgrade: Bool
+    var tunnel = false
 
     // Request body
     var requestBodyDone: Bool
     var bodyBytesSeen = 0
     var maxBodyBytes = 0
     private(set) var overBodyLimit = false
-    private var pendingBody: [UInt8] = []
-    private var pendingStart = 0
-    var pendingBodyCount: Int { pendingBody.count - pendingStart }
+    /// A final answer came before the body was wanted (no 100), or the upstream stopped taking it:
+    /// the rest of the body is read and dropped, and the client connection closes after the answer.
+    var bodyRefused = false
 
     // The copy kept for a retry after a 401 (nil: not replayable).
     var replay: [UInt8]?
@@ -45,29 +55,51 @@ final class Exchange: UpstreamDelegate {
     private var replayReserved = 0
     private var shared: SharedProxyState?
     private var retryMemoryLimit = 0
-    var readingReplay = false
-    var replayOffset = 0
     var replayComplete: Bool { replay != nil && requestBodyDone }
 
-    // Upstream and token
-    var transfer: UpstreamTransfer?
-    var upstreamStartedAt = 0.0
-    var lastUpstreamByte = 0.0
-    var sentGeneration: UInt64?
+    // Token
+    var sentToken: TokenSnapshot?
+    var sentGeneration: UInt64? { sentToken?.generation }
     var injectedToken = false
     var retried = false
     var held401: Held401?
     var waitingForToken = false
     var tokenTimer: UInt64?
-    var continueSent = false
     var responseStarted = false
     var responseDone = false
 
-    init(head: RequestHead, startedAt: Double, draining: Bool) {
+    // The upstream leg: one connection (or an attempt to make one) per try.
+    var upstream: UpstreamConnection?
+    var attempt: UpstreamConnectAttempt?
+    /// Bytes for the upstream: the request head, then the body as framed upstream.
+    var upOut: [UInt8] = []
+    var upOutStart = 0
+    /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
+    var upHeadEnd = 0
+    /// Some body byte went upstream on this try or an earlier one: a retry needs the replay copy.
+    var bodyOnWire = false
+    var anyByteWritten = false
+    /// This try sends no more: a final answer came before the body was wanted, or sending failed.
+    var sendStopped = false
+    var parser: ResponseParser
+    var responseBytesSeen = 0
+    var finalHeadArrived = false
+    var receivePaused = false
+    /// A failed reused connection was replaced by a fresh one once (RFC 9110 §9.2.2).
+    var retriedOnFresh = false
+    var upstreamStartedAt = 0.0
+    var lastUpstreamByte = 0.0
+    var lastUpstreamWrite = 0.0
+
+    var pendingUpstreamCount: Int { upOut.count - upOutStart }
+
+    init(head: RequestHead, startedAt: Double, draining: Bool, maxHeadBytes: Int) {
         self.head = head
         self.startedAt = startedAt
         keepAlive = head.keepAlive && !draining
         requestBodyDone = head.framing == .none
+        wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
+        parser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: maxHeadBytes))
     }
 
     func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
@@ -78,24 +110,19 @@ final class Exchange: UpstreamDelegate {
 
     /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`).
     func prepareReplay(enabled: Bool, limit: Int) {
-        guard enabled else { return }
+        guard enabled, head.framing != .none else { return }
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
         replay = []
     }
 
+    /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
+    /// upstream in its framing.
     func takeBody(_ bytes: UnsafeRawBufferPointer) {
         bodyBytesSeen += bytes.count
         if maxBodyBytes > 0 && bodyBytesSeen > maxBodyBytes {
             overBodyLimit = true
             return
-        }
-        if !readingReplay {
-            if pendingStart > 0 && pendingStart == pendingBody.count {
-                pendingBody.removeAll(keepingCapacity: true)
-                pendingStart = 0
-            }
-            pendingBody.append(contentsOf: bytes)
         }
         if replay != nil {
             if replay!.count + bytes.count > replayLimit || !(shared?.reserveRetryMemory(bytes.count, limit: retryMemoryLimit) ?? false) {
@@ -106,53 +133,122 @@ final class Exchange: UpstreamDelegate {
                 replay!.append(contentsOf: bytes)
             }
         }
+        guard !bodyRefused, !bytes.isEmpty else { return }
+        compactUpOut()
+        if case .chunked = head.framing {
+            ResponseWriter.appendChunk(&upOut, bytes)
+        } else {
+            upOut.append(contentsOf: bytes)
+        }
+    }
+
+    /// The client's body is complete: the last chunk for a chunked body (trailers are not forwarded).
+    func bodyEnded() {
+        requestBodyDone = true
+        guard !bodyRefused, case .chunked = head.framing else { return }
+        ResponseWriter.appendLastChunk(&upOut)
+    }
+
+    /// Tunnel bytes: queued for the upstream as they are.
+    func queueRaw(_ bytes: UnsafeRawBufferPointer) {
+        compactUpOut()
+        upOut.append(contentsOf: bytes)
+    }
+
+    /// The body will not go up after all: what is queued of it goes.
+    func dropQueuedBody() {
+        if upOutStart <= upHeadEnd {
+            upOut.removeSubrange(upHeadEnd...)
+        } else {
+            upOut.removeAll(keepingCapacity: true)
+            upOutStart = 0
+            upHeadEnd = 0
+        }
     }
 
     func releaseReplay() {
         if replayReserved > 0 { shared?.releaseRetryMemory(replayReserved) }
         replayReserved = 0
-        if !readingReplay { replay = nil }
+        replay = nil
     }
 
-    // MARK: UpstreamDelegate
-
-    func upstreamDidReceiveHead(_ head: ResponseHead) {
-        connection?.upstreamHead(self, head)
-    }
-
-    func upstreamDidReceiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let connection else { return true }
-        return connection.upstreamBody(self, bytes)
-    }
-
-    func upstreamCallbacksEnded() {
-        connection?.upstreamCallbacksEnded()
-    }
-
-    func upstreamReadBody(into buffer: UnsafeMutableRawBufferPointer) -> UpstreamBodyRead {
-        if readingReplay, let replay {
-            let n = min(buffer.count, replay.count - replayOffset)
-            if n == 0 { return .end }
-            replay.withUnsafeBytes { raw in
-                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[replayOffset..<(replayOffset + n)]))
+    /// Puts a new request head in front of what is queued for the upstream. Body bytes already
+    /// sent on an earlier try come again from the replay copy; bytes never sent stay queued.
+    func queueRequestHead(_ build: (inout [UInt8]) -> Void) {
+        var body: [UInt8] = []
+        if bodyOnWire, let replay {
+            if case .chunked = head.framing {
+                replay.withUnsafeBytes { ResponseWriter.appendChunk(&body, $0) }
+                if requestBodyDone { ResponseWriter.appendLastChunk(&body) }
+            } else {
+                body = replay
             }
-            replayOffset += n
-            return .bytes(n)
+        } else if upOutStart <= upHeadEnd && upHeadEnd < upOut.count {
+            body = Array(upOut[upHeadEnd...])
         }
-        let available = pendingBodyCount
-        if available == 0 { return requestBodyDone ? .end : .pause }
-        let n = min(buffer.count, available)
-        pendingBody.withUnsafeBytes { raw in
-            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[pendingStart..<(pendingStart + n)]))
-        }
-        pendingStart += n
-        if pendingBodyCount + n >= Connection.bodyHighWater && pendingBodyCount < Connection.bodyHighWater {
-            connection?.bodyDrained()
-        }
-        return .bytes(n)
+        upOut.removeAll(keepingCapacity: true)
+        upOutStart = 0
+        build(&upOut)
+        upHeadEnd = upOut.count
+        upOut.append(contentsOf: body)
+        bodyOnWire = false
+        anyByteWritten = false
+        sendStopped = false
+        responseBytesSeen = 0
+        finalHeadArrived = false
+        receivePaused = false
+        parser.expect(requestMethodIsHEAD: head.method == "HEAD")
     }
 
-    func upstreamDidComplete(_ failure: UpstreamFailure?) {
-        connection?.upstreamComplete(self, failure)
+    /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
+    /// high-water mark the connection keeps.
+    private func compactUpOut() {
+        if upOutStart == upOut.count && upOutStart > 0 {
+            upOut.removeAll(keepingCapacity: upOut.capacity <= 4 * Connection.bodyHighWater)
+            upOutStart = 0
+            upHeadEnd = 0
+        } else if upOutStart >= 64 * 1024 && upOutStart * 2 >= upOut.count {
+            upOut.removeFirst(upOutStart)
+            upHeadEnd = max(0, upHeadEnd - upOutStart)
+            upOutStart = 0
+        }
+    }
+
+    /// Notes `n` bytes sent from the front of `upOut`.
+    func sent(_ n: Int) {
+        upOutStart += n
+        anyByteWritten = true
+        if upOutStart > upHeadEnd { bodyOnWire = true }
+        compactUpOut()
+    }
+
+    /// Drops the upstream leg: the attempt is cancelled, the connection closed or pooled.
+    func detachUpstream() -> UpstreamConnection? {
+        attempt?.cancel()
+        attempt = nil
+        let c = upstream
+        upstream = nil
+        c?.owner = nil
+        return c
+    }
+
+    // MARK: upstream events (forwarded to the connection)
+
+    func upstreamConnected(_ c: UpstreamConnection) {
+        attempt = nil
+        guard let connection else {
+            c.retire()
+            return
+        }
+        connection.upstreamConnected(self, c)
+    }
+
+    func upstreamConnectFailed(_ failure: UpstreamFailure) {
+        attempt = nil
+        connection?.upstreamFailed(self, failure)
+    }
+
+    func upstreamReady(_ events: UInt32) {
+        connection?.upstreamReady(self, events)
     }
 }

@@ -2,11 +2,13 @@ import Config
 import HTTP1
 import Upstream
 
-/// Turns a client's request head into what libcurl sends, and the upstream's response head into
-/// what the client gets (CONTRACT.md points 1 and 7). A class: each request borrows the one of its loop.
+/// Turns a client's request head into the upstream's, and the upstream's Location into the
+/// client's (CONTRACT.md points 1 and 7). A class: each request borrows the one of its loop.
 final class Forwarder {
     let upstream: UpstreamURL
     let urlPrefix: String
+    /// The Host field for the upstream: its host, with the port when it is not the scheme's default.
+    let upstreamHost: String
     let preserveHost: Bool
     let clientAuthorization: ForwardConfiguration.ClientAuthorization
     let requiredHeaderLowercased: String?
@@ -16,6 +18,8 @@ final class Forwarder {
     init(configuration c: Configuration) {
         upstream = c.upstream
         urlPrefix = c.upstream.origin + c.upstream.basePath
+        let bracketed = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
+        upstreamHost = c.upstream.port == (c.upstream.scheme == "https" ? 443 : 80) ? bracketed : "\(bracketed):\(c.upstream.port)"
         preserveHost = c.forward.preserveHost
         clientAuthorization = c.forward.clientAuthorization
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
@@ -35,70 +39,60 @@ final class Forwarder {
         clientAuthorization == .keep && head.first("authorization") != nil
     }
 
-    func url(path: String, query: String?) -> String {
-        var url = urlPrefix
-        url.reserveCapacity(urlPrefix.count + path.count + (query?.count ?? 0) + 1)
-        url += path
-        if let query {
-            url += "?"
-            url += query
-        }
-        return url
-    }
-
-    /// Header lines for libcurl, written into `lines` (emptied first; the caller reuses it so that
-    /// a request costs no String or allocation per line). `authorization` is the `Bearer …` value to
-    /// inject, or nil to send the client's own (keep mode).
-    func headerLines(into lines: inout HeaderLines, for head: RequestHead, authorization: [UInt8]?, peerHost: String) {
-        lines.removeAll()
-        var sawAccept = false
-        var clientHost: String?
+    /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
+    /// upstream's base path, Host, the client's fields in order and byte for byte (hop-by-hop fields,
+    /// the proxy's own and the access header left out), Authorization, X-Forwarded-*, and for an
+    /// upgrade `Connection: upgrade` with the client's Upgrade field. `authorization` is the
+    /// `Bearer …` value to inject, or nil to send the client's own (keep mode).
+    func writeRequestHead(
+        into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
+        peerHost: String, forwardedHost: String?, upgrade: Bool
+    ) {
+        RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
+        if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
+        var upgradeField: HTTPField?
         for field in head.fields {
             let name = field.name
-            if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) { continue }
-            let role = Forwarder.role(of: name)
-            switch role {
+            if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) {
+                if upgrade && asciiCaseInsensitiveEquals(name, "upgrade") { upgradeField = field }
+                continue
+            }
+            switch Forwarder.role(of: name) {
             case .host:
-                clientHost = field.value
-                if preserveHost { lines.append(name: "Host", value: field.value) }
+                if preserveHost { RequestWriter.appendField(&out, field) }
                 continue
             case .authorization:
-                if authorization == nil { lines.append(name: field.name, value: field.value) }
+                if authorization == nil { RequestWriter.appendField(&out, field) }
                 continue
             case .replaced:
-                continue  // libcurl frames the body; 100-continue is ours; X-Forwarded-* are set below
-            case .accept, .other:
+                continue  // X-Forwarded-* are set below
+            case .other:
                 break
             }
             if let required = requiredHeaderLowercased, asciiCaseInsensitiveEquals(name, required) { continue }
-            if role == .accept { sawAccept = true }
-            lines.append(name: field.name, value: field.value)
+            RequestWriter.appendField(&out, field)
         }
-        if let authorization {
-            lines.append(name: "Authorization", value: authorization)
+        if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
+        if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
+        RequestWriter.appendField(&out, name: "X-Forwarded-Proto", value: "http")
+        if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
+        // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
+        if head.framing == .chunked { RequestWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        if let upgradeField {
+            RequestWriter.appendField(&out, name: "Connection", value: "upgrade")
+            RequestWriter.appendField(&out, upgradeField)
         }
-        if !peerHost.isEmpty { lines.append(name: "X-Forwarded-For", value: peerHost) }
-        lines.append(name: "X-Forwarded-Proto", value: "http")
-        if let clientHost { lines.append(name: "X-Forwarded-Host", value: clientHost) }
-        // Stop libcurl adding headers of its own (ARCHITECTURE.md): a bare "Name:" removes one.
-        if !sawAccept { lines.appendRemoval("Accept") }
-        // libcurl adds Expect: 100-continue only to some uploads; a line less costs it a header
-        // comparison for each header it might add itself.
-        if head.framing != .none { lines.appendRemoval("Expect") }
+        RequestWriter.appendEndOfHead(&out)
     }
 
-    private enum RequestFieldRole { case host, authorization, accept, replaced, other }
+    private enum RequestFieldRole { case host, authorization, replaced, other }
 
     /// What the proxy does with a request field of this name; one comparison or two for most names
     /// (the length picks the candidates).
     private static func role(of name: String) -> RequestFieldRole {
         switch name.utf8.count {
         case 4: return asciiCaseInsensitiveEquals(name, "host") ? .host : .other
-        case 6:
-            if asciiCaseInsensitiveEquals(name, "accept") { return .accept }
-            return asciiCaseInsensitiveEquals(name, "expect") ? .replaced : .other
         case 13: return asciiCaseInsensitiveEquals(name, "authorization") ? .authorization : .other
-        case 14: return asciiCaseInsensitiveEquals(name, "content-length") ? .replaced : .other
         case 15: return asciiCaseInsensitiveEquals(name, "x-forwarded-for") ? .replaced : .other
         case 16: return asciiCaseInsensitiveEquals(name, "x-forwarded-host") ? .replaced : .other
         case 17: return asciiCaseInsensitiveEquals(name, "x-forwarded-proto") ? .replaced : .other

@@ -9,7 +9,7 @@ import Upstream
 final class LoopContext {
     let loop: EventLoop
     let configuration: Configuration
-    let upstream: UpstreamClient
+    let upstream: UpstreamConnector
     let tokens: TokenManager
     let policy: AccessPolicy
     let forwarder: Forwarder
@@ -21,8 +21,11 @@ final class LoopContext {
     /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
     let sessionNeedsLogin: Bool
     var connections: [Int32: Connection] = [:]
-    /// One read buffer for every connection of the loop: reads land here, then the parser sees them.
+    /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    /// One read buffer for every upstream connection of the loop; large, so that a big download
+    /// costs few reads (the answer is parsed and passed on from here).
+    let upstreamBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
 
     init(loop: EventLoop, configuration: Configuration, tokens: TokenManager, metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
         self.loop = loop
@@ -32,12 +35,14 @@ final class LoopContext {
         self.shared = shared
         self.logger = logger
         let tls = configuration.upstreamTLS
-        upstream = UpstreamClient(
+        upstream = UpstreamConnector(
             loop: loop,
             settings: UpstreamSettings(
                 caFile: tls.caFile, clientCertFile: tls.clientCertFile, clientKeyFile: tls.clientKeyFile,
                 insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout,
-                proxy: ProxyEnvironment(scheme: configuration.upstream.scheme)))
+                proxy: ProxyEnvironment(scheme: configuration.upstream.scheme)),
+            origin: configuration.upstream.origin, maxIdle: configuration.limits.upstreamKeepalive,
+            idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static
@@ -47,11 +52,15 @@ final class LoopContext {
         }
     }
 
-    deinit { readBuffer.deallocate() }
+    deinit {
+        readBuffer.deallocate()
+        upstreamBuffer.deallocate()
+    }
 
     /// Checks every connection's deadlines; runs a few times a second.
     func sweepTimeouts() {
         let now = loop.now
         for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
+        upstream.sweepIdle()
     }
 }

@@ -9,6 +9,10 @@ final class LoopMetrics: Sendable {
         var requestsWaitedForToken = 0
         var bytesFromClients = 0
         var bytesToClients = 0
+        var tunnelsOpened = 0
+        var tunnelsClosed = 0
+        /// Requests sent again on a fresh upstream connection after a reused one failed before answering.
+        var retriesOnFreshConnection = 0
         /// Upstream latency (to the response head), cumulative buckets as Prometheus wants them.
         var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
         var latencyCount = 0
@@ -35,6 +39,9 @@ final class LoopMetrics: Sendable {
         }
     }
 
+    func tunnelOpened() { counters.withLock { $0.tunnelsOpened += 1 } }
+    func tunnelClosed() { counters.withLock { $0.tunnelsClosed += 1 } }
+    func retriedOnFreshConnection() { counters.withLock { $0.retriesOnFreshConnection += 1 } }
     func retriedAfter401() { counters.withLock { $0.upstream401Retries += 1 } }
     func waitedForToken() { counters.withLock { $0.requestsWaitedForToken += 1 } }
 }

@@ -93,7 +93,7 @@ public final class Server: @unchecked Sendable {
                 ctx.loop.run()
             }
         }
-        logger.info("\(count) event loop(s); upstream \(configuration.upstream) through \(UpstreamClient.libcurlVersion)")
+        logger.info("\(count) event loop(s); upstream \(configuration.upstream) through \(UpstreamConnector.libcurlVersion)")
         if let listenAddress { logger.info("listening on \(listenAddress)") }
         if let adminAddress { logger.info("admin listening on \(adminAddress)") }
     }
@@ -151,6 +151,7 @@ public final class Server: @unchecked Sendable {
                     ctx.loop.unregister(acceptor.listener.fd, acceptor)
                 }
                 for connection in Array(ctx.connections.values) { connection.beginDrain() }
+                ctx.upstream.closeIdle()
             }
         }
         let deadline = Date().addingTimeInterval(configuration.drainTimeout)
@@ -192,6 +193,9 @@ public final class Server: @unchecked Sendable {
             total.requestsWaitedForToken += c.requestsWaitedForToken
             total.bytesFromClients += c.bytesFromClients
             total.bytesToClients += c.bytesToClients
+            total.tunnelsOpened += c.tunnelsOpened
+            total.tunnelsClosed += c.tunnelsClosed
+            total.retriesOnFreshConnection += c.retriesOnFreshConnection
             for i in 0..<total.latencyBuckets.count { total.latencyBuckets[i] += c.latencyBuckets[i] }
             total.latencyCount += c.latencyCount
             total.latencySum += c.latencySum

@@ -29,9 +29,6 @@ final class CurlEasy {
     private var textCapacity = 0
     /// The options that never change have been set (they survive between transfers).
     var configured = false
-    /// The response head of the current transfer, kept with the reused handle so that its storage is
-    /// reused too.
-    var responseHead = ResponseHead()
 
     init() {
         CurlGlobal.initOnce()

@@ -1,0 +1,531 @@
+import Credentials
+import HTTP1
+import Sockets
+import Upstream
+
+/// The upstream half of a client connection's exchange (docs/ENGINE.md): the request goes up as
+/// the proxy writes it, the answer is parsed by `HTTP1.ResponseParser` and framed again for the
+/// client; a 401 may be held for one retry; a 101 turns both connections into a tunnel.
+extension Connection {
+    // MARK: sending upstream
+
+    /// Sends the request with `token` (nil: the client's own Authorization goes), on an idle pooled
+    /// connection when there is one (`fresh`: never), else on a new one.
+    func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
+        exchange.sentToken = token
+        exchange.injectedToken = token != nil
+        exchange.held401 = nil
+        let forwarder = ctx.forwarder
+        let peerHost = peer.host
+        exchange.queueRequestHead { out in
+            forwarder.writeRequestHead(
+                into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
+                authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
+                upgrade: exchange.wantsUpgrade)
+        }
+        exchange.upstreamStartedAt = ctx.loop.now
+        exchange.lastUpstreamWrite = ctx.loop.now
+        exchange.connection = self
+        if !fresh, let idle = ctx.upstream.takeIdle() {
+            upstreamConnected(exchange, idle)
+            return
+        }
+        do {
+            exchange.attempt = try ctx.upstream.connect(exchange)
+        } catch {
+            respond(.badGateway("the upstream connection could not be started: \(error)"), to: exchange)
+        }
+    }
+
+    func upstreamConnected(_ exchange: Exchange, _ upstream: UpstreamConnection) {
+        upstream.owner = exchange
+        exchange.upstream = upstream
+        pumpUpstream(exchange)
+        updateUpstreamInterest(exchange)
+    }
+
+    func upstreamFailed(_ exchange: Exchange, _ failure: UpstreamFailure) {
+        switch failure {
+        case .timedOut: respond(.upstreamTimeout, to: exchange)
+        case .unreachable(let why): respond(.badGateway("the upstream could not be reached: \(why)"), to: exchange)
+        case .badResponse(let why): respond(.badGateway("the upstream answered badly: \(why)"), to: exchange)
+        }
+    }
+
+    /// New body bytes (or the body's end) are queued: send what the upstream takes.
+    func sendUpstream(_ exchange: Exchange) {
+        guard exchange.upstream != nil else { return }
+        pumpUpstream(exchange)
+        updateUpstreamInterest(exchange)
+    }
+
+    /// Writes what is queued for the upstream until it takes no more.
+    func pumpUpstream(_ exchange: Exchange) {
+        guard let upstream = exchange.upstream, !exchange.sendStopped else { return }
+        let wasFull = exchange.pendingUpstreamCount >= Connection.bodyHighWater
+        while exchange.upOutStart < exchange.upOut.count {
+            let start = exchange.upOutStart
+            let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+            switch result {
+            case .done(let n):
+                exchange.sent(n)
+                exchange.lastUpstreamWrite = ctx.loop.now
+            case .wouldBlock:
+                break
+            case .closed:
+                // The upstream stopped reading; it may have answered first (epoll reports the hang-up
+                // and the answer is read then).
+                exchange.sendStopped = true
+            }
+            if case .done = result { continue }
+            break
+        }
+        if wasFull && exchange.pendingUpstreamCount < Connection.bodyHighWater {
+            ctx.loop.schedule(task: self)  // room again: read the client on the next turn
+        }
+    }
+
+    func updateUpstreamInterest(_ exchange: Exchange) {
+        guard let upstream = exchange.upstream else { return }
+        var wanted: Interest = []
+        if !exchange.receivePaused { wanted.insert(.read) }
+        if !exchange.sendStopped && exchange.upOutStart < exchange.upOut.count { wanted.insert(.write) }
+        upstream.setInterest(wanted)
+    }
+
+    func upstreamReady(_ exchange: Exchange, _ events: UInt32) {
+        if events & ReadyEvents.writable != 0 { pumpUpstream(exchange) }
+        guard exchange.upstream != nil, self.exchange === exchange else { return }
+        // A hang-up is read even while paused: what is left is bounded by the socket's buffer.
+        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !exchange.receivePaused) {
+            readUpstream(exchange)
+        }
+        updateUpstreamInterest(exchange)
+    }
+
+    /// The client took enough of the answer: read the upstream again. With TLS the library may
+    /// hold bytes epoll cannot see, so read now rather than wait for readiness.
+    func resumeUpstreamIfDrained() {
+        guard let exchange, exchange.receivePaused, pendingOut < Connection.outLowWater else { return }
+        exchange.receivePaused = false
+        readUpstream(exchange)
+        updateUpstreamInterest(exchange)
+    }
+
+    // MARK: reading the answer
+
+    func readUpstream(_ exchange: Exchange) {
+        let buffer = ctx.upstreamBuffer
+        while let upstream = exchange.upstream, self.exchange === exchange, !exchange.receivePaused || exchange.sendStopped {
+            switch upstream.receive(into: buffer) {
+            case .done(let n):
+                exchange.responseBytesSeen += n
+                exchange.lastUpstreamByte = ctx.loop.now
+                feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.receivePaused = true }
+                // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
+                if n < buffer.count && !upstream.buffersInternally { return }
+            case .wouldBlock:
+                return
+            case .closed:
+                upstreamClosed(exchange)
+                return
+            }
+        }
+    }
+
+    private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
+        var offset = 0
+        while self.exchange === exchange, !closed, exchange.upstream != nil {
+            if exchange.tunnel {
+                if offset < bytes.count { writeRaw(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+                return
+            }
+            let base = offset
+            let (consumed, event) = exchange.parser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
+            offset += consumed
+            guard let event else {
+                if consumed == 0 || offset >= bytes.count { return }
+                continue
+            }
+            switch event {
+            case .informational(let head):
+                relayInformational(exchange, head)
+            case .head(let head, let framing):
+                upstreamHead(exchange, head, framing)
+            case .body(let range):
+                upstreamBody(exchange, UnsafeRawBufferPointer(rebasing: bytes[(base + range.lowerBound)..<(base + range.upperBound)]))
+            case .end:
+                upstreamEnded(exchange, trailingBytes: offset < bytes.count)
+                return
+            case .error(let error):
+                upstreamBroken(exchange, "the upstream's answer is not valid HTTP/1.1: \(error)")
+                return
+            }
+        }
+    }
+
+    /// The upstream closed its side (or the connection broke).
+    private func upstreamClosed(_ exchange: Exchange) {
+        if exchange.tunnel {
+            tunnelSideClosed(exchange, upstreamClosed: true)
+            return
+        }
+        switch exchange.parser.finish() {
+        case .end?:
+            upstreamEnded(exchange, trailingBytes: false)
+        case .error(let error)?:
+            upstreamBroken(exchange, "\(error)")
+        default:
+            // Nothing of an answer came. On a reused connection that is the upstream closing it as
+            // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
+            let upstream = exchange.detachUpstream()
+            upstream?.retire()
+            if exchange.responseBytesSeen == 0, upstream?.reused == true, canRetryOnFreshConnection(exchange) {
+                exchange.retriedOnFresh = true
+                ctx.metrics.retriedOnFreshConnection()
+                send(exchange, token: exchange.sentToken, fresh: true)
+                return
+            }
+            upstreamBroken(exchange, "the upstream closed the connection without answering")
+        }
+    }
+
+    /// RFC 9110 §9.2.2: an idempotent request may be sent again; any request may when none of it
+    /// was written. The body must be at hand: never sent, or kept whole for a replay.
+    private func canRetryOnFreshConnection(_ exchange: Exchange) -> Bool {
+        guard !exchange.retriedOnFresh, exchange.held401 == nil else { return false }
+        guard isIdempotent(exchange.head.method) || !exchange.anyByteWritten else { return false }
+        return !exchange.bodyOnWire || exchange.replayComplete
+    }
+
+    private func isIdempotent(_ method: String) -> Bool {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
+        default: return false
+        }
+    }
+
+    /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
+    private func upstreamBroken(_ exchange: Exchange, _ why: String) {
+        exchange.detachUpstream()?.retire()
+        if exchange.held401 != nil {
+            exchange.held401 = nil
+            respond(.badGateway("the upstream answered badly: \(why)"), to: exchange)
+            return
+        }
+        if exchange.responseStarted {
+            // Once a response has started, a failure can only end the connection (CONTRACT): what was
+            // sent goes out, then the connection closes short of the announced end.
+            ctx.logger.warning("upstream failed mid-response: \(why)")
+            exchange.keepAlive = false
+            exchange.status = exchange.status == 0 ? 502 : exchange.status
+            recordFinished(exchange)
+            exchange.connection = nil
+            self.exchange = nil
+            closeAfterWrite = true
+            parsingSuspended = true
+            flush()
+            return
+        }
+        respond(.badGateway(why), to: exchange)
+    }
+
+    /// RFC 9110 §15.2: 1xx answers are relayed to HTTP/1.1 clients (never to 1.0 ones).
+    private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
+        guard exchange.head.version == .http1_1 else { return }
+        var bytes: [UInt8] = []
+        ResponseWriter.appendStatusLine(&bytes, version: .http1_1, code: head.status, reason: reasonOrDefault(head))
+        let options = connectionOptions(of: head)
+        for i in 0..<head.count where !head.isHopByHop(i, connectionOptions: options) {
+            head.copyField(i, to: &bytes)
+        }
+        ResponseWriter.appendEndOfHead(&bytes)
+        appendOut(bytes)
+        flush()
+    }
+
+    private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
+        exchange.finalHeadArrived = true
+        ctx.metrics.upstreamLatency(ctx.loop.now - exchange.upstreamStartedAt)
+        // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
+        // the body is not sent on this connection.
+        if !exchange.requestBodyDone && !exchange.bodyOnWire && exchange.head.framing != .none {
+            exchange.sendStopped = true
+        }
+        if head.status == 101 {
+            guard exchange.wantsUpgrade else {
+                upstreamBroken(exchange, "101 Switching Protocols to a request that asked for no upgrade")
+                return
+            }
+            startTunnel(exchange, head)
+            return
+        }
+        if head.status == 401 && exchange.injectedToken {
+            if exchange.retried {
+                // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
+                ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now)
+            } else if ctx.tokenCanChange && !ctx.shared.refusingGoodTokens(now: ctx.loop.now)
+                && (exchange.head.framing == .none || !exchange.bodyOnWire || exchange.replayComplete)
+            {
+                exchange.held401 = Held401(head: head, framing: framing)
+                return
+            }
+        }
+        writeHead(exchange, head, upstreamFraming: framing)
+    }
+
+    func writeHead(_ exchange: Exchange, _ response: ResponseHead, upstreamFraming: ResponseBodyFraming) {
+        let head = exchange.head
+        let status = response.status
+        exchange.status = status
+        exchange.responseStarted = true
+        if exchange.sendStopped && !exchange.requestBodyDone {
+            // The rest of the client's body is read and dropped; the connection closes after the answer.
+            exchange.bodyRefused = true
+            exchange.keepAlive = false
+        }
+        let noBody = head.method == "HEAD" || status == 204 || status == 304 || status < 200
+        var dropsContentLength = false
+        switch upstreamFraming {
+        case _ where noBody:
+            exchange.framing = .none
+        case .none:
+            exchange.framing = .length(0)
+        case .contentLength(let n):
+            exchange.framing = .length(n)
+        case .chunked, .untilClose:
+            dropsContentLength = true
+            if head.version == .http1_1 {
+                exchange.framing = .chunked
+            } else {
+                exchange.framing = .close
+                exchange.keepAlive = false
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(response.bytes.count + 128)
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: status, reason: reasonOrDefault(response))
+        let options = connectionOptions(of: response)
+        for i in 0..<response.count {
+            if response.isHopByHop(i, connectionOptions: options) { continue }
+            if dropsContentLength && response.nameEquals(i, "content-length") { continue }
+            if response.nameEquals(i, "location"),
+                let rewritten = ctx.forwarder.rewrittenLocation(response.value(i), clientHost: head.first("host"))
+            {
+                ResponseWriter.appendField(&out, name: response.name(i), value: rewritten)
+                continue
+            }
+            response.copyField(i, to: &out)
+        }
+        if case .chunked = exchange.framing { ResponseWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        if !exchange.keepAlive || noMoreRequests {
+            ResponseWriter.appendField(&out, name: "Connection", value: "close")
+        } else if head.version == .http1_0 {
+            ResponseWriter.appendField(&out, name: "Connection", value: "keep-alive")
+        }
+        ResponseWriter.appendEndOfHead(&out)
+        exchange.bytesOut += out.count
+        appendOut(out)
+        // Not flushed here: the body usually follows in the same read, and head and body then leave
+        // in one write; the body, the end, or `readUpstream`'s caller flushes.
+        if exchange.bodyRefused { exchange.dropQueuedBody() }
+    }
+
+    private func upstreamBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
+        if let held = exchange.held401 {
+            if held.body.count + bytes.count <= Held401.maxBody {
+                held.body.append(contentsOf: bytes)
+                return
+            }
+            // Too big to hold for a retry: give up the retry and pass the answer on.
+            exchange.held401 = nil
+            writeHead(exchange, held.head, upstreamFraming: held.framing)
+            held.body.withUnsafeBytes { writeBody(exchange, $0) }
+        }
+        writeBody(exchange, bytes)
+    }
+
+    func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0, !closed else { return }
+        switch exchange.framing {
+        case .none:
+            return
+        case .chunked:
+            exchange.bytesOut += bytes.count
+            if pendingOut == 0 { lastClientWrite = ctx.loop.now }
+            ResponseWriter.appendChunk(&outBuf, bytes)
+            flush()
+        case .length, .close:
+            exchange.bytesOut += bytes.count
+            writeRaw(bytes)
+        }
+    }
+
+    /// Straight from the read buffer to the socket when nothing waits before it; keeps what did not fit.
+    func writeRaw(_ bytes: UnsafeRawBufferPointer) {
+        guard !closed else { return }
+        if pendingOut == 0 {
+            switch Syscall.write(fd, bytes) {
+            case .done(let n):
+                lastClientWrite = ctx.loop.now
+                if n < bytes.count { outBuf.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[n...])) }
+            case .wouldBlock:
+                lastClientWrite = ctx.loop.now
+                outBuf.append(contentsOf: bytes)
+            case .closed:
+                close()
+                return
+            }
+            updateInterest()
+            return
+        }
+        outBuf.append(contentsOf: bytes)
+        flush()
+    }
+
+    /// The answer is complete. The upstream connection goes back to the pool when the exchange left
+    /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
+    private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
+        let reusable = !trailingBytes && !exchange.parser.connectionMustClose && !exchange.sendStopped
+            && exchange.requestBodyDone && exchange.pendingUpstreamCount == 0
+        if let upstream = exchange.detachUpstream() {
+            if reusable { ctx.upstream.putIdle(upstream) } else { upstream.retire() }
+        }
+        if exchange.held401 != nil {
+            if exchange.bodyOnWire && !exchange.replayComplete {
+                releaseHeld401(exchange)
+                return
+            }
+            exchange.retried = true
+            acquireToken(for: exchange, staleGeneration: exchange.sentGeneration)
+            return
+        }
+        if case .chunked = exchange.framing { ResponseWriter.appendLastChunk(&outBuf) }
+        if !exchange.requestBodyDone {
+            // The client is still sending a body the upstream did not wait for: answer, then close.
+            exchange.bodyRefused = true
+            exchange.keepAlive = false
+            exchange.dropQueuedBody()
+        }
+        responseDone(exchange)
+    }
+
+    // MARK: tunnel (101 Switching Protocols)
+
+    private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
+        exchange.tunnel = true
+        exchange.status = 101
+        exchange.responseStarted = true
+        exchange.keepAlive = false
+        var out: [UInt8] = []
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: 101, reason: reasonOrDefault(response))
+        let options = connectionOptions(of: response)
+        var upgrade: String?
+        for i in 0..<response.count {
+            if response.nameEquals(i, "upgrade") { upgrade = response.value(i) }
+            if response.isHopByHop(i, connectionOptions: options) { continue }
+            response.copyField(i, to: &out)
+        }
+        ResponseWriter.appendField(&out, name: "Connection", value: "upgrade")
+        if let upgrade { ResponseWriter.appendField(&out, name: "Upgrade", value: upgrade) }
+        ResponseWriter.appendEndOfHead(&out)
+        exchange.bytesOut += out.count
+        appendOut(out)
+        recordFinished(exchange)
+        ctx.metrics.tunnelOpened()
+        parsingSuspended = true
+        // What the client sent after its request head already belongs to the new protocol.
+        if inStart < inBuf.count {
+            inBuf.withUnsafeBytes { exchange.queueRaw(UnsafeRawBufferPointer(rebasing: $0[inStart...])) }
+            inStart = inBuf.count
+            compactInput()
+        }
+        pumpUpstream(exchange)
+        updateUpstreamInterest(exchange)
+        flush()
+    }
+
+    /// Client bytes of a tunnel go up as they are, while the upstream keeps up.
+    func readIntoTunnel(_ exchange: Exchange) {
+        while !closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
+            switch Syscall.read(fd, ctx.readBuffer) {
+            case .done(let n):
+                lastClientByte = ctx.loop.now
+                exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
+                pumpUpstream(exchange)
+                if n < ctx.readBuffer.count { break }
+                continue
+            case .wouldBlock:
+                break
+            case .closed:
+                tunnelSideClosed(exchange, upstreamClosed: false)
+                return
+            }
+            break
+        }
+        updateUpstreamInterest(exchange)
+        updateInterest()
+    }
+
+    /// Either side of a tunnel closed: what the other side still has to get is sent, then both close.
+    func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool) {
+        if upstreamClosed {
+            exchange.detachUpstream()?.retire()
+            closeAfterWrite = true
+            peerHalfClosed = true
+            flush()
+        } else {
+            pumpUpstream(exchange)
+            close()
+        }
+    }
+
+    // MARK: timeouts
+
+    /// `upstream_timeout` until the response head (counted from the last byte written up, so a long
+    /// upload is not cut), `upstream_idle_timeout` between body bytes. True when it ended the exchange.
+    func checkUpstreamTimeouts(_ exchange: Exchange, now: Double) -> Bool {
+        let limits = ctx.configuration.limits
+        guard exchange.upstream != nil || exchange.attempt != nil else { return false }
+        if !exchange.finalHeadArrived {
+            guard now - max(exchange.upstreamStartedAt, exchange.lastUpstreamWrite) > limits.upstreamTimeout else { return false }
+            exchange.detachUpstream()?.retire()
+            respond(.upstreamTimeout, to: exchange)
+            return true
+        }
+        if !exchange.receivePaused && now - exchange.lastUpstreamByte > limits.upstreamIdleTimeout {
+            upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(limits.upstreamIdleTimeout))s")
+            return true
+        }
+        return false
+    }
+
+    // MARK: helpers
+
+    private func reasonOrDefault(_ head: ResponseHead) -> String {
+        head.reason.isEmpty ? ResponseWriter.reasonPhrase(for: head.status) : head.reason
+    }
+
+    /// The lowercased options of the answer's Connection fields (RFC 9110 §7.6.1).
+    private func connectionOptions(of head: ResponseHead) -> [String] {
+        var options: [String] = []
+        for i in 0..<head.count where head.nameEquals(i, "connection") {
+            if head.valueEquals(i, "keep-alive") || head.valueEquals(i, "close") { continue }
+            for option in head.value(i).split(separator: ",") {
+                let trimmed = option.trimmingCharacters(in: " \t")
+                if !trimmed.isEmpty { options.append(trimmed.lowercased()) }
+            }
+        }
+        return options
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var s = self
+        while let c = s.first, set.contains(c) { s = s.dropFirst() }
+        while let c = s.last, set.contains(c) { s = s.dropLast() }
+        return String(s)
+    }
+}
