@@ -2,7 +2,7 @@
 /// whitespace around the value removed, RFC 9112 §5.1) in one buffer that its owner reuses from
 /// response to response: a response costs no String per field, and a field goes to the client as
 /// one copy of its bytes.
-public struct ResponseHead: Sendable {
+public struct ResponseHead: Sendable, Equatable {
     /// The proxy answers in HTTP/1.1 whatever version the upstream spoke, so only these are kept.
     public var status = 0
     public var reason = ""
@@ -11,7 +11,7 @@ public struct ResponseHead: Sendable {
     private var spans: [Span] = []
 
     /// Where one field line is in `bytes`: the name is `start..<colon`, the value `colon + 2..<end`.
-    struct Span: Sendable {
+    struct Span: Sendable, Equatable {
         let start: Int
         let colon: Int
         let end: Int
@@ -31,7 +31,13 @@ public struct ResponseHead: Sendable {
     /// not `token ":" OWS field-value OWS`: an obs-fold continuation or a control character included
     /// (RFC 9112 §5.2: a proxy must not forward those as they are).
     public mutating func append(fieldLine line: UnsafeRawBufferPointer) -> Bool {
-        guard let parts = scanFieldLine(line) else { return false }
+        appendFieldLine(line) != nil
+    }
+
+    /// The same, returning where the name ends (the colon) and where the value is in `line`, for a
+    /// caller that looks at some fields as it goes (``ResponseParser``).
+    mutating func appendFieldLine(_ line: UnsafeRawBufferPointer) -> (colon: Int, value: Range<Int>)? {
+        guard let parts = scanFieldLine(line) else { return nil }
         let start = bytes.count
         bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
         let colon = bytes.count
@@ -39,7 +45,7 @@ public struct ResponseHead: Sendable {
         bytes.append(asciiSP)
         bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[parts.value]))
         spans.append(Span(start: start, colon: colon, end: bytes.count))
-        return true
+        return parts
     }
 
     /// Adds a field the proxy makes itself (the name must be a token, the value valid).

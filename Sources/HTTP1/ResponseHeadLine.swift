@@ -44,41 +44,64 @@ private func isDigit(_ b: UInt8) -> Bool {
     b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
 }
 
-/// status-line = HTTP-version SP status-code SP [ reason-phrase ] (RFC 9112 §4); the SP before an empty
-/// reason is often left out, and is tolerated.
-private func parseStatus(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
+/// The parts of a status line (RFC 9112 §4), shared by ``ResponseHeadLine`` and ``ResponseParser``, which
+/// differ only in the versions they accept.
+struct StatusLineParts {
+    /// The major version digit (1 or more).
+    var major: UInt8
+    /// The minor version digit; nil when the version has none ("HTTP/2", as libcurl reports HTTP/2 heads).
+    var minor: UInt8?
+    var code: Int
+    /// Where the reason phrase is in the line (possibly empty).
+    var reason: Range<Int>
+}
+
+/// status-line = HTTP-version SP status-code SP [ reason-phrase ] (RFC 9112 §4), the line end removed;
+/// the SP before an empty reason is often left out, and is tolerated. The version is "HTTP/" DIGIT
+/// [ "." DIGIT ], "HTTP/1" without a minor digit refused. nil for anything else, control characters in
+/// the reason included.
+func scanStatusLine(_ bytes: UnsafeRawBufferPointer) -> StatusLineParts? {
+    guard startsWith(bytes, "HTTP/") else { return nil }
     var i = 5  // after "HTTP/"
-    let major = i
-    while i < bytes.count && isDigit(bytes[i]) { i += 1 }
-    guard i - major == 1 else { return .invalid }
-    var version: HTTPVersion = .http1_1
+    guard i < bytes.count, isDigit(bytes[i]), bytes[i] >= UInt8(ascii: "1") else { return nil }
+    let major = bytes[i] &- UInt8(ascii: "0")
+    i += 1
+    var minor: UInt8? = nil
     if i < bytes.count && bytes[i] == UInt8(ascii: ".") {
         i += 1
-        guard i < bytes.count, isDigit(bytes[i]) else { return .invalid }
-        if bytes[major] == UInt8(ascii: "1") && bytes[i] == UInt8(ascii: "0") { version = .http1_0 }
+        guard i < bytes.count, isDigit(bytes[i]) else { return nil }
+        minor = bytes[i] &- UInt8(ascii: "0")
         i += 1
-    } else if bytes[major] == UInt8(ascii: "1") {
-        return .invalid  // "HTTP/1" without a minor version
+    } else if major == 1 {
+        return nil  // "HTTP/1" without a minor version
     }
-    guard bytes[major] >= UInt8(ascii: "1") else { return .invalid }
-    guard i < bytes.count, bytes[i] == asciiSP else { return .invalid }
+    guard i < bytes.count, bytes[i] == asciiSP else { return nil }
     i += 1
+    // status-code = 3DIGIT (RFC 9110 §15); a fourth digit fails the SP check below.
     guard i + 3 <= bytes.count, isDigit(bytes[i]), isDigit(bytes[i + 1]), isDigit(bytes[i + 2]) else {
-        return .invalid
+        return nil
     }
-    let code = Int(bytes[i] - 48) * 100 + Int(bytes[i + 1] - 48) * 10 + Int(bytes[i + 2] - 48)
-    guard code >= 100 else { return .invalid }
+    let code = Int(bytes[i] &- 48) * 100 + Int(bytes[i + 1] &- 48) * 10 + Int(bytes[i + 2] &- 48)
+    guard code >= 100 else { return nil }
     i += 3
-    var reason = ""
+    var reason = i..<i
     if i < bytes.count {
-        guard bytes[i] == asciiSP else { return .invalid }
+        guard bytes[i] == asciiSP else { return nil }
         i += 1
-        let reasonBytes = UnsafeRawBufferPointer(rebasing: bytes[i...])
         // reason-phrase = 1*( HTAB / SP / VCHAR / obs-text )
-        guard reasonBytes.allSatisfy(isFieldValueByte) else { return .invalid }
-        reason = String(decoding: reasonBytes, as: UTF8.self)
+        for k in i..<bytes.count where !isFieldValueByte(bytes[k]) {
+            return nil
+        }
+        reason = i..<bytes.count
     }
-    return .status(version: version, code: code, reason: reason)
+    return StatusLineParts(major: major, minor: minor, code: code, reason: reason)
+}
+
+private func parseStatus(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
+    guard let parts = scanStatusLine(bytes) else { return .invalid }
+    let version: HTTPVersion = parts.major == 1 && parts.minor == 0 ? .http1_0 : .http1_1
+    let reason = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[parts.reason]), as: UTF8.self)
+    return .status(version: version, code: parts.code, reason: reason)
 }
 
 private func parseField(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {

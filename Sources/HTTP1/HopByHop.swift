@@ -1,0 +1,34 @@
+/// The hop-by-hop header rules a proxy applies (RFC 9110 §7.6.1).
+public enum HopByHop {
+    /// True when a field of this name must not be forwarded: the fixed hop-by-hop names, and any name
+    /// the message's Connection fields list (`connectionOptions`, as in ``RequestHead/connectionOptions``).
+    /// Case-insensitive; no allocation.
+    public static func isHopByHop(_ name: String, connectionOptions: [String]) -> Bool {
+        if isFixedHopByHop(name) { return true }
+        for option in connectionOptions where asciiCaseInsensitiveEquals(name, option) {
+            return true
+        }
+        return false
+    }
+
+    /// The names that are hop-by-hop whatever Connection says.
+    public static func isFixedHopByHop(_ name: String) -> Bool {
+        isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0) }
+    }
+
+    /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
+    /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
+    /// the name with a lowercase candidate.
+    static func isFixedHopByHop(length: Int, _ equals: (String) -> Bool) -> Bool {
+        switch length {
+        case 2: return equals("te")
+        case 7: return equals("trailer") || equals("upgrade")
+        case 10: return equals("connection") || equals("keep-alive")
+        case 16: return equals("proxy-connection")
+        case 17: return equals("transfer-encoding")
+        case 18: return equals("proxy-authenticate")
+        case 19: return equals("proxy-authorization")
+        default: return false
+        }
+    }
+}

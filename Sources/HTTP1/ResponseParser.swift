@@ -1,0 +1,573 @@
+// An incremental HTTP/1.1 response parser (RFC 9112) for the upstream side: bytes in, events out, no I/O.
+// The mirror of RequestParser: same push shape, same byte-at-a-time verification in the tests.
+
+/// Limits the response parser enforces.
+public struct ResponseParserLimits: Sendable {
+    /// The largest response head, status line through the blank line, line ends included (a stray
+    /// empty line before the status line is not counted); also the largest trailer section.
+    public var maxHeadBytes: Int
+
+    public init(maxHeadBytes: Int) {
+        self.maxHeadBytes = maxHeadBytes
+    }
+}
+
+/// Why an upstream response was refused; the proxy answers 502. Reasons never echo a header value.
+public enum ResponseParseError: Error, Sendable, Equatable {
+    case malformed(String)
+    /// The head (or the trailer section) is over ``ResponseParserLimits/maxHeadBytes``.
+    case headTooLarge
+}
+
+/// How the parser delimits the body that follows a final head (RFC 9112 §6.3).
+public enum ResponseBodyFraming: Sendable, Equatable {
+    /// No body: a response to HEAD, 1xx (101 included), 204 and 304.
+    case none
+    case contentLength(Int)
+    /// Decoded by the parser: `.body` events carry the chunk data only.
+    case chunked
+    /// Close-delimited: every byte until the upstream closes is body (`finish()` ends it).
+    case untilClose
+}
+
+/// What ``ResponseParser/parse(_:)`` reports.
+///
+/// A head's `ResponseHead` shares its storage with the parser's own until the parser starts the next
+/// head: a caller that drops it before then keeps the parser free of allocations (copy on write);
+/// one that keeps it (a held 401) keeps a correct, unchanging value, and the parser allocates fresh
+/// storage for the next head.
+public enum ResponseParseEvent: Sendable, Equatable {
+    /// An interim 1xx head other than 101 (100 Continue, 103 Early Hints...): relay it; another head follows.
+    case informational(ResponseHead)
+    /// The final head, with the framing the parser will apply. For 101 the parser stops (state upgraded):
+    /// every later byte is tunnel data, not HTTP.
+    case head(ResponseHead, ResponseBodyFraming)
+    /// Body bytes (decoded from chunked): a range of the buffer passed to this call (no copy).
+    case body(Range<Int>)
+    /// The response is complete (after any trailers). The parser is ready for the next response
+    /// (keep-alive), unless it was untilClose or upgraded.
+    case end
+    /// The parser stays in the error state afterwards.
+    case error(ResponseParseError)
+}
+
+/// An incremental HTTP/1.1 response parser (RFC 9112).
+///
+/// Head lines are read in place from the caller's buffer when they arrive whole; only a line cut by the
+/// end of a buffer is carried over, in a buffer the parser keeps. Fields are validated and copied once,
+/// into the one ``ResponseHead`` the parser owns and resets for each head. Body bytes are reported as
+/// ranges of the caller's buffer.
+///
+/// Decisions where RFC 9112 leaves a choice:
+/// - Line ends: a bare LF ends a line of the head and of the trailer section (RFC 9112 §2.2 lets a
+///   recipient accept it); chunk framing needs CRLF (RFC 9112 §7.1), as in ``RequestParser``. A CR
+///   anywhere else in a line is refused (bare CR, RFC 9112 §2.2).
+/// - At most one empty line is skipped before a status line (RFC 9112 §2.2 asks servers to tolerate
+///   empty lines before a request; some upstreams send a stray CRLF after a body). A second one is
+///   malformed: the stream is out of step.
+/// - Content-Length is checked on every head, bodiless ones included: an invalid one would otherwise be
+///   forwarded to the client (a HEAD response's Content-Length means something). Transfer-Encoding is
+///   checked only where it frames a body.
+/// - A final head with both Transfer-Encoding and Content-Length is framed by Transfer-Encoding (RFC
+///   9112 §6.3 point 3) and the connection is not reused afterwards: such a message "ought to be
+///   handled as an error" (same section), so the proxy relays it but trusts no further byte of that
+///   connection.
+/// - Transfer-Encoding in an HTTP/1.0 response is malformed: the framing is faulty (RFC 9112 §6.1), and
+///   RFC 9112 §6.3 point 5 makes a proxy answer 502 for a response it cannot frame.
+/// - Status codes are three digits from 100 (the syntax, RFC 9110 §15); 600 to 999 pass as they are
+///   and frame like any final status.
+public struct ResponseParser: Sendable {
+    private enum State: Sendable {
+        /// Status line and fields, line by line; also between responses.
+        case head
+        /// `.end` is due on the next call.
+        case endPending
+        case fixedBody(remaining: Int)
+        case untilClose
+        case chunkSize
+        /// Whitespace after the size: only a chunk extension may follow.
+        case chunkSizeWhitespace
+        case chunkExtension
+        case chunkSizeLF
+        case chunkData(remaining: Int)
+        case chunkDataCR
+        case chunkDataLF
+        case trailers
+        /// After a 101 head: the rest of the connection is not HTTP.
+        case upgraded
+        /// `finish()` was called.
+        case closed
+        case failed
+    }
+
+    /// The longest chunk extension skipped (RFC 9112 §7.1.1 lets a recipient limit them).
+    static let maxChunkExtensionBytes = 4096
+    /// The most hex digits a chunk size may have (leading zeros included).
+    static let maxChunkSizeDigits = 32
+
+    private let maxHeadBytes: Int
+    private var state: State = .head
+    /// The head being parsed or last reported.
+    private var head = ResponseHead()
+    /// A head or trailer line whose end has not arrived yet; empty while lines are read in place.
+    private var partialLine: [UInt8] = []
+    /// Bytes of the current head or trailer section so far, line ends included.
+    private var sectionBytes = 0
+    private var requestWasHEAD = false
+    /// An interim head of the current response has been reported.
+    private var afterInterimHead = false
+
+    // The head being parsed.
+    private var sawStatusLine = false
+    private var skippedEmptyLine = false
+    private var headIsHTTP10 = false
+    private var contentLength: Int? = nil
+    private var sawTransferEncoding = false
+    private var codingCount = 0
+    private var chunkedCount = 0
+    private var lastCodingIsChunked = false
+    private var closeListed = false
+    private var keepAliveListed = false
+
+    // The final head reported last.
+    private var mustClose = false
+    private var finalIsHTTP10 = false
+
+    // The chunk being read.
+    private var chunkSizeValue = 0
+    private var chunkSizeDigits = 0
+    private var chunkExtensionBytes = 0
+
+    public init(limits: ResponseParserLimits) {
+        maxHeadBytes = max(0, limits.maxHeadBytes)
+    }
+
+    /// Before each response: the request's method matters (HEAD: no body whatever the fields say,
+    /// RFC 9112 §6.3 point 1). It holds for one response: `.end` clears it.
+    public mutating func expect(requestMethodIsHEAD: Bool) {
+        requestWasHEAD = requestMethodIsHEAD
+    }
+
+    /// True between responses: nothing of a response seen yet (a tolerated stray empty line aside).
+    public var isIdle: Bool {
+        if case .head = state { return sectionBytes == 0 && !afterInterimHead && !sawStatusLine }
+        return false
+    }
+
+    /// The connection must not be reused after this response's `.end`: the final head said
+    /// `Connection: close`, or it is HTTP/1.0 without `Connection: keep-alive` (RFC 9112 §9.3), or the
+    /// body is close-delimited, or the head had both Transfer-Encoding and Content-Length, or the
+    /// connection was upgraded (101), or the parser failed. Describes the last final head until the next
+    /// one is parsed.
+    public var connectionMustClose: Bool {
+        switch state {
+        case .failed, .closed, .upgraded: return true
+        default: return mustClose
+        }
+    }
+
+    /// The last final head's HTTP version was 1.0 (RFC 9112 §2.3); a higher 1.x minor counts as 1.1
+    /// (RFC 9110 §2.5).
+    public var isHTTP10: Bool { finalIsHTTP10 }
+
+    /// The upstream closed the connection. `.end` when the body was close-delimited (or complete and its
+    /// `.end` not yet reported), nil when idle between responses (and after an upgrade or an error), else
+    /// `.error(.malformed("connection closed before the response was complete"))`. The parser takes no
+    /// more bytes afterwards.
+    public mutating func finish() -> ResponseParseEvent? {
+        let event: ResponseParseEvent?
+        switch state {
+        case .untilClose, .endPending:
+            event = .end
+        case .upgraded, .closed, .failed:
+            return nil
+        case .head where isIdle:
+            event = nil
+        default:
+            event = .error(.malformed("connection closed before the response was complete"))
+        }
+        state = .closed
+        partialLine = []
+        return event
+    }
+
+    /// Consumes a prefix of `input` and returns at most one event. Call again with the rest while
+    /// `consumed < input.count` or an event was returned; `event == nil` with everything consumed means:
+    /// need more bytes. After `.error` (or `finish()`), every call consumes everything and returns nothing.
+    /// Once upgraded (a 101 head), every call consumes nothing and returns nothing: the bytes are the
+    /// caller's tunnel data.
+    public mutating func parse(_ input: UnsafeRawBufferPointer) -> (consumed: Int, event: ResponseParseEvent?) {
+        let n = input.count
+        var i = 0
+        while true {
+            switch state {
+            case .failed, .closed:
+                return (n, nil)
+
+            case .upgraded:
+                return (i, nil)
+
+            case .endPending:
+                endResponse()
+                return (i, .end)
+
+            case .head, .trailers:
+                guard i < n else { return (i, nil) }
+                // The section may grow by `room` more bytes; a line end must come within them.
+                let room = maxHeadBytes &- sectionBytes
+                let stop = room <= 0 ? i : (room < n - i ? i + room : n)
+                guard let lf = indexOfLF(input, i..<stop) else {
+                    if stop < n { return fail(stop, .headTooLarge) }
+                    partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<n]))
+                    sectionBytes += n - i
+                    return (n, nil)
+                }
+                sectionBytes += lf + 1 - i
+                let event: ResponseParseEvent?
+                if partialLine.isEmpty {
+                    event = takeLine(UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+                } else {
+                    // Take the buffer out of `self` while it is read, then give its memory back.
+                    var carried: [UInt8] = []
+                    swap(&carried, &partialLine)
+                    carried.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+                    event = carried.withUnsafeBytes { takeLine($0) }
+                    carried.removeAll(keepingCapacity: true)
+                    swap(&carried, &partialLine)
+                }
+                i = lf + 1
+                if let event { return (i, event) }
+
+            case .fixedBody(let remaining):
+                guard i < n else { return (i, nil) }
+                let take = min(remaining, n - i)
+                state = take == remaining ? .endPending : .fixedBody(remaining: remaining - take)
+                return (i + take, .body(i..<(i + take)))
+
+            case .untilClose:
+                guard i < n else { return (i, nil) }
+                return (n, .body(i..<n))
+
+            case .chunkSize:
+                guard i < n else { return (i, nil) }
+                let b = input[i]
+                // RFC 9112 §7.1: chunk-size = 1*HEXDIG, optionally followed by chunk extensions.
+                if let digit = hexValue(b) {
+                    if chunkSizeDigits >= Self.maxChunkSizeDigits || chunkSizeValue > (Int.max - digit) / 16 {
+                        return fail(i, .malformed("chunk size too large"))
+                    }
+                    chunkSizeValue = chunkSizeValue * 16 + digit
+                    chunkSizeDigits += 1
+                } else if chunkSizeDigits == 0 {
+                    return fail(i, .malformed("invalid chunk size"))
+                } else if b == UInt8(ascii: ";") {
+                    state = .chunkExtension
+                } else if isOWS(b) {
+                    // RFC 9112 §7.1.1: BWS is allowed before ";" only.
+                    state = .chunkSizeWhitespace
+                } else if b == asciiCR {
+                    state = .chunkSizeLF
+                } else {
+                    return fail(i, .malformed("invalid chunk size"))
+                }
+                i += 1
+
+            case .chunkSizeWhitespace:
+                guard i < n else { return (i, nil) }
+                let b = input[i]
+                if b == UInt8(ascii: ";") {
+                    state = .chunkExtension
+                } else if !isOWS(b) {
+                    return fail(i, .malformed("invalid chunk size"))
+                }
+                i += 1
+                chunkExtensionBytes += 1
+                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
+                    return fail(i, .malformed("chunk extension too long"))
+                }
+
+            case .chunkExtension:
+                guard i < n else { return (i, nil) }
+                // RFC 9112 §7.1.1: extensions are skipped; they are only bounded and checked for control bytes,
+                // in one pass up to the CR that ends the line.
+                let limit = Self.maxChunkExtensionBytes - chunkExtensionBytes
+                let stop = min(n, i + limit + 1)
+                var k = i
+                while k < stop && input[k] != asciiCR {
+                    guard isFieldValueByte(input[k]) else { return fail(k, .malformed("invalid chunk extension")) }
+                    k += 1
+                }
+                chunkExtensionBytes += k - i
+                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
+                    return fail(k, .malformed("chunk extension too long"))
+                }
+                i = k
+                if k < n {
+                    state = .chunkSizeLF  // input[k] is the CR
+                    i += 1
+                }
+
+            case .chunkSizeLF:
+                guard i < n else { return (i, nil) }
+                // RFC 9112 §7.1: the chunk-size line ends with CRLF (no bare LF or CR in body framing).
+                guard input[i] == asciiLF else { return fail(i, .malformed("invalid chunk size line")) }
+                i += 1
+                if chunkSizeValue == 0 {
+                    // RFC 9112 §7.1.2: the last chunk is followed by the trailer section.
+                    state = .trailers
+                    sectionBytes = 0
+                } else {
+                    state = .chunkData(remaining: chunkSizeValue)
+                }
+
+            case .chunkData(let remaining):
+                guard i < n else { return (i, nil) }
+                let take = min(remaining, n - i)
+                state = take == remaining ? .chunkDataCR : .chunkData(remaining: remaining - take)
+                return (i + take, .body(i..<(i + take)))
+
+            case .chunkDataCR:
+                guard i < n else { return (i, nil) }
+                // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF.
+                guard input[i] == asciiCR else { return fail(i, .malformed("missing CRLF after chunk data")) }
+                state = .chunkDataLF
+                i += 1
+
+            case .chunkDataLF:
+                guard i < n else { return (i, nil) }
+                guard input[i] == asciiLF else { return fail(i, .malformed("missing CRLF after chunk data")) }
+                i += 1
+                beginChunkSize()
+            }
+        }
+    }
+
+    // MARK: lines of the head and of the trailer section
+
+    /// One complete line (its LF removed) of the head or the trailer section. Returns the event it
+    /// completes, if any.
+    private mutating func takeLine(_ raw: UnsafeRawBufferPointer) -> ResponseParseEvent? {
+        // RFC 9112 §2.2: a CR before the LF belongs to the line end; any other CR is refused by the
+        // line checks below (a CR is a control character).
+        let bytes = raw.count > 0 && raw[raw.count - 1] == asciiCR ? UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 1)]) : raw
+        if case .trailers = state {
+            if bytes.isEmpty {
+                endResponse()
+                return .end
+            }
+            // RFC 9112 §7.1.2: trailer fields are field lines; they are checked and dropped (the proxy
+            // re-frames the body and sends no trailers).
+            if scanFieldLine(bytes) == nil {
+                return failEvent(.malformed(isOWS(bytes[0]) ? "obsolete line folding" : "invalid trailer line"))
+            }
+            return nil
+        }
+        if !sawStatusLine {
+            if bytes.isEmpty {
+                // A stray empty line before the status line is not part of the head.
+                if skippedEmptyLine { return failEvent(.malformed("empty line before the status line")) }
+                skippedEmptyLine = true
+                sectionBytes = 0
+                return nil
+            }
+            return statusLine(bytes)
+        }
+        if bytes.isEmpty { return endOfHead() }
+        guard let parts = head.appendFieldLine(bytes) else {
+            // RFC 9112 §5.2: obs-fold is refused (a proxy may not forward it as it is).
+            return failEvent(.malformed(isOWS(bytes[0]) ? "obsolete line folding" : "invalid header line"))
+        }
+        return field(bytes, name: 0..<parts.colon, value: parts.value)
+    }
+
+    private mutating func statusLine(_ bytes: UnsafeRawBufferPointer) -> ResponseParseEvent? {
+        guard let parts = scanStatusLine(bytes) else { return failEvent(.malformed("invalid status line")) }
+        // RFC 9110 §2.5: a higher minor version of HTTP/1 is understood as 1.1; another major version
+        // cannot be framed as HTTP/1.1 (RFC 9112 §2.3).
+        guard parts.major == 1, let minor = parts.minor else {
+            return failEvent(.malformed("unsupported HTTP version"))
+        }
+        sawStatusLine = true
+        headIsHTTP10 = minor == 0
+        head.removeFields()
+        head.status = parts.code
+        let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
+        // The same reason as the last head (the usual case) keeps its String.
+        if !head.reason.utf8.elementsEqual(reason) { head.reason = String(decoding: reason, as: UTF8.self) }
+        return nil
+    }
+
+    /// Notes the fields that frame the message or decide persistence (RFC 9112 §6, §9.3).
+    private mutating func field(_ line: UnsafeRawBufferPointer, name: Range<Int>, value: Range<Int>) -> ResponseParseEvent? {
+        switch name.count {
+        case 10:
+            guard rawEqualsIgnoringCase(line, name, "connection") else { return nil }
+            forEachListElement(line, value) { element in
+                if rawEqualsIgnoringCase(line, element, "close") { closeListed = true }
+                if rawEqualsIgnoringCase(line, element, "keep-alive") { keepAliveListed = true }
+            }
+        case 14:
+            guard rawEqualsIgnoringCase(line, name, "content-length") else { return nil }
+            // RFC 9110 §8.6: Content-Length = 1*DIGIT; a list of identical values (from fields combined
+            // upstream) may be taken as one, differing or invalid ones make the framing unknowable
+            // (RFC 9112 §6.3 point 5).
+            var invalid = false
+            var conflicting = false
+            var sawElement = false
+            forEachListElement(line, value) { element in
+                guard !invalid && !conflicting else { return }
+                var parsed = 0
+                for k in element {
+                    let b = line[k]
+                    guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { invalid = true; return }
+                    let (times10, o1) = parsed.multipliedReportingOverflow(by: 10)
+                    let (sum, o2) = times10.addingReportingOverflow(Int(b &- UInt8(ascii: "0")))
+                    guard !o1 && !o2 else { invalid = true; return }
+                    parsed = sum
+                }
+                sawElement = true
+                if let existing = contentLength, existing != parsed { conflicting = true; return }
+                contentLength = parsed
+            }
+            if invalid || !sawElement { return failEvent(.malformed("invalid Content-Length")) }
+            if conflicting { return failEvent(.malformed("conflicting Content-Length values")) }
+        case 17:
+            guard rawEqualsIgnoringCase(line, name, "transfer-encoding") else { return nil }
+            sawTransferEncoding = true
+            forEachListElement(line, value) { element in
+                // transfer-coding = token *( OWS ";" OWS transfer-parameter ) (RFC 9112 §7): the name is
+                // the token before any parameters.
+                var end = element.lowerBound
+                while end < element.upperBound && isTokenByte(line[end]) { end += 1 }
+                codingCount += 1
+                lastCodingIsChunked = rawEqualsIgnoringCase(line, element.lowerBound..<end, "chunked")
+                if lastCodingIsChunked { chunkedCount += 1 }
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
+    /// The blank line after the fields: decides the framing (RFC 9112 §6.3, in its order).
+    private mutating func endOfHead() -> ResponseParseEvent? {
+        let status = head.status
+        if status < 200 {
+            if status == 101 {
+                // RFC 9110 §15.2.2: the connection switches protocols right after this head's blank line.
+                finalIsHTTP10 = headIsHTTP10
+                mustClose = true
+                state = .upgraded
+                return .head(head, .none)
+            }
+            // RFC 9110 §15.2: an interim response; the final one follows on the same connection.
+            afterInterimHead = true
+            beginHead()
+            return .informational(head)
+        }
+        finalIsHTTP10 = headIsHTTP10
+        // RFC 9112 §9.3: HTTP/1.1 persists unless "close" is listed; HTTP/1.0 only with "keep-alive".
+        var close = closeListed || (headIsHTTP10 && !keepAliveListed)
+        let framing: ResponseBodyFraming
+        if requestWasHEAD || status == 204 || status == 304 {
+            // RFC 9112 §6.3 points 1-2: no body, whatever the fields say.
+            framing = .none
+        } else if sawTransferEncoding {
+            // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
+            if headIsHTTP10 { return failEvent(.malformed("Transfer-Encoding in an HTTP/1.0 response")) }
+            if codingCount == 0 { return failEvent(.malformed("empty Transfer-Encoding")) }
+            // RFC 9112 §7: chunked MUST NOT be applied more than once.
+            if chunkedCount > 1 { return failEvent(.malformed("chunked applied more than once")) }
+            // RFC 9112 §6.3 point 4: chunked last frames the body; otherwise the body runs until close.
+            framing = lastCodingIsChunked ? .chunked : .untilClose
+            // RFC 9112 §6.3 point 3: Transfer-Encoding overrides Content-Length; the pair is suspect.
+            if contentLength != nil { close = true }
+        } else if let contentLength {
+            framing = .contentLength(contentLength)
+        } else {
+            // RFC 9112 §6.3 point 8: a response with neither field runs until the connection closes.
+            framing = .untilClose
+        }
+        switch framing {
+        case .none, .contentLength(0): state = .endPending
+        case .contentLength(let length): state = .fixedBody(remaining: length)
+        case .chunked: beginChunkSize()
+        case .untilClose:
+            close = true
+            state = .untilClose
+        }
+        mustClose = close
+        return .head(head, framing)
+    }
+
+    // MARK: state changes
+
+    /// Ready for the status line of a head (the first of a response, or the one after an interim head).
+    private mutating func beginHead() {
+        state = .head
+        sectionBytes = 0
+        sawStatusLine = false
+        skippedEmptyLine = false
+        headIsHTTP10 = false
+        contentLength = nil
+        sawTransferEncoding = false
+        codingCount = 0
+        chunkedCount = 0
+        lastCodingIsChunked = false
+        closeListed = false
+        keepAliveListed = false
+    }
+
+    private mutating func endResponse() {
+        beginHead()
+        afterInterimHead = false
+        requestWasHEAD = false
+    }
+
+    private mutating func beginChunkSize() {
+        state = .chunkSize
+        chunkSizeValue = 0
+        chunkSizeDigits = 0
+        chunkExtensionBytes = 0
+    }
+
+    private mutating func failEvent(_ error: ResponseParseError) -> ResponseParseEvent {
+        state = .failed
+        partialLine = []
+        return .error(error)
+    }
+
+    private mutating func fail(_ consumed: Int, _ error: ResponseParseError) -> (consumed: Int, event: ResponseParseEvent?) {
+        (consumed, failEvent(error))
+    }
+}
+
+// MARK: byte helpers over the caller's buffer (no copies, no Strings)
+
+/// The bytes in `range` equal the lowercase `literal`, ignoring ASCII case.
+private func rawEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
+    guard range.count == literal.utf8CodeUnitCount else { return false }
+    let p = literal.utf8Start
+    var k = 0
+    for index in range {
+        if asciiLower(bytes[index]) != p[k] { return false }
+        k += 1
+    }
+    return true
+}
+
+/// Calls `body` with each non-empty element of a comma-separated list (RFC 9110 §5.6.1), whitespace
+/// around it removed.
+private func forEachListElement(_ bytes: UnsafeRawBufferPointer, _ value: Range<Int>, _ body: (Range<Int>) -> Void) {
+    var start = value.lowerBound
+    while start < value.upperBound {
+        var end = start
+        while end < value.upperBound && bytes[end] != UInt8(ascii: ",") { end += 1 }
+        var lower = start
+        var upper = end
+        while lower < upper && isOWS(bytes[lower]) { lower += 1 }
+        while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
+        if lower < upper { body(lower..<upper) }
+        start = end + 1
+    }
+}
