@@ -115,6 +115,10 @@ extension Connection {
     // MARK: reading the answer
 
     func readUpstream(_ exchange: Exchange) {
+        // One read at a time: the loop's buffer holds the bytes being passed on.
+        guard !exchange.reading else { return }
+        exchange.reading = true
+        defer { exchange.reading = false }
         let buffer = ctx.upstreamBuffer
         while let upstream = exchange.upstream, self.exchange === exchange, !exchange.receivePaused || exchange.sendStopped {
             switch upstream.receive(into: buffer) {

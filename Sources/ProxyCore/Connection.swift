@@ -128,7 +128,7 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         if exchange.tunnel {
-            tunnelSideClosed(exchange)
+            tunnelSideClosed(exchange, upstreamClosed: false)
             return
         }
         // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.

@@ -85,6 +85,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var responseBytesSeen = 0
     var finalHeadArrived = false
     var receivePaused = false
+    var reading = false
     /// A failed reused connection was replaced by a fresh one once (RFC 9110 §9.2.2).
     var retriedOnFresh = false
     var upstreamStartedAt = 0.0

@@ -68,6 +68,9 @@ struct Echo: Decodable {
     let body_len: Int
     let body_sha256: String
     let body: String?
+    /// The CONNECT target and fields when the request came through a tunnel the echo server made.
+    let tunnel: String?
+    let tunnel_headers: [[String]]?
 
     init(_ bytes: [UInt8]) throws {
         do {

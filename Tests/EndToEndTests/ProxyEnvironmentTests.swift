@@ -3,8 +3,9 @@ import TestSupport
 import Testing
 
 /// CONTRACT.md: upstream calls honour HTTP_PROXY / HTTPS_PROXY / NO_PROXY as curl does, and a proxy
-/// in effect is logged at start. The forward proxy here is a second echo server: it answers every
-/// request itself, echoing the absolute-form target a client sends to a proxy.
+/// in effect is logged at start. The forward proxy here is a second echo server: it accepts the
+/// CONNECT that tokenproxy sends for every upstream behind a proxy (docs/ENGINE.md) and serves the
+/// tunnel itself.
 @Suite struct ProxyEnvironmentTests {
     @Test func httpProxyFromTheEnvironmentCarriesUpstreamRequests() throws {
         let forwardProxy = try PythonServer("echo_upstream")
@@ -15,13 +16,18 @@ import Testing
         let r = try curl([f.url("/via?x=1")])
         #expect(r.status == 200, "\(r.bodyString)")
         let echo = try Echo(r.body)
-        #expect(echo.path == "http://upstream.invalid:8080/base/via?x=1")
+        #expect(echo.tunnel == "upstream.invalid:8080")
+        #expect(echo.path == "/base/via?x=1")
+        #expect(echo.values("Host") == ["upstream.invalid:8080"])
         #expect(echo.values("Authorization") == ["Bearer \(e2eToken)"])
-        // A second request on the kept-alive connection goes the same way.
-        let again = try curl([f.url("/again")])
-        #expect(try Echo(again.body).path == "http://upstream.invalid:8080/base/again")
-        // The proxy's credentials reach the proxy, never the log.
-        #expect(echo.values("Proxy-Authorization") == ["Basic cHJveHktdXNlcjpwcm94eS1zZWNyZXQ="])
+        // A second request goes the same way (on the pooled tunnel).
+        let again = try Echo(try curl([f.url("/again")]).body)
+        #expect(again.tunnel == "upstream.invalid:8080")
+        #expect(again.path == "/base/again")
+        // The proxy's credentials reach the proxy (on the CONNECT), never the upstream or the log.
+        let proxyAuthorization = (echo.tunnel_headers ?? []).filter { $0.first?.lowercased() == "proxy-authorization" }.map { $0.last ?? "" }
+        #expect(proxyAuthorization == ["Basic cHJveHktdXNlcjpwcm94eS1zZWNyZXQ="])
+        #expect(echo.values("Proxy-Authorization").isEmpty)
         #expect(f.proxy.stderr.contains("upstream requests go through the proxy http://****@127.0.0.1:\(forwardProxy.port) (from http_proxy)"))
         #expect(!f.proxy.stderr.contains("proxy-secret"))
         try f.finish()

@@ -216,7 +216,8 @@ import Testing
         "G@T / HTTP/1.1\r\nHost: h\r\n\r\n",  // non-token method
         " GET / HTTP/1.1\r\nHost: h\r\n\r\n",  // leading space
         "GET / HTTP/2.0\r\nHost: h\r\n\r\n",
-        "GET / HTTP/1.2\r\nHost: h\r\n\r\n",
+        "GET / HTTP/3.1\r\nHost: h\r\n\r\n",
+        "GET / HTTP/1.x\r\nHost: h\r\n\r\n",
         "GET / http/1.1\r\nHost: h\r\n\r\n",
         "GET / HTTP/1.1.1\r\nHost: h\r\n\r\n",
         "GET /\r\nHost: h\r\n\r\n",  // HTTP/0.9 style
@@ -225,6 +226,30 @@ import Testing
     ])
     func malformedRequestLinesAreBadRequests(_ input: String) {
         #expect(Self.isBadRequest(dripFeed(input)))
+    }
+
+    /// RFC 9110 §2.5: a higher minor version of HTTP/1 is processed as HTTP/1.1.
+    @Test(arguments: ["HTTP/1.2", "HTTP/1.9"])
+    func aHigherMinorVersionIsProcessedAsHttp11(_ version: String) {
+        let events = dripFeed("GET / \(version)\r\nHost: h\r\n\r\n")
+        guard case .head(let head)? = events.first else {
+            Issue.record("no head: \(events)")
+            return
+        }
+        #expect(head.version == .http1_1)
+        #expect(events.last == .end)
+    }
+
+    /// Field values are kept byte for byte: obs-text that is not UTF-8 (RFC 9110 §5.5) too.
+    @Test func obsTextValuesKeepTheirBytes() {
+        let input = bytes("GET / HTTP/1.1\r\nHost: h\r\nX-Name: caf") + [0xE9] + bytes("\r\nX-Utf8: caf\u{E9}\r\n\r\n")
+        guard case .head(let head)? = dripFeed(input).first else {
+            Issue.record("no head")
+            return
+        }
+        #expect(head.fields[1].rawValue == bytes("caf") + [0xE9])
+        #expect(head.fields[2].rawValue == nil)
+        #expect(head.fields[2].value == "caf\u{E9}")
     }
 
     @Test func nonAsciiInTheTargetIsABadRequest() {

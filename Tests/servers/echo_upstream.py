@@ -18,6 +18,9 @@ work under any base path, e.g. `/base/big`):
   /close               closes without answering
   /auth?token=T        200 when Authorization is `Bearer T`, else 401
   /count[?path=P]      how many requests each path (as received) has had
+  CONNECT host:port    acts as the forward proxy of a tunnel that ends here: answers 200, then
+                       serves the requests that come through it itself, adding "tunnel" (the
+                       CONNECT target) and "tunnel_headers" (the CONNECT request's fields) to echoes
 """
 import argparse
 import hashlib
@@ -222,7 +225,17 @@ class Handler(BaseHTTPRequestHandler):
         }
         if len(body) < BODY_ECHO_LIMIT:
             result["body"] = body.decode("utf-8", errors="replace")
+        tunnel = getattr(self, "tunnel", None)
+        if tunnel is not None:
+            result["tunnel"] = tunnel
+            result["tunnel_headers"] = self.tunnel_headers
         self.send_json(200, result)
+
+    def do_CONNECT(self):
+        self.tunnel = self.raw_target()
+        self.tunnel_headers = [[name, value] for name, value in self.headers.items()]
+        self.send_response(200, "Connection established")
+        self.end_headers()
 
     def __getattr__(self, name):
         # Any method (GET, POST, PATCH, PROPFIND, ...) goes to the same handler.
