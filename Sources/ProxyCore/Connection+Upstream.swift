@@ -23,6 +23,8 @@ extension Connection {
                 authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
                 upgrade: exchange.wantsUpgrade)
         }
+        responseParser.reset()
+        responseParser.expect(requestMethodIsHEAD: exchange.head.method == "HEAD")
         exchange.upstreamStartedAt = ctx.loop.now
         exchange.lastUpstreamWrite = ctx.loop.now
         exchange.connection = self
@@ -146,7 +148,7 @@ extension Connection {
                 return
             }
             let base = offset
-            let (consumed, event) = exchange.parser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
+            let (consumed, event) = responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
             offset += consumed
             guard let event else {
                 if consumed == 0 || offset >= bytes.count { return }
@@ -175,7 +177,7 @@ extension Connection {
             tunnelSideClosed(exchange, upstreamClosed: true)
             return
         }
-        switch exchange.parser.finish() {
+        switch responseParser.finish() {
         case .end?:
             upstreamEnded(exchange, trailingBytes: false)
         case .error(let error)?:
@@ -307,9 +309,9 @@ extension Connection {
                 exchange.keepAlive = false
             }
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(response.bytes.count + 128)
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: status, reason: reasonOrDefault(response))
+        if pendingOut == 0 { lastClientWrite = ctx.loop.now }
+        let before = outBuf.count
+        ResponseWriter.appendStatusLine(&outBuf, version: .http1_1, code: status, reason: reasonOrDefault(response))
         let options = connectionOptions(of: response)
         for i in 0..<response.count {
             if response.isHopByHop(i, connectionOptions: options) { continue }
@@ -317,20 +319,19 @@ extension Connection {
             if response.nameEquals(i, "location"),
                 let rewritten = ctx.forwarder.rewrittenLocation(response.value(i), clientHost: head.first("host"))
             {
-                ResponseWriter.appendField(&out, name: response.name(i), value: rewritten)
+                ResponseWriter.appendField(&outBuf, name: response.name(i), value: rewritten)
                 continue
             }
-            response.copyField(i, to: &out)
+            response.copyField(i, to: &outBuf)
         }
-        if case .chunked = exchange.framing { ResponseWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        if case .chunked = exchange.framing { ResponseWriter.appendField(&outBuf, name: "Transfer-Encoding", value: "chunked") }
         if !exchange.keepAlive || noMoreRequests {
-            ResponseWriter.appendField(&out, name: "Connection", value: "close")
+            ResponseWriter.appendField(&outBuf, name: "Connection", value: "close")
         } else if head.version == .http1_0 {
-            ResponseWriter.appendField(&out, name: "Connection", value: "keep-alive")
+            ResponseWriter.appendField(&outBuf, name: "Connection", value: "keep-alive")
         }
-        ResponseWriter.appendEndOfHead(&out)
-        exchange.bytesOut += out.count
-        appendOut(out)
+        ResponseWriter.appendEndOfHead(&outBuf)
+        exchange.bytesOut += outBuf.count - before
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
         if exchange.bodyRefused { exchange.dropQueuedBody() }
@@ -391,7 +392,7 @@ extension Connection {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
-        let reusable = !trailingBytes && !exchange.parser.connectionMustClose && !exchange.sendStopped
+        let reusable = !trailingBytes && !responseParser.connectionMustClose && !exchange.sendStopped
             && exchange.requestBodyDone && exchange.pendingUpstreamCount == 0
         if let upstream = exchange.detachUpstream() {
             if reusable { ctx.upstream.putIdle(upstream) } else { upstream.retire() }

@@ -15,6 +15,10 @@ final class Connection: EventHandler, LoopTask {
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext
     var parser: RequestParser
+    /// Parses the current exchange's answer; one per client connection, reset for every try.
+    var responseParser: ResponseParser
+    /// The upstream buffer of the last exchange, lent to the next one (no allocation per request).
+    var spareUpOut: [UInt8] = []
     var inBuf: [UInt8] = []
     var inStart = 0
     var outBuf: [UInt8] = []
@@ -48,6 +52,7 @@ final class Connection: EventHandler, LoopTask {
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
+        responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
         lastClientByte = ctx.loop.now
         lastClientWrite = ctx.loop.now
     }
@@ -204,9 +209,8 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
-        let exchange = Exchange(
-            head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            maxHeadBytes: ctx.configuration.limits.maxHeaderBytes)
+        let exchange = Exchange(head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed))
+        swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         switch ctx.policy.check(head) {
         case .failure(let error):
@@ -371,6 +375,8 @@ final class Connection: EventHandler, LoopTask {
         guard self.exchange === exchange else { return }
         exchange.connection = nil
         self.exchange = nil
+        exchange.upOut.removeAll(keepingCapacity: true)
+        if exchange.upOut.capacity <= 4 * Connection.bodyHighWater { swap(&spareUpOut, &exchange.upOut) }
         if closeAfterWrite { return }
         parsingSuspended = false
         lastClientByte = ctx.loop.now

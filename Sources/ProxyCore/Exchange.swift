@@ -81,7 +81,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var anyByteWritten = false
     /// This try sends no more: a final answer came before the body was wanted, or sending failed.
     var sendStopped = false
-    var parser: ResponseParser
     var responseBytesSeen = 0
     var finalHeadArrived = false
     var receivePaused = false
@@ -94,13 +93,12 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
 
-    init(head: RequestHead, startedAt: Double, draining: Bool, maxHeadBytes: Int) {
+    init(head: RequestHead, startedAt: Double, draining: Bool) {
         self.head = head
         self.startedAt = startedAt
         keepAlive = head.keepAlive && !draining
         requestBodyDone = head.framing == .none
         wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
-        parser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: maxHeadBytes))
     }
 
     func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
@@ -198,7 +196,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         responseBytesSeen = 0
         finalHeadArrived = false
         receivePaused = false
-        parser.expect(requestMethodIsHEAD: head.method == "HEAD")
     }
 
     /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
