@@ -5,7 +5,8 @@ import Testing
 /// CONTRACT.md: upstream calls honour HTTP_PROXY / HTTPS_PROXY / NO_PROXY as curl does, and a proxy
 /// in effect is logged at start. The forward proxy here is a second echo server: it accepts the
 /// CONNECT that tokenproxy sends for every upstream behind a proxy (docs/ENGINE.md) and serves the
-/// tunnel itself.
+/// tunnel itself. The tinyproxy tests put a real forward proxy (Debian's tinyproxy) between
+/// tokenproxy and the upstream.
 @Suite struct ProxyEnvironmentTests {
     @Test func httpProxyFromTheEnvironmentCarriesUpstreamRequests() throws {
         let forwardProxy = try PythonServer("echo_upstream")
@@ -48,6 +49,64 @@ import Testing
         let r = try curl([f.url("/direct")])
         #expect(r.status == 200, "\(r.bodyString)")
         #expect(try Echo(r.body).path == "/base/direct")
+        try f.finish()
+    }
+
+    @Test func plainHTTPUpstreamThroughTinyproxy() throws {
+        let tiny = try Tinyproxy()
+        defer { tiny.stop() }
+        let f = try FramingFixture(environment: ["http_proxy": tiny.url])
+        let port = f.upstream.port
+        let client = try f.connect()
+        var heads: [String] = []
+        for i in 0..<3 {
+            try client.send(rawRequest("GET", "/rawhead?n=\(i)", host: f.host))
+            let r = try client.readResponse()
+            #expect(r.status == 200, "\(r)")
+            let b64 = try #require(r.json?["head_b64"] as? String, "\(r)")
+            heads.append(String(decoding: try #require(Data(base64Encoded: b64)), as: UTF8.self))
+        }
+        let body = testBytes(count: 100_000, seed: 2)
+        try client.send(rawRequest("POST", "/ok", host: f.host, body: body))
+        let posted = try client.readResponse()
+        #expect(posted.json?["body_len"] as? Int == body.count)
+        #expect(posted.json?["body_sha256"] as? String == (try sha256Hex(body)))
+
+        for head in heads {
+            #expect(head.contains("\r\nAuthorization: Bearer \(e2eToken)\r\n"), "\(head)")
+        }
+        let log = tiny.log()
+        let tunnelled = log.contains("CONNECT 127.0.0.1:\(port) ")
+        let forwarded = log.contains("GET http://127.0.0.1:\(port)/f/rawhead?n=0 ")
+        #expect(tunnelled || forwarded, "tinyproxy never saw the requests:\n\(log)")
+        if forwarded {
+            // tinyproxy forwarded them itself and said so.
+            #expect(heads.allSatisfy { $0.contains("Via: 1.1 \(tiny.viaName)") }, "\(heads)")
+        }
+        #expect(!log.contains(e2eToken), "the token reached tinyproxy's log")
+        #expect(f.proxy.stderr.contains("through the proxy http://127.0.0.1:\(tiny.port)"), "\(f.proxy.stderr)")
+        try f.finish()
+    }
+
+    @Test func httpsUpstreamThroughTinyproxyIsTunnelled() throws {
+        let tiny = try Tinyproxy()
+        defer { tiny.stop() }
+        let pki = try TestPKI()
+        let upstream = try PythonServer("echo_upstream", arguments: ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey])
+        defer { upstream.stop() }
+        let f = try Fixture(
+            extra: "upstream_tls:\n  ca_file: \(pki.caFile)", upstreamURL: "https://127.0.0.1:\(upstream.port)/base",
+            environment: ["HTTPS_PROXY": tiny.url])
+        for i in 0..<3 {
+            let r = try curl([f.url("/tls?n=\(i)")])
+            #expect(r.status == 200, "\(r.bodyString)")
+            let echo = try Echo(r.body)
+            #expect(echo.path == "/base/tls?n=\(i)")
+            #expect(echo.values("Authorization") == ["Bearer \(e2eToken)"])
+        }
+        let log = tiny.log()
+        #expect(log.contains("CONNECT 127.0.0.1:\(upstream.port) "), "tinyproxy tunnelled nothing:\n\(log)")
+        #expect(!log.contains(e2eToken))
         try f.finish()
     }
 }

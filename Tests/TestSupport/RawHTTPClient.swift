@@ -169,6 +169,18 @@ public final class RawHTTPClient: @unchecked Sendable {
         return true
     }
 
+    /// Reads exactly `count` bytes (after a 101, the tunnel's bytes); throws when the peer closes
+    /// first or the timeout passes.
+    public func readBytes(_ count: Int, timeout: TimeInterval? = nil) throws -> [UInt8] {
+        let deadline = Date().addingTimeInterval(timeout ?? defaultTimeout)
+        while buffer.count < count {
+            if peerClosed { throw HarnessError("connection closed after \(buffer.count) of \(count) bytes") }
+            if try !fill(until: deadline) { throw HarnessError("only \(buffer.count) of \(count) bytes within the timeout") }
+        }
+        defer { buffer.removeFirst(count) }
+        return Array(buffer[0..<count])
+    }
+
     /// Bytes received and not yet handed out.
     public var pending: [UInt8] { buffer }
 }

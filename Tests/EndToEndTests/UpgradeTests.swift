@@ -1,0 +1,140 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `Upgrade` requests (issue 11 point 5; CONTRACT.md point 1): forwarded with the token, a 101
+/// turns both connections into a tunnel, any other answer ends the attempt normally. The server
+/// is `ws_echo.py` (the `websockets` package), the client `ws_client.py` (the same package) or a
+/// raw socket speaking RFC 6455 frames.
+@Suite struct UpgradeTests {
+    final class WSFixture: @unchecked Sendable {
+        let server: PythonServer
+        let proxy: ProxyProcess
+
+        init() throws {
+            server = try PythonServer("ws_echo")
+            proxy = try ProxyProcess(
+                config: """
+                    listen: 127.0.0.1:0
+                    upstream: \(server.baseURL)/ws
+                    workers: 1
+                    drain_timeout: 2s
+                    credentials:
+                      type: static
+                      token_env: E2E_TOKEN
+                    log:
+                      level: debug
+                      access_log: true
+                    """,
+                environment: ["E2E_TOKEN": e2eToken])
+        }
+
+        var host: String { proxy.address }
+
+        func stats() throws -> [String: Any] {
+            try #require(try curl([server.baseURL + "/_stats"]).json)
+        }
+
+        func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+            proxy.terminate(signal: SIGTERM)
+            #expect(try proxy.waitForExit(timeout: 15) == 0, sourceLocation: sourceLocation)
+            #expect(!proxy.stderr.contains(e2eToken), "the token appeared in tokenproxy's stderr", sourceLocation: sourceLocation)
+            server.stop()
+        }
+    }
+
+    /// RFC 6455 §1.3's example key and the accept value it must produce.
+    static let key = "dGhlIHNhbXBsZSBub25jZQ=="
+    static let accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+    func upgradeRequest(_ path: String, host: String) -> [UInt8] {
+        rawRequest("GET", path, host: host, headers: [
+            ("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"), ("Sec-WebSocket-Key", Self.key),
+        ])
+    }
+
+    /// A masked client frame (payload under 126 bytes).
+    func clientFrame(opcode: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        precondition(payload.count < 126)
+        let mask: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]
+        return [0x80 | opcode, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+    }
+
+    /// Reads one unmasked server frame (payload under 126 bytes): its opcode and payload.
+    func serverFrame(_ client: RawHTTPClient) throws -> (opcode: UInt8, payload: [UInt8]) {
+        let head = try client.readBytes(2)
+        #expect(head[1] & 0x80 == 0, "a server frame must not be masked")
+        let length = Int(head[1] & 0x7F)
+        try #require(length < 126, "unexpected long frame")
+        return (head[0] & 0x0F, try client.readBytes(length))
+    }
+
+    @Test(.disabled("needs engine v2 (issue 11)")) func websocketEchoesThroughTheTunnelWithTheToken() throws {
+        let f = try WSFixture()
+        let urls = ["ws://\(f.host)/chat?first", "ws://\(f.host)/chat?second"]
+        let run = try runCommand(
+            "python3", arguments: [RepositoryPaths.servers.appendingPathComponent("ws_client.py").path] + urls,
+            environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]), timeout: 90)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
+        #expect(result["ok"] as? Bool == true, "\(result)")
+        let connections = result["connections"] as? [[String: Any]] ?? []
+        #expect(connections.count == 2, "\(result)")
+        for connection in connections {
+            #expect(connection["echoed"] as? Int == 3)
+            #expect(connection["close_code"] as? Int == 1000)
+        }
+        let stats = try f.stats()
+        #expect(stats["upgrades"] as? Int == 2)
+        #expect(stats["authorizations"] as? [String] == ["Bearer \(e2eToken)", "Bearer \(e2eToken)"], "\(stats)")
+        try f.finish()
+    }
+
+    @Test func upgradeAnsweredWith403EndsNormallyAndTheConnectionGoesOn() throws {
+        let f = try WSFixture()
+        let client = try RawHTTPClient(port: f.proxy.port)
+        try client.send(upgradeRequest("/forbidden", host: f.host))
+        let refused = try client.readResponse()
+        #expect(refused.status == 403, "\(refused)")
+        #expect(refused.bodyString == "forbidden\n")
+        // A plain request on the same client connection.
+        try client.send(rawRequest("GET", "/plain", host: f.host))
+        let plain = try client.readResponse()
+        #expect(plain.status == 200, "\(plain)")
+        #expect(plain.bodyString == "plain /ws/plain\n")
+        let stats = try f.stats()
+        #expect(stats["authorizations"] as? [String] == ["Bearer \(e2eToken)", "Bearer \(e2eToken)"], "\(stats)")
+        #expect(stats["upgrades"] as? Int == 0)
+        try f.finish()
+    }
+
+    @Test(.disabled("needs engine v2 (issue 11)")) func upgradeOnAConnectionThatCarriedAPlainRequest() throws {
+        let f = try WSFixture()
+        let client = try RawHTTPClient(port: f.proxy.port)
+        try client.send(rawRequest("GET", "/plain", host: f.host))
+        #expect(try client.readResponse().bodyString == "plain /ws/plain\n")
+        try client.send(upgradeRequest("/chat", host: f.host))
+        let switching = try client.readResponse()
+        #expect(switching.status == 101, "\(switching)")
+        #expect(switching.header("Sec-WebSocket-Accept") == Self.accept)
+        #expect(switching.header("Upgrade")?.lowercased() == "websocket")
+        // A text frame each way, then the close handshake (code 1000).
+        let text = Array("after a plain request".utf8)
+        try client.send(clientFrame(opcode: 0x1, text))
+        let echo = try serverFrame(client)
+        #expect(echo.opcode == 0x1)
+        #expect(echo.payload == text)
+        try client.send(clientFrame(opcode: 0x8, [0x03, 0xE8]))
+        let close = try serverFrame(client)
+        #expect(close.opcode == 0x8)
+        #expect(Array(close.payload.prefix(2)) == [0x03, 0xE8])
+        #expect(client.waitForClose(timeout: 10), "the tunnel stayed open after the close handshake")
+        let stats = try f.stats()
+        #expect(stats["upgrades"] as? Int == 1)
+        #expect((stats["authorizations"] as? [String])?.last == "Bearer \(e2eToken)")
+        // The proxy keeps serving.
+        let again = try RawHTTPClient(port: f.proxy.port)
+        try again.send(rawRequest("GET", "/plain", host: f.host))
+        #expect(try again.readResponse().status == 200)
+        try f.finish()
+    }
+}
