@@ -69,7 +69,7 @@ import Testing
         return (head[0] & 0x0F, try client.readBytes(length))
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func websocketEchoesThroughTheTunnelWithTheToken() throws {
+    @Test func websocketEchoesThroughTheTunnelWithTheToken() throws {
         let f = try WSFixture()
         let urls = ["ws://\(f.host)/chat?first", "ws://\(f.host)/chat?second"]
         let run = try runCommand(
@@ -107,7 +107,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func upgradeOnAConnectionThatCarriedAPlainRequest() throws {
+    @Test func upgradeOnAConnectionThatCarriedAPlainRequest() throws {
         let f = try WSFixture()
         let client = try RawHTTPClient(port: f.proxy.port)
         try client.send(rawRequest("GET", "/plain", host: f.host))

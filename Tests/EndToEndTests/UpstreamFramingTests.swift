@@ -22,7 +22,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func interim103IsRelayedBeforeTheFinalAnswer() throws {
+    @Test func interim103IsRelayedBeforeTheFinalAnswer() throws {
         let f = try FramingFixture()
         let client = try f.connect()
         try client.send(rawRequest("GET", "/interim", host: f.host))
@@ -95,7 +95,7 @@ import Testing
     }
 
     /// Today libcurl takes the first of two differing lengths and the client gets "hello".
-    @Test(.disabled("needs engine v2 (issue 11)"), arguments: ["cl-differ", "cl-list-differ"])
+    @Test(arguments: ["cl-differ", "cl-list-differ"])
     func conflictingContentLengthsAreBadGateway(script: String) throws {
         try expectBadGatewayForInvalidLength(script)
     }
@@ -178,7 +178,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func oversizedUpstreamHeadIsBadGateway() throws {
+    @Test func oversizedUpstreamHeadIsBadGateway() throws {
         let f = try FramingFixture()
         let response = try f.get("/big-head?kib=100")
         expectProxyError(response, status: 502, code: "bad_gateway")

@@ -36,7 +36,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func requestDroppedOnAReusedConnectionIsRetriedOnAFreshOne() throws {
+    @Test func requestDroppedOnAReusedConnectionIsRetriedOnAFreshOne() throws {
         // The upstream closes, without a byte of answer, every request that arrives on a
         // connection that already served one. GET is idempotent: one retry on a new connection.
         let f = try FramingFixture(upstreamArguments: ["--drop-reused"])

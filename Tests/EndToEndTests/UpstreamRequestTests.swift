@@ -62,7 +62,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func fieldValueBytesAbove0x7FReachTheUpstreamUnchanged() throws {
+    @Test func fieldValueBytesAbove0x7FReachTheUpstreamUnchanged() throws {
         let f = try FramingFixture()
         let client = try f.connect()
         // Latin-1 "café crème" (invalid UTF-8), an obs-text byte 0xFF, and valid UTF-8 "ü".
@@ -97,7 +97,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func upstreams100ContinueComesBackAndTheBodyFollows() throws {
+    @Test func upstreams100ContinueComesBackAndTheBodyFollows() throws {
         let f = try FramingFixture()
         let body = testBytes(count: 300 * 1024, seed: 3)
         let client = try f.connect()
@@ -119,7 +119,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)"), arguments: [417, 401, 413])
+    @Test(arguments: [417, 401, 413])
     func finalAnswerWithout100ReachesTheClientAndNoBodyGoesUp(status: Int) throws {
         let f = try FramingFixture()
         let tag = "refuse\(status)"
@@ -138,7 +138,7 @@ import Testing
         try f.finish()
     }
 
-    @Test(.disabled("needs engine v2 (issue 11)")) func curlsBodyIsNotSentWhenTheUpstreamRefusesBefore100() throws {
+    @Test func curlsBodyIsNotSentWhenTheUpstreamRefusesBefore100() throws {
         // A real client: curl waits for the 100 (up to 30 s here) and sends nothing after a 413.
         let f = try FramingFixture()
         let body = testBytes(count: 4 * 1024 * 1024, seed: 5)
@@ -155,7 +155,7 @@ import Testing
 /// `Expect: 100-continue` meets an upstream 401 before its 100, with a token source that can be
 /// refreshed (the Authlib OAuth server of the token life-cycle tests).
 @Suite(.serialized) struct ExpectContinueRefreshTests {
-    @Test(.disabled("needs engine v2 (issue 11)")) func a401Before100IsRefreshedOnceAndRetriedWithoutReplay() throws {
+    @Test func a401Before100IsRefreshedOnceAndRetriedWithoutReplay() throws {
         let life = try Lifecycle(idpArguments: ["--access-ttl", "3600"])
         defer { life.stop() }
         #expect(try life.login().status == 0)
