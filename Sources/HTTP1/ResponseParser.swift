@@ -69,11 +69,11 @@ public enum ResponseParseEvent: Sendable, Equatable {
 ///   forwarded to the client (a HEAD response's Content-Length means something). Transfer-Encoding is
 ///   checked only where it frames a body.
 /// - A final head with both Transfer-Encoding and Content-Length is framed by Transfer-Encoding (RFC
-///   9112 §6.3 point 3) and the connection is not reused afterwards: such a message "ought to be
-///   handled as an error" (same section), so the proxy relays it but trusts no further byte of that
-///   connection.
+///   9112 §6.3 point 3) and the connection is not reused afterwards: the same point sees the pair as a
+///   sign of smuggling or response splitting, so the proxy relays the response but trusts no further
+///   byte of that connection.
 /// - Transfer-Encoding in an HTTP/1.0 response is malformed: the framing is faulty (RFC 9112 §6.1), and
-///   RFC 9112 §6.3 point 5 makes a proxy answer 502 for a response it cannot frame.
+///   like the invalid lengths of RFC 9112 §6.3 point 5, a proxy answers such a response with 502.
 /// - Status codes are three digits from 100 (the syntax, RFC 9110 §15); 600 to 999 pass as they are
 ///   and frame like any final status.
 public struct ResponseParser: Sendable {
@@ -470,7 +470,7 @@ public struct ResponseParser: Sendable {
         var close = closeListed || (headIsHTTP10 && !keepAliveListed)
         let framing: ResponseBodyFraming
         if requestWasHEAD || status == 204 || status == 304 {
-            // RFC 9112 §6.3 points 1-2: no body, whatever the fields say.
+            // RFC 9112 §6.3 point 1: no body, whatever the fields say.
             framing = .none
         } else if sawTransferEncoding {
             // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
