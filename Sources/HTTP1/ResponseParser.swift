@@ -393,7 +393,7 @@ public struct ResponseParser: Sendable {
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
         // The same reason as the last head (the usual case) keeps its String.
-        if !head.reason.utf8.elementsEqual(reason) { head.reason = String(decoding: reason, as: UTF8.self) }
+        if !sameBytes(head.reason, reason) { head.reason = String(decoding: reason, as: UTF8.self) }
         return nil
     }
 
@@ -554,6 +554,19 @@ private func rawEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Ran
         k += 1
     }
     return true
+}
+
+/// The string's UTF-8 is exactly these bytes.
+private func sameBytes(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    let utf8 = string.utf8
+    guard utf8.count == bytes.count else { return false }
+    let fast = utf8.withContiguousStorageIfAvailable { stored in
+        for k in 0..<stored.count where stored[k] != bytes[k] {
+            return false
+        }
+        return true
+    }
+    return fast ?? utf8.elementsEqual(bytes)
 }
 
 /// Calls `body` with each non-empty element of a comma-separated list (RFC 9110 §5.6.1), whitespace
