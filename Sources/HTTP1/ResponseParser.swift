@@ -142,6 +142,15 @@ public struct ResponseParser: Sendable {
         maxHeadBytes = max(0, limits.maxHeadBytes)
     }
 
+    /// Forgets everything, as a new parser would, for a new connection; keeps the memory of the head
+    /// and of the line buffer.
+    public mutating func reset() {
+        endResponse()
+        partialLine.removeAll(keepingCapacity: true)
+        mustClose = false
+        finalIsHTTP10 = false
+    }
+
     /// Before each response: the request's method matters (HEAD: no body whatever the fields say,
     /// RFC 9112 §6.3 point 1). It holds for one response: `.end` clears it.
     public mutating func expect(requestMethodIsHEAD: Bool) {

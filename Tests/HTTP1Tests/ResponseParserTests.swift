@@ -338,6 +338,22 @@ import Testing
         #expect(after.consumed == 19 && after.event == nil)
     }
 
+    @Test func aResetParserStartsAfreshWhateverItsState() {
+        let prefixes = ["", "HTTP/1.1 200 OK\r\nX: partial", "HTTP/2.0 200 OK\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            "HTTP/1.0 200 OK\r\n\r\nbody", "HTTP/1.1 100 Continue\r\n\r\n"]
+        for prefix in prefixes {
+            var parser = ResponseParser(limits: Self.limits)
+            parser.expect(requestMethodIsHEAD: true)
+            _ = parse(&parser, prefix)
+            parser.reset()
+            #expect(parser.isIdle && !parser.connectionMustClose && !parser.isHTTP10, "\(prefix.debugDescription)")
+            guard case .head(let head, .contentLength(1))? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n").event else {
+                Issue.record("no head after reset from \(prefix.debugDescription)"); continue
+            }
+            #expect(headText(head) == "200 OK|Content-Length: 1")
+        }
+    }
+
     @Test func theHeadMethodHoldsForOneResponseOnly() {
         var parser = ResponseParser(limits: Self.limits)
         parser.expect(requestMethodIsHEAD: true)
