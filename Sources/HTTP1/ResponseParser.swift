@@ -175,6 +175,12 @@ public struct ResponseParser: Sendable {
         }
     }
 
+    /// A 101 head was reported: every later byte is tunnel data, and `parse` takes none of it.
+    public var isUpgraded: Bool {
+        if case .upgraded = state { return true }
+        return false
+    }
+
     /// The last final head's HTTP version was 1.0 (RFC 9112 §2.3); a higher 1.x minor counts as 1.1
     /// (RFC 9110 §2.5).
     public var isHTTP10: Bool { finalIsHTTP10 }

@@ -338,6 +338,17 @@ import Testing
         #expect(after.consumed == 19 && after.event == nil)
     }
 
+    @Test func anUpgradedParserTakesNoMoreBytes() {
+        var parser = ResponseParser(limits: Self.limits)
+        let head = parse(&parser, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframes")
+        guard case .head(_, .none)? = head.event else { Issue.record("no head"); return }
+        #expect(head.consumed == 56)
+        #expect(parser.isUpgraded && !parser.isIdle && parser.connectionMustClose)
+        let after = parse(&parser, "frames")
+        #expect(after.consumed == 0 && after.event == nil)
+        #expect(parser.finish() == nil)
+    }
+
     @Test func aResetParserStartsAfreshWhateverItsState() {
         let prefixes = ["", "HTTP/1.1 200 OK\r\nX: partial", "HTTP/2.0 200 OK\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n",
             "HTTP/1.0 200 OK\r\n\r\nbody", "HTTP/1.1 100 Continue\r\n\r\n"]
@@ -346,7 +357,7 @@ import Testing
             parser.expect(requestMethodIsHEAD: true)
             _ = parse(&parser, prefix)
             parser.reset()
-            #expect(parser.isIdle && !parser.connectionMustClose && !parser.isHTTP10, "\(prefix.debugDescription)")
+            #expect(parser.isIdle && !parser.connectionMustClose && !parser.isHTTP10 && !parser.isUpgraded, "\(prefix.debugDescription)")
             guard case .head(let head, .contentLength(1))? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n").event else {
                 Issue.record("no head after reset from \(prefix.debugDescription)"); continue
             }
