@@ -599,6 +599,55 @@ import Testing
         }
     }
 
+    /// The first head of `input` as ResponseHeadLine (the line parser of the libcurl path) reads it, one
+    /// stray empty line skipped; nil if it finds a line invalid or no blank line.
+    static func headTextByLines(_ input: [UInt8]) -> String? {
+        var text: String? = nil
+        var start = 0
+        var first = true
+        while let lf = input[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            let line = Array(input[start...lf])
+            start = lf + 1
+            switch line.withUnsafeBytes({ ResponseHeadLine.parse($0) }) {
+            case .end:
+                if text == nil && first { first = false; continue }
+                return text
+            case .status(_, let code, let reason):
+                guard text == nil else { return nil }
+                text = "\(code) \(reason)"
+            case .field(let field):
+                guard let head = text else { return nil }
+                text = head + "|\(field.name): \(field.value)"
+            case .invalid:
+                return nil
+            }
+            first = false
+        }
+        return nil
+    }
+
+    @Test func headsTheParserAcceptsReadTheSameLineByLine() {
+        var rng = SeededGenerator(state: 0xD1FF)
+        var compared = 0
+        for round in 0..<600 {
+            var input = Array(Self.corpus[round % Self.corpus.count].utf8)
+            for _ in 0..<Int.random(in: 1...2, using: &rng) {
+                let at = Int.random(in: 0..<input.count, using: &rng)
+                let byte = Self.interesting.randomElement(using: &rng) ?? 0
+                if Bool.random(using: &rng) { input[at] = byte } else { input.insert(byte, at: at) }
+            }
+            let fed = feedResponses([input])
+            let parsed: String
+            switch fed.events.first {
+            case .head(let text, _)?, .informational(let text)?: parsed = text
+            default: continue
+            }
+            #expect(Self.headTextByLines(input) == parsed, "\(String(decoding: input, as: UTF8.self).debugDescription)")
+            compared += 1
+        }
+        #expect(compared > 100)
+    }
+
     @Test func randomBytesNeverCrashTheParser() {
         var rng = SeededGenerator(state: 0xB17E5)
         for _ in 0..<200 {
