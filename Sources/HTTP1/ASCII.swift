@@ -26,20 +26,16 @@ func indexOfLF(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
 @inlinable var asciiColon: UInt8 { 0x3A }
 
 /// tchar (RFC 9110 §5.6.2): "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
-/// / DIGIT / ALPHA.
+/// / DIGIT / ALPHA. One bit per ASCII byte in two words (a switch over the ranges was too large to be
+/// inlined, and called once per byte of every field name).
 @inlinable
 func isTokenByte(_ b: UInt8) -> Bool {
-    switch b {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-        UInt8(ascii: "0")...UInt8(ascii: "9"):
-        return true
-    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-        UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-        UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-        return true
-    default:
-        return false
-    }
+    // Bits 0-63: "!#$%&'*+-." and DIGIT; bits 64-127: ALPHA and "^_`|~".
+    let low: UInt64 = 0x03FF_6CFA_0000_0000
+    let high: UInt64 = 0x57FF_FFFF_C7FF_FFFE
+    if b < 64 { return (low >> UInt64(b)) & 1 != 0 }
+    if b < 128 { return (high >> UInt64(b &- 64)) & 1 != 0 }
+    return false
 }
 
 /// A byte allowed inside a field value: field-vchar, obs-text, SP or HTAB (RFC 9110 §5.5).

@@ -39,6 +39,12 @@ public struct ResponseHead: Sendable, Equatable {
     mutating func appendFieldLine(_ line: UnsafeRawBufferPointer) -> (colon: Int, value: Range<Int>)? {
         guard let parts = scanFieldLine(line) else { return nil }
         let start = bytes.count
+        if parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP {
+            // Already "Name: value" (the usual form): one copy.
+            bytes.append(contentsOf: line)
+            spans.append(Span(start: start, colon: start + parts.colon, end: bytes.count))
+            return parts
+        }
         bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
         let colon = bytes.count
         bytes.append(asciiColon)
@@ -155,8 +161,37 @@ func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> (colon: Int, value: Range
     var upper = bytes.count
     while lower < upper && isOWS(bytes[lower]) { lower += 1 }
     while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
-    for k in lower..<upper where !isFieldValueByte(bytes[k]) {
-        return nil
-    }
+    guard allFieldValueBytes(bytes, lower..<upper) else { return nil }
     return (colon, lower..<upper)
+}
+
+/// Whether every byte in `range` may be in a field value (``isFieldValueByte(_:)``), eight bytes at a
+/// time: values are most of a head's bytes.
+@inline(__always)
+func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
+    var k = range.lowerBound
+    let end = range.upperBound
+    if let base = bytes.baseAddress {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while end - k >= 8 {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+            // Nonzero exactly when some byte is below 0x20, or is 0x7F (the classic "has a byte less
+            // than n" and "has a zero byte" tests); such a word is checked byte by byte, letting HTAB pass.
+            let below20 = (word &- ones &* 0x20) & ~word & highs
+            let del = word ^ (ones &* 0x7F)
+            let isDel = (del &- ones) & ~del & highs
+            if below20 | isDel != 0 {
+                for j in k..<(k + 8) where !isFieldValueByte(bytes[j]) {
+                    return false
+                }
+            }
+            k += 8
+        }
+    }
+    while k < end {
+        guard isFieldValueByte(bytes[k]) else { return false }
+        k += 1
+    }
+    return true
 }

@@ -69,11 +69,11 @@ public enum ResponseParseEvent: Sendable, Equatable {
 ///   forwarded to the client (a HEAD response's Content-Length means something). Transfer-Encoding is
 ///   checked only where it frames a body.
 /// - A final head with both Transfer-Encoding and Content-Length is framed by Transfer-Encoding (RFC
-///   9112 §6.3 point 3) and the connection is not reused afterwards: such a message "ought to be
-///   handled as an error" (same section), so the proxy relays it but trusts no further byte of that
-///   connection.
+///   9112 §6.3 point 3) and the connection is not reused afterwards: the same point sees the pair as a
+///   sign of smuggling or response splitting, so the proxy relays the response but trusts no further
+///   byte of that connection.
 /// - Transfer-Encoding in an HTTP/1.0 response is malformed: the framing is faulty (RFC 9112 §6.1), and
-///   RFC 9112 §6.3 point 5 makes a proxy answer 502 for a response it cannot frame.
+///   like the invalid lengths of RFC 9112 §6.3 point 5, a proxy answers such a response with 502.
 /// - Status codes are three digits from 100 (the syntax, RFC 9110 §15); 600 to 999 pass as they are
 ///   and frame like any final status.
 public struct ResponseParser: Sendable {
@@ -142,6 +142,15 @@ public struct ResponseParser: Sendable {
         maxHeadBytes = max(0, limits.maxHeadBytes)
     }
 
+    /// Forgets everything, as a new parser would, for a new connection; keeps the memory of the head
+    /// and of the line buffer.
+    public mutating func reset() {
+        endResponse()
+        partialLine.removeAll(keepingCapacity: true)
+        mustClose = false
+        finalIsHTTP10 = false
+    }
+
     /// Before each response: the request's method matters (HEAD: no body whatever the fields say,
     /// RFC 9112 §6.3 point 1). It holds for one response: `.end` clears it.
     public mutating func expect(requestMethodIsHEAD: Bool) {
@@ -189,6 +198,12 @@ public struct ResponseParser: Sendable {
         case .failed, .closed, .upgraded: return true
         default: return mustClose
         }
+    }
+
+    /// A 101 head was reported: every later byte is tunnel data, and `parse` takes none of it.
+    public var isUpgraded: Bool {
+        if case .upgraded = state { return true }
+        return false
     }
 
     /// The last final head's HTTP version was 1.0 (RFC 9112 §2.3); a higher 1.x minor counts as 1.1
@@ -418,7 +433,7 @@ public struct ResponseParser: Sendable {
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
         // The same reason as the last head (the usual case) keeps its String.
-        if !head.reason.utf8.elementsEqual(reason) { head.reason = String(decoding: reason, as: UTF8.self) }
+        if !sameBytes(head.reason, reason) { head.reason = String(decoding: reason, as: UTF8.self) }
         return nil
     }
 
@@ -495,7 +510,7 @@ public struct ResponseParser: Sendable {
         var close = closeListed || (headIsHTTP10 && !keepAliveListed)
         let framing: ResponseBodyFraming
         if requestWasHEAD || status == 204 || status == 304 {
-            // RFC 9112 §6.3 points 1-2: no body, whatever the fields say.
+            // RFC 9112 §6.3 point 1: no body, whatever the fields say.
             framing = .none
         } else if sawTransferEncoding {
             // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
@@ -579,6 +594,19 @@ private func rawEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Ran
         k += 1
     }
     return true
+}
+
+/// The string's UTF-8 is exactly these bytes.
+private func sameBytes(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
+    let utf8 = string.utf8
+    guard utf8.count == bytes.count else { return false }
+    let fast = utf8.withContiguousStorageIfAvailable { stored in
+        for k in 0..<stored.count where stored[k] != bytes[k] {
+            return false
+        }
+        return true
+    }
+    return fast ?? utf8.elementsEqual(bytes)
 }
 
 /// Calls `body` with each non-empty element of a comma-separated list (RFC 9110 §5.6.1), whitespace

@@ -27,6 +27,34 @@ import Testing
         #expect(h.count == 1)
     }
 
+    @Test func everyByteValueIsJudgedTheSameAtEveryPositionOfAValue() {
+        // Values are checked eight bytes at a time: each byte value, at each offset of a long value.
+        for byte in 0...255 {
+            let allowed = byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
+            for position in 0..<19 {
+                var line = Array("X: ".utf8) + Array(repeating: UInt8(ascii: "v"), count: 19) + Array("z".utf8)
+                line[3 + position] = UInt8(byte)
+                var h = ResponseHead()
+                let accepted = line.withUnsafeBytes { h.append(fieldLine: $0) }
+                if accepted != allowed {
+                    Issue.record("byte \(byte) at \(position): accepted \(accepted)")
+                    return
+                }
+            }
+        }
+    }
+
+    @Test func aFieldNameIsExactlyTheTokenCharacters() {
+        let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in 0...255 where byte != Int(UInt8(ascii: ":")) {
+            var h = ResponseHead()
+            let accepted = [UInt8(ascii: "X"), UInt8(byte), UInt8(ascii: ":"), UInt8(ascii: " "), UInt8(ascii: "v")].withUnsafeBytes {
+                h.append(fieldLine: $0)
+            }
+            #expect(accepted == tchar.contains(UInt8(byte)), "byte \(byte)")
+        }
+    }
+
     @Test func namesAndValuesCompareIgnoringASCIICase() {
         let (h, _) = head(["CONTENT-length: 12", "Connection: Keep-Alive", "X-Custom: v"])
         #expect(h.nameEquals(0, "content-length"))
