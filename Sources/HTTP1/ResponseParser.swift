@@ -157,31 +157,6 @@ public struct ResponseParser: Sendable {
         requestWasHEAD = requestMethodIsHEAD
     }
 
-    /// Forgets the connection so far, for the first response on another connection; the buffers keep
-    /// their memory.
-    public mutating func reset() {
-        state = .head
-        partialLine.removeAll(keepingCapacity: true)
-        sectionBytes = 0
-        requestWasHEAD = false
-        afterInterimHead = false
-        sawStatusLine = false
-        skippedEmptyLine = false
-        headIsHTTP10 = false
-        contentLength = nil
-        sawTransferEncoding = false
-        codingCount = 0
-        chunkedCount = 0
-        lastCodingIsChunked = false
-        closeListed = false
-        keepAliveListed = false
-        mustClose = false
-        finalIsHTTP10 = false
-        chunkSizeValue = 0
-        chunkSizeDigits = 0
-        chunkExtensionBytes = 0
-    }
-
     /// True between responses: nothing of a response seen yet (a tolerated stray empty line aside).
     public var isIdle: Bool {
         if case .head = state { return sectionBytes == 0 && !afterInterimHead && !sawStatusLine }
