@@ -200,7 +200,6 @@ public final class Server: @unchecked Sendable {
     /// says 503). Returns when every connection is closed or the time is up.
     public func drain() {
         shared.draining.store(true, ordering: .relaxed)
-        logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
         let unwatched = DispatchGroup()
         let admin = adminListener
         for mine in perLoop {
@@ -215,6 +214,7 @@ public final class Server: @unchecked Sendable {
             logger.warning("draining: an event loop did not answer within 2 s")
         }
         for listener in listeners { listener.close() }
+        logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
         let deadline = Date().addingTimeInterval(configuration.drainTimeout)
         while shared.openConnections.load(ordering: .relaxed) > 0 && Date() < deadline {
             usleep(20_000)
