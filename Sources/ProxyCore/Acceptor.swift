@@ -22,8 +22,9 @@ final class Acceptor: EventHandler, @unchecked Sendable {
     unowned let ctx: LoopContext
     let admit: (Int32, SocketAddress) -> Admission
     private var state = State.idle
-    /// Failed accepts (EMFILE and the like) since the last one that worked: the first is logged,
-    /// the rest are counted and reported in one line when accepting works again.
+    /// Failed accepts (EMFILE and the like) since the backlog was last caught up with: the first is
+    /// logged, the rest are counted and reported in one line once nothing waits any more. (One that
+    /// works in between ends nothing: while descriptors are short, the next one fails again.)
     private var failures = 0
     private var failingSince = 0.0
     private var lastFailure: SocketError?
@@ -63,12 +64,12 @@ final class Acceptor: EventHandler, @unchecked Sendable {
         for _ in 0..<64 {
             switch listener.accept() {
             case .none:
+                if failures > 0 { recovered() }
                 return
             case .failed(let error):
                 failed(error)
                 return
             case .connection(let fd, let peer):
-                if failures > 0 { recovered() }
                 switch admit(fd, peer) {
                 case .served: break
                 case .refused(let answer): refuse(fd, answer: answer)
