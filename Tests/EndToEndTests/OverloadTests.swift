@@ -89,7 +89,8 @@ import Glibc
     }
 }
 
-/// A value shared by the threads of `concurrentPerform`.
+/// A value shared by the threads of `concurrentPerform`. `@unchecked Sendable`: every access to
+/// `value` holds `lock`.
 private final class Locked<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
