@@ -218,12 +218,33 @@ public struct LogConfiguration: Sendable, Equatable {
 }
 
 /// A configuration error: names the key path and the reason (`credentials.tokne_url: unknown key`).
+/// A file with several errors gives one error for the first, which carries the others in `further`.
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     public var keyPath: String
     public var reason: String
+    /// The file's other errors, in the order they were found; empty when this is the only one.
+    public var further: [ConfigurationError] = []
+
     public init(keyPath: String, reason: String) {
         self.keyPath = keyPath
         self.reason = reason
     }
-    public var description: String { keyPath.isEmpty ? reason : "\(keyPath): \(reason)" }
+
+    /// The first of `errors` carrying the rest, or nil when there are none.
+    public init?(every errors: [ConfigurationError]) {
+        let flat = errors.flatMap(\.all)
+        guard let first = flat.first else { return nil }
+        self.init(keyPath: first.keyPath, reason: first.reason)
+        further = Array(flat.dropFirst())
+    }
+
+    /// This error and the further ones, each on its own.
+    public var all: [ConfigurationError] {
+        [ConfigurationError(keyPath: keyPath, reason: reason)] + further.flatMap(\.all)
+    }
+
+    /// `key: reason`, then the further errors the same way, separated by `; `.
+    public var description: String {
+        ([self] + further).map { $0.keyPath.isEmpty ? $0.reason : "\($0.keyPath): \($0.reason)" }.joined(separator: "; ")
+    }
 }

@@ -19,9 +19,10 @@ public struct LoadedConfiguration: Sendable {
     }
 }
 
-/// Reads the YAML configuration file (CONTRACT.md "The configuration file"). Every failure is one
-/// `ConfigurationError` naming the full dotted key path and the reason; no secret value is ever
-/// part of an error or a warning.
+/// Reads the YAML configuration file (CONTRACT.md "The configuration file"). A file that is not
+/// valid YAML fails with one `ConfigurationError`; otherwise every key is read and the errors are
+/// thrown together (the first, carrying the others in `further`), each naming the full dotted key
+/// path and the reason. No secret value is ever part of an error or a warning.
 public enum ConfigurationLoader {
     /// The environment variable that overrides `listen`.
     public static let listenEnvironmentKey = "TOKENPROXY_LISTEN"
@@ -161,11 +162,40 @@ enum Keys {
 }
 
 
-/// Builds a `Configuration` from the parsed file, collecting warnings.
+/// The errors a load found so far. A reference type, so that `collect` can record an error while
+/// the step it runs changes the `Builder`.
+final class ErrorList {
+    private(set) var errors: [ConfigurationError] = []
+
+    /// Runs one step of the build: a `ConfigurationError` it throws is recorded instead of ending
+    /// the load, and nil returned. So one load reports every error of the file (`tokenproxy check`).
+    func collect<T>(_ step: () throws -> T?) -> T? {
+        do {
+            return try step()
+        } catch let error as ConfigurationError {
+            record(error)
+        } catch {
+            errors.append(ConfigurationError(keyPath: "", reason: "\(error)"))
+        }
+        return nil
+    }
+
+    func record(_ error: ConfigurationError) {
+        errors += error.all
+    }
+
+    /// `collect` for a step that only checks.
+    func collect(_ step: () throws -> Void) {
+        _ = collect { () throws -> Void? in try step() }
+    }
+}
+
+/// Builds a `Configuration` from the parsed file, collecting warnings and every error.
 struct Builder {
     let baseDirectory: String
     let environment: [String: String]
     var warnings: [String] = []
+    let found = ErrorList()
 
     init(baseDirectory: String, environment: [String: String]) {
         self.baseDirectory = baseDirectory
@@ -180,54 +210,72 @@ struct Builder {
         return value
     }
 
+    /// Reads every key and section it can; throws the errors found, all of them, at the end.
     mutating func build(_ root: YAMLSection) throws -> Configuration {
-        try root.rejectUnknownKeys(Keys.root) { key in
-            let owners = Keys.root.filter { Keys.sections[$0]?.contains(key) == true }.map { "\($0):" }
-            guard let last = owners.last else { return nil }
-            let list = owners.count == 1 ? last : owners.dropLast().joined(separator: ", ") + " or " + last
-            return "\(key) belongs under \(list)"
+        found.collect {
+            try root.rejectUnknownKeys(Keys.root) { key in
+                let owners = Keys.root.filter { Keys.sections[$0]?.contains(key) == true }.map { "\($0):" }
+                guard let last = owners.last else { return nil }
+                let list = owners.count == 1 ? last : owners.dropLast().joined(separator: ", ") + " or " + last
+                return "\(key) belongs under \(list)"
+            }
         }
-        let allowRemote = try root.bool("allow_remote") ?? false
+        let allowRemote = found.collect { try root.bool("allow_remote") } ?? false
 
-        let upstream: UpstreamURL
-        if let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
-            upstream = try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
-        } else if let value = try root.string("upstream") {
-            upstream = try parseUpstream(value, keyPath: "upstream")
-        } else {
-            throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
+        let upstream: UpstreamURL? = found.collect {
+            if let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
+                return try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
+            } else if let value = try root.string("upstream") {
+                return try parseUpstream(value, keyPath: "upstream")
+            } else {
+                throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
+            }
         }
 
-        guard let credentialsSection = try root.section("credentials") else {
-            throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
+        let credentials: CredentialsConfiguration? = found.collect {
+            guard let credentialsSection = try root.section("credentials") else {
+                throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
+            }
+            return try parseCredentials(credentialsSection)
         }
-        let credentials = try parseCredentials(credentialsSection)
 
         var storePath = resolve("./state/tokens.json")
-        if let store = try root.section("store") {
-            try store.rejectUnknownKeys(Keys.sections["store"]!)
-            if let path = try pathValue(store, "path") { storePath = path }
+        found.collect {
+            if let store = try root.section("store") {
+                try store.rejectUnknownKeys(Keys.sections["store"]!)
+                if let path = try pathValue(store, "path") { storePath = path }
+            }
         }
 
+        // Without an upstream or credentials the file is invalid already (recorded above); the rest
+        // is still read, for its own errors, into a configuration that is never returned.
         var config = Configuration(
-            upstream: upstream, credentials: credentials, store: StoreConfiguration(path: storePath), baseDirectory: baseDirectory)
+            upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
+            credentials: credentials ?? CredentialsConfiguration(type: .static), store: StoreConfiguration(path: storePath),
+            baseDirectory: baseDirectory)
         config.allowRemote = allowRemote
 
-        if let value = env(ConfigurationLoader.listenEnvironmentKey) {
-            config.listen = try parseListen(value, keyPath: ConfigurationLoader.listenEnvironmentKey, allowRemote: allowRemote)
-        } else if let value = try root.string("listen") {
-            config.listen = try parseListen(value, keyPath: "listen", allowRemote: allowRemote)
+        let listen: ListenAddress? = found.collect {
+            if let value = env(ConfigurationLoader.listenEnvironmentKey) {
+                return try parseListen(value, keyPath: ConfigurationLoader.listenEnvironmentKey, allowRemote: allowRemote)
+            } else if let value = try root.string("listen") {
+                return try parseListen(value, keyPath: "listen", allowRemote: allowRemote)
+            }
+            return nil
         }
+        if let listen { config.listen = listen }
 
-        if let value = try root.duration("drain_timeout") { config.drainTimeout = value }
-        if let value = try root.int("workers") {
+        if let value = found.collect({ try root.duration("drain_timeout") }) { config.drainTimeout = value }
+        found.collect {
+            guard let value = try root.int("workers") else { return }
             guard value >= 0 else { throw ConfigurationError(keyPath: "workers", reason: "must be 0 (one per CPU) or more") }
             guard value <= 1024 else { throw ConfigurationError(keyPath: "workers", reason: "must be at most 1024") }
             config.workers = value
         }
 
-        if let admin = try root.section("admin") {
-            try admin.rejectUnknownKeys(Keys.sections["admin"]!)
+        found.collect {
+            guard let admin = try root.section("admin") else { return }
+            found.collect { try admin.rejectUnknownKeys(Keys.sections["admin"]!) }
             guard let value = try admin.string("listen") else {
                 throw ConfigurationError(keyPath: "admin.listen", reason: "required when admin: is present (e.g. 127.0.0.1:9901)")
             }
@@ -238,20 +286,24 @@ struct Builder {
             config.admin = AdminConfiguration(listen: address)
         }
 
-        if let tls = try root.section("upstream_tls") {
-            config.upstreamTLS = try parseUpstreamTLS(tls, upstream: upstream)
+        found.collect {
+            guard let tls = try root.section("upstream_tls") else { return }
+            config.upstreamTLS = parseUpstreamTLS(tls, upstream: upstream)
         }
-        if let sink = try root.section("sink") {
-            try sink.rejectUnknownKeys(Keys.sections["sink"]!)
+        found.collect {
+            guard let sink = try root.section("sink") else { return }
+            found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
             guard let path = try pathValue(sink, "path") else {
                 throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
             }
             config.sink = SinkConfiguration(path: path)
         }
-        if let access = try root.section("access") { config.access = try parseAccess(access) }
-        if let forward = try root.section("forward") { config.forward = try parseForward(forward) }
-        if let limits = try root.section("limits") { config.limits = try parseLimits(limits) }
-        if let log = try root.section("log") { config.log = try parseLog(log) }
+        if let access = found.collect({ try root.section("access") }) { config.access = parseAccess(access) }
+        if let forward = found.collect({ try root.section("forward") }) { config.forward = parseForward(forward) }
+        if let limits = found.collect({ try root.section("limits") }) { config.limits = parseLimits(limits) }
+        if let log = found.collect({ try root.section("log") }) { config.log = parseLog(log) }
+
+        if let error = ConfigurationError(every: found.errors) { throw error }
         return config
     }
 
@@ -378,12 +430,17 @@ struct Builder {
 
     // MARK: - Credentials
 
+    /// Throws when the type is missing or unknown; records the section's other errors and returns
+    /// what it could read.
     mutating func parseCredentials(_ s: YAMLSection) throws -> CredentialsConfiguration {
         let typeNames = CredentialsType.allCases.map(\.rawValue)
-        try s.rejectUnknownKeys(Keys.credentials) { key in
-            typeNames.contains(key) || key == "oauth2"
-                ? "every key of every type sits directly under credentials: (credentials.command, not credentials.exec.command)"
-                : nil
+        let errorsBefore = found.errors.count
+        found.collect {
+            try s.rejectUnknownKeys(Keys.credentials) { key in
+                typeNames.contains(key) || key == "oauth2"
+                    ? "every key of every type sits directly under credentials: (credentials.command, not credentials.exec.command)"
+                    : nil
+            }
         }
         guard let type = try s.choice("type", CredentialsType.self) else {
             throw ConfigurationError(keyPath: "credentials.type", reason: "required: one of \(typeNames.joined(separator: " | "))")
@@ -394,22 +451,23 @@ struct Builder {
         }
 
         var c = CredentialsConfiguration(type: type)
-        if let value = try s.duration("refresh_margin") { c.refreshMargin = value }
-        if let value = try positiveDuration(s, "default_lifetime") { c.defaultLifetime = value }
+        if let value = found.collect({ try s.duration("refresh_margin") }) { c.refreshMargin = value }
+        if let value = found.collect({ try positiveDuration(s, "default_lifetime") }) { c.defaultLifetime = value }
 
-        c.issuerURL = try checkURL(s, "issuer_url")
-        c.tokenURL = try checkURL(s, "token_url")
-        c.deviceAuthorizationURL = try checkURL(s, "device_authorization_url")
-        c.revocationURL = try checkURL(s, "revocation_url")
-        c.loginURL = try checkURL(s, "login_url")
-        c.refreshURL = try checkURL(s, "refresh_url")
-        c.endpoint = try checkURL(s, "endpoint")
+        c.issuerURL = found.collect { try checkURL(s, "issuer_url") }
+        c.tokenURL = found.collect { try checkURL(s, "token_url") }
+        c.deviceAuthorizationURL = found.collect { try checkURL(s, "device_authorization_url") }
+        c.revocationURL = found.collect { try checkURL(s, "revocation_url") }
+        c.loginURL = found.collect { try checkURL(s, "login_url") }
+        c.refreshURL = found.collect { try checkURL(s, "refresh_url") }
+        c.endpoint = found.collect { try checkURL(s, "endpoint") }
 
-        c.clientID = try s.nonEmptyString("client_id")
-        if let value = try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) { c.clientAuth = value }
-        c.scope = try s.string("scope")
-        c.audience = try s.nonEmptyString("audience")
-        if let params = try s.stringMap("extra_params") {
+        c.clientID = found.collect { try s.nonEmptyString("client_id") }
+        if let value = found.collect({ try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) }) { c.clientAuth = value }
+        c.scope = found.collect { try s.string("scope") }
+        c.audience = found.collect { try s.nonEmptyString("audience") }
+        found.collect {
+            guard let params = try s.stringMap("extra_params") else { return }
             let reserved = ["grant_type", "refresh_token", "client_id", "client_secret", "scope", "audience", "username", "password", "device_code"]
             for name in params.keys.sorted() where reserved.contains(name) {
                 throw ConfigurationError(
@@ -417,29 +475,51 @@ struct Builder {
             }
             c.extraParams = params
         }
-        if let value = try s.choice("login", CredentialsConfiguration.LoginFlow.self) { c.login = value }
-        if let value = try s.nonEmptyString("region") {
+        if let value = found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
+        found.collect {
+            guard let value = try s.nonEmptyString("region") else { return }
             guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
                 throw ConfigurationError(keyPath: "credentials.region", reason: "is not an AWS region name such as us-east-1")
             }
             c.region = value
         }
-        if let value = try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) { c.useToken = value }
-        if let value = try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) { c.refreshTokenIn = value }
-        if let value = try s.nonEmptyString("access_token_path") { c.accessTokenPath = value }
-        if let value = try s.nonEmptyString("refresh_token_path") { c.refreshTokenPath = value }
-        let expiresIn = try s.nonEmptyString("expires_in_path")
-        let expiresAt = try s.nonEmptyString("expires_at_path")
-        if expiresIn != nil, expiresAt != nil {
-            throw ConfigurationError(keyPath: "credentials.expires_at_path", reason: "set only one of expires_in_path and expires_at_path")
+        if let value = found.collect({ try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }) { c.useToken = value }
+        if let value = found.collect({ try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) }) {
+            c.refreshTokenIn = value
         }
-        if let expiresAt {
-            c.expiresAtPath = expiresAt
-            c.expiresInPath = nil
-        } else if let expiresIn {
-            c.expiresInPath = expiresIn
+        if let value = found.collect({ try s.nonEmptyString("access_token_path") }) { c.accessTokenPath = value }
+        if let value = found.collect({ try s.nonEmptyString("refresh_token_path") }) { c.refreshTokenPath = value }
+        found.collect {
+            let expiresIn = try s.nonEmptyString("expires_in_path")
+            let expiresAt = try s.nonEmptyString("expires_at_path")
+            if expiresIn != nil, expiresAt != nil {
+                throw ConfigurationError(keyPath: "credentials.expires_at_path", reason: "set only one of expires_in_path and expires_at_path")
+            }
+            if let expiresAt {
+                c.expiresAtPath = expiresAt
+                c.expiresInPath = nil
+            } else if let expiresIn {
+                c.expiresInPath = expiresIn
+            }
         }
-        c.path = try pathValue(s, "path")
+        c.path = found.collect { try pathValue(s, "path") }
+        found.collect { try parseCommand(s, into: &c) }
+        if let value = found.collect({ try positiveDuration(s, "exec_timeout") }) { c.execTimeout = value }
+
+        // Secrets are read only for the keys the type uses: an unused, unset variable is no reason to refuse to start.
+        if used.contains("client_secret") { c.clientSecret = found.collect { try readSecret(s, "client_secret", literal: true) } }
+        if used.contains("refresh_token_env") {
+            c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
+        }
+        if used.contains("token_env") { c.token = found.collect { try readSecret(s, "token", literal: false) } }
+
+        // A key already found wrong would be reported again as missing.
+        if found.errors.count == errorsBefore { found.collect { try checkRequired(c, s) } }
+        return c
+    }
+
+    /// `credentials.command`: a list, the program (resolved when it names a path) and its arguments.
+    func parseCommand(_ s: YAMLSection, into c: inout CredentialsConfiguration) throws {
         if let node = s.node("command") {
             guard case .sequence = node else {
                 throw ConfigurationError(
@@ -454,17 +534,6 @@ struct Builder {
             if program.contains("/") { command[0] = resolve(program) }
             c.command = command
         }
-        if let value = try positiveDuration(s, "exec_timeout") { c.execTimeout = value }
-
-        // Secrets are read only for the keys the type uses: an unused, unset variable is no reason to refuse to start.
-        if used.contains("client_secret") { c.clientSecret = try readSecret(s, "client_secret", literal: true) }
-        if used.contains("refresh_token_env") {
-            c.seedRefreshToken = try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true)
-        }
-        if used.contains("token_env") { c.token = try readSecret(s, "token", literal: false) }
-
-        try checkRequired(c, s)
-        return c
     }
 
     func checkRequired(_ c: CredentialsConfiguration, _ s: YAMLSection) throws {
@@ -498,63 +567,73 @@ struct Builder {
 
     // MARK: - Other sections
 
-    mutating func parseUpstreamTLS(_ s: YAMLSection, upstream: UpstreamURL) throws -> UpstreamTLSConfiguration {
-        try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!)
+    mutating func parseUpstreamTLS(_ s: YAMLSection, upstream: UpstreamURL?) -> UpstreamTLSConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!) }
         var tls = UpstreamTLSConfiguration()
-        tls.caFile = try pathValue(s, "ca_file")
-        tls.clientCertFile = try pathValue(s, "client_cert_file")
-        tls.clientKeyFile = try pathValue(s, "client_key_file")
-        if tls.clientKeyFile != nil, tls.clientCertFile == nil {
-            throw ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set")
+        tls.caFile = found.collect { try pathValue(s, "ca_file") }
+        tls.clientCertFile = found.collect { try pathValue(s, "client_cert_file") }
+        tls.clientKeyFile = found.collect { try pathValue(s, "client_key_file") }
+        if tls.clientKeyFile != nil, tls.clientCertFile == nil, !s.has("client_cert_file") {
+            found.record(ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set"))
         }
-        tls.insecureSkipVerify = try s.bool("insecure_skip_verify") ?? false
+        tls.insecureSkipVerify = found.collect { try s.bool("insecure_skip_verify") } ?? false
         if tls.insecureSkipVerify {
             warnings.append("upstream_tls.insecure_skip_verify: the upstream's TLS certificate is not verified; use this only for tests")
         }
-        if upstream.scheme == "http", !s.presentKeys.isEmpty {
+        if upstream?.scheme == "http", !s.presentKeys.isEmpty {
             warnings.append("upstream_tls: not used, the upstream is http")
         }
         return tls
     }
 
-    mutating func parseAccess(_ s: YAMLSection) throws -> AccessConfiguration {
-        try s.rejectUnknownKeys(Keys.sections["access"]!)
+    mutating func parseAccess(_ s: YAMLSection) -> AccessConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["access"]!) }
         var a = AccessConfiguration()
-        if let header = try s.nonEmptyString("require_header") {
+        let headerBefore = found.errors.count
+        found.collect {
+            guard let header = try s.nonEmptyString("require_header") else { return }
             guard header.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "!#$%&'*+-.^_`|~".contains($0)) }) else {
                 throw ConfigurationError(keyPath: "access.require_header", reason: "is not a valid header name")
             }
             a.requireHeader = header
         }
-        a.requireValue = try readSecret(s, "require_value", literal: true)
-        if a.requireHeader != nil, a.requireValue == nil {
-            throw ConfigurationError(
-                keyPath: "access.require_header", reason: "needs require_value_env or require_value_file (the value clients must send)")
+        a.requireValue = found.collect { try readSecret(s, "require_value", literal: true) }
+        if found.errors.count == headerBefore {
+            found.collect {
+                if a.requireHeader != nil, a.requireValue == nil {
+                    throw ConfigurationError(
+                        keyPath: "access.require_header", reason: "needs require_value_env or require_value_file (the value clients must send)")
+                }
+                if a.requireHeader == nil, a.requireValue != nil {
+                    throw ConfigurationError(keyPath: "access.require_header", reason: "required when a require_value is set (the header that carries it)")
+                }
+            }
         }
-        if a.requireHeader == nil, a.requireValue != nil {
-            throw ConfigurationError(keyPath: "access.require_header", reason: "required when a require_value is set (the header that carries it)")
-        }
-        if let paths = try s.stringList("allow_paths", example: "[/users/, /orders/]") {
+        found.collect {
+            guard let paths = try s.stringList("allow_paths", example: "[/users/, /orders/]") else { return }
             for (index, path) in paths.enumerated() where !path.hasPrefix("/") {
                 throw ConfigurationError(keyPath: "access.allow_paths[\(index)]", reason: "\"\(path)\" must start with /")
             }
             a.allowPaths = paths
         }
-        if let methods = try s.stringList("allow_methods", example: "[GET, POST]") {
+        found.collect {
+            guard let methods = try s.stringList("allow_methods", example: "[GET, POST]") else { return }
             for (index, method) in methods.enumerated()
             where method.isEmpty || !method.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) {
                 throw ConfigurationError(keyPath: "access.allow_methods[\(index)]", reason: "\"\(method)\" is not an HTTP method")
             }
             a.allowMethods = methods.map { $0.uppercased() }
         }
-        if let hosts = try s.stringList("allow_hosts", example: "[localhost, 127.0.0.1]") {
+        found.collect {
+            guard let hosts = try s.stringList("allow_hosts", example: "[localhost, 127.0.0.1]") else { return }
             for (index, host) in hosts.enumerated() where host.trimmingWhitespace().isEmpty {
                 throw ConfigurationError(keyPath: "access.allow_hosts[\(index)]", reason: "must not be empty")
             }
             a.allowHosts = hosts.map { $0.lowercased() }
         }
-        if let origins = try s.stringList("allow_origins", example: "[https://app.example.com]") { a.allowOrigins = origins }
-        if let mode = try s.string("unix_mode") {
+        if let origins = found.collect({ try s.stringList("allow_origins", example: "[https://app.example.com]") }) { a.allowOrigins = origins }
+        found.collect {
+            guard let mode = try s.string("unix_mode") else { return }
             let digits = mode.trimmingWhitespace()
             guard !digits.isEmpty, digits.count <= 4, digits.allSatisfy({ ("0"..."7").contains($0) }), let value = UInt32(digits, radix: 8) else {
                 throw ConfigurationError(keyPath: "access.unix_mode", reason: "\"\(mode)\" is not an octal file mode such as \"0660\"")
@@ -564,48 +643,53 @@ struct Builder {
         return a
     }
 
-    func parseForward(_ s: YAMLSection) throws -> ForwardConfiguration {
-        try s.rejectUnknownKeys(Keys.sections["forward"]!)
+    func parseForward(_ s: YAMLSection) -> ForwardConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["forward"]!) }
         var f = ForwardConfiguration()
-        if let value = try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) { f.clientAuthorization = value }
-        if let value = try s.bool("preserve_host") { f.preserveHost = value }
-        if let value = try s.size("retry_body_limit") { f.retryBodyLimit = value }
-        if let value = try s.size("retry_memory") { f.retryMemory = value }
+        if let value = found.collect({ try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) }) {
+            f.clientAuthorization = value
+        }
+        if let value = found.collect({ try s.bool("preserve_host") }) { f.preserveHost = value }
+        if let value = found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
+        if let value = found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
         return f
     }
 
-    func parseLimits(_ s: YAMLSection) throws -> LimitsConfiguration {
-        try s.rejectUnknownKeys(Keys.sections["limits"]!)
+    func parseLimits(_ s: YAMLSection) -> LimitsConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["limits"]!) }
         var l = LimitsConfiguration()
-        if let value = try s.size("max_header_bytes") {
+        found.collect {
+            guard let value = try s.size("max_header_bytes") else { return }
             guard value > 0 else { throw ConfigurationError(keyPath: "limits.max_header_bytes", reason: "must be more than 0") }
             l.maxHeaderBytes = value
         }
-        if let value = try s.size("max_body_bytes") { l.maxBodyBytes = value }
-        if let value = try s.int("max_connections") {
+        if let value = found.collect({ try s.size("max_body_bytes") }) { l.maxBodyBytes = value }
+        found.collect {
+            guard let value = try s.int("max_connections") else { return }
             guard value >= 1 else { throw ConfigurationError(keyPath: "limits.max_connections", reason: "must be 1 or more") }
             l.maxConnections = value
         }
-        if let value = try positiveDuration(s, "client_header_timeout") { l.clientHeaderTimeout = value }
-        if let value = try positiveDuration(s, "client_idle_timeout") { l.clientIdleTimeout = value }
-        if let value = try positiveDuration(s, "upstream_timeout") { l.upstreamTimeout = value }
-        if let value = try positiveDuration(s, "upstream_idle_timeout") { l.upstreamIdleTimeout = value }
-        if let value = try positiveDuration(s, "client_send_timeout") { l.clientSendTimeout = value }
-        if let value = try s.int("upstream_keepalive") {
+        if let value = found.collect({ try positiveDuration(s, "client_header_timeout") }) { l.clientHeaderTimeout = value }
+        if let value = found.collect({ try positiveDuration(s, "client_idle_timeout") }) { l.clientIdleTimeout = value }
+        if let value = found.collect({ try positiveDuration(s, "upstream_timeout") }) { l.upstreamTimeout = value }
+        if let value = found.collect({ try positiveDuration(s, "upstream_idle_timeout") }) { l.upstreamIdleTimeout = value }
+        if let value = found.collect({ try positiveDuration(s, "client_send_timeout") }) { l.clientSendTimeout = value }
+        found.collect {
+            guard let value = try s.int("upstream_keepalive") else { return }
             guard value >= 0 else { throw ConfigurationError(keyPath: "limits.upstream_keepalive", reason: "must be 0 or more") }
             l.upstreamKeepalive = value
         }
-        if let value = try positiveDuration(s, "upstream_keepalive_timeout") { l.upstreamKeepaliveTimeout = value }
-        if let value = try positiveDuration(s, "refresh_wait") { l.refreshWait = value }
+        if let value = found.collect({ try positiveDuration(s, "upstream_keepalive_timeout") }) { l.upstreamKeepaliveTimeout = value }
+        if let value = found.collect({ try positiveDuration(s, "refresh_wait") }) { l.refreshWait = value }
         return l
     }
 
-    func parseLog(_ s: YAMLSection) throws -> LogConfiguration {
-        try s.rejectUnknownKeys(Keys.sections["log"]!)
+    func parseLog(_ s: YAMLSection) -> LogConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["log"]!) }
         var l = LogConfiguration()
-        if let value = try s.choice("level", LogConfiguration.Level.self) { l.level = value }
-        if let value = try s.choice("format", LogConfiguration.Format.self) { l.format = value }
-        if let value = try s.bool("access_log") { l.accessLog = value }
+        if let value = found.collect({ try s.choice("level", LogConfiguration.Level.self) }) { l.level = value }
+        if let value = found.collect({ try s.choice("format", LogConfiguration.Format.self) }) { l.format = value }
+        if let value = found.collect({ try s.bool("access_log") }) { l.accessLog = value }
         return l
     }
 }

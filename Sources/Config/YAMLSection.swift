@@ -34,17 +34,19 @@ struct YAMLSection {
     /// Keys present (non-null) in file order.
     var presentKeys: [String] { entries.filter { !$0.value.isNull }.map(\.key) }
 
-    /// Fails on the first key not in `known`, with a "did you mean" hint when one is close.
+    /// Fails when a key is not in `known`: one error naming every such key, in file order, each
+    /// with a "did you mean" hint when a known key is close.
     func rejectUnknownKeys(_ known: [String], extraHint: (String) -> String? = { _ in nil }) throws {
-        for (key, _) in entries where !known.contains(key) {
+        let unknown = entries.filter { !known.contains($0.key) }.map { key, _ in
             var reason = "unknown key"
             if let hint = extraHint(key) {
                 reason += "; \(hint)"
             } else if let near = closestKey(to: key, in: known) {
                 reason += " (did you mean \(near)?)"
             }
-            throw ConfigurationError(keyPath: path(key), reason: reason)
+            return ConfigurationError(keyPath: path(key), reason: reason)
         }
+        if let error = ConfigurationError(every: unknown) { throw error }
     }
 
     func section(_ key: String) throws -> YAMLSection? {

@@ -8,6 +8,25 @@ import Sockets
 import Synchronization
 import Upstream
 
+/// A listener that could not be bound or watched. `serve` reports it and exits 1; the contract's
+/// `listening on` line is never logged for it.
+public struct ListenerError: Error, CustomStringConvertible, Sendable {
+    /// The address as configured (`127.0.0.1:8080`, `unix:/run/tokenproxy.sock`).
+    public let address: String
+    public let isAdmin: Bool
+    public let reason: String
+
+    public var description: String { "cannot listen on \(isAdmin ? "the admin address " : "")\(address): \(reason)" }
+}
+
+/// One loop's acceptors and context. Touched only on that loop's thread (or before it starts);
+/// `@unchecked Sendable` only so that it can travel to its loop through `EventLoop.execute`.
+final class LoopAcceptors: @unchecked Sendable {
+    let ctx: LoopContext
+    var acceptors: [Acceptor] = []
+    init(ctx: LoopContext) { self.ctx = ctx }
+}
+
 /// The running proxy: one event loop per worker thread, each with its own listener (SO_REUSEPORT)
 /// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handle and its own
 /// connections; the admin listener lives on loop 0.
@@ -17,9 +36,11 @@ public final class Server: @unchecked Sendable {
     let logger: Logger
     let shared = SharedProxyState()
     private var loops: [EventLoop] = []
-    private var contexts: [LoopContext] = []
-    private var acceptors: [[Acceptor]] = []
+    private var perLoop: [LoopAcceptors] = []
     private var metrics: [LoopMetrics] = []
+    /// The proxy's listening sockets (one per loop, or one shared): closed when the drain starts.
+    private var listeners: [ListeningSocket] = []
+    private var adminListener: ListeningSocket?
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
 
@@ -33,69 +54,104 @@ public final class Server: @unchecked Sendable {
         configured > 0 ? configured : Syscall.usableCPUCount()
     }
 
-    /// Binds every listener and starts the loops. Throws when an address cannot be bound.
+    /// Binds every listener, watches each with its loops, and starts the loops. Throws a
+    /// `ListenerError` naming the address when one cannot be bound or watched; then nothing is
+    /// left listening (and no unix socket file behind).
     public func start() throws {
+        do {
+            try bindAndWatch()
+        } catch {
+            closeListeners()
+            throw error
+        }
+        for (i, mine) in perLoop.enumerated() {
+            let ctx = mine.ctx
+            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
+                ctx.loop.schedule(after: 0.2, Server.sweeper(ctx))
+                ctx.loop.run()
+            }
+        }
+        logger.info("\(perLoop.count) event loop(s); upstream \(configuration.upstream) through \(UpstreamConnector.libcurlVersion)")
+        if let listenAddress { logger.info("listening on \(listenAddress)") }
+        if let adminAddress { logger.info("admin listening on \(adminAddress)") }
+    }
+
+    /// Runs before any loop thread exists, so registering on the loops from here is safe.
+    private func bindAndWatch() throws {
         let count = Server.workerCount(configuration.workers)
         for i in 0..<count {
             let loop = try EventLoop(index: i)
             let m = LoopMetrics()
             loops.append(loop)
             metrics.append(m)
-            contexts.append(LoopContext(loop: loop, configuration: configuration, tokens: tokens, metrics: m, shared: shared, logger: logger))
+            perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, tokens: tokens, metrics: m, shared: shared, logger: logger)))
         }
-        // Listeners. Registration happens on each loop's own thread below.
-        var listeners: [[ListeningSocket]] = Array(repeating: [], count: count)
-        var sharedInterest: Interest = .read
-        switch configuration.listen {
-        case .tcp(let host, let port):
-            let first = try ListeningSocket.tcp(host: host, port: port, reusePort: true)
-            listeners[0].append(first)
-            // With port 0, the other loops bind the port the first one got.
-            for i in 1..<max(count, 1) where i < count {
-                listeners[i].append(try ListeningSocket.tcp(host: host, port: first.address.port ?? port, reusePort: true))
+        let listen = configuration.listen
+        func failure(_ error: any Error, admin: Bool, address: ListenAddress) -> ListenerError {
+            ListenerError(address: "\(address)", isAdmin: admin, reason: "\(error)")
+        }
+        // The proxy's listeners: one per loop on a TCP port (SO_REUSEPORT; with port 0 the others
+        // bind the port the first one got), one shared by every loop on a unix socket.
+        var interest: Interest = .accept
+        do {
+            switch listen {
+            case .tcp(let host, let port):
+                let first = try ListeningSocket.tcp(host: host, port: port, reusePort: true, exclusive: true)
+                listeners.append(first)
+                for _ in 1..<max(count, 1) {
+                    listeners.append(try ListeningSocket.tcp(host: host, port: first.address.port ?? port, reusePort: true))
+                }
+                listenAddress = first.address
+            case .unix(let path):
+                let socket = try ListeningSocket.unix(path: path, mode: configuration.access.unixMode)
+                listeners.append(socket)
+                if count > 1 { interest = [.accept, .exclusive] }
+                listenAddress = socket.address
             }
-            listenAddress = first.address
-        case .unix(let path):
-            let socket = try ListeningSocket.unix(path: path, mode: configuration.access.unixMode)
-            for i in 0..<count { listeners[i].append(socket) }
-            sharedInterest = count > 1 ? [.read, .exclusive] : .read
-            listenAddress = socket.address
+        } catch {
+            throw failure(error, admin: false, address: listen)
         }
-        var adminListener: ListeningSocket?
         if let admin = configuration.admin {
-            switch admin.listen {
-            case .tcp(let host, let port): adminListener = try ListeningSocket.tcp(host: host, port: port, reusePort: false)
-            case .unix(let path): adminListener = try ListeningSocket.unix(path: path, mode: 0o660)
+            do {
+                switch admin.listen {
+                case .tcp(let host, let port): adminListener = try ListeningSocket.tcp(host: host, port: port, reusePort: false)
+                case .unix(let path): adminListener = try ListeningSocket.unix(path: path, mode: 0o660)
+                }
+            } catch {
+                throw failure(error, admin: true, address: admin.listen)
             }
             adminAddress = adminListener?.address
         }
-        for (i, ctx) in contexts.enumerated() {
-            var mine: [Acceptor] = []
-            for listener in listeners[i] {
-                mine.append(Acceptor(listener: listener, ctx: ctx) { [unowned self, unowned ctx] fd, peer in self.accepted(fd: fd, peer: peer, ctx: ctx) })
+        for (i, mine) in perLoop.enumerated() {
+            let ctx = mine.ctx
+            let listener = listeners.count == 1 ? listeners[0] : listeners[i]
+            let acceptor = Acceptor(listener: listener, interest: interest, ctx: ctx) { [unowned self, unowned ctx] fd, peer in
+                self.accepted(fd: fd, peer: peer, ctx: ctx)
             }
-            if i == 0, let adminListener {
-                mine.append(Acceptor(listener: adminListener, ctx: ctx) { [unowned self, unowned ctx] fd, peer in self.acceptedAdmin(fd: fd, ctx: ctx) })
+            do {
+                try acceptor.watch()
+            } catch {
+                throw failure(error, admin: false, address: listen)
             }
-            acceptors.append(mine)
-            let watched = mine
-            let interest = sharedInterest
-            let isAdmin = { (a: Acceptor) in a.listener === adminListener }
-            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
-                for acceptor in watched {
-                    do {
-                        try ctx.loop.register(acceptor.listener.fd, isAdmin(acceptor) ? .read : interest, acceptor)
-                    } catch {
-                        ctx.logger.error("cannot watch a listener: \(error)")
-                    }
+            mine.acceptors.append(acceptor)
+            if i == 0, let adminListener, let admin = configuration.admin {
+                let acceptor = Acceptor(listener: adminListener, interest: .accept, ctx: ctx) { [unowned self, unowned ctx] fd, _ in
+                    self.acceptedAdmin(fd: fd, ctx: ctx)
                 }
-                ctx.loop.schedule(after: 0.2, Server.sweeper(ctx))
-                ctx.loop.run()
+                do {
+                    try acceptor.watch()
+                } catch {
+                    throw failure(error, admin: true, address: admin.listen)
+                }
+                mine.acceptors.append(acceptor)
             }
         }
-        logger.info("\(count) event loop(s); upstream \(configuration.upstream) through \(UpstreamConnector.libcurlVersion)")
-        if let listenAddress { logger.info("listening on \(listenAddress)") }
-        if let adminAddress { logger.info("admin listening on \(adminAddress)") }
+    }
+
+    /// Closes every listening socket (removing a unix socket's file). Only once no loop watches them.
+    private func closeListeners() {
+        for listener in listeners { listener.close() }
+        adminListener?.close()
     }
 
     private static func sweeper(_ ctx: LoopContext) -> () -> Void {
@@ -106,54 +162,60 @@ public final class Server: @unchecked Sendable {
         }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext) -> EventHandler? {
+    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext) -> Admission {
         let open = shared.openConnections.add(1, ordering: .relaxed).newValue
         if open > configuration.limits.maxConnections || shared.draining.load(ordering: .relaxed) {
             shared.openConnections.subtract(1, ordering: .relaxed)
-            // Refused promptly: a best-effort 503 on the new socket, then close (CONTRACT: overloaded).
+            // Refused promptly with a 503 (CONTRACT: overloaded), closed without a reset (Acceptor).
             let bytes = ProxyError.overloaded.response(keepAlive: false, isHead: false)
-            bytes.withUnsafeBytes { _ = Syscall.write(fd, $0) }
             ctx.metrics.requestFinished(status: 503, bytesIn: 0, bytesOut: bytes.count)
-            return nil
+            return .refused(answer: bytes)
         }
         let connection = Connection(fd: fd, peer: peer, ctx: ctx)
         do {
             try ctx.loop.register(fd, .read, connection)
         } catch {
             shared.openConnections.subtract(1, ordering: .relaxed)
-            return nil
+            return .dropped
         }
         ctx.connections[fd] = connection
-        return connection
+        return .served
     }
 
-    private func acceptedAdmin(fd: Int32, ctx: LoopContext) -> EventHandler? {
+    private func acceptedAdmin(fd: Int32, ctx: LoopContext) -> Admission {
         let connection = AdminConnection(fd: fd, ctx: ctx, server: self)
         do {
             try ctx.loop.register(fd, .read, connection)
         } catch {
-            return nil
+            return .dropped
         }
-        return connection
+        return .served
     }
 
     // MARK: drain and stop
 
     /// SIGTERM: stop accepting, close idle connections, let the others finish up to `drain_timeout`.
-    /// Returns when every connection is closed or the time is up.
+    /// The proxy's listening sockets are closed at once, so that a new client is refused instead of
+    /// waiting in the backlog for an accept that never comes; the admin listener stays (`/readyz`
+    /// says 503). Returns when every connection is closed or the time is up.
     public func drain() {
         shared.draining.store(true, ordering: .relaxed)
-        logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
-        for (i, ctx) in contexts.enumerated() {
-            let mine = acceptors[i]
-            ctx.loop.execute { [ctx] in
-                for acceptor in mine where acceptor.listener.address != self.adminAddress {
-                    ctx.loop.unregister(acceptor.listener.fd, acceptor)
-                }
-                for connection in Array(ctx.connections.values) { connection.beginDrain() }
-                ctx.upstream.closeIdle()
+        let unwatched = DispatchGroup()
+        let admin = adminListener
+        for mine in perLoop {
+            unwatched.enter()
+            mine.ctx.loop.execute {
+                for acceptor in mine.acceptors where acceptor.listener !== admin { acceptor.stop() }
+                for connection in Array(mine.ctx.connections.values) { connection.beginDrain() }
+                mine.ctx.upstream.closeIdle()
+                unwatched.leave()
             }
         }
+        if unwatched.wait(timeout: .now() + 2) == .timedOut {
+            logger.warning("draining: an event loop did not answer within 2 s")
+        }
+        for listener in listeners { listener.close() }
+        logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
         let deadline = Date().addingTimeInterval(configuration.drainTimeout)
         while shared.openConnections.load(ordering: .relaxed) > 0 && Date() < deadline {
             usleep(20_000)
@@ -165,16 +227,17 @@ public final class Server: @unchecked Sendable {
 
     private func stopLoops() {
         let done = DispatchGroup()
-        for ctx in contexts {
+        for mine in perLoop {
             done.enter()
-            ctx.loop.execute { [ctx] in
-                for connection in Array(ctx.connections.values) { connection.close() }
+            mine.ctx.loop.execute {
+                for acceptor in mine.acceptors { acceptor.stop() }
+                for connection in Array(mine.ctx.connections.values) { connection.close() }
                 done.leave()
             }
         }
         _ = done.wait(timeout: .now() + 2)
         for loop in loops { loop.stop() }
-        if case .unix(let path) = configuration.listen { unlink(path) }
+        closeListeners()
     }
 
     /// Whether the proxy could serve a request now: a usable token and not draining.

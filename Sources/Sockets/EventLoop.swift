@@ -13,7 +13,13 @@ public struct Interest: OptionSet, Sendable {
     public init(rawValue: UInt32) { self.rawValue = rawValue }
     public static let read = Interest(rawValue: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     public static let write = Interest(rawValue: EPOLLOUT.rawValue)
-    /// Only one of the loops sharing a listener is woken (unix sockets: no SO_REUSEPORT).
+    /// A listening socket: readable means a connection waits to be accepted. Plain EPOLLIN, because
+    /// beside `exclusive` epoll takes only EPOLLIN, EPOLLOUT, EPOLLWAKEUP and EPOLLET (epoll_ctl(2):
+    /// anything else, EPOLLRDHUP included, is EINVAL).
+    public static let accept = Interest(rawValue: EPOLLIN.rawValue)
+    /// Only one of the loops sharing a listener is woken (unix sockets: no SO_REUSEPORT). Combine it
+    /// with `accept` only; such a registration cannot be changed with `modify` either (epoll_ctl(2)):
+    /// `unregister`, then `register` again.
     public static let exclusive = Interest(rawValue: EPOLLEXCLUSIVE.rawValue)
 }
 
@@ -67,7 +73,7 @@ public final class EventLoop: @unchecked Sendable {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
-    // MARK: registration (loop thread only)
+    // MARK: registration (loop thread only, or before the loop's thread starts: starting it orders the two)
 
     public func register(_ fd: Int32, _ interest: Interest, _ handler: EventHandler) throws {
         if Int(fd) >= handlers.count { handlers.append(contentsOf: repeatElement(nil, count: Int(fd) + 64 - handlers.count)) }

@@ -1,5 +1,6 @@
 import CSystem
 import Glibc
+import Synchronization
 
 /// Where a socket listens or a peer sits, in the contract's log form.
 public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
@@ -37,14 +38,14 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
                 var addr = sin.pointee.sin_addr
                 var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
                 inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                return .ipv4(String(cString: text), port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
+                return .ipv4(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
             }
         case AF_INET6:
             return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
                 var addr = sin6.pointee.sin6_addr
                 var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
                 inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                return .ipv6(String(cString: text), port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
+                return .ipv6(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
             }
         default:
             return .unix("")
@@ -52,23 +53,58 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A bound, listening, non-blocking socket.
-public final class ListeningSocket {
+/// A bound, listening, non-blocking socket. Sendable: its state is the descriptor, fixed at birth,
+/// and whether it is closed, an atomic flag.
+public final class ListeningSocket: Sendable {
     public let fd: Int32
     public let address: SocketAddress
+    /// A unix socket's file, which `close` removes when it is still the one this socket made.
+    private let socketFile: SocketFile?
+    private let closed = Atomic<Bool>(false)
 
-    private init(fd: Int32, address: SocketAddress) {
-        self.fd = fd
-        self.address = address
+    /// A socket file's path and identity (device and inode, stat(2)).
+    struct SocketFile: Sendable {
+        let path: String
+        let device: UInt64
+        let inode: UInt64
     }
 
-    deinit { Syscall.close(fd) }
+    private init(fd: Int32, address: SocketAddress, socketFile: SocketFile? = nil) {
+        self.fd = fd
+        self.address = address
+        self.socketFile = socketFile
+    }
+
+    deinit { close() }
+
+    /// Stops listening, once; safe from any thread. Connections still waiting in the backlog are
+    /// reset and new ones refused (listen(2)); a unix socket's file is removed first, so a client
+    /// finds no socket at all. The caller makes sure that no event loop watches `fd` any more: the
+    /// number may be reused at once.
+    public func close() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if let file = socketFile {
+            // Only our own file: another process may have replaced it since (a second instance).
+            var st = stat()
+            if lstat(file.path, &st) == 0, UInt64(st.st_dev) == file.device, UInt64(st.st_ino) == file.inode {
+                unlink(file.path)
+            }
+        }
+        Syscall.close(fd)
+    }
 
     /// Binds `host:port` ("127.0.0.1", "::1", "localhost"). With `reusePort`, several loops can
-    /// each bind the same port and the kernel spreads connections over them.
-    public static func tcp(host: String, port: Int, reusePort: Bool, backlog: Int32 = 1024) throws -> ListeningSocket {
+    /// each bind the same port and the kernel spreads connections over them. `exclusive` first
+    /// makes sure that no other socket listens on the port: SO_REUSEPORT alone would share it
+    /// silently with another process of the same user (socket(7)) instead of failing with EADDRINUSE.
+    public static func tcp(host: String, port: Int, reusePort: Bool, exclusive: Bool = false, backlog: Int32 = 1024) throws -> ListeningSocket {
         let literal = host == "localhost" ? "127.0.0.1" : host
         let isV6 = literal.contains(":")
+        if exclusive, reusePort, port != 0 {
+            // Bound without SO_REUSEPORT, the probe fails where anything already listens; SO_REUSEADDR
+            // keeps connections in TIME_WAIT on the port from counting (socket(7)).
+            _ = try tcp(host: host, port: port, reusePort: false, backlog: 1)
+        }
         let fd = socket(isV6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError("socket") }
         do {
@@ -108,35 +144,54 @@ public final class ListeningSocket {
         }
     }
 
-    /// Binds a unix socket at `path`, replacing a stale socket file (never another kind of file).
+    /// Binds a unix socket at `path`, replacing a stale socket file: never another kind of file, and
+    /// never a socket that a live process still listens on (that is EADDRINUSE, as for a TCP port).
     public static func unix(path: String, mode: UInt32, backlog: Int32 = 1024) throws -> ListeningSocket {
+        var sun = sockaddr_un()
+        sun.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: sun.sun_path) else { throw SocketError("bind (path too long)", errno: ENAMETOOLONG) }
+        withUnsafeMutableBytes(of: &sun.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
         var st = stat()
         if lstat(path, &st) == 0 {
             guard (st.st_mode & S_IFMT) == S_IFSOCK else { throw SocketError("bind (\(path) exists and is not a socket)", errno: EEXIST) }
+            guard !acceptsConnections(&sun) else { throw SocketError("bind (another process listens on \(path))", errno: EADDRINUSE) }
             unlink(path)
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError("socket") }
+        var bound = false
         do {
-            var sun = sockaddr_un()
-            sun.sun_family = sa_family_t(AF_UNIX)
-            let bytes = Array(path.utf8)
-            guard bytes.count < MemoryLayout.size(ofValue: sun.sun_path) else { throw SocketError("bind (path too long)", errno: ENAMETOOLONG) }
-            withUnsafeMutableBytes(of: &sun.sun_path) { raw in
-                raw.copyBytes(from: bytes)
-                raw[bytes.count] = 0
-            }
             let r = withUnsafePointer(to: &sun) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             guard r == 0 else { throw SocketError("bind") }
+            bound = true
             guard chmod(path, mode_t(mode)) == 0 else { throw SocketError("chmod") }
+            guard lstat(path, &st) == 0 else { throw SocketError("stat") }
             guard Glibc.listen(fd, backlog) == 0 else { throw SocketError("listen") }
-            return ListeningSocket(fd: fd, address: .unix(path))
+            let file = SocketFile(path: path, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+            return ListeningSocket(fd: fd, address: .unix(path), socketFile: file)
         } catch {
+            if bound { unlink(path) }
             Syscall.close(fd)
             throw error
         }
+    }
+
+    /// Whether something listens on the unix socket at `address`: a connection attempt that is not
+    /// refused (ECONNREFUSED: a stale file; EAGAIN: a live listener with a full backlog, unix(7)).
+    private static func acceptsConnections(_ address: inout sockaddr_un) -> Bool {
+        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard probe >= 0 else { return false }
+        defer { Syscall.close(probe) }
+        let r = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return r == 0 || Glibc.errno == EAGAIN
     }
 
     public enum Accepted {

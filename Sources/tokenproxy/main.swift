@@ -8,6 +8,17 @@ import ProxyCore
 import Sockets
 import Upstream
 
+/// tokenproxy's version: declared here only; `tokenproxy --version` prints it.
+enum Version {
+    static let tokenproxy = "0.1.0"
+
+    /// What `--version` prints: tokenproxy's version, then the libcurl it runs with (curl_version(3):
+    /// libcurl's version and those of its TLS and other libraries).
+    static var description: String {
+        "tokenproxy \(tokenproxy)\n\(UpstreamConnector.libcurlVersion)"
+    }
+}
+
 /// Exit statuses of CONTRACT.md "The command line".
 enum Exit {
     static let runtimeFailure: Int32 = 1
@@ -18,7 +29,7 @@ struct ConfigOption: ParsableArguments {
     @Option(name: .long, help: "The configuration file (default: $TOKENPROXY_CONFIG).")
     var config: String?
 
-    /// Loads and validates the file; a bad one ends the process with status 2 and one line naming the key.
+    /// Loads and validates the file; a bad one ends the process with status 2 and a line per error, naming its key.
     func load() -> LoadedConfiguration {
         let environment = ProcessInfo.processInfo.environment
         guard let path = config ?? environment["TOKENPROXY_CONFIG"], !path.isEmpty else {
@@ -27,7 +38,11 @@ struct ConfigOption: ParsableArguments {
         do {
             return try ConfigurationLoader.load(path: path, environment: environment)
         } catch let error as ConfigurationError {
-            fail("configuration error: \(error)", status: Exit.badConfiguration)
+            // Every error of the file, one per line, each with its key and reason (CONTRACT: check).
+            let all = error.all
+            if all.count == 1 { fail("configuration error: \(error)", status: Exit.badConfiguration) }
+            let lines = all.map { "\n  \($0)" }.joined()
+            fail("\(all.count) configuration errors:\(lines)", status: Exit.badConfiguration)
         } catch {
             fail("configuration error: \(error)", status: Exit.badConfiguration)
         }
@@ -62,6 +77,7 @@ struct Tokenproxy: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokenproxy",
         abstract: "An authenticating HTTP/1.1 reverse proxy: it keeps an access token fresh and adds it to every request.",
+        version: Version.description,
         subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self])
 
     static func main() {
@@ -111,8 +127,12 @@ struct Serve: ParsableCommand {
         let server = Server(configuration: configuration, tokens: tokens, logger: logger)
         do {
             try server.start()
+        } catch let error as ListenerError {
+            logger.error("\(error)")
+            tokens.stop()
+            Glibc.exit(Exit.runtimeFailure)
         } catch {
-            logger.error("cannot listen: \(error)")
+            logger.error("cannot start serving: \(error)")
             tokens.stop()
             Glibc.exit(Exit.runtimeFailure)
         }

@@ -183,3 +183,41 @@ import Testing
         #expect(!f.proxy.stdout.contains(e2eToken), "the token appeared in stdout")
     }
 }
+
+/// Issue 12 point 8: `check` lists every error of the file; `--version` names tokenproxy's version and libcurl's.
+@Suite struct CommandLineListingTests {
+    @Test func checkListsEveryErrorOfTheFileWithItsKeyAndReason() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            upstream_tiemout: 5s
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            limits:
+              max_connections: 0
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", config], env: ["E2E_TOKEN": e2eToken])
+        #expect(result.status == 2, "\(result.output)")
+        #expect(result.output.contains("upstream_tiemout: unknown key"), "\(result.output)")
+        #expect(result.output.contains("limits.max_connections: must be 1 or more"), "\(result.output)")
+        #expect(!result.output.contains("configuration ok"), "\(result.output)")
+    }
+
+    @Test func versionPrintsTokenproxysVersionAndTheLibcurlItRunsWith() throws {
+        let result = try ProxyProcess.run(args: ["--version"])
+        #expect(result.status == 0, "\(result.output)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let first = try #require(lines.first)
+        let version = first.split(separator: " ")
+        #expect(version.count == 2 && version[0] == "tokenproxy", "\(first)")
+        #expect(version.last.map { $0.split(separator: ".").count == 3 && $0.split(separator: ".").allSatisfy { Int($0) != nil } } == true, "\(first)")
+        // The curl command line tool reports the same system libcurl.
+        let curlVersion = try runCommand("curl", arguments: ["--version"])
+        let libcurl = try #require(curlVersion.stdout.split(separator: " ").first { $0.hasPrefix("libcurl/") })
+        #expect(lines.count >= 2 && lines[1].hasPrefix(String(libcurl)), "\(result.stdout)")
+    }
+}
