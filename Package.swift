@@ -68,6 +68,7 @@ let package = Package(
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],

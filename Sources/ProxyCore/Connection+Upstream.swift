@@ -187,7 +187,7 @@ extension Connection {
             // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
             let upstream = exchange.detachUpstream()
             upstream?.retire()
-            if exchange.responseBytesSeen == 0, upstream?.reused == true, canRetryOnFreshConnection(exchange) {
+            if exchange.responseBytesSeen == 0, canRetryOnFreshConnection(exchange, reused: upstream?.reused == true) {
                 exchange.retriedOnFresh = true
                 ctx.metrics.retriedOnFreshConnection()
                 send(exchange, token: exchange.sentToken, fresh: true)
@@ -197,19 +197,13 @@ extension Connection {
         }
     }
 
-    /// RFC 9110 §9.2.2: an idempotent request may be sent again; any request may when none of it
-    /// was written. The body must be at hand: never sent, or kept whole for a replay.
-    private func canRetryOnFreshConnection(_ exchange: Exchange) -> Bool {
-        guard !exchange.retriedOnFresh, exchange.held401 == nil else { return false }
-        guard isIdempotent(exchange.head.method) || !exchange.anyByteWritten else { return false }
-        return !exchange.bodyOnWire || exchange.replayComplete
-    }
-
-    private func isIdempotent(_ method: String) -> Bool {
-        switch method {
-        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
-        default: return false
-        }
+    private func canRetryOnFreshConnection(_ exchange: Exchange, reused: Bool) -> Bool {
+        exchange.held401 == nil
+            && ExchangeRules.retriesOnFreshConnection(
+                .init(
+                    method: exchange.head.method, connectionWasReused: reused,
+                    alreadyRetriedOnFreshConnection: exchange.retriedOnFresh, anyByteWritten: exchange.anyByteWritten,
+                    bodyOnWire: exchange.bodyOnWire, replayComplete: exchange.replayComplete))
     }
 
     /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
@@ -267,15 +261,20 @@ extension Connection {
             startTunnel(exchange, head)
             return
         }
-        if head.status == 401 && exchange.injectedToken {
-            if exchange.retried {
-                // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-                ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now)
-            } else if ctx.tokenCanChange && !ctx.shared.refusingGoodTokens(now: ctx.loop.now)
-                && (exchange.head.framing == .none || !exchange.bodyOnWire || exchange.replayComplete)
-            {
+        if head.status == 401 {
+            let action = ExchangeRules.onUnauthorized(
+                .init(
+                    tokenInjected: exchange.injectedToken, alreadyRetried: exchange.retried, tokenCanChange: ctx.tokenCanChange,
+                    refusingGoodTokens: ctx.shared.refusingGoodTokens(now: ctx.loop.now),
+                    requestHasBody: exchange.head.framing != .none, bodyOnWire: exchange.bodyOnWire,
+                    replayComplete: exchange.replayComplete))
+            switch action {
+            case .holdAndRetry:
                 exchange.held401 = Held401(head: head, framing: framing)
                 return
+            case .passOn(let startStormGuard):
+                // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
+                if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
             }
         }
         writeHead(exchange, head, upstreamFraming: framing)
@@ -291,23 +290,15 @@ extension Connection {
             exchange.bodyRefused = true
             exchange.keepAlive = false
         }
-        let noBody = head.method == "HEAD" || status == 204 || status == 304 || status < 200
+        exchange.framing = ExchangeRules.clientFraming(
+            requestMethod: head.method, clientVersion: head.version, status: status, upstream: upstreamFraming)
         var dropsContentLength = false
-        switch upstreamFraming {
-        case _ where noBody:
-            exchange.framing = .none
-        case .none:
-            exchange.framing = .length(0)
-        case .contentLength(let n):
-            exchange.framing = .length(n)
-        case .chunked, .untilClose:
+        switch exchange.framing {
+        case .chunked: dropsContentLength = true
+        case .close:
             dropsContentLength = true
-            if head.version == .http1_1 {
-                exchange.framing = .chunked
-            } else {
-                exchange.framing = .close
-                exchange.keepAlive = false
-            }
+            exchange.keepAlive = false
+        case .none, .length: break
         }
         if pendingOut == 0 { lastClientWrite = ctx.loop.now }
         let before = outBuf.count
@@ -392,8 +383,10 @@ extension Connection {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
-        let reusable = !trailingBytes && !responseParser.connectionMustClose && !exchange.sendStopped
-            && exchange.requestBodyDone && exchange.pendingUpstreamCount == 0
+        let reusable = ExchangeRules.connectionReusable(
+            .init(
+                trailingBytes: trailingBytes, parserSaysClose: responseParser.connectionMustClose, sendStopped: exchange.sendStopped,
+                requestBodyDone: exchange.requestBodyDone, bytesWaitingToGoUp: exchange.pendingUpstreamCount))
         if let upstream = exchange.detachUpstream() {
             if reusable { ctx.upstream.putIdle(upstream) } else { upstream.retire() }
         }

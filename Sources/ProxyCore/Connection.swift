@@ -236,6 +236,8 @@ final class Connection: EventHandler, LoopTask {
     func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
         let view = ctx.tokens.current()
         if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
+            // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
+            if staleGeneration != nil { ctx.metrics.retriedAfter401() }
             send(exchange, token: snapshot)
             return
         }

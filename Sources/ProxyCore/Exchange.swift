@@ -19,8 +19,6 @@ final class Held401 {
 /// `Connection`; it is also the upstream connection's owner and connect delegate, and forwards those
 /// events to the connection while it is attached (`Connection+Upstream.swift` handles them).
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
-    enum ResponseFraming { case none, length(Int), chunked, close }
-
     let head: RequestHead
     let startedAt: Double
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
@@ -33,7 +31,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var logPath = ""
     var keepAlive: Bool
     var status = 0
-    var framing: ResponseFraming = .none
+    var framing: ExchangeRules.ClientFraming = .none
     var bytesOut = 0
     var recorded = false
     /// `Upgrade` requested (RFC 9110 §7.8): forwarded with its Upgrade field; a 101 makes a tunnel.

@@ -1,0 +1,108 @@
+import HTTP1
+
+/// The decisions of one exchange that do not depend on sockets, as pure functions of what has
+/// happened so far (docs/ENGINE.md). `Connection+Upstream.swift` asks them; the unit tests in
+/// `ProxyCoreTests` pin them down.
+enum ExchangeRules {
+    /// How the answer is framed for the client.
+    enum ClientFraming: Equatable {
+        case none
+        case length(Int)
+        case chunked
+        /// Close-delimited: the connection ends with the body.
+        case close
+    }
+
+    /// RFC 9112 §6.3: a response to HEAD, any 1xx, 204 and 304 have no body whatever their fields
+    /// say; a known length is kept; a chunked or close-delimited body is chunked to an HTTP/1.1
+    /// client and close-delimited to an HTTP/1.0 one (which cannot read chunked, RFC 9112 §7).
+    static func clientFraming(
+        requestMethod: String, clientVersion: HTTPVersion, status: Int, upstream: ResponseBodyFraming
+    ) -> ClientFraming {
+        if requestMethod == "HEAD" || status == 204 || status == 304 || status < 200 { return .none }
+        switch upstream {
+        case .none: return .length(0)
+        case .contentLength(let n): return .length(n)
+        case .chunked, .untilClose: return clientVersion == .http1_1 ? .chunked : .close
+        }
+    }
+
+    /// RFC 9110 §9.2.2.
+    static func isIdempotent(_ method: String) -> Bool {
+        switch method {
+        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": return true
+        default: return false
+        }
+    }
+
+    /// What is known of one try when its upstream connection closed before any byte of an answer.
+    struct FailedTry {
+        var method: String
+        /// The connection had carried an exchange before (the upstream may have closed it as idle).
+        var connectionWasReused: Bool
+        var alreadyRetriedOnFreshConnection: Bool
+        var anyByteWritten: Bool
+        /// Some of the body went up (on this try or an earlier one).
+        var bodyOnWire: Bool
+        /// The whole body is kept in the replay buffer.
+        var replayComplete: Bool
+    }
+
+    /// RFC 9112 §9.3.1 and RFC 9110 §9.2.2: a request whose reused connection closed before any
+    /// answer is sent once more on a fresh connection when it is idempotent or none of it was
+    /// written, and its body is at hand (never sent, or kept whole).
+    static func retriesOnFreshConnection(_ t: FailedTry) -> Bool {
+        guard t.connectionWasReused, !t.alreadyRetriedOnFreshConnection else { return false }
+        guard isIdempotent(t.method) || !t.anyByteWritten else { return false }
+        return !t.bodyOnWire || t.replayComplete
+    }
+
+    /// What is known when an upstream 401 arrives.
+    struct Unauthorized {
+        /// The proxy put the token in (not `client_authorization: keep` with the client's own).
+        var tokenInjected: Bool
+        /// This try already follows a refresh.
+        var alreadyRetried: Bool
+        /// The source can give another token (a static one cannot).
+        var tokenCanChange: Bool
+        /// A fresh token was refused within the last 30 s (CONTRACT point 3).
+        var refusingGoodTokens: Bool
+        var requestHasBody: Bool
+        var bodyOnWire: Bool
+        var replayComplete: Bool
+    }
+
+    enum UnauthorizedAction: Equatable {
+        /// Hold the answer, refresh, and send the request again.
+        case holdAndRetry
+        /// Pass it on; a second 401 after a refresh also starts the 30 s storm guard.
+        case passOn(startStormGuard: Bool)
+    }
+
+    /// CONTRACT point 3: one refresh and exactly one retry, when the request can be sent again
+    /// (no body, none of it sent yet — e.g. a 401 before `100 Continue` — or all of it kept).
+    static func onUnauthorized(_ u: Unauthorized) -> UnauthorizedAction {
+        guard u.tokenInjected else { return .passOn(startStormGuard: false) }
+        if u.alreadyRetried { return .passOn(startStormGuard: true) }
+        guard u.tokenCanChange, !u.refusingGoodTokens else { return .passOn(startStormGuard: false) }
+        guard !u.requestHasBody || !u.bodyOnWire || u.replayComplete else { return .passOn(startStormGuard: false) }
+        return .holdAndRetry
+    }
+
+    /// What is known when an answer has been read to its end.
+    struct Ended {
+        /// Bytes followed the answer in the same read (the upstream talks out of turn).
+        var trailingBytes: Bool
+        /// `Connection: close`, HTTP/1.0 without keep-alive, close-delimited, or suspect framing.
+        var parserSaysClose: Bool
+        /// This try stopped sending (a final answer came before the body was wanted, or a write failed).
+        var sendStopped: Bool
+        var requestBodyDone: Bool
+        var bytesWaitingToGoUp: Int
+    }
+
+    /// RFC 9112 §9.3: the connection is reused only when both messages ended cleanly on it.
+    static func connectionReusable(_ e: Ended) -> Bool {
+        !e.trailingBytes && !e.parserSaysClose && !e.sendStopped && e.requestBodyDone && e.bytesWaitingToGoUp == 0
+    }
+}
