@@ -145,7 +145,7 @@ enum Keys {
         "credentials": credentials,
         "upstream_tls": ["ca_file", "client_cert_file", "client_key_file", "insecure_skip_verify"],
         "sink": ["path"],
-        "store": ["path"],
+        "store": Builder.storeKeys,
         "access": [
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
@@ -202,14 +202,9 @@ struct Builder {
         }
         let credentials = try parseCredentials(credentialsSection)
 
-        var storePath = resolve("./state/tokens.json")
-        if let store = try root.section("store") {
-            try store.rejectUnknownKeys(Keys.sections["store"]!)
-            if let path = try pathValue(store, "path") { storePath = path }
-        }
+        let store = try parseStore(try root.section("store"))
 
-        var config = Configuration(
-            upstream: upstream, credentials: credentials, store: StoreConfiguration(path: storePath), baseDirectory: baseDirectory)
+        var config = Configuration(upstream: upstream, credentials: credentials, store: store, baseDirectory: baseDirectory)
         config.allowRemote = allowRemote
 
         if let value = env(ConfigurationLoader.listenEnvironmentKey) {
