@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's headers, pkg-config, the curl binary, and the Python packages the
-# test servers import. Idempotent, and silent when everything is present.
+# Swift and Python 3: libcurl's and hiredis's headers, redis-server (for the tests), pkg-config,
+# the curl binary, and the Python packages the test servers import. Idempotent, and silent when
+# everything is present.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,9 +23,12 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev pkg-config curl openssl)
+apt_packages=(libcurl4-openssl-dev libhiredis-dev redis-server pkg-config curl openssl)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
+# The Redis store's client library (a header and libhiredis.so) and the server the tests start.
+[ -f /usr/include/hiredis/hiredis.h ] || need_apt=1
+command -v redis-server >/dev/null 2>&1 || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }
