@@ -40,16 +40,24 @@ struct RedisTokenStoreTests {
         #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "1")
     }
 
+    /// Hands a store to another thread. Safe: the test thread does not touch the store again until
+    /// that thread has signalled that it is done with it (meanwhile it reads only its Sendable metrics).
+    final class Handoff: @unchecked Sendable {
+        let store: RedisTokenStore
+        init(_ store: RedisTokenStore) { self.store = store }
+    }
+
     @Test("the lease is exclusive: a second process waits until the first gives it back")
     func leaseIsExclusive() throws {
         let a = try store()
         let b = try store()
         let inside = Mutex<[String]>([])
         let bDone = DispatchSemaphore(value: 0)
+        let handoff = Handoff(b)
         try a.withExclusiveLock {
             inside.withLock { $0.append("a") }
             Thread.detachNewThread {
-                try? b.withExclusiveLock { inside.withLock { $0.append("b") } }
+                try? handoff.store.withExclusiveLock { inside.withLock { $0.append("b") } }
                 bDone.signal()
             }
             // b tried (and failed) to take the lease at least twice while a holds it.
