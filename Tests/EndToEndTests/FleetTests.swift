@@ -216,13 +216,22 @@ struct FleetTests {
         #expect(token.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == (try fleet.stored()?["access_token"] as? String))
         #expect(try fleet.life.idpCalls("refresh_token") == 0)
         fleet.collectSecrets()
+        let proxy = try fleet.serve()
+        #expect(try send(proxy).status == 200)
         let logout = try fleet.life.command(["logout"])
         #expect(logout.status == 0)
+        // A running proxy hears of it through pub/sub, within about a second.
+        let loggedOut = Date()
+        #expect(try within(5) { try send(proxy).status == 401 })
+        let pickedUp = Date().timeIntervalSince(loggedOut)
+        #expect(pickedUp < 2.5, "picked up after \(pickedUp) s")
         #expect(try fleet.idpStat("revocations") == 1)
         #expect(try fleet.stored() == nil)
         #expect(try fleet.life.command(["status", "--json"]).status == 1)
         #expect(try fleet.life.command(["token"]).status == 1)
-        fleet.life.assertNoLeaks([])
+        proxy.terminate()
+        _ = try proxy.waitForExit()
+        fleet.life.assertNoLeaks([proxy])
     }
 
     @Test("check shows the Redis store with its password masked, and refuses rediss:// and an inline password")
