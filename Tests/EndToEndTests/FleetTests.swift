@@ -53,7 +53,11 @@ struct FleetTests {
         #expect(stats["ok"] as? Int == 150)
         let unauthorized = stats["unauthorized"] as? Int ?? -1
         #expect(unauthorized >= 1 && unauthorized <= 150)
-        #expect(try fleetSum(proxies, "tokenproxy_upstream_401_retries_total") == Double(unauthorized))
+        // Every 401 was retried (150 answers of 200). The metric counts only the retries that waited
+        // for a refresh: a 401 whose proxy had meanwhile picked up the new token from Redis is retried
+        // at once without being counted (ProxyCore's Connection.acquireToken), hence at most.
+        let retries = try fleetSum(proxies, "tokenproxy_upstream_401_retries_total")
+        #expect(retries >= 1 && retries <= Double(unauthorized), "retries \(retries), 401s seen by the API \(unauthorized)")
         #expect(try fleetSum(proxies, refreshedByIdP) == 1)
         fleet.collectSecrets()
         for proxy in proxies { proxy.terminate() }
