@@ -161,8 +161,9 @@ public final class RedisTokenStore: TokenStore {
         let milliseconds = String(max(1, Int(configuration.leaseTime * 1000)))
         let started = Self.monotonic()
         // A holder gives the lease back as soon as its write is done, and one that died loses it after
-        // lease_time: waiting twice that (and the time to reach Redis) is enough unless it is stuck.
-        let deadline = started + 2 * configuration.leaseTime + configuration.connectTimeout + configuration.commandTimeout
+        // lease_time: waiting that long (and the time to reach Redis) is enough to take over. Bounded,
+        // because the token thread waits here and a drain waits for the token thread.
+        let deadline = started + configuration.leaseTime + configuration.connectTimeout + configuration.commandTimeout + 1
         var attempt = 0
         while true {
             let reply = try perform(.lease) { try $0.command(["SET", leaseKey, owner, "NX", "PX", milliseconds]) }
