@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers depend only downward (see docs/ARCHITECTURE in README):
-// CCurl/CSystem → Sockets → HTTP1 → Upstream/Credentials/Config → ProxyCore → tokenproxy
+// CCurl/CSystem/CHiredis → Sockets → HTTP1 → Upstream/Credentials/Config → ProxyCore → tokenproxy
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
@@ -24,6 +24,13 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // hiredis (Debian's libhiredis-dev) for the Redis store. No `pkgConfig: "hiredis"`: its .pc file
+        // adds -D_FILE_OFFSET_BITS=64, which SwiftPM drops with a warning on every build; the header is
+        // in the default include path (<hiredis/hiredis.h>) and the module map links -lhiredis.
+        .systemLibrary(
+            name: "CHiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
         .target(name: "CSystem"),
         .target(name: "Sockets", dependencies: ["CSystem"], swiftSettings: hotPath),
         .target(name: "HTTP1", swiftSettings: hotPath),
@@ -37,7 +44,7 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Sockets", "Upstream", "Config", "Logs",
+                "Sockets", "Upstream", "Config", "Logs", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

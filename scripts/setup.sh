@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's headers, pkg-config, the curl binary, tinyproxy (a real forward
-# proxy for the end-to-end tests), and the Python packages the test servers import. Idempotent,
-# and silent when everything is present.
+# Swift and Python 3: libcurl's and hiredis's headers, redis-server and tinyproxy (real servers for
+# the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
+# import. Idempotent, and silent when everything is present.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,11 +23,14 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev pkg-config curl openssl tinyproxy)
+apt_packages=(libcurl4-openssl-dev libhiredis-dev redis-server pkg-config curl openssl tinyproxy)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
 # tinyproxy lives in /usr/bin (Debian 12) or /usr/sbin (older releases); the tests start their own.
 [ -x /usr/bin/tinyproxy ] || [ -x /usr/sbin/tinyproxy ] || need_apt=1
+# The Redis store's client library (a header and libhiredis.so) and the server the tests start.
+[ -f /usr/include/hiredis/hiredis.h ] || need_apt=1
+command -v redis-server >/dev/null 2>&1 || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }

@@ -165,8 +165,18 @@ public struct SinkConfiguration: Sendable, Equatable {
 }
 
 public struct StoreConfiguration: Sendable, Equatable {
+    /// `store.backend`: where the session lives (CONTRACT.md "store").
+    public enum Backend: String, Sendable, Equatable, CaseIterable {
+        /// A 0600 file on this machine (`store.path`).
+        case file
+        /// A Redis server that a fleet of proxies shares (`store.url`, README "Running a fleet").
+        case redis
+    }
     /// Absolute. Default: `<config folder>/state/tokens.json`.
     public var path: String
+    public var backend: Backend = .file
+    /// Set when `backend` is `.redis`.
+    public var redis: RedisStoreConfiguration? = nil
     public init(path: String) { self.path = path }
 }
 

@@ -146,7 +146,7 @@ enum Keys {
         "credentials": credentials,
         "upstream_tls": ["ca_file", "client_cert_file", "client_key_file", "insecure_skip_verify"],
         "sink": ["path"],
-        "store": ["path"],
+        "store": Builder.storeKeys,
         "access": [
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
@@ -239,20 +239,13 @@ struct Builder {
             return try parseCredentials(credentialsSection)
         }
 
-        var storePath = resolve("./state/tokens.json")
-        found.collect {
-            if let store = try root.section("store") {
-                try store.rejectUnknownKeys(Keys.sections["store"]!)
-                if let path = try pathValue(store, "path") { storePath = path }
-            }
-        }
+        let store = found.collect { try parseStore(try root.section("store")) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
 
         // Without an upstream or credentials the file is invalid already (recorded above); the rest
         // is still read, for its own errors, into a configuration that is never returned.
         var config = Configuration(
             upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
-            credentials: credentials ?? CredentialsConfiguration(type: .static), store: StoreConfiguration(path: storePath),
-            baseDirectory: baseDirectory)
+            credentials: credentials ?? CredentialsConfiguration(type: .static), store: store, baseDirectory: baseDirectory)
         config.allowRemote = allowRemote
 
         let listen: ListenAddress? = found.collect {

@@ -57,7 +57,20 @@ extension Configuration {
         add("upstream_tls.client_key_file", upstreamTLS.clientKeyFile)
         add("upstream_tls.insecure_skip_verify", String(upstreamTLS.insecureSkipVerify))
         add("sink.path", sink?.path ?? "none")
-        add("store.path", store.path)
+        add("store.backend", store.backend.rawValue)
+        if let redis = store.redis {
+            add("store.url", redis.url)
+            add("store.database", String(redis.database))
+            add("store.user", redis.user ?? "default")
+            add("store.password", redis.password?.description ?? "none")
+            add("store.key", redis.key)
+            if redis.tls { add("store.ca_file", redis.caFile ?? "system CAs") }
+            add("store.connect_timeout", Units.formatDuration(redis.connectTimeout))
+            add("store.command_timeout", Units.formatDuration(redis.commandTimeout))
+            add("store.lease_time", Units.formatDuration(redis.leaseTime))
+        } else {
+            add("store.path", store.path)
+        }
 
         add("access.require_header", access.requireHeader ?? "none")
         add("access.require_value", access.requireValue?.description)

@@ -25,6 +25,8 @@ public final class SessionTokenSource: TokenSource {
 
     public let provider: any IdentityProvider
     public let store: any TokenStore
+    /// The store's counters; the refresh races (won, lost, fenced) are counted here.
+    public let storeMetrics: StoreMetrics
     private let logger: Logger
     private let now: () -> Double
     private let refreshMargin: Double
@@ -38,6 +40,7 @@ public final class SessionTokenSource: TokenSource {
     public init(
         provider: any IdentityProvider,
         store: any TokenStore,
+        storeMetrics: StoreMetrics? = nil,
         seedRefreshToken: String? = nil,
         defaultLifetime: Double?,
         refreshMargin: Double,
@@ -47,6 +50,7 @@ public final class SessionTokenSource: TokenSource {
         self.kind = provider.kind
         self.provider = provider
         self.store = store
+        self.storeMetrics = storeMetrics ?? StoreMetrics(backend: store is RedisTokenStore ? "redis" : "file")
         self.seed = seedRefreshToken.flatMap { $0.isEmpty ? nil : $0 }
         self.defaultLifetime = defaultLifetime
         self.refreshMargin = refreshMargin
@@ -93,7 +97,13 @@ public final class SessionTokenSource: TokenSource {
         if let stored = session, let token = stored.accessToken, let issued = reusable(stored, token: token, now: now) {
             // Someone else refreshed (or this is the first look), or the store changed and still holds
             // the token in use: no call to the identity provider.
-            if token != current || reloadOnly { return issued }
+            if token != current || reloadOnly {
+                // Held the lock for a refresh, and another process had already made it.
+                if current != nil && !reloadOnly { storeMetrics.race(.lost) }
+                var reused = issued
+                reused.fromStore = true
+                return reused
+            }
         }
         if !provider.fetchesWithoutSession, session?.refreshToken == nil {
             throw TokenSourceError.loginRequired("the stored session has no refresh token and its access token expired: run `tokenproxy login`")
@@ -122,6 +132,11 @@ public final class SessionTokenSource: TokenSource {
                 tombstone.endedReason = reason
                 do {
                     try store.save(tombstone)
+                } catch let error as TokenStoreError where error.fenced {
+                    // A stalled refresh whose token another process already replaced: the session
+                    // in the store is newer than the refused token, and stays.
+                    storeMetrics.race(.fenced)
+                    throw TokenSourceError.passing("\(kind): the refresh was refused, but the store holds a newer session (\(error.description))")
                 } catch {
                     logger.error("\(kind): cannot clear the store after the refusal: \(error)")
                 }
@@ -132,7 +147,23 @@ public final class SessionTokenSource: TokenSource {
                 throw error
             }
         }
-        let saved = try save(issued, previous: session, outcome: "success", now: now)
+        let saved: StoredSession
+        do {
+            saved = try save(issued, previous: session, outcome: "success", now: now)
+        } catch let error as TokenStoreError where error.fenced {
+            // The lease ran out during the call and the session moved on (issue 13: a stalled holder
+            // must not overwrite a newer session). Use what the store holds now.
+            storeMetrics.race(.fenced)
+            logger.warning("\(kind): the refreshed session was not stored: \(error.description); using the stored one")
+            if let stored = try loadSession(), stored.kind == kind, let token = stored.accessToken,
+                var newer = reusable(stored, token: token, now: now)
+            {
+                newer.fromStore = true
+                return newer
+            }
+            throw TokenSourceError.passing("\(kind): \(error.description)")
+        }
+        storeMetrics.race(.won)
         seed = nil
         return Self.issued(from: saved, now: now)
     }
@@ -164,6 +195,9 @@ public final class SessionTokenSource: TokenSource {
         do {
             try store.save(session)
             unsaved = nil
+        } catch let error as TokenStoreError where error.fenced {
+            unsaved = nil
+            throw error
         } catch {
             unsaved = session
             throw TokenSourceError.passing("\(kind): the new token set cannot be saved (\(error)); not using it until it is")
@@ -173,15 +207,20 @@ public final class SessionTokenSource: TokenSource {
 
     /// The store's session, or the one whose save failed, saved now.
     private func loadSession() throws -> StoredSession? {
-        if let unsaved {
+        if let pending = unsaved {
             do {
-                try store.save(unsaved)
+                try store.save(pending)
                 self.unsaved = nil
                 logger.info("\(kind): the store is written again")
+                return pending
+            } catch let error as TokenStoreError where error.fenced {
+                // Another process wrote a newer session meanwhile: ours is stale, drop it.
+                self.unsaved = nil
+                storeMetrics.race(.fenced)
+                logger.warning("\(kind): the session saved while the store was unavailable is stale (\(error.description)); using the stored one")
             } catch {
                 throw TokenSourceError.passing("\(kind): the store cannot be written: \(error)")
             }
-            return unsaved
         }
         do {
             return try store.load()
@@ -221,6 +260,9 @@ public final class SessionTokenSource: TokenSource {
             let now = now()
             do {
                 return try save(issued, previous: nil, outcome: "login", now: now)
+            } catch let error as TokenStoreError {
+                unsaved = nil
+                throw TokenSourceError.passing(error.description)
             } catch {
                 unsaved = nil
                 throw error

@@ -75,6 +75,7 @@ public final class TokenManager: @unchecked Sendable {
         self.clock = now
         self.policy = RefreshPolicy(refreshMargin: configuration.credentials.refreshMargin, random: random)
         self.sink = configuration.sink.map { SinkWriter($0, logger: logger) }
+        self.storeMetrics = (source as? SessionTokenSource)?.storeMetrics
         // `.active` without a token: requests wait for the first acquisition (a session-based source
         // that finds no session publishes `.none` when it says so).
         self.published = Mutex(TokenView(snapshot: nil, session: .active, failure: "no token yet", retryAfter: 1))
@@ -86,6 +87,10 @@ public final class TokenManager: @unchecked Sendable {
         get { changeHandler.withLock { $0 } }
         set { changeHandler.withLock { $0 = newValue } }
     }
+
+    /// The session store's counters (operations, lease waits, refresh races), for `/metrics`; nil
+    /// for the sources without a store.
+    public let storeMetrics: StoreMetrics?
 
     /// Counters of calls to the source by outcome, and the last one.
     public var stats: TokenStats { statistics.withLock { $0 } }
@@ -276,7 +281,8 @@ public final class TokenManager: @unchecked Sendable {
                 generation = max(generation, current?.generation ?? 0) + 1
                 let issuedAt = min(issued.issuedAt ?? now, now)
                 snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation)
-                logger.info("\(kind): refresh (\(reason.rawValue)) succeeded in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
+                let what = issued.fromStore ? "picked up the stored token" : "refresh (\(reason.rawValue)) succeeded"
+                logger.info("\(kind): \(what) in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
             }
             decision = policy.next(
                 after: .issued(issuedAt: snapshot.issuedAt, expiresAt: snapshot.expiresAt, failuresSoFar: consecutiveFailures),
@@ -285,7 +291,7 @@ public final class TokenManager: @unchecked Sendable {
             if snapshot.isValid(at: now) {
                 view = TokenView(snapshot: snapshot, session: .active, failure: nil, retryAfter: 1)
                 outcome = .token(snapshot)
-                result = .success
+                result = issued.fromStore ? .reused : .success
                 if lastLoggedFailure != nil { logger.info("\(kind): token source recovered") }
                 lastLoggedFailure = nil
             } else {

@@ -19,6 +19,10 @@ public struct IssuedToken: Sendable, Equatable {
     /// Cognito: the pool's own user name (the access token's `username` claim), needed for the
     /// SECRET_HASH of later refreshes; it differs from the login name when users sign in by e-mail.
     public var username: String?
+    /// True when the token was read from the store, as another process (or an earlier run) saved
+    /// it, without a call to the identity provider: counted apart in
+    /// `tokenproxy_refreshes_total{outcome="reused"}` (issue 12 point 8).
+    public var fromStore = false
 
     public init(
         accessToken: String,
@@ -129,9 +133,11 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
 public func makeSessionTokenSource(_ configuration: Configuration, logger: Logger) throws -> SessionTokenSource {
     let credentials = configuration.credentials
     let provider = try makeIdentityProvider(credentials)
+    let (store, metrics) = try makeTokenStore(configuration.store, logger: logger)
     return SessionTokenSource(
         provider: provider,
-        store: FileTokenStore(path: configuration.store.path, logger: logger),
+        store: store,
+        storeMetrics: metrics,
         seedRefreshToken: credentials.seedRefreshToken?.value.trimmingWhitespace(),
         defaultLifetime: credentials.defaultLifetime,
         refreshMargin: credentials.refreshMargin,

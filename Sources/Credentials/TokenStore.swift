@@ -81,6 +81,9 @@ public protocol TokenStore: AnyObject {
 
 public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
     public var description: String
+    /// A fenced write refused (`RedisTokenStore`): another process wrote a newer session or holds
+    /// the lease, so this one must not overwrite it.
+    public var fenced = false
 }
 
 /// `store.path`: a JSON document, mode 0600, in a folder created 0700 (an existing folder keeps its

@@ -62,9 +62,13 @@ public enum RefreshReason: String, Sendable {
 
 /// How one call to the token source ended, for `tokenproxy_refreshes_total{outcome}`.
 public enum RefreshResult: String, Sendable, CaseIterable {
+    /// The identity provider (or the source) handed over a token.
     case success
     case refused
     case failure
+    /// The store already held a newer valid token (another process refreshed it, or this is the
+    /// first look): no call to the identity provider.
+    case reused
 }
 
 /// Counters for metrics and `status`.
@@ -72,6 +76,7 @@ public struct TokenStats: Sendable, Equatable {
     public var successes: UInt64 = 0
     public var refusals: UInt64 = 0
     public var failures: UInt64 = 0
+    public var reuses: UInt64 = 0
     /// Seconds since the epoch of the last call to the source that ended.
     public var lastRefreshAt: Double? = nil
     public var lastRefreshOutcome: RefreshResult? = nil
@@ -88,6 +93,7 @@ public struct TokenStats: Sendable, Equatable {
         case .success: return successes
         case .refused: return refusals
         case .failure: return failures
+        case .reused: return reuses
         }
     }
 
@@ -96,6 +102,7 @@ public struct TokenStats: Sendable, Equatable {
         case .success: successes += 1
         case .refused: refusals += 1
         case .failure: failures += 1
+        case .reused: reuses += 1
         }
         lastRefreshAt = time
         lastRefreshOutcome = result

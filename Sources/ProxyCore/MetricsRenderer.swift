@@ -62,9 +62,35 @@ enum TokenMetrics {
             out += "# HELP tokenproxy_next_refresh_timestamp_seconds When the next refresh (proactive, or a retry after a failure) is due.\n# TYPE tokenproxy_next_refresh_timestamp_seconds gauge\n"
             out += "tokenproxy_next_refresh_timestamp_seconds \(Int(next))\n"
         }
+        if let store = tokens.storeMetrics { out += storeSeries(store) }
         if let last = stats.lastRefreshAt {
             out += "# HELP tokenproxy_last_refresh_timestamp_seconds When the token source last answered.\n# TYPE tokenproxy_last_refresh_timestamp_seconds gauge\n"
             out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"
+        }
+        return out
+    }
+}
+
+extension TokenMetrics {
+    /// The session store's series (issue 13 point 6), from `StoreMetrics`.
+    static func storeSeries(_ store: StoreMetrics) -> String {
+        let counts = store.snapshot
+        let backend = "backend=\"\(store.backend)\""
+        var out = "# HELP tokenproxy_store_operations_total Session store operations, by operation and result.\n# TYPE tokenproxy_store_operations_total counter\n"
+        for operation in StoreMetrics.Operation.allCases {
+            let op = "operation=\"\(operation.rawValue)\""
+            out += "tokenproxy_store_operations_total{\(backend),\(op),result=\"ok\"} \(counts.succeeded[operation] ?? 0)\n"
+            out += "tokenproxy_store_operations_total{\(backend),\(op),result=\"error\"} \(counts.failed[operation] ?? 0)\n"
+        }
+        out += "# HELP tokenproxy_store_available 1 while the last store operation reached the store.\n# TYPE tokenproxy_store_available gauge\n"
+        out += "tokenproxy_store_available{\(backend)} \(counts.available ? 1 : 0)\n"
+        out += "# HELP tokenproxy_store_lease_waits_total Refreshes that waited for the lease another process held.\n# TYPE tokenproxy_store_lease_waits_total counter\n"
+        out += "tokenproxy_store_lease_waits_total{\(backend)} \(counts.leaseWaits)\n"
+        out += "# HELP tokenproxy_store_lease_wait_seconds_total Time spent waiting for the lease.\n# TYPE tokenproxy_store_lease_wait_seconds_total counter\n"
+        out += "tokenproxy_store_lease_wait_seconds_total{\(backend)} \(counts.leaseWaitSeconds)\n"
+        out += "# HELP tokenproxy_refresh_races_total How refreshes under the store's lock ended: won (this process called the identity provider), lost (another process had refreshed), fenced (a stale write refused).\n# TYPE tokenproxy_refresh_races_total counter\n"
+        for outcome in StoreMetrics.LeaseOutcome.allCases {
+            out += "tokenproxy_refresh_races_total{\(backend),outcome=\"\(outcome.rawValue)\"} \(counts.races[outcome] ?? 0)\n"
         }
         return out
     }

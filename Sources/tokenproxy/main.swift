@@ -57,7 +57,7 @@ func fail(_ message: String, status: Int32) -> Never {
 /// Every secret the configuration holds is known to the log redactor before the first log line.
 func registerConfiguredSecrets(_ configuration: Configuration) {
     let c = configuration.credentials
-    for secret in [c.clientSecret, c.seedRefreshToken, c.token, configuration.access.requireValue] {
+    for secret in [c.clientSecret, c.seedRefreshToken, c.token, configuration.access.requireValue, configuration.store.redis?.password] {
         if let value = secret?.value { SecretRegistry.shared.register(value) }
     }
 }
@@ -195,6 +195,9 @@ struct Check: ParsableCommand {
 
     func run() throws {
         let loaded = options.load()
+        if let problem = unsupportedStoreSettings(loaded.configuration.store) {
+            fail("configuration error: \(problem)", status: Exit.badConfiguration)
+        }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
         print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
         print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
@@ -262,7 +265,7 @@ struct Login: ParsableCommand {
         do {
             let session = try source.login(input, prompt: { say($0) })
             let who = session.subject.map { " as \($0)" } ?? ""
-            say("logged in\(who); the session is saved in \(loaded.configuration.store.path)")
+            say("logged in\(who); the session is saved in \(storeLocation(loaded.configuration.store))")
         } catch let error as TokenSourceError {
             fail("login failed: \(error.reason)", status: 1)
         } catch {

@@ -105,6 +105,11 @@ final class Lifecycle: @unchecked Sendable {
         }
     }
 
+    /// A secret seen elsewhere (a Redis store's tokens), for `assertNoLeaks`.
+    func addSecret(_ secret: String) {
+        secrets.withLock { _ = $0.insert(secret) }
+    }
+
     func record(_ name: String, _ text: String) {
         outputs.withLock { $0.append((name, text)) }
     }

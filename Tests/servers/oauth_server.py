@@ -55,6 +55,14 @@ Test-only controls:
                                revoked: the next refresh is invalid_grant
   POST /test/approve           form, JSON or query: user_code, optional username (default: the first
                                user), optional deny=1; 404 for an unknown user_code
+  POST /test/hold?count=N&when=before|after
+                               the next N refresh_token calls are held until POST /test/release.
+                               before: held before the grant is processed; a caller that disconnects
+                               meanwhile (killed) is dropped unprocessed, counted as outcome
+                               "abandoned" (its refresh token is not rotated). after: processed (the
+                               token rotated), the answer held. /test/stats has "held_now", the calls
+                               waiting at this moment
+  POST /test/release           lets every held call go on
 """
 import argparse
 import json
@@ -181,6 +189,8 @@ DEVICE_CODES = {}  # device_code -> DeviceCredentialDict
 USER_GRANTS = {}  # user_code -> (User, approved)
 LAST_POLL = {}  # device_code -> (time, interval)
 
+HOLD = {"count": 0, "when": "before", "now": 0}
+RELEASE = threading.Event()
 STATE = {"down": False, "fail_count": 0, "fail_status": 503, "fail_error": None, "fail_raw": None, "fail_retry_after": None}
 STATS = {}
 INFLIGHT = {"now": 0}
@@ -399,6 +409,42 @@ def outcome_of(resp):
         return "http_%d" % resp.status_code
 
 
+def client_gone():
+    """True when the caller closed its connection (a killed process): the socket reads end of file."""
+    import select
+    import socket
+    sock = request.environ.get("werkzeug.socket")
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def take_hold(grant_type):
+    """The hold mode for this call ("before", "after") or None."""
+    with LOCK:
+        if grant_type != "refresh_token" or HOLD["count"] <= 0:
+            return None
+        HOLD["count"] -= 1
+        HOLD["now"] += 1
+        return HOLD["when"]
+
+
+def wait_for_release(watch_client):
+    """Waits for /test/release; False when the caller went away first (only watched when asked)."""
+    try:
+        while not RELEASE.wait(0.05):
+            if watch_client and client_gone():
+                return False
+        return True
+    finally:
+        with LOCK:
+            HOLD["now"] -= 1
+
+
 @app.post("/oauth/token")
 def token_endpoint():
     grant_type = request.form.get("grant_type")
@@ -408,6 +454,10 @@ def token_endpoint():
     try:
         if OPTS.token_delay_ms:
             time.sleep(OPTS.token_delay_ms / 1000.0)
+        hold = take_hold(grant_type)
+        if hold == "before" and not wait_for_release(watch_client=True):
+            count_call(grant_type, "abandoned")
+            return "", 499
         with LOCK:
             resp, outcome = injected_failure()
             if resp is None:
@@ -418,6 +468,8 @@ def token_endpoint():
                 body.pop("expires_in", None)
                 resp.set_data(json.dumps(body))
         count_call(grant_type, outcome)
+        if hold == "after":
+            wait_for_release(watch_client=False)
         return resp
     finally:
         with LOCK:
@@ -473,6 +525,7 @@ def param(name, default=None):
 def test_stats():
     with LOCK:
         out = json.loads(json.dumps(STATS))
+        out["held_now"] = HOLD["now"]
         out["active_refresh_tokens"] = sum(
             1 for t in TOKENS_BY_REFRESH.values() if not (t.rotated or t.refresh_revoked or t.refresh_expired())
         )
@@ -494,6 +547,23 @@ def test_fail():
         STATE["fail_error"] = param("error")
         STATE["fail_raw"] = param("raw")
         STATE["fail_retry_after"] = param("retry_after")
+    return jsonify({"ok": True})
+
+
+@app.post("/test/hold")
+def test_hold():
+    with LOCK:
+        RELEASE.clear()
+        HOLD["count"] = int(param("count", "1"))
+        HOLD["when"] = param("when", "before")
+    return jsonify({"ok": True})
+
+
+@app.post("/test/release")
+def test_release():
+    with LOCK:
+        HOLD["count"] = 0
+    RELEASE.set()
     return jsonify({"ok": True})
 
 

@@ -1,0 +1,232 @@
+/// `store.backend: redis`: where the fleet's shared session lives (README "Running a fleet").
+public struct RedisStoreConfiguration: Sendable, Equatable {
+    /// `store.url` as written (it never holds a password: one there is a configuration error).
+    public var url: String
+    /// `rediss://`: TLS to the server.
+    public var tls: Bool
+    /// A name or an IP literal (IPv6 without brackets).
+    public var host: String
+    public var port: Int
+    /// The database number (`SELECT`), from the URL's path; 0 when absent.
+    public var database: Int
+    /// The ACL user (Redis 6 and later), from the URL's user info; nil: the default user.
+    public var user: String?
+    /// `store.password_env` / `store.password_file`.
+    public var password: Secret?
+    /// `store.key`: the prefix of this session's keys and channel, so that one Redis holds many sessions.
+    public var key: String
+    /// `store.ca_file`: the CA bundle that verifies a `rediss://` server.
+    public var caFile: String?
+    public var connectTimeout: Double
+    public var commandTimeout: Double
+    /// `store.lease_time`: how long one refresh may hold the fleet's refresh lease; a holder that dies
+    /// costs at most this long. Keep it above the identity provider's call timeout (30 s).
+    public var leaseTime: Double
+
+    public static let defaultPort = 6379
+    public static let defaultKey = "tokenproxy"
+    public static let defaultConnectTimeout = 2.0
+    public static let defaultCommandTimeout = 2.0
+    public static let defaultLeaseTime = 40.0
+
+    public init(
+        url: String, tls: Bool, host: String, port: Int, database: Int = 0, user: String? = nil, password: Secret? = nil,
+        key: String = RedisStoreConfiguration.defaultKey, caFile: String? = nil,
+        connectTimeout: Double = RedisStoreConfiguration.defaultConnectTimeout,
+        commandTimeout: Double = RedisStoreConfiguration.defaultCommandTimeout,
+        leaseTime: Double = RedisStoreConfiguration.defaultLeaseTime
+    ) {
+        self.url = url
+        self.tls = tls
+        self.host = host
+        self.port = port
+        self.database = database
+        self.user = user
+        self.password = password
+        self.key = key
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.commandTimeout = commandTimeout
+        self.leaseTime = leaseTime
+    }
+
+    /// `host:port` for logs (`[::1]:6379` for IPv6).
+    public var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// The parts of a `redis://` or `rediss://` URL (the scheme's IANA registration: `redis://[user[:password]@]host[:port][/db]`).
+/// Pure, so that every rule is unit-tested.
+public struct RedisURL: Sendable, Equatable {
+    public var tls: Bool
+    public var host: String
+    public var port: Int
+    public var database: Int
+    public var user: String?
+
+    /// Why a URL was refused, worded to follow `store.url: `.
+    public struct Problem: Error, Sendable, Equatable {
+        public var reason: String
+    }
+
+    public static func parse(_ raw: String) throws(Problem) -> RedisURL {
+        let text = raw.trimmingWhitespace()
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
+            throw Problem(reason: "contains spaces or control characters")
+        }
+        let tls: Bool
+        let rest: Substring
+        if let r = text.dropPrefix(caseInsensitive: "redis://") {
+            tls = false
+            rest = r
+        } else if let r = text.dropPrefix(caseInsensitive: "rediss://") {
+            tls = true
+            rest = r
+        } else {
+            throw Problem(reason: "must start with redis:// or rediss:// (TLS), e.g. redis://127.0.0.1:6379/0")
+        }
+        guard !rest.contains("?"), !rest.contains("#") else {
+            throw Problem(reason: "takes no query or fragment; the password goes in store.password_env or store.password_file")
+        }
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        let path = rest[authorityEnd...]
+        var user: String? = nil
+        if let at = authority.lastIndex(of: "@") {
+            let info = authority[..<at]
+            authority = authority[authority.index(after: at)...]
+            if info.contains(":") {
+                throw Problem(
+                    reason: "holds a password; a password in the configuration file would be readable by whoever reads the file: "
+                        + "use store.password_env or store.password_file (the URL may keep the user name)")
+            }
+            guard let decoded = percentDecoded(info), !decoded.isEmpty else { throw Problem(reason: "has an empty or badly escaped user name") }
+            user = decoded
+        }
+        var host: Substring
+        var portText: Substring? = nil
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw Problem(reason: "has an unclosed [ in its host") }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw Problem(reason: "has text after its IPv6 host") }
+                portText = after.dropFirst()
+            }
+            guard host.contains(":") else { throw Problem(reason: "has brackets around a host that is no IPv6 address") }
+        } else {
+            if let colon = authority.lastIndex(of: ":") {
+                host = authority[..<colon]
+                portText = authority[authority.index(after: colon)...]
+            } else {
+                host = authority
+            }
+        }
+        guard !host.isEmpty else { throw Problem(reason: "has no host, e.g. redis://127.0.0.1:6379/0") }
+        var port = RedisStoreConfiguration.defaultPort
+        if let portText {
+            guard let value = Int(portText), (1...65535).contains(value), portText.allSatisfy(\.isASCII) else {
+                throw Problem(reason: "has a port that is not a number from 1 to 65535")
+            }
+            port = value
+        }
+        var database = 0
+        let dbText = path.drop { $0 == "/" }
+        if !dbText.isEmpty {
+            guard let value = Int(dbText), value >= 0, dbText.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw Problem(reason: "has a path that is not a database number (redis://host:6379/0)")
+            }
+            database = value
+        }
+        return RedisURL(tls: tls, host: String(host).lowercased(), port: port, database: database, user: user)
+    }
+
+    static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            if byte == UInt8(ascii: "%") {
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+extension String {
+    fileprivate func dropPrefix(caseInsensitive prefix: String) -> Substring? {
+        guard utf8.count >= prefix.utf8.count else { return nil }
+        let head = self.prefix(prefix.count)
+        guard head.lowercased() == prefix else { return nil }
+        return self.dropFirst(prefix.count)
+    }
+}
+
+extension Builder {
+    static let storeKeys = [
+        "path", "backend", "url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout",
+        "lease_time",
+    ]
+    static let redisOnlyStoreKeys = ["url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout", "lease_time"]
+
+    /// `store:` (CONTRACT.md): the file store's `path`, or a Redis server's keys.
+    mutating func parseStore(_ store: YAMLSection?) throws -> StoreConfiguration {
+        var configuration = StoreConfiguration(path: resolve("./state/tokens.json"))
+        guard let store else { return configuration }
+        try store.rejectUnknownKeys(Self.storeKeys)
+        if let path = try pathValue(store, "path") { configuration.path = path }
+        configuration.backend = try store.choice("backend", StoreConfiguration.Backend.self) ?? .file
+        switch configuration.backend {
+        case .file:
+            for key in Self.redisOnlyStoreKeys where store.has(key) {
+                warnings.append("\(store.path(key)): used only with store.backend: redis; ignored")
+            }
+        case .redis:
+            if store.has("path") { warnings.append("\(store.path("path")): not used with store.backend: redis; ignored") }
+            guard let raw = try store.nonEmptyString("url") else {
+                throw ConfigurationError(keyPath: store.path("url"), reason: "required with store.backend: redis (e.g. redis://127.0.0.1:6379/0)")
+            }
+            let url: RedisURL
+            do {
+                url = try RedisURL.parse(raw)
+            } catch let problem {
+                throw ConfigurationError(keyPath: store.path("url"), reason: problem.reason)
+            }
+            var redis = RedisStoreConfiguration(
+                url: raw.trimmingWhitespace(), tls: url.tls, host: url.host, port: url.port, database: url.database, user: url.user)
+            redis.password = try readSecret(store, "password", literal: false)
+            if let key = try store.nonEmptyString("key") {
+                guard key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f }), key.utf8.count <= 512 else {
+                    throw ConfigurationError(keyPath: store.path("key"), reason: "must be printable, without spaces, at most 512 bytes")
+                }
+                redis.key = key
+            }
+            redis.caFile = try pathValue(store, "ca_file")
+            if let caFile = redis.caFile {
+                if !url.tls { warnings.append("\(store.path("ca_file")): used only with a rediss:// URL; ignored") }
+                guard Paths.kind(of: caFile) == .other else {
+                    throw ConfigurationError(keyPath: store.path("ca_file"), reason: "no such file: \(caFile)")
+                }
+            }
+            if let value = try positiveDuration(store, "connect_timeout") { redis.connectTimeout = value }
+            if let value = try positiveDuration(store, "command_timeout") { redis.commandTimeout = value }
+            if let value = try positiveDuration(store, "lease_time") {
+                guard value >= 0.1 else { throw ConfigurationError(keyPath: store.path("lease_time"), reason: "must be at least 100ms") }
+                redis.leaseTime = value
+            }
+            configuration.redis = redis
+        }
+        return configuration
+    }
+}

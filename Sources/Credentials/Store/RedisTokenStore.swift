@@ -1,0 +1,336 @@
+import Config
+import Foundation
+import Glibc
+import Logging
+
+/// `store.backend: redis`: the session a fleet of proxies shares (issue 13, ARCHITECTURE.md "The
+/// store"). The same promises as `FileTokenStore`, across machines:
+///
+/// - the session is one hash (`P:session`: `generation`, `session`), replaced atomically;
+/// - `withExclusiveLock` takes a lease (`SET P:lease <random owner> NX PX lease_time`) instead of
+///   `flock`; the caller re-reads the session under it and refreshes only when the stored token is
+///   still the one it meant to replace;
+/// - `save` is fenced (`RedisScripts.save`): it commits only when the generation is the one this
+///   process last read and no other process holds the lease, so a holder that stalled past its
+///   lease cannot overwrite a newer session with a rotated-away refresh token;
+/// - every write publishes the new generation on `P:changed`; `hasChanged()` reads that
+///   subscription without waiting, with a slow poll of the generation as the fallback.
+///
+/// Every call blocks (within `connect_timeout` / `command_timeout`) and runs on the token thread or
+/// in a command, never on an event loop: the request path never reaches this type.
+public final class RedisTokenStore: TokenStore {
+    public let configuration: RedisStoreConfiguration
+    public let metrics: StoreMetrics
+    private let logger: Logger
+    private let sessionKey: String
+    private let leaseKey: String
+    private let channel: String
+    /// This process's lease value: random, so that only the holder can release or write under it.
+    private let owner: String
+    private let schedule = LeaseWaitSchedule()
+
+    private var connection: RedisConnection?
+    private var lastUsed: Double = 0
+    private var subscriber: RedisConnection?
+    private var nextSubscribeAttempt: Double = 0
+    private var subscribeBackoff = 0.5
+    private var nextSlowPoll: Double = 0
+    /// The generation this process last read or wrote: what the fenced write expects. nil until the
+    /// first read (a `login` writes whatever is there).
+    private var knownGeneration: Int64?
+    private var unavailable: String?
+
+    /// How often the generation is read when no notification came (pub/sub is the fast path).
+    static let slowPollInterval = 5.0
+    /// Why `rediss://` is refused (README "Running a fleet").
+    public static let tlsUnsupported =
+        "rediss:// (TLS) is not supported by this build: Debian 12's hiredis 0.14 has no TLS (no hiredis_ssl); "
+        + "reach Redis over a private network or through a local TLS tunnel (stunnel, spiped) with redis://"
+
+    public init(configuration: RedisStoreConfiguration, logger: Logger, metrics: StoreMetrics = StoreMetrics(backend: "redis")) throws {
+        guard !configuration.tls else { throw ConfigurationError(keyPath: "store.url", reason: Self.tlsUnsupported) }
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = metrics
+        sessionKey = configuration.key + ":session"
+        leaseKey = configuration.key + ":lease"
+        channel = configuration.key + ":changed"
+        var random = SystemRandomNumberGenerator()
+        owner = (0..<4).map { _ in String(random.next() as UInt32, radix: 16) }.joined(separator: "-")
+        if let password = configuration.password?.value { registerSecret(password) }
+    }
+
+    /// Where the session lives, for messages (`redis://host:port/db key P`), without a secret.
+    public var location: String { "redis \(configuration.endpoint) db \(configuration.database), key \(configuration.key)" }
+
+    // MARK: - TokenStore
+
+    public func load() throws -> StoredSession? {
+        let reply = try perform(.load) { try $0.command(["HMGET", sessionKey, "generation", "session"]) }
+        guard let (generation, document) = RedisReplies.session(reply) else {
+            throw TokenStoreError(description: "\(location): \(sessionKey) is not a tokenproxy session hash")
+        }
+        knownGeneration = generation
+        guard let document else { return nil }
+        guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
+            // Like the file store's unreadable document: serve as with no session; a login replaces it.
+            logger.error("\(location): the stored session cannot be read (not a session document this version can read); serving as with no session")
+            return nil
+        }
+        if let token = session.accessToken { registerSecret(token) }
+        if let token = session.refreshToken { registerSecret(token) }
+        return session
+    }
+
+    public func save(_ session: StoredSession) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(session) else {
+            throw TokenStoreError(description: "\(location): cannot encode the session")
+        }
+        let expected = knownGeneration.map { String($0) } ?? ""
+        let document = String(decoding: data, as: UTF8.self)
+        let reply = try perform(.save) {
+            try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
+        }
+        try commit(reply, what: "write")
+    }
+
+    public func remove() throws {
+        let reply = try perform(.remove) { try $0.command(["EVAL", RedisScripts.remove, "2", sessionKey, leaseKey, owner, channel]) }
+        try commit(reply, what: "delete")
+    }
+
+    public func withExclusiveLock<T>(_ body: () throws -> T) throws -> T {
+        try acquireLease()
+        defer { releaseLease() }
+        return try body()
+    }
+
+    /// True when another process wrote the session (a notification or the slow poll saw a newer
+    /// generation), or when Redis is reachable again after an outage (the session may have moved
+    /// on meanwhile). Never waits for a notification; reconnects with backoff.
+    public func hasChanged() -> Bool {
+        let now = Self.monotonic()
+        var changed = false
+        if subscriber == nil, now >= nextSubscribeAttempt {
+            do {
+                let connection = try connect()
+                let reply = try connection.command(["SUBSCRIBE", channel])
+                guard case .array = reply else { throw RedisConnectionError(description: "\(configuration.endpoint): SUBSCRIBE refused") }
+                subscriber = connection
+                subscribeBackoff = 0.5
+                metrics.record(.watch, ok: true)
+                // Notifications sent while nobody listened are lost: look at the generation once.
+                let recovered = markAvailable()
+                let generation = try currentGeneration()
+                if recovered || generation != knownGeneration { changed = true }
+                nextSlowPoll = now + Self.slowPollInterval
+            } catch {
+                metrics.record(.watch, ok: false)
+                markUnavailable("\(error)")
+                nextSubscribeAttempt = now + subscribeBackoff
+                subscribeBackoff = min(subscribeBackoff * 2, 5)
+            }
+        }
+        if let subscriber {
+            do {
+                for message in try subscriber.pendingReplies() {
+                    if let generation = RedisReplies.announcedGeneration(message, channel: channel), generation != knownGeneration {
+                        changed = true
+                    }
+                }
+                if now >= nextSlowPoll {
+                    nextSlowPoll = now + Self.slowPollInterval
+                    if try currentGeneration() != knownGeneration { changed = true }
+                }
+            } catch {
+                metrics.record(.watch, ok: false)
+                self.subscriber = nil
+                self.connection = nil
+                markUnavailable("\(error)")
+                nextSubscribeAttempt = now + subscribeBackoff
+            }
+        }
+        return changed
+    }
+
+    // MARK: - The lease
+
+    private func acquireLease() throws {
+        let milliseconds = String(max(1, Int(configuration.leaseTime * 1000)))
+        let started = Self.monotonic()
+        // A holder gives the lease back as soon as its write is done, and one that died loses it after
+        // lease_time: waiting that long (and the time to reach Redis) is enough to take over. Bounded,
+        // because the token thread waits here and a drain waits for the token thread.
+        let deadline = started + configuration.leaseTime + configuration.connectTimeout + configuration.commandTimeout + 1
+        var attempt = 0
+        while true {
+            let reply = try perform(.lease) { try $0.command(["SET", leaseKey, owner, "NX", "PX", milliseconds]) }
+            switch reply {
+            case .status("OK"):
+                if attempt > 0 { metrics.leaseWaited(seconds: Self.monotonic() - started) }
+                return
+            case .null:
+                break
+            case .error(let message):
+                throw TokenStoreError(description: "\(location): taking the refresh lease failed: \(message)")
+            default:
+                throw TokenStoreError(description: "\(location): unexpected answer to SET NX")
+            }
+            let now = Self.monotonic()
+            guard now < deadline else {
+                metrics.leaseWaited(seconds: now - started)
+                throw TokenStoreError(description: "\(location): the refresh lease is held by another process for longer than \(Int(deadline - started)) s")
+            }
+            Self.sleep(min(schedule.delay(attempt: attempt), deadline - now))
+            attempt += 1
+        }
+    }
+
+    private func releaseLease() {
+        do {
+            let reply = try perform(.release) { try $0.command(["EVAL", RedisScripts.release, "1", leaseKey, owner]) }
+            if case .error(let message) = reply { logger.debug("\(location): releasing the lease: \(message)") }
+        } catch {
+            // It expires by itself after lease_time.
+            logger.debug("\(location): the lease was not released (\(error)); it expires by itself")
+        }
+    }
+
+    // MARK: - Connections
+
+    /// Runs `body` on a live command connection; a failure drops the connection (the next call
+    /// reconnects) and says once that Redis is unavailable.
+    private func perform(_ operation: StoreMetrics.Operation, _ body: (RedisConnection) throws -> RedisValue) throws -> RedisValue {
+        do {
+            let connection = try liveConnection()
+            let reply = try body(connection)
+            lastUsed = Self.monotonic()
+            if case .error(let message) = reply {
+                // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica):
+                // the command did nothing; the caller fails for a passing reason and tries again later.
+                metrics.record(operation, ok: false)
+                throw TokenStoreError(description: "\(location): \(operation.rawValue) failed: \(message)")
+            }
+            metrics.record(operation, ok: true)
+            _ = markAvailable()
+            return reply
+        } catch let error as RedisConnectionError {
+            connection = nil
+            metrics.record(operation, ok: false)
+            markUnavailable(error.description)
+            throw TokenStoreError(description: "redis store unavailable: \(error.description)")
+        }
+    }
+
+    /// The command connection; one idle for more than a second is checked with PING first (Redis may
+    /// have restarted since), so a refresh never fails on a connection that died while idle.
+    private func liveConnection() throws -> RedisConnection {
+        if let connection {
+            if Self.monotonic() - lastUsed < 1 { return connection }
+            if (try? connection.command(["PING"])) == .status("PONG") { return connection }
+            self.connection = nil
+        }
+        let fresh = try connect()
+        connection = fresh
+        return fresh
+    }
+
+    /// A new connection, authenticated (`AUTH [user] password`) and on the configured database.
+    private func connect() throws -> RedisConnection {
+        let connection = try RedisConnection(
+            host: configuration.host, port: configuration.port, connectTimeout: configuration.connectTimeout,
+            commandTimeout: configuration.commandTimeout)
+        if let password = configuration.password?.value {
+            let arguments = ["AUTH"] + (configuration.user.map { [$0] } ?? []) + [password]
+            if case .error(let message) = try connection.command(arguments) {
+                throw RedisConnectionError(description: "\(configuration.endpoint): AUTH refused: \(message)")
+            }
+        } else if let user = configuration.user {
+            // An ACL user without a password (`nopass`): AUTH still names it.
+            if case .error(let message) = try connection.command(["AUTH", user, ""]) {
+                throw RedisConnectionError(description: "\(configuration.endpoint): AUTH \(user) refused: \(message)")
+            }
+        }
+        if configuration.database != 0, case .error(let message) = try connection.command(["SELECT", String(configuration.database)]) {
+            throw RedisConnectionError(description: "\(configuration.endpoint): SELECT \(configuration.database) refused: \(message)")
+        }
+        return connection
+    }
+
+    private func currentGeneration() throws -> Int64 {
+        let reply = try perform(.watch) { try $0.command(["HGET", sessionKey, "generation"]) }
+        if case .null = reply { return 0 }
+        return reply.integer ?? 0
+    }
+
+    private func commit(_ reply: RedisValue, what: String) throws {
+        switch RedisReplies.write(reply) {
+        case .committed(let generation):
+            knownGeneration = generation
+        case .fenced(let reason):
+            let why = reason == "lease" ? "another process holds the refresh lease" : "another process wrote a newer session"
+            throw TokenStoreError(description: "\(location): the \(what) was refused: \(why)", fenced: true)
+        case .unreadable:
+            throw TokenStoreError(description: "\(location): unexpected answer to the \(what)")
+        }
+    }
+
+    /// Says once that Redis cannot be reached (issue 13 point 4).
+    private func markUnavailable(_ why: String) {
+        guard unavailable == nil else { return }
+        unavailable = why
+        logger.warning("redis store unavailable (\(why)): serving with the token held while it is valid, no refresh until Redis is back; reconnecting with backoff")
+    }
+
+    /// True when this ends an outage.
+    private func markAvailable() -> Bool {
+        guard unavailable != nil else { return false }
+        unavailable = nil
+        logger.info("redis store \(configuration.endpoint) reachable again")
+        return true
+    }
+
+    static func monotonic() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
+    static func sleep(_ seconds: Double) {
+        guard seconds > 0 else { return }
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+    }
+}
+
+/// The session store that `store.backend` names.
+public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) throws -> (store: any TokenStore, metrics: StoreMetrics) {
+    switch configuration.backend {
+    case .file:
+        return (FileTokenStore(path: configuration.path, logger: logger), StoreMetrics(backend: "file"))
+    case .redis:
+        guard let redis = configuration.redis else {
+            throw ConfigurationError(keyPath: "store.url", reason: "required with store.backend: redis")
+        }
+        let metrics = StoreMetrics(backend: "redis")
+        return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics), metrics)
+    }
+}
+
+/// What this build cannot do with a valid configuration (`tokenproxy check` reports it like a
+/// configuration error): today, `rediss://`.
+public func unsupportedStoreSettings(_ configuration: StoreConfiguration) -> ConfigurationError? {
+    if configuration.backend == .redis, configuration.redis?.tls == true {
+        return ConfigurationError(keyPath: "store.url", reason: RedisTokenStore.tlsUnsupported)
+    }
+    return nil
+}
+
+/// Where the session is kept, for messages (`login`): a file's path or the Redis key.
+public func storeLocation(_ configuration: StoreConfiguration) -> String {
+    guard configuration.backend == .redis, let redis = configuration.redis else { return configuration.path }
+    return "redis \(redis.endpoint) db \(redis.database), key \(redis.key)"
+}

@@ -1,0 +1,68 @@
+import Synchronization
+
+/// What a session store did, for `/metrics` (issue 13 point 6): its operations and their failures,
+/// the waits for the refresh lease, and how each refresh race ended. Shared by the store (token
+/// thread) and the admin handler, hence the lock.
+public final class StoreMetrics: Sendable {
+    public enum Operation: String, Sendable, CaseIterable {
+        /// Reading the session.
+        case load
+        /// The fenced write of a new session.
+        case save
+        /// Deleting the session (`logout`).
+        case remove
+        /// Taking the refresh lease (`SET NX PX`).
+        case lease
+        /// Giving the lease back.
+        case release
+        /// Watching for other processes' writes: pub/sub and the slow poll.
+        case watch
+    }
+
+    /// How one refresh race ended for this process.
+    public enum LeaseOutcome: String, Sendable, CaseIterable {
+        /// This process held the lease and called the identity provider.
+        case won
+        /// Another process had refreshed meanwhile: its token was read from the store, no call.
+        case lost
+        /// The write of a refreshed session was refused because the session had moved on (a newer
+        /// generation, or another lease holder): nothing was overwritten.
+        case fenced
+    }
+
+    public struct Counts: Sendable, Equatable {
+        public var succeeded: [Operation: UInt64] = [:]
+        public var failed: [Operation: UInt64] = [:]
+        public var leaseWaits: UInt64 = 0
+        public var leaseWaitSeconds: Double = 0
+        public var races: [LeaseOutcome: UInt64] = [:]
+        /// Whether the last operation reached the store.
+        public var available = true
+    }
+
+    /// `file` or `redis`.
+    public let backend: String
+    private let counts = Mutex(Counts())
+
+    public init(backend: String) { self.backend = backend }
+
+    public var snapshot: Counts { counts.withLock { $0 } }
+
+    func record(_ operation: Operation, ok: Bool) {
+        counts.withLock {
+            if ok { $0.succeeded[operation, default: 0] += 1 } else { $0.failed[operation, default: 0] += 1 }
+            $0.available = ok
+        }
+    }
+
+    func leaseWaited(seconds: Double) {
+        counts.withLock {
+            $0.leaseWaits += 1
+            $0.leaseWaitSeconds += seconds
+        }
+    }
+
+    func race(_ outcome: LeaseOutcome) {
+        counts.withLock { $0.races[outcome, default: 0] += 1 }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Testing
+
+@testable import Config
+
+@Suite("store: file and redis keys")
+struct StoreConfigurationTests {
+    let redisEnvironment = minimalEnvironment.merging(["REDIS_PASSWORD": "redis-password-value"]) { $1 }
+
+    @Test("a redis store resolves its URL, key, password from the environment and timeouts")
+    func redisStoreResolves() throws {
+        let loaded = try parse(
+            minimalYAML + """
+
+                store:
+                  backend: redis
+                  url: redis://fleet@Redis.Internal:6380/3
+                  key: tokenproxy/orders-api
+                  password_env: REDIS_PASSWORD
+                  connect_timeout: 500ms
+                  command_timeout: 1s
+                  lease_time: 20s
+                """, environment: redisEnvironment)
+        let store = loaded.configuration.store
+        #expect(store.backend == .redis)
+        let redis = try #require(store.redis)
+        #expect(redis.host == "redis.internal")
+        #expect(redis.port == 6380)
+        #expect(redis.database == 3)
+        #expect(redis.user == "fleet")
+        #expect(redis.tls == false)
+        #expect(redis.key == "tokenproxy/orders-api")
+        #expect(redis.password == Secret(value: "redis-password-value", origin: .env("REDIS_PASSWORD")))
+        #expect(redis.connectTimeout == 0.5)
+        #expect(redis.commandTimeout == 1)
+        #expect(redis.leaseTime == 20)
+        #expect(loaded.warnings.isEmpty)
+        let shown = loaded.configuration.resolvedDescription()
+        #expect(shown.contains("store.backend: redis"))
+        #expect(shown.contains("store.password: ****** (from env REDIS_PASSWORD)"))
+        #expect(!shown.contains("redis-password-value"))
+    }
+
+    @Test("defaults: port 6379, database 0, key tokenproxy, 2 s timeouts, 40 s lease; the file store stays the default")
+    func defaults() throws {
+        let redis = try #require(try parse(minimalYAML + "\nstore: {backend: redis, url: \"redis://127.0.0.1\"}").configuration.store.redis)
+        #expect(redis.port == 6379 && redis.database == 0 && redis.key == "tokenproxy" && redis.user == nil)
+        #expect(redis.connectTimeout == 2 && redis.commandTimeout == 2 && redis.leaseTime == 40)
+        let file = try parse(minimalYAML).configuration.store
+        #expect(file.backend == .file && file.redis == nil)
+    }
+
+    @Test("a password inside store.url is an error naming the key and the way out")
+    func inlinePasswordIsAnError() throws {
+        let error = try #require(parseError(minimalYAML + "\nstore: {backend: redis, url: \"redis://user:hunter2@127.0.0.1:6379/0\"}"))
+        #expect(error.keyPath == "store.url")
+        #expect(error.reason.contains("password_env"))
+        #expect(!error.description.contains("hunter2"))
+    }
+
+    @Test("bad URLs, a missing URL and bad values name their key")
+    func badValues() throws {
+        let cases: [(String, String)] = [
+            ("store: {backend: redis}", "store.url"),
+            ("store: {backend: redis, url: \"http://127.0.0.1\"}", "store.url"),
+            ("store: {backend: redis, url: \"redis://127.0.0.1:99999\"}", "store.url"),
+            ("store: {backend: redis, url: \"redis://127.0.0.1/x\"}", "store.url"),
+            ("store: {backend: redis, url: \"redis://127.0.0.1/0?password=x\"}", "store.url"),
+            ("store: {backend: redis, url: \"redis://:6379\"}", "store.url"),
+            ("store: {backend: memcached}", "store.backend"),
+            ("store: {backend: redis, url: \"redis://h\", key: \"two words\"}", "store.key"),
+            ("store: {backend: redis, url: \"redis://h\", lease_time: 10ms}", "store.lease_time"),
+            ("store: {backend: redis, url: \"redis://h\", command_timeout: 0s}", "store.command_timeout"),
+            ("store: {backend: redis, url: \"redis://h\", password_env: UNSET_VARIABLE_X}", "store.password_env"),
+            ("store: {backend: redis, url: \"redis://h\", passwrd_env: X}", "store.passwrd_env"),
+        ]
+        for (yaml, key) in cases {
+            let error = parseError(minimalYAML + "\n" + yaml)
+            #expect(error?.keyPath == key, "\(yaml): \(String(describing: error))")
+        }
+    }
+
+    @Test("IPv6 hosts, rediss:// and a percent-encoded user parse")
+    func urlForms() throws {
+        #expect(try RedisURL.parse("redis://[::1]:7000/2") == RedisURL(tls: false, host: "::1", port: 7000, database: 2, user: nil))
+        #expect(try RedisURL.parse("REDISS://us%40er@h") == RedisURL(tls: true, host: "h", port: 6379, database: 0, user: "us@er"))
+        #expect(try RedisURL.parse("redis://h/") == RedisURL(tls: false, host: "h", port: 6379, database: 0, user: nil))
+    }
+
+    @Test("redis keys with the file backend, and path with redis, are warnings")
+    func unusedKeysWarn() throws {
+        let file = try parse(minimalYAML + "\nstore: {path: ./s.json, key: x}")
+        #expect(file.warnings == ["store.key: used only with store.backend: redis; ignored"])
+        let redis = try parse(minimalYAML + "\nstore: {backend: redis, url: \"redis://h\", path: ./s.json}")
+        #expect(redis.warnings == ["store.path: not used with store.backend: redis; ignored"])
+    }
+}

@@ -1,0 +1,183 @@
+import Config
+import Foundation
+import Glibc
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Credentials
+
+/// `RedisTokenStore` against a real `redis-server` on a free port: the lease, the fence, the
+/// notifications and an outage. Each store instance stands for one process.
+@Suite("redis store, against a real redis-server", .serialized)
+struct RedisTokenStoreTests {
+    let redis: RedisServer
+    let key = "test/\(UUID().uuidString.lowercased())"
+    let capture = LogCapture()
+
+    init() throws {
+        redis = try RedisServer()
+    }
+
+    func store(lease: Double = 5) throws -> RedisTokenStore {
+        let configuration = RedisStoreConfiguration(
+            url: redis.url, tls: false, host: "127.0.0.1", port: redis.port, key: key, connectTimeout: 1, commandTimeout: 1,
+            leaseTime: lease)
+        return try RedisTokenStore(configuration: configuration, logger: capture.logger())
+    }
+
+    func session(_ access: String, refresh: String = "refresh-1") -> StoredSession {
+        StoredSession(kind: "oauth2_refresh", accessToken: access, refreshToken: refresh, expiresAt: 1_900_000_000, issuedAt: 1_899_996_400)
+    }
+
+    @Test("a session saved by one process loads in another; a missing one is nil")
+    func roundTrip() throws {
+        let a = try store()
+        let b = try store()
+        #expect(try b.load() == nil)
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        #expect(try b.load() == session("access-1"))
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "1")
+    }
+
+    /// Hands a store to another thread. Safe: the test thread does not touch the store again until
+    /// that thread has signalled that it is done with it (meanwhile it reads only its Sendable metrics).
+    final class Handoff: @unchecked Sendable {
+        let store: RedisTokenStore
+        init(_ store: RedisTokenStore) { self.store = store }
+    }
+
+    @Test("the lease is exclusive: a second process waits until the first gives it back")
+    func leaseIsExclusive() throws {
+        let a = try store()
+        let b = try store()
+        let inside = Mutex<[String]>([])
+        let bDone = DispatchSemaphore(value: 0)
+        let handoff = Handoff(b)
+        try a.withExclusiveLock {
+            inside.withLock { $0.append("a") }
+            Thread.detachNewThread {
+                try? handoff.store.withExclusiveLock { inside.withLock { $0.append("b") } }
+                bDone.signal()
+            }
+            // b tried (and failed) to take the lease at least twice while a holds it.
+            #expect(eventually { (b.metrics.snapshot.succeeded[.lease] ?? 0) >= 2 })
+            #expect(inside.withLock { $0 } == ["a"])
+        }
+        #expect(bDone.wait(timeout: .now() + 10) == .success)
+        #expect(inside.withLock { $0 } == ["a", "b"])
+        #expect(b.metrics.snapshot.leaseWaits == 1)
+        #expect(try redis.cli(["EXISTS", key + ":lease"]) == "0")
+    }
+
+    @Test("a lease whose holder died runs out after lease_time and is taken over")
+    func deadHolderLeaseExpires() throws {
+        _ = try redis.cli(["SET", key + ":lease", "a-process-that-died", "PX", "300"])
+        let b = try store()
+        var entered = false
+        try b.withExclusiveLock { entered = true }
+        #expect(entered)
+        #expect(b.metrics.snapshot.leaseWaits == 1)
+    }
+
+    @Test("a stale writer is fenced: a newer generation is never overwritten")
+    func staleWriterIsFenced() throws {
+        let a = try store()
+        let b = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        _ = try a.load()  // a read generation 1 and then stalled
+        try b.withExclusiveLock {
+            _ = try b.load()
+            try b.save(session("access-2", refresh: "refresh-2"))
+        }
+        #expect(throws: TokenStoreError.self) {
+            try a.withExclusiveLock { try a.save(session("access-stale", refresh: "refresh-rotated-away")) }
+        }
+        do {
+            try a.withExclusiveLock { try a.save(session("access-stale")) }
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+            #expect(error.description.contains("newer session"))
+        }
+        #expect(try b.load() == session("access-2", refresh: "refresh-2"))
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "2")
+    }
+
+    @Test("a write while another process holds the lease is fenced")
+    func leaseHeldElsewhereIsFenced() throws {
+        let a = try store()
+        _ = try a.load()
+        _ = try redis.cli(["SET", key + ":lease", "someone-else", "PX", "10000"])
+        do {
+            try a.save(session("access-1"))
+            Issue.record("the write went through while another process held the lease")
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+            #expect(error.description.contains("lease"))
+        }
+        #expect(try a.load() == nil)
+    }
+
+    @Test("a logout keeps the generation growing, so a writer from before it cannot come back after a new login")
+    func noGenerationReuseAfterLogout() throws {
+        let a = try store()
+        let b = try store()
+        let c = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        _ = try a.load()  // generation 1
+        try b.withExclusiveLock {
+            _ = try b.load()
+            try b.remove()
+        }
+        #expect(try b.load() == nil)
+        try c.withExclusiveLock { try c.save(session("access-login")) }  // a fresh `login` process: no read first
+        #expect(throws: TokenStoreError.self) { try a.withExclusiveLock { try a.save(session("access-stale")) } }
+        #expect(try b.load() == session("access-login"))
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "3")
+    }
+
+    @Test("hasChanged sees another process's write through pub/sub, not its own")
+    func notifications() throws {
+        let a = try store()
+        let b = try store()
+        _ = try a.load()
+        _ = a.hasChanged()  // subscribes
+        #expect(a.hasChanged() == false)
+        try b.withExclusiveLock {
+            _ = try b.load()
+            try b.save(session("access-2"))
+        }
+        #expect(eventually(timeout: 5) { a.hasChanged() })
+        _ = try a.load()
+        try a.withExclusiveLock { try a.save(session("access-3")) }
+        // Its own write comes back on the channel too, with the generation it already knows.
+        usleep(100_000)
+        #expect(a.hasChanged() == false)
+        #expect(eventually(timeout: 5) { b.hasChanged() })
+    }
+
+    @Test("Redis down: operations fail for a passing reason, said once in the log; its return is noticed")
+    func outage() throws {
+        let a = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        _ = try a.load()
+        _ = a.hasChanged()
+        redis.stop()
+        #expect(throws: TokenStoreError.self) { try a.load() }
+        #expect(throws: TokenStoreError.self) { try a.withExclusiveLock {} }
+        _ = a.hasChanged()
+        #expect(capture.count(level: .warning, containing: "redis store unavailable") == 1)
+        #expect(a.metrics.snapshot.available == false)
+        try redis.restart()
+        #expect(eventually(timeout: 15) { a.hasChanged() })
+        #expect(try a.load() == session("access-1"))  // append-only file: the session survived
+        #expect(capture.contains("reachable again"))
+    }
+
+    @Test("rediss:// is refused with the reason (Debian's hiredis has no TLS)")
+    func tlsIsRefused() {
+        var configuration = RedisStoreConfiguration(url: "rediss://h", tls: true, host: "h", port: 6379)
+        configuration.caFile = nil
+        #expect(throws: ConfigurationError.self) { _ = try RedisTokenStore(configuration: configuration, logger: capture.logger()) }
+    }
+}

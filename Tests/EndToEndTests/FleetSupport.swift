@@ -1,0 +1,103 @@
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A fleet's world (issue 13): the token life cycle's servers (`Lifecycle`: a real OAuth 2.0 server
+/// with rotating refresh tokens and reuse detection, a protected API) plus a real `redis-server`
+/// on a free port that every `tokenproxy` process of the test shares as its store.
+final class Fleet: @unchecked Sendable {
+    let life: Lifecycle
+    let redis: RedisServer
+    let key = "fleet/\(UUID().uuidString.lowercased())"
+    let lease: String
+
+    init(idpArguments: [String], lease: String = "2s") throws {
+        life = try Lifecycle(idpArguments: idpArguments)
+        redis = try RedisServer()
+        self.lease = lease
+    }
+
+    var storeYAML: String {
+        """
+        store:
+          backend: redis
+          url: \(redis.url)/0
+          key: \(key)
+          lease_time: \(lease)
+          connect_timeout: 1s
+          command_timeout: 1s
+        """
+    }
+
+    /// Writes `tokenproxy.yaml` (what `serve` and the commands read) with the Redis store.
+    func writeConfig(margin: String) throws {
+        _ = try life.dir.write("tokenproxy.yaml", life.config(margin: margin, extra: storeYAML))
+    }
+
+    func serve(margin: String = "5s") throws -> ProxyProcess {
+        try life.serve(margin: margin, extra: storeYAML)
+    }
+
+    @discardableResult
+    func login(margin: String = "5s") throws -> CommandResult {
+        try writeConfig(margin: margin)
+        let result = try life.login()
+        collectSecrets()
+        return result
+    }
+
+    /// The session document in Redis, as JSON.
+    func stored() throws -> [String: Any]? {
+        let text = try redis.cli(["--raw", "HGET", key + ":session", "session"])
+        guard !text.isEmpty else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+    }
+
+    func generation() throws -> Int {
+        Int(try redis.cli(["--raw", "HGET", key + ":session", "generation"])) ?? 0
+    }
+
+    func leaseHeld() throws -> Bool {
+        try redis.cli(["EXISTS", key + ":lease"]) == "1"
+    }
+
+    /// Hands the stored tokens to the leak check.
+    func collectSecrets() {
+        guard let stored = try? stored() else { return }
+        for field in ["access_token", "refresh_token"] {
+            if let value = stored[field] as? String { life.addSecret(value) }
+        }
+    }
+
+    func idpStat(_ name: String) throws -> Int {
+        try life.idpStats()[name] as? Int ?? 0
+    }
+
+    func stop() {
+        life.stop()
+        redis.stop()
+    }
+}
+
+/// The value of one exact series (name and labels as rendered) from a proxy's /metrics.
+func series(_ proxy: ProxyProcess, _ name: String) throws -> Double {
+    guard let admin = proxy.adminURL else { return 0 }
+    let text = try curl([admin + "/metrics"]).bodyString
+    for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+        if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { return value }
+    }
+    return 0
+}
+
+/// The sum of one series over the fleet.
+func fleetSum(_ proxies: [ProxyProcess], _ name: String) throws -> Double {
+    try proxies.reduce(0) { $0 + (try series($1, name)) }
+}
+
+let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="success"}"#
+let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
+func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }

@@ -1,0 +1,125 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `redis-server` (Debian's, installed by scripts/setup.sh) on a free loopback port, with
+/// append-only persistence in a folder of its own, so that a restart keeps the data. Start-up waits
+/// for its "Ready to accept connections" log line; it never sleeps.
+public final class RedisServer: @unchecked Sendable {
+    public let port: Int
+    public let directory: TempDir
+    private let lock = NSLock()
+    private var process: ChildProcess?
+    private let extraArguments: [String]
+
+    /// - Parameter arguments: more `redis-server` options (`--requirepass`, ...).
+    public init(arguments: [String] = []) throws {
+        directory = try TempDir(prefix: "tokenproxy-redis")
+        extraArguments = arguments
+        var lastError: Error? = nil
+        // A port the kernel just gave out and took back: another process could take it in between,
+        // so a start that cannot bind tries another one.
+        for _ in 0..<5 {
+            let candidate = try Self.freePort()
+            do {
+                process = try Self.start(port: candidate, directory: directory, arguments: arguments)
+                port = candidate
+                return
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? HarnessError("redis-server did not start")
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    public var isRunning: Bool { lock.withLock { process?.isRunning ?? false } }
+
+    public var log: String { lock.withLock { (process?.stdout.text ?? "") + (process?.stderr.text ?? "") } }
+
+    /// Stops the server (SIGTERM: Redis writes its append-only file and exits) and waits for it.
+    public func stop() {
+        let running = lock.withLock { () -> ChildProcess? in
+            defer { process = nil }
+            return process
+        }
+        running?.stop(grace: 10)
+    }
+
+    /// Starts it again on the same port with the same data folder.
+    public func restart() throws {
+        stop()
+        var lastError: Error? = nil
+        // The port was just released by the old process; a new bind may need a moment (TIME_WAIT does
+        // not block a listening bind on Linux, but be patient with a slow machine).
+        for _ in 0..<20 {
+            do {
+                let started = try Self.start(port: port, directory: directory, arguments: extraArguments)
+                lock.withLock { process = started }
+                return
+            } catch {
+                lastError = error
+                usleep(100_000)
+            }
+        }
+        throw lastError ?? HarnessError("redis-server did not restart")
+    }
+
+    /// Runs `redis-cli` against this server and returns its stdout.
+    @discardableResult
+    public func cli(_ arguments: [String]) throws -> String {
+        let result = try runCommand("redis-cli", arguments: ["-h", "127.0.0.1", "-p", String(port)] + arguments, timeout: 10)
+        guard result.status == 0 else { throw HarnessError("redis-cli \(arguments): \(result.stderr)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit {
+        stop()
+        directory.remove()
+    }
+
+    private static func start(port: Int, directory: TempDir, arguments: [String]) throws -> ChildProcess {
+        let process = try ChildProcess(
+            "redis-server",
+            arguments: [
+                "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
+                "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", "",
+                "--protected-mode", "yes",
+            ] + arguments,
+            environment: ProcessInfo.processInfo.environment
+        )
+        let ready = process.stdout.wait(until: Date().addingTimeInterval(20)) { text -> Bool? in
+            if text.contains("Ready to accept connections") { return true }
+            if text.contains("Address already in use") || text.contains("Could not create server TCP") { return false }
+            return nil
+        }
+        guard ready == true else {
+            process.stop(grace: 2)
+            throw HarnessError("redis-server on port \(port) did not become ready: \(process.stdout.text.suffix(500))")
+        }
+        return process
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw HarnessError("bind: \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
