@@ -211,7 +211,7 @@ public struct LimitsConfiguration: Sendable, Equatable {
     /// The client took no byte of the answer for this long: the connection is closed (nginx's `send_timeout`).
     public var clientSendTimeout: Double = 60
     /// Idle upstream connections kept per event loop for reuse (nginx's `keepalive`); 0 keeps none.
-    public var upstreamKeepalive: Int = 32
+    public var upstreamKeepalive: Int = 256
     /// How long an idle upstream connection is kept (nginx's `keepalive_timeout`).
     public var upstreamKeepaliveTimeout: Double = 60
     public var refreshWait: Double = 10
