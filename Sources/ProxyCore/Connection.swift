@@ -259,9 +259,10 @@ final class Connection: EventHandler, LoopTask {
             exchange.waitingForToken = false
             self.tokenWaitEnded(exchange, outcome: nil)
         }
+        let waiter = LoopBound(self), waiting = LoopBound(exchange)
         ctx.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
-            loop.execute { [weak self, weak exchange] in
-                guard let self, let exchange, exchange.waitingForToken, !self.closed else { return }
+            loop.execute {
+                guard let self = waiter.object, let exchange = waiting.object, exchange.waitingForToken, !self.closed else { return }
                 exchange.waitingForToken = false
                 if let timer = exchange.tokenTimer { loop.cancel(timer) }
                 self.tokenWaitEnded(exchange, outcome: outcome)
@@ -535,6 +536,14 @@ final class Connection: EventHandler, LoopTask {
             exchange?.keepAlive = false
         }
     }
+}
+
+/// A loop-owned object carried through a closure that another thread hands back to its loop
+/// (`EventLoop.execute`, from the token thread). @unchecked Sendable is safe: the reference is
+/// weak, and it is read only inside that closure, on the owning loop's thread, where the object lives.
+struct LoopBound<Object: AnyObject>: @unchecked Sendable {
+    weak var object: Object?
+    init(_ object: Object) { self.object = object }
 }
 
 func wallClock() -> Double {

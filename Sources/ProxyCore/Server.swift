@@ -29,7 +29,10 @@ final class LoopAcceptors: @unchecked Sendable {
 
 /// The running proxy: one event loop per worker thread, each with its own listener (SO_REUSEPORT)
 /// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handle and its own
-/// connections; the admin listener lives on loop 0.
+/// connections; the admin listener lives on loop 0. `@unchecked Sendable`: its mutable fields
+/// (loops, acceptors, listeners, addresses) are written only by `start()`, before any loop thread
+/// runs and before the signal thread may call `drain()`; after that they are only read, and what the
+/// loops share at run time is Sendable on its own (`SharedProxyState`, `LoopMetrics`, `TokenManager`).
 public final class Server: @unchecked Sendable {
     let configuration: Configuration
     let tokens: TokenManager
