@@ -12,20 +12,12 @@ enum MetricsRenderer {
         for code in c.requestsByCode.keys.sorted() {
             out += "tokenproxy_requests_total{code=\"\(code)\"} \(c.requestsByCode[code]!)\n"
         }
-        series("tokenproxy_upstream_401_retries_total", "counter", "Requests retried once after an upstream 401.")
-        out += "tokenproxy_upstream_401_retries_total \(c.upstream401Retries)\n"
-        series("tokenproxy_requests_waited_for_token_total", "counter", "Requests that had to wait for a refresh.")
-        out += "tokenproxy_requests_waited_for_token_total \(c.requestsWaitedForToken)\n"
-        series("tokenproxy_client_received_bytes_total", "counter", "Request body bytes received from clients.")
-        out += "tokenproxy_client_received_bytes_total \(c.bytesFromClients)\n"
-        series("tokenproxy_client_sent_bytes_total", "counter", "Response bytes sent to clients.")
-        out += "tokenproxy_client_sent_bytes_total \(c.bytesToClients)\n"
-        series("tokenproxy_tunnels_total", "counter", "Connections that became a tunnel after 101 Switching Protocols (WebSocket).")
-        out += "tokenproxy_tunnels_total \(c.tunnelsOpened)\n"
+        for counter in LoopMetrics.plainCounters {
+            series(counter.name, counter.type, counter.help)
+            out += "\(counter.name) \(c[keyPath: counter.field])\n"
+        }
         series("tokenproxy_open_tunnels", "gauge", "Tunnels open now.")
         out += "tokenproxy_open_tunnels \(c.tunnelsOpened - c.tunnelsClosed)\n"
-        series("tokenproxy_upstream_fresh_connection_retries_total", "counter", "Requests sent again on a fresh upstream connection after a reused one closed before answering.")
-        out += "tokenproxy_upstream_fresh_connection_retries_total \(c.retriesOnFreshConnection)\n"
         series("tokenproxy_upstream_latency_seconds", "histogram", "Time from sending a request upstream to its response head.")
         for (i, bound) in LoopMetrics.latencyBounds.enumerated() {
             out += "tokenproxy_upstream_latency_seconds_bucket{le=\"\(bound)\"} \(c.latencyBuckets[i])\n"

@@ -17,6 +17,50 @@ final class LoopMetrics: Sendable {
         var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
         var latencyCount = 0
         var latencySum = 0.0
+
+        /// Adds another loop's counts (the admin handler sums the loops).
+        mutating func add(_ other: Counters) {
+            for (code, n) in other.requestsByCode { requestsByCode[code, default: 0] += n }
+            for series in LoopMetrics.plainCounters { self[keyPath: series.field] += other[keyPath: series.field] }
+            tunnelsClosed += other.tunnelsClosed  // only for tokenproxy_open_tunnels
+            for i in 0..<latencyBuckets.count { latencyBuckets[i] += other.latencyBuckets[i] }
+            latencyCount += other.latencyCount
+            latencySum += other.latencySum
+        }
+    }
+
+    /// One plain counter: its series, the help /metrics prints, and the field that counts it.
+    struct CounterSeries {
+        let name: String
+        let type: String
+        let help: String
+        let field: WritableKeyPath<Counters, Int>
+    }
+
+    /// The loops' plain counters, each declared once here; `Counters.add` sums them and
+    /// `MetricsRenderer` prints them in this order. (Labelled series and the histogram are written
+    /// out in `MetricsRenderer`.)
+    static var plainCounters: [CounterSeries] {
+        [
+            CounterSeries(
+                name: "tokenproxy_upstream_401_retries_total", type: "counter", help: "Requests retried once after an upstream 401.",
+                field: \.upstream401Retries),
+            CounterSeries(
+                name: "tokenproxy_requests_waited_for_token_total", type: "counter", help: "Requests that had to wait for a refresh.",
+                field: \.requestsWaitedForToken),
+            CounterSeries(
+                name: "tokenproxy_client_received_bytes_total", type: "counter", help: "Request body bytes received from clients.",
+                field: \.bytesFromClients),
+            CounterSeries(
+                name: "tokenproxy_client_sent_bytes_total", type: "counter", help: "Response bytes sent to clients.", field: \.bytesToClients),
+            CounterSeries(
+                name: "tokenproxy_tunnels_total", type: "counter",
+                help: "Connections that became a tunnel after 101 Switching Protocols (WebSocket).", field: \.tunnelsOpened),
+            CounterSeries(
+                name: "tokenproxy_upstream_fresh_connection_retries_total", type: "counter",
+                help: "Requests sent again on a fresh upstream connection after a reused one closed before answering.",
+                field: \.retriesOnFreshConnection),
+        ]
     }
 
     static let latencyBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]

@@ -253,18 +253,7 @@ public final class Server: @unchecked Sendable {
     func metricsText() -> String {
         var total = LoopMetrics.Counters()
         for m in metrics {
-            let c = m.counters.withLock { $0 }
-            for (code, n) in c.requestsByCode { total.requestsByCode[code, default: 0] += n }
-            total.upstream401Retries += c.upstream401Retries
-            total.requestsWaitedForToken += c.requestsWaitedForToken
-            total.bytesFromClients += c.bytesFromClients
-            total.bytesToClients += c.bytesToClients
-            total.tunnelsOpened += c.tunnelsOpened
-            total.tunnelsClosed += c.tunnelsClosed
-            total.retriesOnFreshConnection += c.retriesOnFreshConnection
-            for i in 0..<total.latencyBuckets.count { total.latencyBuckets[i] += c.latencyBuckets[i] }
-            total.latencyCount += c.latencyCount
-            total.latencySum += c.latencySum
+            total.add(m.counters.withLock { $0 })
         }
         return MetricsRenderer.render(total, tokens: tokens, openConnections: shared.openConnections.load(ordering: .relaxed), ready: isReady)
     }
