@@ -73,3 +73,31 @@ let package = Package(
     ],
     swiftLanguageModes: [.v5]
 )
+
+// Fuzz targets (docs/RELIABILITY.md): one libFuzzer executable per decoder, in Tests/Fuzz/Sources/<name>.
+// Only scripts/fuzz.sh declares them (it sets TOKENPROXY_FUZZ and builds each with
+// `-sanitize=fuzzer,address` in its own scratch folder), so the regular
+// `swift build` and `swift test` neither see nor build them. A new target is one line here, one
+// folder with a main.swift and a seed corpus in Tests/Fuzz/corpus/<name>.
+if Context.environment["TOKENPROXY_FUZZ"] != nil {
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FuzzRequestParser", ["HTTP1"]),
+        ("FuzzChunkedBody", ["HTTP1"]),
+        ("FuzzJWT", ["Credentials", "Logs"]),
+        ("FuzzOAuth2Answer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzCognitoAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzJSONRefreshAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzConfiguration", ["Config"]),
+    ]
+    // What the targets share: the request parser driven as a connection drives it, split points,
+    // identity-provider answers built from fuzz input.
+    package.targets.append(.target(name: "CFuzzer", path: "Tests/Fuzz/Sources/CFuzzer"))
+    package.targets.append(
+        .target(name: "FuzzSupport", dependencies: ["CFuzzer", "HTTP1", "Upstream"], path: "Tests/Fuzz/Sources/FuzzSupport"))
+    for target in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: target.name, dependencies: ["FuzzSupport"] + target.dependencies, path: "Tests/Fuzz/Sources/\(target.name)"))
+        package.products.append(.executable(name: target.name, targets: [target.name]))
+    }
+}
