@@ -6,6 +6,11 @@ import PackageDescription
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+// Every target is in Swift 6 language mode (complete concurrency checking) except the two whose
+// rewrite was under way when the package moved (the engine v2 work on ProxyCore's connection and
+// exchange, and Upstream's CONNECT_ONLY transport): they stay in Swift 5 mode until that lands, then
+// drop this setting and fix what the compiler reports (docs/RELIABILITY.md, "Swift 6 language mode").
+let swift5UntilRewriteLands: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
     name: "tokenproxy",
@@ -45,7 +50,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: hotPath
+            swiftSettings: hotPath + swift5UntilRewriteLands
         ),
         .target(
             name: "ProxyCore",
@@ -53,7 +58,7 @@ let package = Package(
                 "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: hotPath
+            swiftSettings: hotPath + swift5UntilRewriteLands
         ),
         .executableTarget(
             name: "tokenproxy",
@@ -71,7 +76,7 @@ let package = Package(
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )
 
 // Fuzz targets (docs/RELIABILITY.md): one libFuzzer executable per decoder, in Tests/Fuzz/Sources/<name>.

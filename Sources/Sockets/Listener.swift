@@ -37,14 +37,14 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
                 var addr = sin.pointee.sin_addr
                 var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
                 inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                return .ipv4(String(cString: text), port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
+                return .ipv4(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
             }
         case AF_INET6:
             return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
                 var addr = sin6.pointee.sin6_addr
                 var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
                 inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                return .ipv6(String(cString: text), port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
+                return .ipv6(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
             }
         default:
             return .unix("")

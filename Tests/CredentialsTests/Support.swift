@@ -14,7 +14,7 @@ struct TemporaryFolder {
         var template = Array("\(NSTemporaryDirectory())/creds-test-XXXXXX".utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(created != nil, "mkdtemp failed")
-        path = String(cString: template)
+        path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     func file(_ name: String) -> String { "\(path)/\(name)" }

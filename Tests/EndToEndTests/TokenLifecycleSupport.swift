@@ -165,17 +165,15 @@ func send(_ proxy: ProxyProcess, _ method: String = "GET", _ path: String = "/da
 }
 
 /// `count` requests at once, each on its own connection and thread, released together.
-func concurrently<T>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
+func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
     let results = Mutex<[Int: Result<T, Error>]>([:])
-    let gate = NSCondition()
-    nonisolated(unsafe) var open = false
+    let gate = DispatchGroup()
+    gate.enter()
     let group = DispatchGroup()
     for index in 0..<count {
         group.enter()
         let thread = Thread {
-            gate.lock()
-            while !open { gate.wait() }
-            gate.unlock()
+            gate.wait()
             let result = Result { try body(index) }
             results.withLock { $0[index] = result }
             group.leave()
@@ -183,10 +181,7 @@ func concurrently<T>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T
         thread.stackSize = 1 << 20
         thread.start()
     }
-    gate.lock()
-    open = true
-    gate.broadcast()
-    gate.unlock()
+    gate.leave()
     group.wait()
     return results.withLock { dict in (0..<count).map { dict[$0]! } }
 }
