@@ -12,7 +12,7 @@ import Glibc
 /// with the configuration and the store, and the real `tokenproxy` binary for `serve` and the
 /// commands. Every secret it sees is collected, and `assertNoLeaks` greps every log and command
 /// output for all of them.
-final class Lifecycle: @unchecked Sendable {
+final class Lifecycle: Sendable {
     let idp: PythonServer
     let api: PythonServer
     let dir: TempDir

@@ -29,7 +29,7 @@ func makeProvider(useIDToken: Bool) -> CognitoProvider {
 @_cdecl("LLVMFuzzerTestOneInput")
 func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     guard let data else { return 0 }
-    let input = UnsafeBufferPointer(start: data, count: size)[...]
+    let input = Array(UnsafeBufferPointer(start: data, count: size))[...]
     let response = answer(from: input)
     let selector = input.first ?? 0
     let operations: [CognitoProvider.Operation] = [.refresh, .login, .revoke]

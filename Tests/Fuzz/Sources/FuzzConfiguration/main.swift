@@ -1,5 +1,6 @@
 import Config
 import Foundation
+import FuzzSupport
 
 // libFuzzer target: configuration loading (CONTRACT.md, "The configuration file"): YAML through
 // Yams, the typed readers, units, secrets from the environment and from files, relative paths,

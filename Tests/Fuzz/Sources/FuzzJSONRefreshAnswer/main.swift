@@ -31,7 +31,7 @@ func makeProvider(_ choice: UInt8) -> JSONRefreshProvider {
 @_cdecl("LLVMFuzzerTestOneInput")
 func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     guard let data else { return 0 }
-    let input = UnsafeBufferPointer(start: data, count: size)[...]
+    let input = Array(UnsafeBufferPointer(start: data, count: size))[...]
     let response = answer(from: input)
     let provider = makeProvider((input.first ?? 0) / 16)
     do {

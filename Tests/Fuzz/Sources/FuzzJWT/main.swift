@@ -1,4 +1,5 @@
 import Foundation
+import FuzzSupport
 import Logs
 
 @testable import Credentials

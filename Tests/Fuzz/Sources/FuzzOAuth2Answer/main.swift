@@ -26,7 +26,7 @@ func makeProvider() -> OAuth2Provider {
 @_cdecl("LLVMFuzzerTestOneInput")
 func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     guard let data else { return 0 }
-    let response = answer(from: UnsafeBufferPointer(start: data, count: size)[...])
+    let response = answer(from: Array(UnsafeBufferPointer(start: data, count: size))[...])
     let provider = makeProvider()
     do {
         let issued = try provider.read(response, call: "refresh")
