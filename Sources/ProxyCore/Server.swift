@@ -11,8 +11,6 @@ import Upstream
 /// The running proxy: one event loop per worker thread, each with its own listener (SO_REUSEPORT)
 /// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handle and its own
 /// connections; the admin listener lives on loop 0.
-// @unchecked: `loops`, `contexts`, `acceptors` and `metrics` are filled before the loops start and
-// only read afterwards; each context is used on its own loop's thread.
 public final class Server: @unchecked Sendable {
     let configuration: Configuration
     let tokens: TokenManager
