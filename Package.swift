@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "Upstream", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),

@@ -46,6 +46,9 @@ scratch="$root/.build-fuzz"
 jobs="${SWIFT_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 fuzz_jobs="${FUZZ_JOBS:-1}"
 export TOKENPROXY_FUZZ=1
+# libFuzzer and AddressSanitizer print the crash; the Swift runtime's backtracer would only add a
+# spurious AddressSanitizer report of its own (it reads the crashed thread's stack).
+export SWIFT_BACKTRACE=enable=no
 
 # The toolchain ships libFuzzer and the sanitizer runtimes (lib/swift/clang/lib/linux); only libcurl's
 # headers (for the Upstream module the answer targets link) may be missing on a fresh machine.
