@@ -6,6 +6,11 @@ import PackageDescription
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+// Every target is in Swift 6 language mode (complete concurrency checking) except the two whose
+// rewrite was under way when the package moved (the engine v2 work on ProxyCore's connection and
+// exchange, and Upstream's CONNECT_ONLY transport): they stay in Swift 5 mode until that lands, then
+// drop this setting and fix what the compiler reports (docs/RELIABILITY.md, "Swift 6 language mode").
+let swift5UntilRewriteLands: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
     name: "tokenproxy",
@@ -52,7 +57,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: hotPath
+            swiftSettings: hotPath + swift5UntilRewriteLands
         ),
         .target(
             name: "ProxyCore",
@@ -60,7 +65,7 @@ let package = Package(
                 "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: hotPath
+            swiftSettings: hotPath + swift5UntilRewriteLands
         ),
         .executableTarget(
             name: "tokenproxy",
@@ -73,11 +78,39 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "Upstream", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )
+
+// Fuzz targets (docs/RELIABILITY.md): one libFuzzer executable per decoder, in Tests/Fuzz/Sources/<name>.
+// Only scripts/fuzz.sh declares them (it sets TOKENPROXY_FUZZ and builds each with
+// `-sanitize=fuzzer,address` in its own scratch folder), so the regular
+// `swift build` and `swift test` neither see nor build them. A new target is one line here, one
+// folder with a main.swift and a seed corpus in Tests/Fuzz/corpus/<name>.
+if Context.environment["TOKENPROXY_FUZZ"] != nil {
+    let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
+        ("FuzzRequestParser", ["HTTP1"]),
+        ("FuzzChunkedBody", ["HTTP1"]),
+        ("FuzzJWT", ["Credentials", "Logs"]),
+        ("FuzzOAuth2Answer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzCognitoAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzJSONRefreshAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzConfiguration", ["Config"]),
+    ]
+    // What the targets share: the request parser driven as a connection drives it, split points,
+    // identity-provider answers built from fuzz input.
+    package.targets.append(.target(name: "CFuzzer", path: "Tests/Fuzz/Sources/CFuzzer"))
+    package.targets.append(
+        .target(name: "FuzzSupport", dependencies: ["CFuzzer", "HTTP1", "Upstream"], path: "Tests/Fuzz/Sources/FuzzSupport"))
+    for target in fuzzTargets {
+        package.targets.append(
+            .executableTarget(
+                name: target.name, dependencies: ["FuzzSupport"] + target.dependencies, path: "Tests/Fuzz/Sources/\(target.name)"))
+        package.products.append(.executable(name: target.name, targets: [target.name]))
+    }
+}

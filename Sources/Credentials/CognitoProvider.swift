@@ -159,6 +159,14 @@ public final class CognitoProvider: IdentityProvider {
         } catch {
             throw TokenSourceError.passing("cannot reach Cognito at \(Self.withoutUserinfo(endpoint)): \(error)")
         }
+        return try read(response, secrets: secrets, operation: operation)
+    }
+
+    /// The JSON object of a 2xx answer, or the error a non-2xx answer means (internal for the fuzz
+    /// target, docs/RELIABILITY.md).
+    func read(
+        _ response: HTTPCallResponse, secrets: [String], operation: Operation
+    ) throws -> (answer: JSONValue, response: HTTPCallResponse) {
         let answer = JSONValue.parse(response.body)
         if (200..<300).contains(response.status) {
             if operation == .revoke { return (answer ?? .null, response) }
@@ -220,7 +228,7 @@ public final class CognitoProvider: IdentityProvider {
     }
 
     /// The token set of a successful InitiateAuth answer, or the challenge it asks for.
-    private func tokens(from call: (answer: JSONValue, response: HTTPCallResponse), previousUsername: String?) throws -> IssuedToken {
+    func tokens(from call: (answer: JSONValue, response: HTTPCallResponse), previousUsername: String?) throws -> IssuedToken {
         let answer = call.answer
         if let challenge = answer["ChallengeName"]?.string, !challenge.isEmpty {
             let name = Self.identifier(challenge) ?? "a challenge"

@@ -41,6 +41,9 @@ enum BearerToken {
 /// RFC 3339 timestamps (`2026-11-22T03:00:00Z`, with or without a fraction, any offset).
 enum RFC3339 {
     static func parse(_ text: String) -> Double? {
+        // RFC 3339 §5.6 is ASCII; other text never reaches Foundation's date parsers, which are not
+        // safe on every non-ASCII input (docs/RELIABILITY.md, fuzzing findings).
+        guard text.utf8.count <= 64, text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         let plain = ISO8601DateFormatter()
         plain.formatOptions = [.withInternetDateTime]
         if let date = plain.date(from: text) { return date.timeIntervalSince1970 }

@@ -11,6 +11,8 @@ import Synchronization
 /// published `TokenView` through `current()`. The thread sleeps until the next refresh is due (as the
 /// `RefreshPolicy` decides), until a caller asks for a refresh, or until it is time to look at the
 /// source's input again, and refreshes in the background without traffic.
+// @unchecked: `control` and `tokenThread` are read and written only with `condition` held; every
+// other stored property is immutable or a Mutex.
 public final class TokenManager: @unchecked Sendable {
     /// The configured credential type ("static", "file", "exec", …).
     public let kind: String

@@ -33,6 +33,8 @@ public protocol LoopTask: AnyObject {
 
 /// One epoll instance driven by one thread. Everything registered with it is touched only on that
 /// thread; other threads hand it work with `execute`, which wakes it through an eventfd.
+// @unchecked: the mutable state (handlers, timers, tasks) is touched only on the loop's own thread;
+// other threads reach it only through `pending`, a Mutex, and the eventfd wake-up.
 public final class EventLoop: @unchecked Sendable {
     public let index: Int
     private let epfd: Int32

@@ -46,6 +46,8 @@ extension OSThread {
 /// A mutex with one condition variable (pthread), in place of Foundation's `NSCondition` for the same
 /// reason as `OSThread`. Timed waits use the monotonic clock, so a wall-clock jump neither cuts a
 /// wait short nor stretches it.
+// @unchecked: a pthread mutex and condition variable, which exist to be shared between threads; the
+// pointers themselves never change after init.
 public final class OSCondition: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)

@@ -33,7 +33,12 @@ public struct HTTPCallResponse: Sendable {
 
     /// The `Date` header as seconds since the epoch, for clock-skew correction.
     public var date: Double? {
-        guard let value = header("date") else { return nil }
+        // An HTTP-date is ASCII (RFC 9110 §5.6.7; IMF-fixdate has 29 characters). Anything else is no
+        // date, and must not reach DateFormatter, which traps on some non-ASCII text (a fuzzing
+        // finding, docs/RELIABILITY.md).
+        guard let value = header("date"), value.utf8.count <= 64, value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
+            return nil
+        }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")

@@ -305,13 +305,15 @@ struct Token: ParsableCommand {
         tokens.start()
         defer { tokens.stop() }
         let done = DispatchSemaphore(value: 0)
+        // Safe: the token thread writes it once, before `done.signal()`; it is read only after a wait
+        // that did not time out (the semaphore orders the two), never while a late answer may land.
         nonisolated(unsafe) var result: RefreshOutcome?
         tokens.refresh(staleGeneration: nil, reason: .expiry) { outcome in
             result = outcome
             done.signal()
         }
-        _ = done.wait(timeout: .now() + loaded.configuration.limits.refreshWait)
-        switch result {
+        let answered = done.wait(timeout: .now() + loaded.configuration.limits.refreshWait) == .success
+        switch answered ? result : nil {
         case .token(let snapshot):
             print(snapshot.accessToken)
         case .loginRequired(let why):

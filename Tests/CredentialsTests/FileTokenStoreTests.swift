@@ -72,11 +72,11 @@ struct FileTokenStoreTests {
         defer { folder.remove() }
         let path = folder.file("tokens.json")
         let first = FileTokenStore(path: path, logger: LogCapture().logger())
-        let second = FileTokenStore(path: path, logger: LogCapture().logger())
         let events = Mutex<[String]>([])
         try first.withExclusiveLock {
             events.withLock { $0.append("first in") }
             Thread {
+                let second = FileTokenStore(path: path, logger: LogCapture().logger())
                 _ = try? second.withExclusiveLock { events.withLock { $0.append("second in") } }
             }.start()
             // A negative check needs a window: the second holder must not get in while the first holds.

@@ -8,7 +8,7 @@ import Testing
 @testable import Credentials
 
 /// The Authlib authorization server of `Tests/servers/oauth_server.py`.
-final class AuthlibServer: @unchecked Sendable {
+final class AuthlibServer: Sendable {
     let server: PythonServer
     init(_ arguments: [String] = []) throws {
         server = try PythonServer("oauth_server", arguments: ["--client", "app:s3cret-client-value", "--user", "alice:wonderland-pw"] + arguments)

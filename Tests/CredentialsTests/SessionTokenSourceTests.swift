@@ -8,6 +8,8 @@ import Testing
 @testable import Credentials
 
 /// An identity provider with prepared answers that records what it was asked.
+// @unchecked: the answers and records sit in a Mutex; `during` is set by the test before or after a
+// refresh, never while one runs.
 final class FakeProvider: IdentityProvider, @unchecked Sendable {
     let kind: String
     let fetchesWithoutSession: Bool
@@ -378,6 +380,7 @@ struct SessionTokenSourceTests {
 }
 
 /// Moves a non-Sendable value into a thread the test controls.
+// @unchecked: by design; each use hands the value to exactly one other thread and stops using it.
 final class UncheckedBox<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }

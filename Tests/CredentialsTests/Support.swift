@@ -14,7 +14,7 @@ struct TemporaryFolder {
         var template = Array("\(NSTemporaryDirectory())/creds-test-XXXXXX".utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(created != nil, "mkdtemp failed")
-        path = String(cString: template)
+        path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     func file(_ name: String) -> String { "\(path)/\(name)" }
@@ -82,7 +82,7 @@ func makeJWT(payload: String, header: String = #"{"alg":"RS256","typ":"JWT"}"#) 
 }
 
 /// Collects log lines so that tests can look for secrets and count warnings.
-final class LogCapture: @unchecked Sendable {
+final class LogCapture: Sendable {
     struct Line {
         var level: Logger.Level
         var message: String
@@ -123,7 +123,7 @@ struct CapturingHandler: LogHandler {
 }
 
 /// Collects the outcomes of `refresh` calls from many threads.
-final class OutcomeBox: @unchecked Sendable {
+final class OutcomeBox: Sendable {
     private let storage = Mutex<[RefreshOutcome]>([])
     var outcomes: [RefreshOutcome] { storage.withLock { $0 } }
     var count: Int { storage.withLock { $0.count } }
@@ -147,6 +147,7 @@ extension RefreshOutcome {
 }
 
 /// Holds threads until `open()`, so that they start together.
+// @unchecked: `isOpen` is read and written only with `condition` locked.
 final class StartGate: @unchecked Sendable {
     private let condition = NSCondition()
     private var isOpen = false
@@ -166,7 +167,7 @@ final class StartGate: @unchecked Sendable {
 }
 
 /// A clock the test moves by hand (epoch seconds).
-final class ManualClock: @unchecked Sendable {
+final class ManualClock: Sendable {
     private let storage: Mutex<Double>
     init(_ start: Double) { storage = Mutex(start) }
     var now: Double { storage.withLock { $0 } }
@@ -175,7 +176,7 @@ final class ManualClock: @unchecked Sendable {
 
 /// A source that hands out prepared answers (the last one repeats) and reports a changed input on
 /// demand: the shape the OAuth2 sources will have, without a network.
-final class ScriptedSource: TokenSource, @unchecked Sendable {
+final class ScriptedSource: TokenSource, Sendable {
     private let state = Mutex<(answers: [Result<IssuedToken, TokenSourceError>], calls: Int, changed: Bool)>(([], 0, false))
     let kind = "scripted"
     let defaultLifetime: Double? = 3600

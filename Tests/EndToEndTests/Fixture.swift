@@ -7,7 +7,7 @@ import Testing
 let e2eToken = "e2e-static-token-\(UUID().uuidString.lowercased())"
 
 /// An echo upstream and a tokenproxy in front of it.
-final class Fixture: @unchecked Sendable {
+final class Fixture: Sendable {
     let upstream: PythonServer
     let proxy: ProxyProcess
     let basePath: String

@@ -12,7 +12,7 @@ import Glibc
 /// with the configuration and the store, and the real `tokenproxy` binary for `serve` and the
 /// commands. Every secret it sees is collected, and `assertNoLeaks` greps every log and command
 /// output for all of them.
-final class Lifecycle: @unchecked Sendable {
+final class Lifecycle: Sendable {
     let idp: PythonServer
     let api: PythonServer
     let dir: TempDir
@@ -170,17 +170,15 @@ func send(_ proxy: ProxyProcess, _ method: String = "GET", _ path: String = "/da
 }
 
 /// `count` requests at once, each on its own connection and thread, released together.
-func concurrently<T>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
+func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
     let results = Mutex<[Int: Result<T, Error>]>([:])
-    let gate = NSCondition()
-    nonisolated(unsafe) var open = false
+    let gate = DispatchGroup()
+    gate.enter()
     let group = DispatchGroup()
     for index in 0..<count {
         group.enter()
         let thread = Thread {
-            gate.lock()
-            while !open { gate.wait() }
-            gate.unlock()
+            gate.wait()
             let result = Result { try body(index) }
             results.withLock { $0[index] = result }
             group.leave()
@@ -188,10 +186,7 @@ func concurrently<T>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T
         thread.stackSize = 1 << 20
         thread.start()
     }
-    gate.lock()
-    open = true
-    gate.broadcast()
-    gate.unlock()
+    gate.leave()
     group.wait()
     return results.withLock { dict in (0..<count).map { dict[$0]! } }
 }

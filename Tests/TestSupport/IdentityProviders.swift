@@ -98,6 +98,8 @@ public struct CognitoStats: Decodable, Sendable, TokenCallCounting {
 // MARK: - Shared plumbing
 
 /// The test-control calls every identity provider server answers.
+// @unchecked: not final (each server subclasses it), so the compiler cannot check it; it and its
+// subclasses hold only immutable values (`let`s of Sendable types or plain structs).
 public class TestControlledServer: @unchecked Sendable {
     public let server: PythonServer
 
@@ -150,6 +152,7 @@ public class TestControlledServer: @unchecked Sendable {
 
 /// oauth_server.py: Authlib's authorization server with password, refresh_token,
 /// client_credentials and device_code grants, revocation, introspection and discovery.
+// @unchecked: as TestControlledServer; only `let`s.
 public final class OAuthServer: TestControlledServer, @unchecked Sendable {
     public struct Client: Sendable {
         public var id: String
@@ -282,6 +285,7 @@ public final class OAuthServer: TestControlledServer, @unchecked Sendable {
 // MARK: - Protected API
 
 /// protected_api.py: an upstream that checks every bearer token for real.
+// @unchecked: as TestControlledServer; no stored property of its own.
 public final class ProtectedAPI: TestControlledServer, @unchecked Sendable {
     public enum Verification: Sendable {
         /// HS256 JWTs with this key (oauth_server's `--jwt` key).
@@ -334,6 +338,7 @@ public final class ProtectedAPI: TestControlledServer, @unchecked Sendable {
 
 /// json_backend.py: a backend with its own `POST /auth/login` and `POST /auth/refresh`, which is
 /// also the protected API under `/api/`.
+// @unchecked: as TestControlledServer; only `let`s.
 public final class JSONBackend: TestControlledServer, @unchecked Sendable {
     public struct Options: Sendable {
         public var users: [(name: String, password: String)] = [("alice", "wonderland")]
@@ -408,6 +413,7 @@ public final class JSONBackend: TestControlledServer, @unchecked Sendable {
 /// cognito_idp.py: moto's Cognito user pool service with a pool, a public app client, a client
 /// with a secret, and a user who signs in with an e-mail address (`username`) while the pool's
 /// own username (`poolUsername`, the access token's `username` claim) is a GUID.
+// @unchecked: as TestControlledServer; only `let`s.
 public final class CognitoIdP: TestControlledServer, @unchecked Sendable {
     public struct Info: Decodable, Sendable {
         public let port: Int

@@ -9,7 +9,7 @@ import Glibc
 ///
 /// Start-up waits for the contract's `listening on ADDRESS` log line (and `admin listening on
 /// ADDRESS` when the configuration has an `admin:` section) with a deadline; it never sleeps.
-public final class ProxyProcess: @unchecked Sendable {
+public final class ProxyProcess: Sendable {
     /// The folder holding the configuration (relative paths in it resolve here).
     public let directory: TempDir
     public let configPath: String

@@ -6,7 +6,7 @@ import Glibc
 
 /// One of the Python servers in `Tests/servers`, started with `--port 0`; start-up waits for its
 /// `READY <port>` line. Stopped by `stop()` or when released.
-public final class PythonServer: @unchecked Sendable {
+public final class PythonServer: Sendable {
     public let name: String
     public let port: Int
     private let process: ChildProcess

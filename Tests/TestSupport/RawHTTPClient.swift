@@ -6,6 +6,8 @@ import Glibc
 
 /// A blocking TCP client for sending exact bytes (malformed requests, pipelining, split writes)
 /// and reading exactly what comes back.
+// @unchecked: a connection is driven by one thread at a time (the test, or the one thread it hands the
+// client to); `fd`, `buffer` and `peerClosed` are never touched from two threads at once.
 public final class RawHTTPClient: @unchecked Sendable {
     private var fd: Int32
     /// Bytes received but not yet handed out as a response.

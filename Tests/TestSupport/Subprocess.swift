@@ -12,6 +12,7 @@ public struct HarnessError: Error, CustomStringConvertible {
 
 /// Collects everything a pipe delivers on a thread of its own, so a test can wait for a line
 /// with a deadline (and never has to sleep).
+// @unchecked: `bytes` and `finished` are read and written only with `condition` locked.
 public final class OutputCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var bytes: [UInt8] = []
@@ -106,6 +107,8 @@ public func childEnvironment(_ overrides: [String: String]) -> [String: String] 
 /// Foundation's `Process` is not used: it hands the spawning thread's signal mask to the child,
 /// and on a test runner's worker thread (libdispatch) nearly every signal is blocked, so the
 /// child would never see SIGTERM. Here the child starts with an empty mask and default handlers.
+// @unchecked: `status` is read and written only with `condition` locked; `stdinFD` only by the thread
+// that feeds the child's stdin.
 public final class ChildProcess: @unchecked Sendable {
     public let pid: pid_t
     public let stdout: OutputCollector

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A fresh folder under the system's temporary directory, removed on `remove()` or deinit.
-public final class TempDir: @unchecked Sendable {
+public final class TempDir: Sendable {
     public let url: URL
     public var path: String { url.path }
 

@@ -1,0 +1,2 @@
+// Only the declaration in include/CFuzzer.h matters; SwiftPM wants one source file per C target.
+#include "CFuzzer.h"
