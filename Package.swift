@@ -6,11 +6,7 @@ import PackageDescription
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-// Every target is in Swift 6 language mode (complete concurrency checking) except the two whose
-// rewrite was under way when the package moved (the engine v2 work on ProxyCore's connection and
-// exchange, and Upstream's CONNECT_ONLY transport): they stay in Swift 5 mode until that lands, then
-// drop this setting and fix what the compiler reports (docs/RELIABILITY.md, "Swift 6 language mode").
-let swift5UntilRewriteLands: [SwiftSetting] = [.swiftLanguageMode(.v5)]
+// Every target is in Swift 6 language mode (complete concurrency checking; docs/RELIABILITY.md).
 
 let package = Package(
     name: "tokenproxy",
@@ -57,7 +53,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: hotPath + swift5UntilRewriteLands
+            swiftSettings: hotPath
         ),
         .target(
             name: "ProxyCore",
@@ -65,7 +61,7 @@ let package = Package(
                 "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: hotPath + swift5UntilRewriteLands
+            swiftSettings: hotPath
         ),
         .executableTarget(
             name: "tokenproxy",
@@ -95,6 +91,7 @@ let package = Package(
 if Context.environment["TOKENPROXY_FUZZ"] != nil {
     let fuzzTargets: [(name: String, dependencies: [Target.Dependency])] = [
         ("FuzzRequestParser", ["HTTP1"]),
+        ("FuzzResponseParser", ["HTTP1"]),
         ("FuzzChunkedBody", ["HTTP1"]),
         ("FuzzJWT", ["Credentials", "Logs"]),
         ("FuzzOAuth2Answer", ["Credentials", "Config", "Upstream", "Logs"]),
