@@ -35,6 +35,7 @@ extension Connection {
         do {
             exchange.attempt = try ctx.upstream.connect(exchange)
         } catch {
+            ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
             respond(.badGateway("the upstream connection could not be started: \(error)"), to: exchange)
         }
     }
@@ -47,6 +48,7 @@ extension Connection {
     }
 
     func upstreamFailed(_ exchange: Exchange, _ failure: UpstreamFailure) {
+        ctx.noteUpstreamFailure("\(failure)")
         switch failure {
         case .timedOut: respond(.upstreamTimeout, to: exchange)
         case .unreachable(let why): respond(.badGateway("the upstream could not be reached: \(why)"), to: exchange)

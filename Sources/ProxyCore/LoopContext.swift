@@ -57,6 +57,23 @@ final class LoopContext {
         upstreamBuffer.deallocate()
     }
 
+    /// Upstream failures (unreachable, timed out) are logged at most once every 10 s per loop, with
+    /// the count of those not logged since: a dead upstream must show in the log, not flood it.
+    private var lastUpstreamFailureLog = -Double.infinity
+    private var unloggedUpstreamFailures = 0
+
+    func noteUpstreamFailure(_ why: String) {
+        let now = loop.now
+        guard now - lastUpstreamFailureLog >= 10 else {
+            unloggedUpstreamFailures += 1
+            return
+        }
+        let more = unloggedUpstreamFailures > 0 ? " (and \(unloggedUpstreamFailures) more since the last report)" : ""
+        logger.warning("upstream request failed: \(why)\(more)")
+        lastUpstreamFailureLog = now
+        unloggedUpstreamFailures = 0
+    }
+
     /// Checks every connection's deadlines; runs a few times a second.
     func sweepTimeouts() {
         let now = loop.now
