@@ -485,11 +485,13 @@ def figure_memory(binary):
         if chunked:
             s.sendall(b"0\r\n\r\n")
         s.settimeout(120)
-        answer = s.recv(4096).split(b"\r\n", 1)[0].decode()
+        reply = s.recv(4096)
         s.close()
+        got = re.search(rb'"body_len": ?(\d+)', reply)
+        answer = reply.split(b"\r\n", 1)[0].decode() + f", upstream got {got.group(1).decode() if got else '?'} bytes"
         name = "chunked" if chunked else "content_length"
         say(f"memory.upload_{name}", f"{answer}; {time.monotonic() - start:.1f} s; VmHWM {hwm} -> {proxy.status('VmHWM')} KiB "
-            f"(+{(proxy.status('VmHWM') - hwm) / 1024:.1f} MiB); VmRSS {rss} -> {proxy.status('VmRSS')} KiB")
+            f"(+{max(0, proxy.status('VmHWM') - hwm) / 1024:.1f} MiB); VmRSS {rss} -> {proxy.status('VmRSS')} KiB")
 
     upload(True)
     upload(False)
@@ -498,7 +500,7 @@ def figure_memory(binary):
     out = subprocess.run(["curl", "-s", "--limit-rate", "20M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
                           proxy.url + f"/source?bytes={size}"], capture_output=True, text=True).stdout
     say("memory.download", f"{out}; {time.monotonic() - start:.1f} s; VmHWM {hwm} -> {proxy.status('VmHWM')} KiB "
-        f"(+{(proxy.status('VmHWM') - hwm) / 1024:.1f} MiB); VmRSS {rss} -> {proxy.status('VmRSS')} KiB")
+        f"(+{max(0, proxy.status('VmHWM') - hwm) / 1024:.1f} MiB); VmRSS {rss} -> {proxy.status('VmRSS')} KiB")
     say("memory.exit_status", proxy.stop())
     up.stop()
 
