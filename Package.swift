@@ -98,6 +98,7 @@ if Context.environment["TOKENPROXY_FUZZ"] != nil {
         ("FuzzCognitoAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
         ("FuzzJSONRefreshAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
         ("FuzzConfiguration", ["Config"]),
+        ("FuzzExecOutput", ["Credentials"]),
     ]
     // What the targets share: the request parser driven as a connection drives it, split points,
     // identity-provider answers built from fuzz input.

@@ -16,7 +16,7 @@ enum Fixed {
     static let baseDirectory: String = {
         let folder = NSTemporaryDirectory() + "/tokenproxy-fuzz-config-\(getpid())"
         try? FileManager.default.createDirectory(atPath: folder + "/state", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: folder + "/secret", contents: Data((secretValue + "\n").utf8))
+        _ = FileManager.default.createFile(atPath: folder + "/secret", contents: Data((secretValue + "\n").utf8))
         return folder
     }()
 
