@@ -52,7 +52,6 @@ extension Connection {
         switch failure {
         case .timedOut: respond(.upstreamTimeout, to: exchange)
         case .unreachable(let why): respond(.badGateway("the upstream could not be reached: \(why)"), to: exchange)
-        case .badResponse(let why): respond(.badGateway("the upstream answered badly: \(why)"), to: exchange)
         }
     }
 

@@ -64,16 +64,13 @@ public struct ProxyEnvironment: Sendable, Equatable {
 public enum UpstreamFailure: Error, Sendable, CustomStringConvertible {
     /// Could not connect, resolve, or complete TLS.
     case unreachable(String)
-    /// No response head within `headTimeout`.
+    /// The connection was not made within `headTimeout`.
     case timedOut
-    /// The upstream answered something that is not HTTP, or broke the connection.
-    case badResponse(String)
 
     public var description: String {
         switch self {
         case .unreachable(let m): return "upstream unreachable: \(m)"
         case .timedOut: return "no response head from the upstream in time"
-        case .badResponse(let m): return "bad upstream response: \(m)"
         }
     }
 }
