@@ -5,28 +5,24 @@ import Upstream
 
 /// The upstream half of a client connection's exchange (docs/ENGINE.md): the request goes up as
 /// the proxy writes it, the answer is parsed by `HTTP1.ResponseParser` and framed again for the
-/// client; a 401 may be held for one retry; a 101 turns both connections into a tunnel.
+/// client; a 401 may be held for one retry; a 101 turns both connections into a tunnel. What
+/// happens is reported to the exchange's `ExchangeMachine`, and what it decides is done here.
 extension Connection {
     // MARK: sending upstream
 
     /// Sends the request with `token` (nil: the client's own Authorization goes), on an idle pooled
     /// connection when there is one (`fresh`: never), else on a new one.
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
-        exchange.sentToken = token
-        exchange.injectedToken = token != nil
-        exchange.held401 = nil
         let forwarder = ctx.forwarder
         let peerHost = peer.host
-        exchange.queueRequestHead { out in
+        exchange.startTry(token: token, now: ctx.loop.now) { out in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
                 authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
-                upgrade: exchange.wantsUpgrade)
+                upgrade: exchange.machine.wantsUpgrade)
         }
         responseParser.reset()
-        responseParser.expect(requestMethodIsHEAD: exchange.head.method == "HEAD")
-        exchange.upstreamStartedAt = ctx.loop.now
-        exchange.lastUpstreamWrite = ctx.loop.now
+        responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
         if !fresh, let idle = ctx.upstream.takeIdle() {
             upstreamConnected(exchange, idle)
@@ -64,21 +60,20 @@ extension Connection {
 
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange) {
-        guard let upstream = exchange.upstream, !exchange.sendStopped else { return }
+        guard let upstream = exchange.upstream, !exchange.machine.sendStopped else { return }
         let wasFull = exchange.pendingUpstreamCount >= Connection.bodyHighWater
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
             switch result {
             case .done(let n):
-                exchange.sent(n)
-                exchange.lastUpstreamWrite = ctx.loop.now
+                exchange.sent(n, now: ctx.loop.now)
             case .wouldBlock:
                 break
             case .closed:
                 // The upstream stopped reading; it may have answered first (epoll reports the hang-up
                 // and the answer is read then).
-                exchange.sendStopped = true
+                exchange.machine.onSendFailed()
             }
             if case .done = result { continue }
             break
@@ -91,8 +86,8 @@ extension Connection {
     func updateUpstreamInterest(_ exchange: Exchange) {
         guard let upstream = exchange.upstream else { return }
         var wanted: Interest = []
-        if !exchange.receivePaused { wanted.insert(.read) }
-        if !exchange.sendStopped && exchange.upOutStart < exchange.upOut.count { wanted.insert(.write) }
+        if !exchange.machine.receivePaused { wanted.insert(.read) }
+        if !exchange.machine.sendStopped && exchange.upOutStart < exchange.upOut.count { wanted.insert(.write) }
         upstream.setInterest(wanted)
     }
 
@@ -100,7 +95,7 @@ extension Connection {
         if events & ReadyEvents.writable != 0 { pumpUpstream(exchange) }
         guard exchange.upstream != nil, self.exchange === exchange else { return }
         // A hang-up is read even while paused: what is left is bounded by the socket's buffer.
-        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !exchange.receivePaused) {
+        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !exchange.machine.receivePaused) {
             readUpstream(exchange)
         }
         updateUpstreamInterest(exchange)
@@ -109,8 +104,8 @@ extension Connection {
     /// The client took enough of the answer: read the upstream again. With TLS the library may
     /// hold bytes epoll cannot see, so read now rather than wait for readiness.
     func resumeUpstreamIfDrained() {
-        guard let exchange, exchange.receivePaused, pendingOut < Connection.outLowWater else { return }
-        exchange.receivePaused = false
+        guard let exchange, exchange.machine.receivePaused, pendingOut < Connection.outLowWater else { return }
+        exchange.machine.receivePaused = false
         readUpstream(exchange)
         updateUpstreamInterest(exchange)
     }
@@ -123,13 +118,12 @@ extension Connection {
         exchange.reading = true
         defer { exchange.reading = false }
         let buffer = ctx.upstreamBuffer
-        while let upstream = exchange.upstream, self.exchange === exchange, !exchange.receivePaused || exchange.sendStopped {
+        while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
-                exchange.responseBytesSeen += n
-                exchange.lastUpstreamByte = ctx.loop.now
+                exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.receivePaused = true }
+                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.receivePaused = true }
                 // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
                 if n < buffer.count && !upstream.buffersInternally { return }
             case .wouldBlock:
@@ -144,7 +138,7 @@ extension Connection {
     private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while self.exchange === exchange, !closed, exchange.upstream != nil {
-            if exchange.tunnel {
+            if exchange.machine.isTunnel {
                 if offset < bytes.count { writeRaw(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
                 return
             }
@@ -174,7 +168,7 @@ extension Connection {
 
     /// The upstream closed its side (or the connection broke).
     private func upstreamClosed(_ exchange: Exchange) {
-        if exchange.tunnel {
+        if exchange.machine.isTunnel {
             tunnelSideClosed(exchange, upstreamClosed: true)
             return
         }
@@ -188,38 +182,30 @@ extension Connection {
             // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
             let upstream = exchange.detachUpstream()
             upstream?.retire()
-            if exchange.responseBytesSeen == 0, canRetryOnFreshConnection(exchange, reused: upstream?.reused == true) {
-                exchange.retriedOnFresh = true
-                ctx.metrics.retriedOnFreshConnection()
-                send(exchange, token: exchange.sentToken, fresh: true)
-                return
-            }
-            upstreamBroken(exchange, "the upstream closed the connection without answering")
+            let why = "the upstream closed the connection without answering"
+            act(on: exchange.machine.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
         }
-    }
-
-    private func canRetryOnFreshConnection(_ exchange: Exchange, reused: Bool) -> Bool {
-        exchange.held401 == nil
-            && ExchangeRules.retriesOnFreshConnection(
-                .init(
-                    method: exchange.head.method, connectionWasReused: reused,
-                    alreadyRetriedOnFreshConnection: exchange.retriedOnFresh, anyByteWritten: exchange.anyByteWritten,
-                    bodyOnWire: exchange.bodyOnWire, replayComplete: exchange.replayComplete))
     }
 
     /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
     private func upstreamBroken(_ exchange: Exchange, _ why: String) {
         exchange.detachUpstream()?.retire()
-        if exchange.held401 != nil {
+        act(on: exchange.machine.onBroken(), exchange, why)
+    }
+
+    private func act(on failure: ExchangeMachine.Failure, _ exchange: Exchange, _ why: String) {
+        switch failure {
+        case .retryOnFreshConnection:
+            ctx.metrics.retriedOnFreshConnection()
+            send(exchange, token: exchange.sentToken, fresh: true)
+        case .badGateway:
+            let held = exchange.held401 != nil
             exchange.held401 = nil
-            respond(.badGateway("the upstream answered badly: \(why)"), to: exchange)
-            return
-        }
-        if exchange.responseStarted {
+            respond(.badGateway(held ? "the upstream answered badly: \(why)" : why), to: exchange)
+        case .cut:
             // Once a response has started, a failure can only end the connection (CONTRACT): what was
             // sent goes out, then the connection closes short of the announced end.
             ctx.logger.warning("upstream failed mid-response: \(why)")
-            exchange.keepAlive = false
             exchange.status = exchange.status == 0 ? 502 : exchange.status
             recordFinished(exchange)
             exchange.connection = nil
@@ -227,14 +213,12 @@ extension Connection {
             closeAfterWrite = true
             parsingSuspended = true
             flush()
-            return
         }
-        respond(.badGateway(why), to: exchange)
     }
 
     /// RFC 9110 §15.2: 1xx answers are relayed to HTTP/1.1 clients (never to 1.0 ones).
     private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
-        guard exchange.head.version == .http1_1 else { return }
+        guard exchange.machine.clientVersion == .http1_1 else { return }
         var bytes: [UInt8] = []
         ResponseWriter.appendStatusLine(&bytes, version: .http1_1, code: head.status, reason: reasonOrDefault(head))
         let options = connectionOptions(of: head)
@@ -247,59 +231,33 @@ extension Connection {
     }
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
-        exchange.finalHeadArrived = true
-        ctx.metrics.upstreamLatency(ctx.loop.now - exchange.upstreamStartedAt)
-        // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
-        // the body is not sent on this connection.
-        if !exchange.requestBodyDone && !exchange.bodyOnWire && exchange.head.framing != .none {
-            exchange.sendStopped = true
-        }
-        if head.status == 101 {
-            guard exchange.wantsUpgrade else {
-                upstreamBroken(exchange, "101 Switching Protocols to a request that asked for no upgrade")
-                return
-            }
+        ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        let action = exchange.machine.onFinalHead(
+            status: head.status, upstreamFraming: framing, tokenCanChange: ctx.tokenCanChange,
+            refusingGoodTokens: head.status == 401 && ctx.shared.refusingGoodTokens(now: ctx.loop.now))
+        switch action {
+        case .broken(let why):
+            upstreamBroken(exchange, why)
+        case .startTunnel:
             startTunnel(exchange, head)
-            return
+        case .hold401:
+            exchange.held401 = Held401(head: head, framing: framing)
+        case .relay(let clientFraming, let startStormGuard):
+            // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
+            if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            writeHead(exchange, head, framing: clientFraming)
         }
-        if head.status == 401 {
-            let action = ExchangeRules.onUnauthorized(
-                .init(
-                    tokenInjected: exchange.injectedToken, alreadyRetried: exchange.retried, tokenCanChange: ctx.tokenCanChange,
-                    refusingGoodTokens: ctx.shared.refusingGoodTokens(now: ctx.loop.now),
-                    requestHasBody: exchange.head.framing != .none, bodyOnWire: exchange.bodyOnWire,
-                    replayComplete: exchange.replayComplete))
-            switch action {
-            case .holdAndRetry:
-                exchange.held401 = Held401(head: head, framing: framing)
-                return
-            case .passOn(let startStormGuard):
-                // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-                if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
-            }
-        }
-        writeHead(exchange, head, upstreamFraming: framing)
     }
 
-    func writeHead(_ exchange: Exchange, _ response: ResponseHead, upstreamFraming: ResponseBodyFraming) {
+    /// Writes the answer's head for the client, framed as the machine decided.
+    func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming) {
         let head = exchange.head
         let status = response.status
         exchange.status = status
-        exchange.responseStarted = true
-        if exchange.sendStopped && !exchange.requestBodyDone {
-            // The rest of the client's body is read and dropped; the connection closes after the answer.
-            exchange.bodyRefused = true
-            exchange.keepAlive = false
-        }
-        exchange.framing = ExchangeRules.clientFraming(
-            requestMethod: head.method, clientVersion: head.version, status: status, upstream: upstreamFraming)
-        var dropsContentLength = false
-        switch exchange.framing {
-        case .chunked: dropsContentLength = true
-        case .close:
-            dropsContentLength = true
-            exchange.keepAlive = false
-        case .none, .length: break
+        let dropsContentLength: Bool
+        switch framing {
+        case .chunked, .close: dropsContentLength = true
+        case .none, .length: dropsContentLength = false
         }
         if pendingOut == 0 { lastClientWrite = ctx.loop.now }
         let before = outBuf.count
@@ -316,8 +274,8 @@ extension Connection {
             }
             response.copyField(i, to: &outBuf)
         }
-        if case .chunked = exchange.framing { ResponseWriter.appendField(&outBuf, name: "Transfer-Encoding", value: "chunked") }
-        if !exchange.keepAlive || noMoreRequests {
+        if case .chunked = framing { ResponseWriter.appendField(&outBuf, name: "Transfer-Encoding", value: "chunked") }
+        if !exchange.machine.keepAlive || noMoreRequests {
             ResponseWriter.appendField(&outBuf, name: "Connection", value: "close")
         } else if head.version == .http1_0 {
             ResponseWriter.appendField(&outBuf, name: "Connection", value: "keep-alive")
@@ -326,26 +284,31 @@ extension Connection {
         exchange.bytesOut += outBuf.count - before
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
-        if exchange.bodyRefused { exchange.dropQueuedBody() }
+        if exchange.machine.bodyRefused { exchange.dropQueuedBody() }
     }
 
     private func upstreamBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
-        if let held = exchange.held401 {
-            if held.body.count + bytes.count <= Held401.maxBody {
-                held.body.append(contentsOf: bytes)
-                return
+        switch exchange.machine.onAnswerBody(count: bytes.count) {
+        case .relay:
+            break
+        case .hold:
+            exchange.held401?.body.append(contentsOf: bytes)
+            return
+        case .releaseHeldThenRelay:
+            // Too big to hold for a retry: give up the retry and pass the answer on as it came.
+            if let held = exchange.held401 {
+                exchange.held401 = nil
+                let framing = exchange.machine.startAnswering(status: held.head.status, upstreamFraming: held.framing)
+                writeHead(exchange, held.head, framing: framing)
+                held.body.withUnsafeBytes { writeBody(exchange, $0) }
             }
-            // Too big to hold for a retry: give up the retry and pass the answer on.
-            exchange.held401 = nil
-            writeHead(exchange, held.head, upstreamFraming: held.framing)
-            held.body.withUnsafeBytes { writeBody(exchange, $0) }
         }
         writeBody(exchange, bytes)
     }
 
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0, !closed else { return }
-        switch exchange.framing {
+        switch exchange.machine.framing {
         case .none:
             return
         case .chunked:
@@ -384,39 +347,29 @@ extension Connection {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
-        let reusable = ExchangeRules.connectionReusable(
-            .init(
-                trailingBytes: trailingBytes, parserSaysClose: responseParser.connectionMustClose, sendStopped: exchange.sendStopped,
-                requestBodyDone: exchange.requestBodyDone, bytesWaitingToGoUp: exchange.pendingUpstreamCount))
+        let (reuse, next) = exchange.machine.onAnswerEnded(
+            trailingBytes: trailingBytes, parserSaysClose: responseParser.connectionMustClose,
+            bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
-            if reusable { ctx.upstream.putIdle(upstream) } else { upstream.retire() }
+            if reuse { ctx.upstream.putIdle(upstream) } else { upstream.retire() }
         }
-        if exchange.held401 != nil {
-            if exchange.bodyOnWire && !exchange.replayComplete {
-                releaseHeld401(exchange)
-                return
-            }
-            exchange.retried = true
-            acquireToken(for: exchange, staleGeneration: exchange.sentGeneration)
-            return
-        }
-        if case .chunked = exchange.framing { ResponseWriter.appendLastChunk(&outBuf) }
-        if !exchange.requestBodyDone {
+        switch next {
+        case .releaseHeld401:
+            releaseHeld401(exchange)
+        case .retryWithNewToken(let stale):
+            acquireToken(for: exchange, staleGeneration: stale)
+        case .complete(let refusedBody):
+            if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(&outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
-            exchange.bodyRefused = true
-            exchange.keepAlive = false
-            exchange.dropQueuedBody()
+            if refusedBody { exchange.dropQueuedBody() }
+            responseDone(exchange)
         }
-        responseDone(exchange)
     }
 
     // MARK: tunnel (101 Switching Protocols)
 
     private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
-        exchange.tunnel = true
         exchange.status = 101
-        exchange.responseStarted = true
-        exchange.keepAlive = false
         var out: [UInt8] = []
         ResponseWriter.appendStatusLine(&out, version: .http1_1, code: 101, reason: reasonOrDefault(response))
         let options = connectionOptions(of: response)
@@ -486,18 +439,19 @@ extension Connection {
     /// upload is not cut), `upstream_idle_timeout` between body bytes. True when it ended the exchange.
     func checkUpstreamTimeouts(_ exchange: Exchange, now: Double) -> Bool {
         let limits = ctx.configuration.limits
-        guard exchange.upstream != nil || exchange.attempt != nil else { return false }
-        if !exchange.finalHeadArrived {
-            guard now - max(exchange.upstreamStartedAt, exchange.lastUpstreamWrite) > limits.upstreamTimeout else { return false }
+        let action = exchange.machine.onTick(
+            now: now, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
+            upstreamTimeout: limits.upstreamTimeout, upstreamIdleTimeout: limits.upstreamIdleTimeout)
+        switch action {
+        case .none:
+            return false
+        case .gatewayTimeout:
             exchange.detachUpstream()?.retire()
             respond(.upstreamTimeout, to: exchange)
-            return true
-        }
-        if !exchange.receivePaused && now - exchange.lastUpstreamByte > limits.upstreamIdleTimeout {
+        case .silentMidBody:
             upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(limits.upstreamIdleTimeout))s")
-            return true
         }
-        return false
+        return true
     }
 
     // MARK: helpers

@@ -62,7 +62,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if let exchange, exchange.tunnel {
+        if let exchange, exchange.machine.isTunnel {
             readAvailable()
             return
         }
@@ -94,7 +94,7 @@ final class Connection: EventHandler, LoopTask {
             discardInput()
             return
         }
-        if let exchange, exchange.tunnel {
+        if let exchange, exchange.machine.isTunnel {
             readIntoTunnel(exchange)
             return
         }
@@ -132,12 +132,12 @@ final class Connection: EventHandler, LoopTask {
             if pendingOut > 0 || closeAfterWrite { closeAfterWrite = true } else { close() }
             return
         }
-        if exchange.tunnel {
+        if exchange.machine.isTunnel {
             tunnelSideClosed(exchange, upstreamClosed: false)
             return
         }
         // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
-        if !exchange.requestBodyDone { close() }
+        if !exchange.machine.requestBodyDone { close() }
     }
 
     /// The client has shut down its side and every request it sent has been taken.
@@ -199,7 +199,7 @@ final class Connection: EventHandler, LoopTask {
             exchange.bodyEnded()
             parsingSuspended = true
             sendUpstream(exchange)
-            if exchange.responseDone { finish(exchange) }
+            if exchange.machine.responseDone { finish(exchange) }
         case .error(let error):
             headStartedAt = nil
             fail(ProxyError(error), exchange: exchange)
@@ -271,27 +271,33 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
-        let retrying = exchange.held401 != nil
+        let arrived: ExchangeMachine.TokenArrived
+        var token: TokenSnapshot?
+        var loginWhy = ""
         switch outcome {
         case .token(let snapshot) where snapshot.isValid(at: wallClock()):
-            if retrying && snapshot.generation == exchange.sentGeneration {
-                // The source gave back the token the upstream refused: pass its answer on as it came.
-                releaseHeld401(exchange)
-            } else {
-                if retrying { ctx.metrics.retriedAfter401() }
-                send(exchange, token: snapshot)
-            }
+            arrived = .valid(generation: snapshot.generation)
+            token = snapshot
         case .loginRequired(let why):
-            respond(.loginRequired(why), to: exchange)
+            arrived = .loginRequired
+            loginWhy = why
         case .token, .unavailable, nil:
-            if retrying {
-                releaseHeld401(exchange)
-            } else {
-                let view = ctx.tokens.current()
-                let why: String
-                if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
-                respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
-            }
+            arrived = .none
+        }
+        switch exchange.machine.onTokenArrived(arrived) {
+        case .send(let isRetryAfter401):
+            if isRetryAfter401 { ctx.metrics.retriedAfter401() }
+            send(exchange, token: token)
+        case .releaseHeld401:
+            // No other token (or the one the upstream refused): its 401 goes on as it came.
+            releaseHeld401(exchange)
+        case .loginRequired:
+            respond(.loginRequired(loginWhy), to: exchange)
+        case .unavailable:
+            let view = ctx.tokens.current()
+            let why: String
+            if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
+            respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
         }
     }
 
@@ -306,7 +312,8 @@ final class Connection: EventHandler, LoopTask {
             response.append(fieldAt: i, of: held.head)
         }
         response.append(name: "Content-Length", value: String(held.body.count))
-        writeHead(exchange, response, upstreamFraming: .contentLength(held.body.count))
+        let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
+        writeHead(exchange, response, framing: framing)
         held.body.withUnsafeBytes { writeBody(exchange, $0) }
         responseDone(exchange)
     }
@@ -316,13 +323,10 @@ final class Connection: EventHandler, LoopTask {
     /// Answers with one of the proxy's own errors.
     func respond(_ error: ProxyError, to exchange: Exchange) {
         exchange.detachUpstream()?.retire()
-        // A body we will not read leaves the framing in doubt unless it is already all here.
-        if error.closesConnection || (exchange.head.framing != .none && !exchange.requestBodyDone) {
-            exchange.keepAlive = false
-        }
+        exchange.held401 = nil
+        exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.status = error.status
-        exchange.responseStarted = true
-        let bytes = error.response(keepAlive: exchange.keepAlive && !noMoreRequests, isHead: exchange.head.method == "HEAD")
+        let bytes = error.response(keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD)
         exchange.bytesOut += bytes.count
         appendOut(bytes)
         responseDone(exchange)
@@ -331,12 +335,12 @@ final class Connection: EventHandler, LoopTask {
     /// A request that could not even be parsed (or a timeout): answer, then close.
     func fail(_ error: ProxyError, exchange: Exchange?) {
         if let exchange {
-            if exchange.responseStarted && !exchange.responseDone {
+            if exchange.machine.responseStarted && !exchange.machine.responseDone {
                 close()
                 return
             }
-            exchange.keepAlive = false
-            if !exchange.responseDone {
+            exchange.machine.keepAlive = false
+            if !exchange.machine.responseDone {
                 respond(error, to: exchange)
                 return
             }
@@ -350,13 +354,13 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func responseDone(_ exchange: Exchange) {
-        exchange.responseDone = true
+        exchange.machine.onResponseDone()
         recordFinished(exchange)
-        if !exchange.keepAlive || noMoreRequests {
+        if !exchange.machine.keepAlive || noMoreRequests {
             closeAfterWrite = true
             parsingSuspended = true
         }
-        if exchange.requestBodyDone || closeAfterWrite {
+        if exchange.machine.requestBodyDone || closeAfterWrite {
             finish(exchange)
         }
         flush()
@@ -433,7 +437,7 @@ final class Connection: EventHandler, LoopTask {
     func updateInterest() {
         guard !closed, !lingering else { return }
         var wanted: Interest = []
-        if let exchange, exchange.tunnel {
+        if let exchange, exchange.machine.isTunnel {
             if exchange.pendingUpstreamCount < Connection.bodyHighWater && !peerHalfClosed { wanted.insert(.read) }
         } else if !closeAfterWrite && inBuf.count - inStart < Connection.inHighWater && !peerHalfClosed {
             wanted.insert(.read)
@@ -480,8 +484,8 @@ final class Connection: EventHandler, LoopTask {
             exchange.detachUpstream()?.retire()
             exchange.waitingForToken = false
             exchange.connection = nil
-            if exchange.responseStarted && !exchange.responseDone { exchange.status = exchange.status == 0 ? 499 : exchange.status }
-            if exchange.tunnel { ctx.metrics.tunnelClosed() }
+            if exchange.machine.responseStarted && !exchange.machine.responseDone { exchange.status = exchange.status == 0 ? 499 : exchange.status }
+            if exchange.machine.isTunnel { ctx.metrics.tunnelClosed() }
             exchange.releaseReplay()
         }
         exchange = nil
@@ -503,18 +507,18 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         if let exchange {
-            if exchange.tunnel {
-                if now - max(lastClientByte, exchange.lastUpstreamByte) > limits.clientIdleTimeout { close() }
+            if exchange.machine.isTunnel {
+                if now - max(lastClientByte, exchange.machine.lastUpstreamByte) > limits.clientIdleTimeout { close() }
                 return
             }
             if checkUpstreamTimeouts(exchange, now: now) { return }
             // Silence counts only while we are reading: not while the body waits for the upstream to take it.
-            let readingClient = !exchange.requestBodyDone && exchange.pendingUpstreamCount < Connection.bodyHighWater
-            if readingClient && !exchange.responseStarted && !exchange.waitingForToken
+            let readingClient = !exchange.machine.requestBodyDone && exchange.pendingUpstreamCount < Connection.bodyHighWater
+            if readingClient && !exchange.machine.responseStarted && !exchange.waitingForToken
                 && now - lastClientByte > limits.clientIdleTimeout
             {
                 fail(.requestTimeout, exchange: exchange)
-            } else if readingClient && exchange.responseStarted && now - lastClientByte > limits.clientIdleTimeout {
+            } else if readingClient && exchange.machine.responseStarted && now - lastClientByte > limits.clientIdleTimeout {
                 close()
             }
             return
@@ -533,7 +537,7 @@ final class Connection: EventHandler, LoopTask {
         if exchange == nil && parser.isIdle && inStart == inBuf.count {
             close()
         } else {
-            exchange?.keepAlive = false
+            exchange?.machine.keepAlive = false
         }
     }
 }

@@ -5,7 +5,6 @@ import Upstream
 /// An upstream 401 held back while a refresh and one retry are tried (CONTRACT point 3). If the
 /// retry cannot happen, it goes to the client as it came.
 final class Held401 {
-    static let maxBody = 64 * 1024
     let head: ResponseHead
     let framing: ResponseBodyFraming
     var body: [UInt8] = []
@@ -15,12 +14,15 @@ final class Held401 {
     }
 }
 
-/// One request and its answer, and the upstream connection that carries it. Owned by its
-/// `Connection`; it is also the upstream connection's owner and connect delegate, and forwards those
-/// events to the connection while it is attached (`Connection+Upstream.swift` handles them).
+/// One request and its answer, and the upstream connection that carries it: the bytes (the buffer
+/// for the upstream, the replay copy, a held 401) and the upstream leg; `machine` holds the state
+/// and makes the decisions. Owned by its `Connection`; it is also the upstream connection's owner
+/// and connect delegate, and forwards those events to the connection while it is attached
+/// (`Connection+Upstream.swift` handles them).
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     let head: RequestHead
     let startedAt: Double
+    var machine: ExchangeMachine
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
     var connection: Connection?
@@ -29,23 +31,14 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The authority the client addressed: the absolute-form target's, else its Host field.
     var forwardedHost: String?
     var logPath = ""
-    var keepAlive: Bool
     var status = 0
-    var framing: ExchangeRules.ClientFraming = .none
     var bytesOut = 0
     var recorded = false
-    /// `Upgrade` requested (RFC 9110 §7.8): forwarded with its Upgrade field; a 101 makes a tunnel.
-    let wantsUpgrade: Bool
-    var tunnel = false
 
     // Request body
-    var requestBodyDone: Bool
     var bodyBytesSeen = 0
     var maxBodyBytes = 0
     private(set) var overBodyLimit = false
-    /// A final answer came before the body was wanted (no 100), or the upstream stopped taking it:
-    /// the rest of the body is read and dropped, and the client connection closes after the answer.
-    var bodyRefused = false
 
     // The copy kept for a retry after a 401 (nil: not replayable).
     var replay: [UInt8]?
@@ -53,18 +46,12 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var replayReserved = 0
     private var shared: SharedProxyState?
     private var retryMemoryLimit = 0
-    var replayComplete: Bool { replay != nil && requestBodyDone }
 
     // Token
     var sentToken: TokenSnapshot?
-    var sentGeneration: UInt64? { sentToken?.generation }
-    var injectedToken = false
-    var retried = false
     var held401: Held401?
     var waitingForToken = false
     var tokenTimer: UInt64?
-    var responseStarted = false
-    var responseDone = false
 
     // The upstream leg: one connection (or an attempt to make one) per try.
     var upstream: UpstreamConnection?
@@ -74,29 +61,14 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var upOutStart = 0
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     var upHeadEnd = 0
-    /// Some body byte went upstream on this try or an earlier one: a retry needs the replay copy.
-    var bodyOnWire = false
-    var anyByteWritten = false
-    /// This try sends no more: a final answer came before the body was wanted, or sending failed.
-    var sendStopped = false
-    var responseBytesSeen = 0
-    var finalHeadArrived = false
-    var receivePaused = false
     var reading = false
-    /// A failed reused connection was replaced by a fresh one once (RFC 9110 §9.2.2).
-    var retriedOnFresh = false
-    var upstreamStartedAt = 0.0
-    var lastUpstreamByte = 0.0
-    var lastUpstreamWrite = 0.0
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
 
     init(head: RequestHead, startedAt: Double, draining: Bool) {
         self.head = head
         self.startedAt = startedAt
-        keepAlive = head.keepAlive && !draining
-        requestBodyDone = head.framing == .none
-        wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
+        machine = ExchangeMachine(head: head, draining: draining)
     }
 
     func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
@@ -111,6 +83,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
         replay = []
+        machine.replayKept = true
     }
 
     /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
@@ -130,7 +103,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 replay!.append(contentsOf: bytes)
             }
         }
-        guard !bodyRefused, !bytes.isEmpty else { return }
+        guard !machine.bodyRefused, !bytes.isEmpty else { return }
         compactUpOut()
         if case .chunked = head.framing {
             ResponseWriter.appendChunk(&upOut, bytes)
@@ -141,8 +114,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// The client's body is complete: the last chunk for a chunked body (trailers are not forwarded).
     func bodyEnded() {
-        requestBodyDone = true
-        guard !bodyRefused, case .chunked = head.framing else { return }
+        machine.onRequestBodyEnded()
+        guard !machine.bodyRefused, case .chunked = head.framing else { return }
         ResponseWriter.appendLastChunk(&upOut)
     }
 
@@ -167,16 +140,18 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if replayReserved > 0 { shared?.releaseRetryMemory(replayReserved) }
         replayReserved = 0
         replay = nil
+        machine.replayKept = false
     }
 
-    /// Puts a new request head in front of what is queued for the upstream. Body bytes already
-    /// sent on an earlier try come again from the replay copy; bytes never sent stay queued.
-    func queueRequestHead(_ build: (inout [UInt8]) -> Void) {
+    /// Puts a new request head in front of what is queued for the upstream, for a try that starts
+    /// with `token`. Body bytes already sent on an earlier try come again from the replay copy;
+    /// bytes never sent stay queued.
+    func startTry(token: TokenSnapshot?, now: Double, _ build: (inout [UInt8]) -> Void) {
         var body: [UInt8] = []
-        if bodyOnWire, let replay {
+        if machine.bodyOnWire, let replay {
             if case .chunked = head.framing {
                 replay.withUnsafeBytes { ResponseWriter.appendChunk(&body, $0) }
-                if requestBodyDone { ResponseWriter.appendLastChunk(&body) }
+                if machine.requestBodyDone { ResponseWriter.appendLastChunk(&body) }
             } else {
                 body = replay
             }
@@ -188,12 +163,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         build(&upOut)
         upHeadEnd = upOut.count
         upOut.append(contentsOf: body)
-        bodyOnWire = false
-        anyByteWritten = false
-        sendStopped = false
-        responseBytesSeen = 0
-        finalHeadArrived = false
-        receivePaused = false
+        sentToken = token
+        held401 = nil
+        machine.onTryStarted(tokenGeneration: token?.generation, now: now)
     }
 
     /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
@@ -211,10 +183,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     }
 
     /// Notes `n` bytes sent from the front of `upOut`.
-    func sent(_ n: Int) {
+    func sent(_ n: Int, now: Double) {
         upOutStart += n
-        anyByteWritten = true
-        if upOutStart > upHeadEnd { bodyOnWire = true }
+        machine.onSent(reachedBody: upOutStart > upHeadEnd, now: now)
         compactUpOut()
     }
 

@@ -1,7 +1,7 @@
 import HTTP1
 
 /// The decisions of one exchange that do not depend on sockets, as pure functions of what has
-/// happened so far (docs/ENGINE.md). `Connection+Upstream.swift` asks them; the unit tests in
+/// happened so far (docs/ENGINE.md). `ExchangeMachine` applies them; the unit tests in
 /// `ProxyCoreTests` pin them down.
 enum ExchangeRules {
     /// How the answer is framed for the client.
@@ -17,9 +17,9 @@ enum ExchangeRules {
     /// say; a known length is kept; a chunked or close-delimited body is chunked to an HTTP/1.1
     /// client and close-delimited to an HTTP/1.0 one (which cannot read chunked, RFC 9112 §7).
     static func clientFraming(
-        requestMethod: String, clientVersion: HTTPVersion, status: Int, upstream: ResponseBodyFraming
+        isHEAD: Bool, clientVersion: HTTPVersion, status: Int, upstream: ResponseBodyFraming
     ) -> ClientFraming {
-        if requestMethod == "HEAD" || status == 204 || status == 304 || status < 200 { return .none }
+        if isHEAD || status == 204 || status == 304 || status < 200 { return .none }
         switch upstream {
         case .none: return .length(0)
         case .contentLength(let n): return .length(n)
@@ -37,7 +37,8 @@ enum ExchangeRules {
 
     /// What is known of one try when its upstream connection closed before any byte of an answer.
     struct FailedTry {
-        var method: String
+        /// RFC 9110 §9.2.2 (``isIdempotent(_:)``).
+        var isIdempotent: Bool
         /// The connection had carried an exchange before (the upstream may have closed it as idle).
         var connectionWasReused: Bool
         var alreadyRetriedOnFreshConnection: Bool
@@ -53,7 +54,7 @@ enum ExchangeRules {
     /// written, and its body is at hand (never sent, or kept whole).
     static func retriesOnFreshConnection(_ t: FailedTry) -> Bool {
         guard t.connectionWasReused, !t.alreadyRetriedOnFreshConnection else { return false }
-        guard isIdempotent(t.method) || !t.anyByteWritten else { return false }
+        guard t.isIdempotent || !t.anyByteWritten else { return false }
         return !t.bodyOnWire || t.replayComplete
     }
 

@@ -6,27 +6,27 @@ import Testing
 @Suite struct ClientFramingTests {
     @Test(arguments: [204, 304, 100, 103])
     func bodilessStatusesHaveNoBodyWhateverTheUpstreamSays(_ status: Int) {
-        #expect(ExchangeRules.clientFraming(requestMethod: "GET", clientVersion: .http1_1, status: status, upstream: .contentLength(10)) == .none)
+        #expect(ExchangeRules.clientFraming(isHEAD: false, clientVersion: .http1_1, status: status, upstream: .contentLength(10)) == .none)
     }
 
     @Test func aResponseToHeadHasNoBody() {
-        #expect(ExchangeRules.clientFraming(requestMethod: "HEAD", clientVersion: .http1_1, status: 200, upstream: .chunked) == .none)
+        #expect(ExchangeRules.clientFraming(isHEAD: true, clientVersion: .http1_1, status: 200, upstream: .chunked) == .none)
     }
 
     @Test func aKnownLengthIsKept() {
-        #expect(ExchangeRules.clientFraming(requestMethod: "GET", clientVersion: .http1_0, status: 200, upstream: .contentLength(5)) == .length(5))
+        #expect(ExchangeRules.clientFraming(isHEAD: false, clientVersion: .http1_0, status: 200, upstream: .contentLength(5)) == .length(5))
     }
 
     @Test(arguments: [ResponseBodyFraming.chunked, .untilClose])
     func unknownLengthsAreChunkedForHttp11AndCloseDelimitedForHttp10(_ upstream: ResponseBodyFraming) {
-        #expect(ExchangeRules.clientFraming(requestMethod: "GET", clientVersion: .http1_1, status: 200, upstream: upstream) == .chunked)
-        #expect(ExchangeRules.clientFraming(requestMethod: "GET", clientVersion: .http1_0, status: 200, upstream: upstream) == .close)
+        #expect(ExchangeRules.clientFraming(isHEAD: false, clientVersion: .http1_1, status: 200, upstream: upstream) == .chunked)
+        #expect(ExchangeRules.clientFraming(isHEAD: false, clientVersion: .http1_0, status: 200, upstream: upstream) == .close)
     }
 }
 
 @Suite struct FreshConnectionRetryTests {
     static let safe = ExchangeRules.FailedTry(
-        method: "GET", connectionWasReused: true, alreadyRetriedOnFreshConnection: false, anyByteWritten: true,
+        isIdempotent: true, connectionWasReused: true, alreadyRetriedOnFreshConnection: false, anyByteWritten: true,
         bodyOnWire: false, replayComplete: false)
 
     @Test func anIdempotentRequestOnAReusedConnectionIsRetried() {
@@ -47,7 +47,7 @@ import Testing
 
     @Test func aPostIsRetriedOnlyWhenNoneOfItWasWritten() {
         var t = Self.safe
-        t.method = "POST"
+        t.isIdempotent = ExchangeRules.isIdempotent("POST")
         #expect(!ExchangeRules.retriesOnFreshConnection(t))
         t.anyByteWritten = false
         #expect(ExchangeRules.retriesOnFreshConnection(t))
@@ -55,7 +55,7 @@ import Testing
 
     @Test func aBodyAlreadySentNeedsTheWholeReplay() {
         var t = Self.safe
-        t.method = "PUT"
+        t.isIdempotent = ExchangeRules.isIdempotent("PUT")
         t.bodyOnWire = true
         #expect(!ExchangeRules.retriesOnFreshConnection(t))
         t.replayComplete = true

@@ -1,0 +1,347 @@
+import HTTP1
+
+/// The state and decisions of one exchange (docs/ENGINE.md, "One exchange"), with no I/O and no
+/// buffers: the connection tells it what happened (events in: the `on…` methods) and does what it
+/// answers (actions out). `Exchange` holds the bytes; `Connection+Upstream.swift` does the sending,
+/// reading and writing; ProxyCoreTests drive it through the 401 hold, replays, retries on a fresh
+/// connection, timeouts and upgrades. The single rules it applies are in `ExchangeRules`.
+struct ExchangeMachine {
+    /// A 401 body larger than this is not held for a retry: the answer goes on as it came.
+    static let maxHeld401Body = 64 * 1024
+
+    enum Phase: Equatable {
+        /// No final answer yet: waiting for a token, connecting, sending, or waiting for the head.
+        case awaitingAnswer
+        /// An upstream 401 (with this much of its body) is held while a refresh and one retry are
+        /// tried (CONTRACT point 3).
+        case holding401(bodyBytes: Int)
+        /// The answer is going to the client (the upstream's, or the proxy's own).
+        case answering
+        /// 101 Switching Protocols: both connections are a byte tunnel.
+        case tunnel
+    }
+
+    // What the request is (fixed).
+    let isHEAD: Bool
+    let isIdempotent: Bool
+    let hasBody: Bool
+    let clientVersion: HTTPVersion
+    /// `Upgrade` asked for (RFC 9110 §7.8): a 101 makes a tunnel.
+    let wantsUpgrade: Bool
+
+    private(set) var phase: Phase = .awaitingAnswer
+    /// The client connection stays open after this exchange.
+    var keepAlive: Bool
+    /// How the answer is framed for the client (set when it starts).
+    private(set) var framing: ExchangeRules.ClientFraming = .none
+    private(set) var responseDone = false
+
+    // The request body.
+    private(set) var requestBodyDone: Bool
+    /// A copy of the whole body is being kept for a retry (`forward.retry_body_limit`).
+    var replayKept = false
+    /// The rest of the client's body is read and dropped (the upstream answered without it); the
+    /// client connection closes after the answer.
+    private(set) var bodyRefused = false
+    var replayComplete: Bool { replayKept && requestBodyDone }
+
+    // The token and the tries.
+    private(set) var tokenInjected = false
+    private(set) var sentGeneration: UInt64?
+    /// This try follows a refresh after a 401.
+    private(set) var retriedAfter401 = false
+    /// A failed reused connection was replaced by a fresh one once (RFC 9110 §9.2.2).
+    private(set) var retriedOnFresh = false
+
+    // This try.
+    /// Some body byte went up on this try or an earlier one: a retry needs the replay copy.
+    private(set) var bodyOnWire = false
+    private(set) var anyByteWritten = false
+    /// This try sends no more: a final answer came before the body was wanted, or sending failed.
+    private(set) var sendStopped = false
+    private(set) var responseBytesSeen = 0
+    private(set) var finalHeadArrived = false
+    /// The upstream is not read while the client has too much of the answer waiting.
+    var receivePaused = false
+    private(set) var tryStartedAt = 0.0
+    private(set) var lastUpstreamWrite = 0.0
+    private(set) var lastUpstreamByte = 0.0
+
+    init(head: RequestHead, draining: Bool) {
+        isHEAD = head.method == "HEAD"
+        isIdempotent = ExchangeRules.isIdempotent(head.method)
+        hasBody = head.framing != .none
+        clientVersion = head.version
+        wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
+        keepAlive = head.keepAlive && !draining
+        requestBodyDone = !hasBody
+    }
+
+    var responseStarted: Bool {
+        switch phase {
+        case .answering, .tunnel: return true
+        case .awaitingAnswer, .holding401: return false
+        }
+    }
+
+    var isTunnel: Bool { phase == .tunnel }
+    var isHolding401: Bool {
+        if case .holding401 = phase { return true }
+        return false
+    }
+
+    // MARK: the request going up
+
+    /// A try begins: the request goes (again) with this token (nil: the client's own Authorization).
+    /// What was sent on an earlier try is sent again from the replay copy.
+    mutating func onTryStarted(tokenGeneration: UInt64?, now: Double) {
+        tokenInjected = tokenGeneration != nil
+        sentGeneration = tokenGeneration
+        phase = .awaitingAnswer
+        bodyOnWire = false
+        anyByteWritten = false
+        sendStopped = false
+        responseBytesSeen = 0
+        finalHeadArrived = false
+        receivePaused = false
+        tryStartedAt = now
+        lastUpstreamWrite = now
+    }
+
+    /// Bytes went up; `reachedBody`: some of them were body.
+    mutating func onSent(reachedBody: Bool, now: Double) {
+        anyByteWritten = true
+        if reachedBody { bodyOnWire = true }
+        lastUpstreamWrite = now
+    }
+
+    /// The upstream stopped taking bytes (it may have answered first: the answer is read then).
+    mutating func onSendFailed() {
+        sendStopped = true
+    }
+
+    mutating func onRequestBodyEnded() {
+        requestBodyDone = true
+    }
+
+    mutating func onAnswerBytes(_ n: Int, now: Double) {
+        responseBytesSeen += n
+        lastUpstreamByte = now
+    }
+
+    // MARK: the answer's head
+
+    enum HeadAction: Equatable {
+        /// Relay the head framed so (and start the 30 s guard against refresh storms first when asked).
+        case relay(ExchangeRules.ClientFraming, startStormGuard: Bool)
+        /// Hold the 401: its body is kept, the token refreshed, and the request sent again.
+        case hold401
+        /// Send the 101 to the client and join both connections.
+        case startTunnel
+        /// The answer cannot be used.
+        case broken(String)
+    }
+
+    /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
+    /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3).
+    mutating func onFinalHead(status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool)
+        -> HeadAction
+    {
+        finalHeadArrived = true
+        // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
+        // the body is not sent on this connection.
+        if hasBody && !requestBodyDone && !bodyOnWire { sendStopped = true }
+        if status == 101 {
+            guard wantsUpgrade else { return .broken("101 Switching Protocols to a request that asked for no upgrade") }
+            phase = .tunnel
+            keepAlive = false
+            return .startTunnel
+        }
+        var startStormGuard = false
+        if status == 401 {
+            let action = ExchangeRules.onUnauthorized(
+                .init(
+                    tokenInjected: tokenInjected, alreadyRetried: retriedAfter401, tokenCanChange: tokenCanChange,
+                    refusingGoodTokens: refusingGoodTokens, requestHasBody: hasBody, bodyOnWire: bodyOnWire,
+                    replayComplete: replayComplete))
+            switch action {
+            case .holdAndRetry:
+                phase = .holding401(bodyBytes: 0)
+                return .hold401
+            case .passOn(let guardStorm):
+                startStormGuard = guardStorm
+            }
+        }
+        return .relay(startAnswering(status: status, upstreamFraming: upstreamFraming), startStormGuard: startStormGuard)
+    }
+
+    /// The answer starts going to the client (the upstream's head, or a held 401 released).
+    mutating func startAnswering(status: Int, upstreamFraming: ResponseBodyFraming) -> ExchangeRules.ClientFraming {
+        phase = .answering
+        if sendStopped && !requestBodyDone { refuseRestOfBody() }
+        framing = ExchangeRules.clientFraming(
+            isHEAD: isHEAD, clientVersion: clientVersion, status: status, upstream: upstreamFraming)
+        if case .close = framing { keepAlive = false }
+        return framing
+    }
+
+    // MARK: the answer's body and end
+
+    enum BodyAction: Equatable {
+        case relay
+        /// Kept with the held 401.
+        case hold
+        /// Too big to hold: the held 401 goes to the client as it came, then these bytes.
+        case releaseHeldThenRelay
+    }
+
+    mutating func onAnswerBody(count: Int) -> BodyAction {
+        guard case .holding401(let held) = phase else { return .relay }
+        if held + count <= Self.maxHeld401Body {
+            phase = .holding401(bodyBytes: held + count)
+            return .hold
+        }
+        return .releaseHeldThenRelay
+    }
+
+    enum AfterAnswer: Equatable {
+        /// The answer is complete; `refusedBody`: the client was still sending a body the upstream
+        /// did not wait for (what is queued of it is dropped, the connection closes after the answer).
+        case complete(refusedBody: Bool)
+        /// The held 401 was read whole: refresh and send the request again.
+        case retryWithNewToken(staleGeneration: UInt64?)
+        /// The held 401 cannot be retried after all (part of a body went up and is not kept).
+        case releaseHeld401
+    }
+
+    /// The answer was read to its end. `reuseConnection`: RFC 9112 §9.3, the upstream connection
+    /// goes back to the pool only when both messages ended cleanly on it.
+    mutating func onAnswerEnded(trailingBytes: Bool, parserSaysClose: Bool, bytesWaitingToGoUp: Int)
+        -> (reuseConnection: Bool, next: AfterAnswer)
+    {
+        let reuse = ExchangeRules.connectionReusable(
+            .init(
+                trailingBytes: trailingBytes, parserSaysClose: parserSaysClose, sendStopped: sendStopped,
+                requestBodyDone: requestBodyDone, bytesWaitingToGoUp: bytesWaitingToGoUp))
+        if isHolding401 {
+            if bodyOnWire && !replayComplete { return (reuse, .releaseHeld401) }
+            retriedAfter401 = true
+            return (reuse, .retryWithNewToken(staleGeneration: sentGeneration))
+        }
+        if !requestBodyDone {
+            refuseRestOfBody()
+            return (reuse, .complete(refusedBody: true))
+        }
+        return (reuse, .complete(refusedBody: false))
+    }
+
+    enum Failure: Equatable {
+        /// Nothing went to the client yet: answer 502.
+        case badGateway
+        /// The answer had started: the client connection closes short of its announced end.
+        case cut
+        /// Send the request again, once, on a fresh connection (RFC 9112 §9.3.1, RFC 9110 §9.2.2).
+        case retryOnFreshConnection
+    }
+
+    /// The upstream connection closed before any byte of an answer.
+    mutating func onClosedBeforeAnswer(connectionWasReused: Bool) -> Failure {
+        let retry =
+            !isHolding401 && responseBytesSeen == 0
+            && ExchangeRules.retriesOnFreshConnection(
+                .init(
+                    isIdempotent: isIdempotent, connectionWasReused: connectionWasReused,
+                    alreadyRetriedOnFreshConnection: retriedOnFresh, anyByteWritten: anyByteWritten,
+                    bodyOnWire: bodyOnWire, replayComplete: replayComplete))
+        if retry {
+            retriedOnFresh = true
+            return .retryOnFreshConnection
+        }
+        return onBroken()
+    }
+
+    /// The upstream's answer cannot be used (malformed, cut, silent).
+    mutating func onBroken() -> Failure {
+        if isHolding401 {
+            phase = .awaitingAnswer
+            return .badGateway
+        }
+        if responseStarted {
+            keepAlive = false
+            return .cut
+        }
+        return .badGateway
+    }
+
+    // MARK: the proxy's own answers and the end
+
+    /// The proxy answers itself (an error). The connection closes after it when the error says so,
+    /// or when a body it will not read leaves the framing in doubt.
+    mutating func onProxyAnswer(closesConnection: Bool) {
+        phase = .answering
+        if closesConnection || (hasBody && !requestBodyDone) { keepAlive = false }
+    }
+
+    mutating func onResponseDone() {
+        responseDone = true
+    }
+
+    private mutating func refuseRestOfBody() {
+        bodyRefused = true
+        keepAlive = false
+    }
+
+    // MARK: tokens
+
+    enum TokenArrived: Equatable {
+        case valid(generation: UInt64)
+        case loginRequired
+        /// No valid token (the refresh failed, or the wait ran out).
+        case none
+    }
+
+    enum TokenAction: Equatable {
+        /// Send (again) with the new token; `isRetryAfter401` is counted in the metrics.
+        case send(isRetryAfter401: Bool)
+        /// Pass the held 401 on as it came.
+        case releaseHeld401
+        case loginRequired
+        /// 503 `token_unavailable`.
+        case unavailable
+    }
+
+    /// The wait for a token ended (CONTRACT point 3): a held 401 is retried only with another token.
+    func onTokenArrived(_ token: TokenArrived) -> TokenAction {
+        let retrying = isHolding401
+        switch token {
+        case .valid(let generation):
+            if retrying && generation == sentGeneration { return .releaseHeld401 }
+            return .send(isRetryAfter401: retrying)
+        case .loginRequired:
+            return .loginRequired
+        case .none:
+            return retrying ? .releaseHeld401 : .unavailable
+        }
+    }
+
+    // MARK: time
+
+    enum TimeoutAction: Equatable {
+        case none
+        /// No final head within `upstream_timeout` of the last byte written up: 504.
+        case gatewayTimeout
+        /// The upstream went silent mid-body for `upstream_idle_timeout`.
+        case silentMidBody
+    }
+
+    /// `upstream_timeout` until the final head (counted from the last byte written up, so a long upload
+    /// is not cut), `upstream_idle_timeout` between answer bytes while the client keeps up.
+    func onTick(now: Double, upstreamActive: Bool, upstreamTimeout: Double, upstreamIdleTimeout: Double) -> TimeoutAction {
+        guard upstreamActive else { return .none }
+        if !finalHeadArrived {
+            return now - max(tryStartedAt, lastUpstreamWrite) > upstreamTimeout ? .gatewayTimeout : .none
+        }
+        if !receivePaused && now - lastUpstreamByte > upstreamIdleTimeout { return .silentMidBody }
+        return .none
+    }
+}

@@ -1,0 +1,241 @@
+import HTTP1
+import Testing
+
+@testable import ProxyCore
+
+/// One exchange driven event by event, as `Connection+Upstream.swift` drives it, checking what the
+/// machine tells the connection to do.
+private func machine(_ head: String, draining: Bool = false) -> ExchangeMachine {
+    var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 8192, maxBodyBytes: 0))
+    let bytes = Array(head.utf8)
+    let (_, event) = bytes.withUnsafeBytes { parser.parse($0) }
+    guard case .head(let parsed)? = event else { fatalError("not a request head: \(head)") }
+    return ExchangeMachine(head: parsed, draining: draining)
+}
+
+private let get = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+private let post = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
+private let expectingPost = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+private let upgrade = "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+
+extension ExchangeMachine {
+    /// A try with token generation `g` whose head (and `bodyBytes` of body) went up.
+    fileprivate mutating func sendAll(generation g: UInt64? = 1, body: Bool = false, now: Double = 0) {
+        onTryStarted(tokenGeneration: g, now: now)
+        onSent(reachedBody: false, now: now)
+        if body {
+            onSent(reachedBody: true, now: now)
+            onRequestBodyEnded()
+        }
+    }
+
+    fileprivate mutating func head(_ status: Int, _ framing: ResponseBodyFraming = .contentLength(2), canChange: Bool = true) -> HeadAction {
+        onFinalHead(status: status, upstreamFraming: framing, tokenCanChange: canChange, refusingGoodTokens: false)
+    }
+}
+
+@Suite struct ExchangeMachineUnauthorizedTests {
+    @Test func a401IsHeldRefreshedAndRetriedOnceThenTheSecondGoesOnAndGuardsAgainstStorms() {
+        var m = machine(get)
+        m.sendAll(generation: 1)
+        #expect(m.head(401) == .hold401)
+        #expect(m.onAnswerBody(count: 2) == .hold)
+        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+            == (reuseConnection: true, next: .retryWithNewToken(staleGeneration: 1)))
+        #expect(!m.responseStarted)
+        #expect(m.onTokenArrived(.valid(generation: 2)) == .send(isRetryAfter401: true))
+        m.sendAll(generation: 2)
+        #expect(m.head(401) == .relay(.length(2), startStormGuard: true))
+        #expect(m.responseStarted)
+    }
+
+    @Test func theSameTokenAgainReleasesTheHeld401() {
+        var m = machine(get)
+        m.sendAll(generation: 7)
+        #expect(m.head(401) == .hold401)
+        _ = m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+        #expect(m.onTokenArrived(.valid(generation: 7)) == .releaseHeld401)
+        #expect(m.onTokenArrived(.none) == .releaseHeld401)
+        #expect(m.onTokenArrived(.loginRequired) == .loginRequired)
+    }
+
+    @Test func withoutAHeld401NoTokenMeans503() {
+        let m = machine(get)
+        #expect(m.onTokenArrived(.none) == .unavailable)
+        #expect(m.onTokenArrived(.valid(generation: 3)) == .send(isRetryAfter401: false))
+    }
+
+    @Test func aStaticTokenOrTheClientsOwnAuthorizationIsNeverRetried() {
+        var m = machine(get)
+        m.sendAll(generation: 1)
+        #expect(m.head(401, canChange: false) == .relay(.length(2), startStormGuard: false))
+        var own = machine(get)
+        own.sendAll(generation: nil)
+        #expect(own.head(401) == .relay(.length(2), startStormGuard: false))
+    }
+
+    @Test func aBig401BodyIsPassedOnInsteadOfHeld() {
+        var m = machine(get)
+        m.sendAll()
+        #expect(m.head(401, .contentLength(100_000)) == .hold401)
+        #expect(m.onAnswerBody(count: ExchangeMachine.maxHeld401Body) == .hold)
+        #expect(m.onAnswerBody(count: 1) == .releaseHeldThenRelay)
+        #expect(m.startAnswering(status: 401, upstreamFraming: .contentLength(100_000)) == .length(100_000))
+        #expect(m.onAnswerBody(count: 10) == .relay)
+    }
+
+    @Test func aBodySentButNotKeptCannotBeReplayed() {
+        var m = machine(post)
+        m.sendAll(body: true)
+        #expect(m.head(401) == .relay(.length(2), startStormGuard: false))
+
+        var kept = machine(post)
+        kept.replayKept = true
+        kept.sendAll(body: true)
+        #expect(kept.head(401) == .hold401)
+    }
+
+    @Test func a401BeforeTheBodyWentUpIsRetriedWithNothingToReplay() {
+        var m = machine(expectingPost)
+        m.onTryStarted(tokenGeneration: 1, now: 0)
+        m.onSent(reachedBody: false, now: 0)
+        #expect(m.head(401) == .hold401)
+        #expect(m.sendStopped)
+        let (reuse, next) = m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+        #expect(!reuse)  // the body the client still sends was never written: this connection's framing is unknown
+        #expect(next == .retryWithNewToken(staleGeneration: 1))
+    }
+
+    @Test func a401HeldWhenTheUpstreamBreaksIsA502NotACut() {
+        var m = machine(get)
+        m.sendAll()
+        #expect(m.head(401) == .hold401)
+        #expect(m.onBroken() == .badGateway)
+        #expect(!m.responseStarted)
+    }
+}
+
+@Suite struct ExchangeMachineAnswerTests {
+    @Test func aFinalAnswerBeforeTheBodyRefusesTheRestAndClosesTheClientConnection() {
+        var m = machine(expectingPost)
+        m.onTryStarted(tokenGeneration: nil, now: 0)
+        m.onSent(reachedBody: false, now: 0)
+        #expect(m.head(417) == .relay(.length(2), startStormGuard: false))
+        #expect(m.bodyRefused)
+        #expect(!m.keepAlive)
+        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+            == (reuseConnection: false, next: .complete(refusedBody: true)))
+    }
+
+    @Test func aCleanExchangeLeavesTheConnectionForThePool() {
+        var m = machine(post)
+        m.sendAll(body: true)
+        #expect(m.head(200) == .relay(.length(2), startStormGuard: false))
+        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+            == (reuseConnection: true, next: .complete(refusedBody: false)))
+        #expect(m.keepAlive)
+        #expect(!m.onAnswerEnded(trailingBytes: true, parserSaysClose: false, bytesWaitingToGoUp: 0).reuseConnection)
+        #expect(!m.onAnswerEnded(trailingBytes: false, parserSaysClose: true, bytesWaitingToGoUp: 0).reuseConnection)
+    }
+
+    @Test func aCloseDelimitedAnswerToAnHTTP10ClientEndsTheConnection() {
+        var m = machine("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        m.sendAll()
+        #expect(m.keepAlive)
+        #expect(m.head(200, .untilClose) == .relay(.close, startStormGuard: false))
+        #expect(!m.keepAlive)
+    }
+
+    @Test func aFailureAfterTheAnswerStartedCutsTheConnection() {
+        var m = machine(get)
+        m.sendAll()
+        _ = m.head(200)
+        #expect(m.onBroken() == .cut)
+        #expect(!m.keepAlive)
+    }
+
+    @Test func drainingClosesAfterTheAnswer() {
+        #expect(!machine(get, draining: true).keepAlive)
+    }
+}
+
+@Suite struct ExchangeMachineFreshConnectionTests {
+    @Test func aGetOnAReusedConnectionThatClosedIsRetriedOnceOnAFreshOne() {
+        var m = machine(get)
+        m.sendAll()
+        #expect(m.onClosedBeforeAnswer(connectionWasReused: true) == .retryOnFreshConnection)
+        m.sendAll()
+        #expect(m.onClosedBeforeAnswer(connectionWasReused: true) == .badGateway)
+    }
+
+    @Test func notAfterAnswerBytesNorOnAFreshConnection() {
+        var m = machine(get)
+        m.sendAll()
+        m.onAnswerBytes(3, now: 0)
+        #expect(m.onClosedBeforeAnswer(connectionWasReused: true) == .badGateway)
+        var fresh = machine(get)
+        fresh.sendAll()
+        #expect(fresh.onClosedBeforeAnswer(connectionWasReused: false) == .badGateway)
+    }
+
+    @Test func aPostIsRetriedOnlyWhenNothingWasWritten() {
+        var m = machine(post)
+        m.sendAll(body: true)
+        #expect(m.onClosedBeforeAnswer(connectionWasReused: true) == .badGateway)
+        var unsent = machine(post)
+        unsent.onTryStarted(tokenGeneration: 1, now: 0)
+        #expect(unsent.onClosedBeforeAnswer(connectionWasReused: true) == .retryOnFreshConnection)
+    }
+}
+
+@Suite struct ExchangeMachineUpgradeTests {
+    @Test func a101ToAnUpgradeRequestMakesATunnel() {
+        var m = machine(upgrade)
+        #expect(m.wantsUpgrade)
+        m.sendAll()
+        #expect(m.head(101, .none) == .startTunnel)
+        #expect(m.isTunnel)
+        #expect(m.responseStarted)
+        #expect(!m.keepAlive)
+    }
+
+    @Test func a101ToAnyOtherRequestIsBroken() {
+        var m = machine(get)
+        m.sendAll()
+        guard case .broken = m.head(101, .none) else {
+            Issue.record("a 101 nobody asked for must not make a tunnel")
+            return
+        }
+        #expect(m.onBroken() == .badGateway)
+    }
+
+    @Test func anotherAnswerToAnUpgradeRequestIsAnOrdinaryAnswer() {
+        var m = machine(upgrade)
+        m.sendAll()
+        #expect(m.head(200) == .relay(.length(2), startStormGuard: false))
+        #expect(!m.isTunnel)
+    }
+}
+
+@Suite struct ExchangeMachineTimeoutTests {
+    @Test func theHeadTimeoutCountsFromTheLastByteWrittenUp() {
+        var m = machine(post)
+        m.onTryStarted(tokenGeneration: 1, now: 100)
+        #expect(m.onTick(now: 159, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+        m.onSent(reachedBody: true, now: 150)  // a slow upload keeps the try alive
+        #expect(m.onTick(now: 200, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+        #expect(m.onTick(now: 211, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .gatewayTimeout)
+        #expect(m.onTick(now: 211, upstreamActive: false, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+    }
+
+    @Test func silenceMidBodyCountsOnlyWhileTheClientKeepsUp() {
+        var m = machine(get)
+        m.sendAll(now: 0)
+        _ = m.head(200, .chunked)
+        m.onAnswerBytes(10, now: 5)
+        #expect(m.onTick(now: 34, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+        #expect(m.onTick(now: 36, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .silentMidBody)
+        m.receivePaused = true  // the client is the slow side
+        #expect(m.onTick(now: 36, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+    }
+}
