@@ -33,10 +33,7 @@ final class Acceptor: EventHandler, @unchecked Sendable {
 
     private enum State { case idle, watching, paused, stopped }
 
-    /// How long accepting stops after a failed accept. The connection that could not be taken stays
-    /// in the backlog and keeps the listener readable: retrying at once would spin (and log) without
-    /// end. Like nginx, which turns its accept events off for a moment when out of descriptors.
-    static let pauseAfterFailure = 0.1
+    static let pauseAfterFailure = FixedLimits.pauseAfterAcceptFailure
 
     init(listener: ListeningSocket, interest: Interest, ctx: LoopContext, admit: @escaping (Int32, SocketAddress) -> Admission) {
         self.listener = listener
@@ -124,9 +121,7 @@ final class Acceptor: EventHandler, @unchecked Sendable {
 
     // MARK: refused connections
 
-    /// At most this many refused connections of one acceptor linger at once; past that, one is
-    /// closed right after its answer.
-    static let maxLingering = 256
+    static let maxLingering = FixedLimits.maxLingeringRefused
 
     private func refuse(_ fd: Int32, answer: [UInt8]) {
         guard lingering < Acceptor.maxLingering else {
@@ -146,7 +141,7 @@ final class Acceptor: EventHandler, @unchecked Sendable {
 /// §9.6). So this is a lingering close: the answer, a half-close, then everything the client sends
 /// is read and dropped until it closes its side too, or `lingerSeconds` pass.
 final class RefusedConnection: EventHandler {
-    static let lingerSeconds = 2.0
+    static let lingerSeconds = FixedLimits.lingerSeconds
     private let fd: Int32
     private let loop: EventLoop
     private let done: () -> Void

@@ -21,7 +21,7 @@ final class AdminConnection: EventHandler {
         self.server = server
         openedAt = ctx.loop.now
         // A client that never finishes its request does not keep the socket forever.
-        ctx.loop.schedule(after: 10) { [weak self] in self?.close() }
+        ctx.loop.schedule(after: FixedLimits.adminRequestSeconds) { [weak self] in self?.close() }
     }
 
     func handleEvents(_ events: UInt32) {

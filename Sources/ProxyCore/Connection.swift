@@ -37,14 +37,11 @@ final class Connection: EventHandler, LoopTask {
     /// The first byte of a request head arrived then (blank lines included): `client_header_timeout`.
     private var headStartedAt: Double?
 
-    /// Bytes of response waiting for the client above which the upstream is no longer read, and
-    /// below which it is read again.
-    static let outHighWater = 256 * 1024
-    static let outLowWater = 64 * 1024
-    /// Request body bytes waiting for the upstream above which the client is no longer read.
-    static let bodyHighWater = 256 * 1024
-    /// Unparsed client bytes above which the socket is no longer read.
-    static let inHighWater = 64 * 1024
+    // Buffer bounds: FixedLimits.
+    static let outHighWater = FixedLimits.answerHighWater
+    static let outLowWater = FixedLimits.answerLowWater
+    static let bodyHighWater = FixedLimits.bodyHighWater
+    static let inHighWater = FixedLimits.unparsedClientHighWater
 
     init(fd: Int32, peer: SocketAddress, ctx: LoopContext) {
         self.fd = fd
@@ -460,7 +457,7 @@ final class Connection: EventHandler, LoopTask {
         Syscall.shutdownWrite(fd)
         interest = .read
         ctx.loop.modify(fd, .read)
-        ctx.loop.schedule(after: 2) { [weak self] in self?.close() }
+        ctx.loop.schedule(after: FixedLimits.lingerSeconds) { [weak self] in self?.close() }
         discardInput()
     }
 

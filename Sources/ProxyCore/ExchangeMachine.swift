@@ -6,8 +6,7 @@ import HTTP1
 /// reading and writing; ProxyCoreTests drive it through the 401 hold, replays, retries on a fresh
 /// connection, timeouts and upgrades. The single rules it applies are in `ExchangeRules`.
 struct ExchangeMachine {
-    /// A 401 body larger than this is not held for a retry: the answer goes on as it came.
-    static let maxHeld401Body = 64 * 1024
+    static let maxHeld401Body = FixedLimits.held401Body
 
     enum Phase: Equatable {
         /// No final answer yet: waiting for a token, connecting, sending, or waiting for the head.

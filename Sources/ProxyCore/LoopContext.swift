@@ -22,10 +22,10 @@ final class LoopContext {
     let sessionNeedsLogin: Bool
     var connections: [Int32: Connection] = [:]
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
-    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
     /// One read buffer for every upstream connection of the loop; large, so that a big download
     /// costs few reads (the answer is parsed and passed on from here).
-    let upstreamBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+    let upstreamBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.upstreamReadBytes, alignment: 16)
 
     init(loop: EventLoop, configuration: Configuration, tokens: TokenManager, metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
         self.loop = loop
