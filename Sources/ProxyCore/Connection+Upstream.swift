@@ -435,23 +435,9 @@ extension Connection {
 
     // MARK: timeouts
 
-    /// `upstream_timeout` until the response head (counted from the last byte written up, so a long
-    /// upload is not cut), `upstream_idle_timeout` between body bytes. True when it ended the exchange.
-    func checkUpstreamTimeouts(_ exchange: Exchange, now: Double) -> Bool {
-        let limits = ctx.configuration.limits
-        let action = exchange.machine.onTick(
-            now: now, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
-            upstreamTimeout: limits.upstreamTimeout, upstreamIdleTimeout: limits.upstreamIdleTimeout)
-        switch action {
-        case .none:
-            return false
-        case .gatewayTimeout:
-            exchange.detachUpstream()?.retire()
-            respond(.upstreamTimeout, to: exchange)
-        case .silentMidBody:
-            upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(limits.upstreamIdleTimeout))s")
-        }
-        return true
+    /// `upstream_idle_timeout` ran out mid-body (`ExchangeMachine.onTick`).
+    func upstreamWentSilent(_ exchange: Exchange, seconds: Double) {
+        upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(seconds))s")
     }
 
     // MARK: helpers

@@ -504,18 +504,20 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         if let exchange {
-            if exchange.machine.isTunnel {
-                if now - max(lastClientByte, exchange.machine.lastUpstreamByte) > limits.clientIdleTimeout { close() }
-                return
-            }
-            if checkUpstreamTimeouts(exchange, now: now) { return }
-            // Silence counts only while we are reading: not while the body waits for the upstream to take it.
-            let readingClient = !exchange.machine.requestBodyDone && exchange.pendingUpstreamCount < Connection.bodyHighWater
-            if readingClient && !exchange.machine.responseStarted && !exchange.waitingForToken
-                && now - lastClientByte > limits.clientIdleTimeout
-            {
+            let side = ExchangeMachine.ClientSide(
+                lastClientByte: lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
+                bodyBacklogged: exchange.pendingUpstreamCount >= Connection.bodyHighWater, waitingForToken: exchange.waitingForToken)
+            switch exchange.machine.onTick(now: now, side, ctx.timeouts) {
+            case .none:
+                break
+            case .gatewayTimeout:
+                exchange.detachUpstream()?.retire()
+                respond(.upstreamTimeout, to: exchange)
+            case .silentMidBody:
+                upstreamWentSilent(exchange, seconds: limits.upstreamIdleTimeout)
+            case .requestTimeout:
                 fail(.requestTimeout, exchange: exchange)
-            } else if readingClient && exchange.machine.responseStarted && now - lastClientByte > limits.clientIdleTimeout {
+            case .closeClient:
                 close()
             }
             return

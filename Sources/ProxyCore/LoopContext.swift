@@ -18,6 +18,8 @@ final class LoopContext {
     let logger: Logger
     /// Sources that can produce a different token on demand; a static token cannot.
     let tokenCanChange: Bool
+    /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.
+    let timeouts: ExchangeMachine.Timeouts
     /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
     let sessionNeedsLogin: Bool
     var connections: [Int32: Connection] = [:]
@@ -46,6 +48,9 @@ final class LoopContext {
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static
+        timeouts = ExchangeMachine.Timeouts(
+            upstreamTimeout: configuration.limits.upstreamTimeout, upstreamIdleTimeout: configuration.limits.upstreamIdleTimeout,
+            clientIdleTimeout: configuration.limits.clientIdleTimeout)
         switch configuration.credentials.type {
         case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
         case .oauth2ClientCredentials, .static, .file, .exec: sessionNeedsLogin = false

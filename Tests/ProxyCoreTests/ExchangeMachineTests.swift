@@ -218,14 +218,22 @@ extension ExchangeMachine {
 }
 
 @Suite struct ExchangeMachineTimeoutTests {
+    static let limits = ExchangeMachine.Timeouts(upstreamTimeout: 60, upstreamIdleTimeout: 30, clientIdleTimeout: 20)
+
+    static func side(lastClientByte: Double = 0, upstream: Bool = true, backlogged: Bool = false, waiting: Bool = false)
+        -> ExchangeMachine.ClientSide
+    {
+        .init(lastClientByte: lastClientByte, upstreamActive: upstream, bodyBacklogged: backlogged, waitingForToken: waiting)
+    }
+
     @Test func theHeadTimeoutCountsFromTheLastByteWrittenUp() {
-        var m = machine(post)
+        var m = machine(get)
         m.onTryStarted(tokenGeneration: 1, now: 100)
-        #expect(m.onTick(now: 159, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
-        m.onSent(reachedBody: true, now: 150)  // a slow upload keeps the try alive
-        #expect(m.onTick(now: 200, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
-        #expect(m.onTick(now: 211, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .gatewayTimeout)
-        #expect(m.onTick(now: 211, upstreamActive: false, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+        #expect(m.onTick(now: 159, Self.side(), Self.limits) == .none)
+        m.onSent(reachedBody: false, now: 150)  // a slow upload keeps the try alive
+        #expect(m.onTick(now: 200, Self.side(), Self.limits) == .none)
+        #expect(m.onTick(now: 211, Self.side(), Self.limits) == .gatewayTimeout)
+        #expect(m.onTick(now: 211, Self.side(upstream: false), Self.limits) == .none)
     }
 
     @Test func silenceMidBodyCountsOnlyWhileTheClientKeepsUp() {
@@ -233,9 +241,34 @@ extension ExchangeMachine {
         m.sendAll(now: 0)
         _ = m.head(200, .chunked)
         m.onAnswerBytes(10, now: 5)
-        #expect(m.onTick(now: 34, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
-        #expect(m.onTick(now: 36, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .silentMidBody)
+        #expect(m.onTick(now: 34, Self.side(lastClientByte: 34), Self.limits) == .none)
+        #expect(m.onTick(now: 36, Self.side(lastClientByte: 36), Self.limits) == .silentMidBody)
         m.receivePaused = true  // the client is the slow side
-        #expect(m.onTick(now: 36, upstreamActive: true, upstreamTimeout: 60, upstreamIdleTimeout: 30) == .none)
+        #expect(m.onTick(now: 36, Self.side(lastClientByte: 36), Self.limits) == .none)
+    }
+
+    @Test func aClientSilentMidBodyGets408BeforeTheAnswerAndACloseAfterIt() {
+        var m = machine(post)
+        m.onTryStarted(tokenGeneration: 1, now: 0)
+        m.onSent(reachedBody: true, now: 0)
+        #expect(m.onTick(now: 19, Self.side(), Self.limits) == .none)
+        #expect(m.onTick(now: 21, Self.side(), Self.limits) == .requestTimeout)
+        // Not while the upstream is the slow side, nor while the request waits for a token.
+        #expect(m.onTick(now: 21, Self.side(backlogged: true), Self.limits) == .none)
+        #expect(m.onTick(now: 21, Self.side(waiting: true), Self.limits) == .none)
+        _ = m.head(200)
+        #expect(m.onTick(now: 21, Self.side(), Self.limits) == .closeClient)
+        m.onRequestBodyEnded()
+        #expect(m.onTick(now: 21, Self.side(), Self.limits) == .none)
+    }
+
+    @Test func aTunnelClosesAfterSilenceBothWays() {
+        var m = machine(upgrade)
+        m.sendAll(now: 0)
+        #expect(m.head(101, .none) == .startTunnel)
+        m.onAnswerBytes(5, now: 10)
+        #expect(m.onTick(now: 25, Self.side(lastClientByte: 0), Self.limits) == .none)
+        #expect(m.onTick(now: 31, Self.side(lastClientByte: 0), Self.limits) == .closeClient)
+        #expect(m.onTick(now: 31, Self.side(lastClientByte: 30), Self.limits) == .none)
     }
 }
