@@ -154,4 +154,20 @@ import Glibc
         #expect(try Echo(second.body).path == "/base/again")
         try f.finish()
     }
+
+    /// A client that stops in the middle of its body gets 408 after `client_idle_timeout` (no
+    /// answer had started: the upstream waits for the rest) and the connection closes.
+    @Test func aClientSilentMidBodyGets408() throws {
+        let f = try Fixture(extra: "limits:\n  client_idle_timeout: 1s")
+        let client = try f.connect(timeout: 30)
+        var head = rawRequest("POST", "/stalled-body", host: f.host, headers: [("Content-Length", "100")])
+        head += Array("ten bytes.".utf8)
+        let sentAt = Date()
+        try client.send(head)
+        let answer = try client.readResponse(timeout: 20)
+        expectProxyError(answer, status: 408, code: "request_timeout")
+        #expect(Date().timeIntervalSince(sentAt) >= 0.9, "408 before the idle timeout")
+        #expect(client.waitForClose(timeout: 5), "the connection stayed open after the 408")
+        try f.finish()
+    }
 }

@@ -11,7 +11,8 @@ import Testing
         let server: PythonServer
         let proxy: ProxyProcess
 
-        init() throws {
+        /// `limits`: lines for the config's `limits:` section.
+        init(limits: String = "") throws {
             server = try PythonServer("ws_echo")
             proxy = try ProxyProcess(
                 config: """
@@ -25,7 +26,7 @@ import Testing
                     log:
                       level: debug
                       access_log: true
-                    """,
+                    """ + (limits.isEmpty ? "" : "\nlimits:\n" + limits),
                 environment: ["E2E_TOKEN": e2eToken])
         }
 
@@ -135,6 +136,22 @@ import Testing
         let again = try RawHTTPClient(port: f.proxy.port)
         try again.send(rawRequest("GET", "/plain", host: f.host))
         #expect(try again.readResponse().status == 200)
+        try f.finish()
+    }
+
+    /// `client_idle_timeout` with no byte either way closes a tunnel (docs/ENGINE.md, "Upgrade and
+    /// WebSocket"). The websockets server pings every 20 s, far beyond the 1 s timeout here.
+    @Test func aTunnelSilentBothWaysIsClosedAfterTheIdleTimeout() throws {
+        let f = try WSFixture(limits: "  client_idle_timeout: 1s")
+        let client = try RawHTTPClient(port: f.proxy.port)
+        try client.send(upgradeRequest("/chat", host: f.host))
+        #expect(try client.readResponse().status == 101)
+        let text = Array("one frame, then silence".utf8)
+        try client.send(clientFrame(opcode: 0x1, text))
+        #expect(try serverFrame(client).payload == text)
+        let silentSince = Date()
+        #expect(client.waitForClose(timeout: 20), "the tunnel stayed open with nothing going either way")
+        #expect(Date().timeIntervalSince(silentSince) >= 0.9, "closed before the idle timeout")
         try f.finish()
     }
 }
