@@ -1,4 +1,4 @@
-// Parsing of a complete head or trailer section, held in one buffer. Works on byte ranges and creates
+// Parsing of a complete request head, held in one buffer. Works on byte ranges and creates
 // Strings only for what ends up in the RequestHead.
 
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
@@ -90,16 +90,6 @@ func parseFieldLine(_ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) ->
         return .failure(.badRequest("invalid character in header value"))
     }
     return .success(FieldLine(name: line.lowerBound..<colon, value: lower..<upper))
-}
-
-/// Checks every line of a trailer section (RFC 9112 §7.1.2: trailer fields are parsed like header
-/// fields); the fields themselves are dropped.
-func validateTrailers(_ buffer: UnsafeBufferPointer<UInt8>) -> RequestParseError? {
-    var cursor = 0
-    while let line = nextLine(buffer, from: &cursor) {
-        if case .failure(let error) = parseFieldLine(buffer, line) { return error }
-    }
-    return nil
 }
 
 /// Calls `body` with each element of a list-based field value (RFC 9110 §5.6.1), trimmed of OWS, skipping
