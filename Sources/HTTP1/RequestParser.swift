@@ -17,8 +17,11 @@ public struct RequestParser: Sendable {
 
     private let limits: ParserLimits
     private var state: State = .idle
-    /// Head bytes seen so far.
+    /// Head bytes seen so far. The RequestHead reported last shares it (and `fieldSpans`): both are
+    /// emptied only when the next head starts, by which time the caller has usually dropped that head,
+    /// so their memory is reused instead of copied.
     private var section: [UInt8] = []
+    private var fieldSpans: [RequestHead.FieldSpan] = []
     private var lineLength = 0
     private var lineStartsWithCR = false
     private var idleSawCR = false
@@ -65,6 +68,8 @@ public struct RequestParser: Sendable {
                     idleSawCR = true
                 } else {
                     if idleSawCR { return fail(i, .badRequest("bare CR")) }
+                    section.removeAll(keepingCapacity: true)
+                    fieldSpans.removeAll(keepingCapacity: true)
                     state = .head
                     continue
                 }
@@ -83,7 +88,11 @@ public struct RequestParser: Sendable {
                 case .needMore:
                     return (n, nil)
                 case .complete(let next):
-                    let result = section.withUnsafeBufferPointer { parseHead($0) }
+                    // Taken out of `self` while the head is parsed, then shared with the head.
+                    var fields: [RequestHead.FieldSpan] = []
+                    swap(&fields, &fieldSpans)
+                    let result = parseHead(section, fields: &fields)
+                    fieldSpans = fields
                     switch result {
                     case .failure(let error):
                         return fail(next, error)
@@ -141,7 +150,6 @@ public struct RequestParser: Sendable {
 
     private mutating func resetForNextMessage() {
         state = .idle
-        section.removeAll(keepingCapacity: true)
         lineLength = 0
         lineStartsWithCR = false
         idleSawCR = false
