@@ -1,5 +1,5 @@
-// Parsing of a complete head or trailer section, held in one buffer. Works on byte ranges and creates
-// Strings only for what ends up in the RequestHead.
+// Parsing of a complete request head, held in one buffer. Works on byte ranges: the RequestHead keeps
+// the buffer and where each field is in it; Strings are made for the method, the target and Host only.
 
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
@@ -14,15 +14,6 @@ func nextLine(_ buffer: UnsafeBufferPointer<UInt8>, from start: inout Int) -> Ra
 
 private func string(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
     String(decoding: UnsafeBufferPointer(rebasing: buffer[range]), as: UTF8.self)
-}
-
-/// A field as the RequestHead keeps it: the value's raw bytes too when they are not valid UTF-8.
-private func fieldValue(_ buffer: UnsafeBufferPointer<UInt8>, name: Range<Int>, value: Range<Int>) -> HTTPField {
-    let bytes = UnsafeBufferPointer(rebasing: buffer[value])
-    if let text = String(validating: bytes, as: UTF8.self) {
-        return HTTPField(name: string(buffer, name), value: text)
-    }
-    return HTTPField(name: string(buffer, name), value: String(decoding: bytes, as: UTF8.self), rawValue: Array(bytes))
 }
 
 /// The bytes equal `literal` exactly.
@@ -92,16 +83,6 @@ func parseFieldLine(_ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) ->
     return .success(FieldLine(name: line.lowerBound..<colon, value: lower..<upper))
 }
 
-/// Checks every line of a trailer section (RFC 9112 §7.1.2: trailer fields are parsed like header
-/// fields); the fields themselves are dropped.
-func validateTrailers(_ buffer: UnsafeBufferPointer<UInt8>) -> RequestParseError? {
-    var cursor = 0
-    while let line = nextLine(buffer, from: &cursor) {
-        if case .failure(let error) = parseFieldLine(buffer, line) { return error }
-    }
-    return nil
-}
-
 /// Calls `body` with each element of a list-based field value (RFC 9110 §5.6.1), trimmed of OWS, skipping
 /// empty elements; stops early when `body` returns false.
 private func forEachListElement(
@@ -135,7 +116,15 @@ private func classify(_ buffer: UnsafeBufferPointer<UInt8>, _ name: Range<Int>) 
     }
 }
 
-func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, RequestParseError> {
+/// Parses the head in `bytes` (request line through the blank line). `fields` must come empty; it
+/// receives where each field is, and the RequestHead shares it and `bytes`.
+func parseHead(_ bytes: [UInt8], fields: inout [RequestHead.FieldSpan]) -> Result<RequestHead, RequestParseError> {
+    bytes.withUnsafeBufferPointer { parseHead(bytes, $0, fields: &fields) }
+}
+
+private func parseHead(
+    _ bytes: [UInt8], _ buffer: UnsafeBufferPointer<UInt8>, fields: inout [RequestHead.FieldSpan]
+) -> Result<RequestHead, RequestParseError> {
     var cursor = 0
     guard let requestLine = nextLine(buffer, from: &cursor) else {
         return .failure(.badRequest("invalid request line"))
@@ -172,9 +161,8 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
         return .failure(.badRequest("unsupported HTTP version"))
     }
 
-    var fields: [HTTPField] = []
-    fields.reserveCapacity(16)
     var hostCount = 0
+    var hostValue: Range<Int>? = nil
     var contentLength: Int? = nil
     var sawTransferEncoding = false
     var codingCount = 0
@@ -195,6 +183,7 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
             break
         case .host:
             hostCount += 1
+            hostValue = field.value
         case .contentLength:
             // RFC 9112 §6.3: a list of identical values may be taken as one; anything else is invalid.
             var invalid = false
@@ -240,7 +229,10 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
                 return true
             }
         }
-        fields.append(fieldValue(buffer, name: field.name, value: field.value))
+        fields.append(
+            RequestHead.FieldSpan(
+                start: field.name.lowerBound, colon: field.name.upperBound, valueStart: field.value.lowerBound,
+                valueEnd: field.value.upperBound))
     }
 
     // RFC 9112 §3.2: a client MUST send Host in HTTP/1.1; a server MUST answer 400 when it is missing
@@ -274,6 +266,6 @@ func parseHead(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<RequestHead, Requ
     return .success(
         RequestHead(
             method: string(buffer, methodRange), target: string(buffer, targetRange), version: version,
-            fields: fields, framing: framing, keepAlive: keepAlive, expectContinue: expectContinue,
-            connectionOptions: connectionOptions))
+            bytes: bytes, fields: fields, host: hostValue.map { string(buffer, $0) }, framing: framing,
+            keepAlive: keepAlive, expectContinue: expectContinue, connectionOptions: connectionOptions))
 }

@@ -4,8 +4,9 @@ public enum HTTPVersion: Sendable, Equatable {
     case http1_1
 }
 
-/// One header field line: the name as sent (case kept) and the value with surrounding whitespace
-/// removed (RFC 9112 §5.1).
+/// One header field line as Strings: the name as sent (case kept) and the value with surrounding
+/// whitespace removed (RFC 9112 §5.1). ``RequestHead`` and ``ResponseHead`` keep their fields as bytes
+/// and make these only on request.
 public struct HTTPField: Sendable, Equatable {
     public var name: String
     public var value: String
@@ -25,46 +26,6 @@ public enum BodyFraming: Sendable, Equatable {
     case none
     case contentLength(Int)
     case chunked
-}
-
-/// A parsed and validated request head.
-public struct RequestHead: Sendable, Equatable {
-    /// As sent; methods are case-sensitive (RFC 9110 §9.1).
-    public var method: String
-    /// The raw request-target (see ``RequestTarget/parse(_:)``).
-    public var target: String
-    public var version: HTTPVersion
-    /// Every field line, in order, as sent.
-    public var fields: [HTTPField]
-    public var framing: BodyFraming
-    /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
-    public var keepAlive: Bool
-    /// The request carries `Expect: 100-continue` (RFC 9110 §10.1.1).
-    public var expectContinue: Bool
-    /// The lowercased tokens listed in all Connection fields (RFC 9110 §7.6.1).
-    public var connectionOptions: [String]
-
-    public init(
-        method: String, target: String, version: HTTPVersion, fields: [HTTPField],
-        framing: BodyFraming, keepAlive: Bool, expectContinue: Bool, connectionOptions: [String]
-    ) {
-        self.method = method
-        self.target = target
-        self.version = version
-        self.fields = fields
-        self.framing = framing
-        self.keepAlive = keepAlive
-        self.expectContinue = expectContinue
-        self.connectionOptions = connectionOptions
-    }
-
-    /// The value of the first field with this name, compared case-insensitively.
-    public func first(_ lowercasedName: String) -> String? {
-        for field in fields where asciiCaseInsensitiveEquals(field.name, lowercasedName) {
-            return field.value
-        }
-        return nil
-    }
 }
 
 /// Limits the parser enforces; both come from the `limits:` section of the configuration.

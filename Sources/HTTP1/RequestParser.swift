@@ -10,38 +10,28 @@ public struct RequestParser: Sendable {
         /// `.end` is due on the next call.
         case endPending
         case fixedBody(remaining: Int)
-        case chunkSize
-        /// Whitespace after the size: only a chunk extension may follow.
-        case chunkSizeWhitespace
-        case chunkExtension
-        case chunkSizeLF
-        case chunkData(remaining: Int)
-        case chunkDataCR
-        case chunkDataLF
-        case trailers
+        /// The chunked decoder has the bytes until the end of the body.
+        case chunkedBody
         case failed
     }
 
-    /// The longest chunk extension we skip (RFC 9112 §7.1.1 lets a server limit them).
-    static let maxChunkExtensionBytes = 4096
-    /// The most hex digits a chunk size may have (leading zeros included).
-    static let maxChunkSizeDigits = 32
-
     private let limits: ParserLimits
     private var state: State = .idle
-    /// Head or trailer bytes seen so far.
+    /// Head bytes seen so far. The RequestHead reported last shares it (and `fieldSpans`): both are
+    /// emptied only when the next head starts, by which time the caller has usually dropped that head,
+    /// so their memory is reused instead of copied.
     private var section: [UInt8] = []
+    private var fieldSpans: [RequestHead.FieldSpan] = []
     private var lineLength = 0
     private var lineStartsWithCR = false
     private var idleSawCR = false
     private var skippedEmptyLineBytes = 0
-    private var chunkSizeValue = 0
-    private var chunkSizeDigits = 0
-    private var chunkExtensionBytes = 0
-    private var bodyTotal = 0
+    private var chunked: ChunkedDecoder
 
     public init(limits: ParserLimits) {
         self.limits = limits
+        // The trailer section is bounded like the head; the chunk sizes add up to at most the body limit.
+        chunked = ChunkedDecoder(maxTrailerBytes: limits.maxHeaderBytes, maxBodyBytes: limits.maxBodyBytes)
     }
 
     /// Between messages, with no byte of the next message seen (empty lines before a request line are
@@ -78,6 +68,8 @@ public struct RequestParser: Sendable {
                     idleSawCR = true
                 } else {
                     if idleSawCR { return fail(i, .badRequest("bare CR")) }
+                    section.removeAll(keepingCapacity: true)
+                    fieldSpans.removeAll(keepingCapacity: true)
                     state = .head
                     continue
                 }
@@ -96,7 +88,11 @@ public struct RequestParser: Sendable {
                 case .needMore:
                     return (n, nil)
                 case .complete(let next):
-                    let result = section.withUnsafeBufferPointer { parseHead($0) }
+                    // Taken out of `self` while the head is parsed, then shared with the head.
+                    var fields: [RequestHead.FieldSpan] = []
+                    swap(&fields, &fieldSpans)
+                    let result = parseHead(section, fields: &fields)
+                    fieldSpans = fields
                     switch result {
                     case .failure(let error):
                         return fail(next, error)
@@ -110,7 +106,9 @@ public struct RequestParser: Sendable {
                         switch head.framing {
                         case .none, .contentLength(0): state = .endPending
                         case .contentLength(let length): state = .fixedBody(remaining: length)
-                        case .chunked: beginChunkSize()
+                        case .chunked:
+                            chunked.begin()
+                            state = .chunkedBody
                         }
                         return (next, .head(head))
                     }
@@ -122,111 +120,23 @@ public struct RequestParser: Sendable {
                 state = take == remaining ? .endPending : .fixedBody(remaining: remaining - take)
                 return (i + take, .body(i..<(i + take)))
 
-            case .chunkSize:
-                guard i < n else { return (i, nil) }
-                let b = input[i]
-                // RFC 9112 §7.1: chunk-size = 1*HEXDIG, optionally followed by chunk extensions.
-                if let digit = hexValue(b) {
-                    if chunkSizeValue > (Int.max - digit) / 16 || chunkSizeDigits >= Self.maxChunkSizeDigits {
-                        return fail(i, .badRequest("chunk size too large"))
-                    }
-                    chunkSizeValue = chunkSizeValue * 16 + digit
-                    chunkSizeDigits += 1
-                } else if chunkSizeDigits == 0 {
-                    return fail(i, .badRequest("invalid chunk size"))
-                } else if b == UInt8(ascii: ";") {
-                    state = .chunkExtension
-                } else if isOWS(b) {
-                    // RFC 9112 §7.1.1: BWS is allowed before ";" only.
-                    state = .chunkSizeWhitespace
-                } else if b == asciiCR {
-                    state = .chunkSizeLF
-                } else {
-                    return fail(i, .badRequest("invalid chunk size"))
-                }
-                i += 1
-
-            case .chunkSizeWhitespace:
-                guard i < n else { return (i, nil) }
-                let b = input[i]
-                if b == UInt8(ascii: ";") {
-                    state = .chunkExtension
-                } else if !isOWS(b) {
-                    return fail(i, .badRequest("invalid chunk size"))
-                }
-                i += 1
-                chunkExtensionBytes += 1
-                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
-                    return fail(i, .badRequest("chunk extension too long"))
-                }
-
-            case .chunkExtension:
-                guard i < n else { return (i, nil) }
-                let b = input[i]
-                // RFC 9112 §7.1.1: extensions are skipped; we only bound them and refuse control bytes.
-                if b == asciiCR {
-                    state = .chunkSizeLF
-                } else if !isFieldValueByte(b) {
-                    return fail(i, .badRequest("invalid chunk extension"))
-                }
-                i += 1
-                chunkExtensionBytes += 1
-                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
-                    return fail(i, .badRequest("chunk extension too long"))
-                }
-
-            case .chunkSizeLF:
-                guard i < n else { return (i, nil) }
-                // RFC 9112 §7.1: the chunk-size line ends with CRLF (no bare LF or CR in body framing).
-                guard input[i] == asciiLF else { return fail(i, .badRequest("invalid chunk size line")) }
-                i += 1
-                if chunkSizeValue == 0 {
-                    // RFC 9112 §7.1.2: the last chunk is followed by the trailer section.
-                    state = .trailers
-                    section.removeAll(keepingCapacity: true)
-                    lineLength = 0
-                    lineStartsWithCR = false
-                } else {
-                    if limits.maxBodyBytes > 0 {
-                        let (total, overflow) = bodyTotal.addingReportingOverflow(chunkSizeValue)
-                        if overflow || total > limits.maxBodyBytes { return fail(i, .bodyTooLarge) }
-                        bodyTotal = total
-                    }
-                    state = .chunkData(remaining: chunkSizeValue)
-                }
-
-            case .chunkData(let remaining):
-                guard i < n else { return (i, nil) }
-                let take = min(remaining, n - i)
-                state = take == remaining ? .chunkDataCR : .chunkData(remaining: remaining - take)
-                return (i + take, .body(i..<(i + take)))
-
-            case .chunkDataCR:
-                guard i < n else { return (i, nil) }
-                // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF.
-                guard input[i] == asciiCR else { return fail(i, .badRequest("missing CRLF after chunk data")) }
-                state = .chunkDataLF
-                i += 1
-
-            case .chunkDataLF:
-                guard i < n else { return (i, nil) }
-                guard input[i] == asciiLF else { return fail(i, .badRequest("missing CRLF after chunk data")) }
-                i += 1
-                beginChunkSize()
-
-            case .trailers:
-                guard i < n else { return (i, nil) }
-                switch scanSection(input, from: i) {
-                case .tooLarge:
-                    return fail(i, .headersTooLarge)
-                case .needMore:
-                    return (n, nil)
-                case .complete(let next):
-                    // RFC 9112 §7.1.2: trailer fields are parsed like header fields; we validate and drop them.
-                    let error = section.withUnsafeBufferPointer { validateTrailers($0) }
-                    if let error { return fail(next, error) }
+            case .chunkedBody:
+                let (next, event) = chunked.decode(input, from: i)
+                switch event {
+                case nil:
+                    return (next, nil)
+                case .data(let range):
+                    return (next, .body(range))
+                case .end:
                     resetForNextMessage()
                     return (next, .end)
+                case .error(.malformed(let reason)):
+                    return fail(next, .badRequest(reason))
+                case .error(.trailersTooLarge):
+                    // `maxHeaderBytes` bounds the trailer section too (RFC 9112 §7.1.2: fields like a head's): 431.
+                    return fail(next, .headersTooLarge)
+                case .error(.bodyTooLarge):
+                    return fail(next, .bodyTooLarge)
                 }
             }
         }
@@ -238,21 +148,12 @@ public struct RequestParser: Sendable {
         return (consumed, .error(error))
     }
 
-    private mutating func beginChunkSize() {
-        state = .chunkSize
-        chunkSizeValue = 0
-        chunkSizeDigits = 0
-        chunkExtensionBytes = 0
-    }
-
     private mutating func resetForNextMessage() {
         state = .idle
-        section.removeAll(keepingCapacity: true)
         lineLength = 0
         lineStartsWithCR = false
         idleSawCR = false
         skippedEmptyLineBytes = 0
-        bodyTotal = 0
     }
 
     private enum SectionScan {
@@ -262,7 +163,7 @@ public struct RequestParser: Sendable {
         case complete(next: Int)
     }
 
-    /// Appends input bytes to `section` until the blank line that ends a head or trailer section,
+    /// Appends input bytes to `section` until the blank line that ends the head,
     /// refusing sections over `maxHeaderBytes` (counted from the first byte through the blank line).
     private mutating func scanSection(_ input: UnsafeRawBufferPointer, from start: Int) -> SectionScan {
         let room = limits.maxHeaderBytes - section.count

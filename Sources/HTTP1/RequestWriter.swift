@@ -1,5 +1,6 @@
 /// Appends an upstream request head to a caller-owned buffer (RFC 9112 §3, §5): one buffer per
-/// request, no intermediate strings. Chunked body framing is shared with ``ResponseWriter``.
+/// request, no intermediate strings. A client's fields are copied by
+/// ``RequestHead/copyField(_:to:)``. Chunked body framing is shared with ``ResponseWriter``.
 public enum RequestWriter {
     /// `METHOD prefix+path[?query] HTTP/1.1\r\n`: the target is the upstream's base path followed by
     /// the client's normalised path and its query as it came.
@@ -13,20 +14,6 @@ public enum RequestWriter {
             buf.append(contentsOf: query.utf8)
         }
         buf.append(contentsOf: " HTTP/1.1\r\n".utf8)
-    }
-
-    /// A client's field as it came: name and value byte for byte (obs-text included).
-    public static func appendField(_ buf: inout [UInt8], _ field: HTTPField) {
-        buf.append(contentsOf: field.name.utf8)
-        buf.append(asciiColon)
-        buf.append(asciiSP)
-        if let raw = field.rawValue {
-            buf.append(contentsOf: raw)
-        } else {
-            buf.append(contentsOf: field.value.utf8)
-        }
-        buf.append(asciiCR)
-        buf.append(asciiLF)
     }
 
     /// `name: value\r\n` for a field the proxy sets itself.

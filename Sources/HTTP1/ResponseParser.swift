@@ -59,8 +59,7 @@ public enum ResponseParseEvent: Sendable, Equatable {
 /// ranges of the caller's buffer.
 ///
 /// Decisions where RFC 9112 leaves a choice:
-/// - Line ends: a bare LF ends a line of the head and of the trailer section (RFC 9112 §2.2 lets a
-///   recipient accept it); chunk framing needs CRLF (RFC 9112 §7.1), as in ``RequestParser``. A CR
+/// - Line ends: a bare LF ends a line of the head (RFC 9112 §2.2 lets a recipient accept it). A CR
 ///   anywhere else in a line is refused (bare CR, RFC 9112 §2.2).
 /// - At most one empty line is skipped before a status line (RFC 9112 §2.2 asks servers to tolerate
 ///   empty lines before a request; some upstreams send a stray CRLF after a body). A second one is
@@ -84,15 +83,8 @@ public struct ResponseParser: Sendable {
         case endPending
         case fixedBody(remaining: Int)
         case untilClose
-        case chunkSize
-        /// Whitespace after the size: only a chunk extension may follow.
-        case chunkSizeWhitespace
-        case chunkExtension
-        case chunkSizeLF
-        case chunkData(remaining: Int)
-        case chunkDataCR
-        case chunkDataLF
-        case trailers
+        /// The chunked decoder has the bytes until the end of the body.
+        case chunkedBody
         /// After a 101 head: the rest of the connection is not HTTP.
         case upgraded
         /// `finish()` was called.
@@ -100,18 +92,13 @@ public struct ResponseParser: Sendable {
         case failed
     }
 
-    /// The longest chunk extension skipped (RFC 9112 §7.1.1 lets a recipient limit them).
-    static let maxChunkExtensionBytes = 4096
-    /// The most hex digits a chunk size may have (leading zeros included).
-    static let maxChunkSizeDigits = 32
-
     private let maxHeadBytes: Int
     private var state: State = .head
     /// The head being parsed or last reported.
     private var head = ResponseHead()
-    /// A head or trailer line whose end has not arrived yet; empty while lines are read in place.
+    /// A head line whose end has not arrived yet; empty while lines are read in place.
     private var partialLine: [UInt8] = []
-    /// Bytes of the current head or trailer section so far, line ends included.
+    /// Bytes of the current head so far, line ends included.
     private var sectionBytes = 0
     private var requestWasHEAD = false
     /// An interim head of the current response has been reported.
@@ -133,13 +120,12 @@ public struct ResponseParser: Sendable {
     private var mustClose = false
     private var finalIsHTTP10 = false
 
-    // The chunk being read.
-    private var chunkSizeValue = 0
-    private var chunkSizeDigits = 0
-    private var chunkExtensionBytes = 0
+    private var chunked: ChunkedDecoder
 
     public init(limits: ResponseParserLimits) {
         maxHeadBytes = max(0, limits.maxHeadBytes)
+        // The trailer section is bounded like the head; an upstream's body has no total cap (it is streamed).
+        chunked = ChunkedDecoder(maxTrailerBytes: maxHeadBytes, maxBodyBytes: 0)
     }
 
     /// Forgets everything, as a new parser would, for a new connection; keeps the memory of the head
@@ -226,7 +212,7 @@ public struct ResponseParser: Sendable {
                 endResponse()
                 return (i, .end)
 
-            case .head, .trailers:
+            case .head:
                 guard i < n else { return (i, nil) }
                 // The section may grow by `room` more bytes; a line end must come within them.
                 let room = maxHeadBytes &- sectionBytes
@@ -263,120 +249,35 @@ public struct ResponseParser: Sendable {
                 guard i < n else { return (i, nil) }
                 return (n, .body(i..<n))
 
-            case .chunkSize:
-                guard i < n else { return (i, nil) }
-                let b = input[i]
-                // RFC 9112 §7.1: chunk-size = 1*HEXDIG, optionally followed by chunk extensions.
-                if let digit = hexValue(b) {
-                    if chunkSizeDigits >= Self.maxChunkSizeDigits || chunkSizeValue > (Int.max - digit) / 16 {
-                        return fail(i, .malformed("chunk size too large"))
-                    }
-                    chunkSizeValue = chunkSizeValue * 16 + digit
-                    chunkSizeDigits += 1
-                } else if chunkSizeDigits == 0 {
-                    return fail(i, .malformed("invalid chunk size"))
-                } else if b == UInt8(ascii: ";") {
-                    state = .chunkExtension
-                } else if isOWS(b) {
-                    // RFC 9112 §7.1.1: BWS is allowed before ";" only.
-                    state = .chunkSizeWhitespace
-                } else if b == asciiCR {
-                    state = .chunkSizeLF
-                } else {
-                    return fail(i, .malformed("invalid chunk size"))
+            case .chunkedBody:
+                let (next, event) = chunked.decode(input, from: i)
+                switch event {
+                case nil:
+                    return (next, nil)
+                case .data(let range):
+                    return (next, .body(range))
+                case .end:
+                    endResponse()
+                    return (next, .end)
+                case .error(.malformed(let reason)):
+                    return fail(next, .malformed(reason))
+                case .error(.trailersTooLarge):
+                    return fail(next, .headTooLarge)
+                case .error(.bodyTooLarge):
+                    // Cannot happen: this side gives the decoder no body cap.
+                    return fail(next, .malformed("chunked body too large"))
                 }
-                i += 1
-
-            case .chunkSizeWhitespace:
-                guard i < n else { return (i, nil) }
-                let b = input[i]
-                if b == UInt8(ascii: ";") {
-                    state = .chunkExtension
-                } else if !isOWS(b) {
-                    return fail(i, .malformed("invalid chunk size"))
-                }
-                i += 1
-                chunkExtensionBytes += 1
-                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
-                    return fail(i, .malformed("chunk extension too long"))
-                }
-
-            case .chunkExtension:
-                guard i < n else { return (i, nil) }
-                // RFC 9112 §7.1.1: extensions are skipped; they are only bounded and checked for control bytes,
-                // in one pass up to the CR that ends the line.
-                let limit = Self.maxChunkExtensionBytes - chunkExtensionBytes
-                let stop = min(n, i + limit + 1)
-                var k = i
-                while k < stop && input[k] != asciiCR {
-                    guard isFieldValueByte(input[k]) else { return fail(k, .malformed("invalid chunk extension")) }
-                    k += 1
-                }
-                chunkExtensionBytes += k - i
-                if chunkExtensionBytes > Self.maxChunkExtensionBytes {
-                    return fail(k, .malformed("chunk extension too long"))
-                }
-                i = k
-                if k < n {
-                    state = .chunkSizeLF  // input[k] is the CR
-                    i += 1
-                }
-
-            case .chunkSizeLF:
-                guard i < n else { return (i, nil) }
-                // RFC 9112 §7.1: the chunk-size line ends with CRLF (no bare LF or CR in body framing).
-                guard input[i] == asciiLF else { return fail(i, .malformed("invalid chunk size line")) }
-                i += 1
-                if chunkSizeValue == 0 {
-                    // RFC 9112 §7.1.2: the last chunk is followed by the trailer section.
-                    state = .trailers
-                    sectionBytes = 0
-                } else {
-                    state = .chunkData(remaining: chunkSizeValue)
-                }
-
-            case .chunkData(let remaining):
-                guard i < n else { return (i, nil) }
-                let take = min(remaining, n - i)
-                state = take == remaining ? .chunkDataCR : .chunkData(remaining: remaining - take)
-                return (i + take, .body(i..<(i + take)))
-
-            case .chunkDataCR:
-                guard i < n else { return (i, nil) }
-                // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF.
-                guard input[i] == asciiCR else { return fail(i, .malformed("missing CRLF after chunk data")) }
-                state = .chunkDataLF
-                i += 1
-
-            case .chunkDataLF:
-                guard i < n else { return (i, nil) }
-                guard input[i] == asciiLF else { return fail(i, .malformed("missing CRLF after chunk data")) }
-                i += 1
-                beginChunkSize()
             }
         }
     }
 
-    // MARK: lines of the head and of the trailer section
+    // MARK: lines of the head
 
-    /// One complete line (its LF removed) of the head or the trailer section. Returns the event it
-    /// completes, if any.
+    /// One complete line (its LF removed) of the head. Returns the event it completes, if any.
     private mutating func takeLine(_ raw: UnsafeRawBufferPointer) -> ResponseParseEvent? {
         // RFC 9112 §2.2: a CR before the LF belongs to the line end; any other CR is refused by the
         // line checks below (a CR is a control character).
         let bytes = raw.count > 0 && raw[raw.count - 1] == asciiCR ? UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 1)]) : raw
-        if case .trailers = state {
-            if bytes.isEmpty {
-                endResponse()
-                return .end
-            }
-            // RFC 9112 §7.1.2: trailer fields are field lines; they are checked and dropped (the proxy
-            // re-frames the body and sends no trailers).
-            if scanFieldLine(bytes) == nil {
-                return failEvent(.malformed(isOWS(bytes[0]) ? "obsolete line folding" : "invalid trailer line"))
-            }
-            return nil
-        }
         if !sawStatusLine {
             if bytes.isEmpty {
                 // A stray empty line before the status line is not part of the head.
@@ -506,7 +407,9 @@ public struct ResponseParser: Sendable {
         switch framing {
         case .none, .contentLength(0): state = .endPending
         case .contentLength(let length): state = .fixedBody(remaining: length)
-        case .chunked: beginChunkSize()
+        case .chunked:
+            chunked.begin()
+            state = .chunkedBody
         case .untilClose:
             close = true
             state = .untilClose
@@ -537,13 +440,6 @@ public struct ResponseParser: Sendable {
         beginHead()
         afterInterimHead = false
         requestWasHEAD = false
-    }
-
-    private mutating func beginChunkSize() {
-        state = .chunkSize
-        chunkSizeValue = 0
-        chunkSizeDigits = 0
-        chunkExtensionBytes = 0
     }
 
     private mutating func failEvent(_ error: ResponseParseError) -> ResponseParseEvent {

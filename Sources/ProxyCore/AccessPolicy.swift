@@ -9,6 +9,7 @@ final class AccessPolicy {
     /// Lowercased host names without port, as bytes; IPv6 in brackets ("[::1]").
     private let allowedHosts: [[UInt8]]
     let allowedOrigins: [String]
+    /// Lowercased, as `RequestHead.first` wants it.
     let requiredHeader: String?
     let requiredValue: [UInt8]
     let allowedPaths: [String]?
@@ -29,7 +30,7 @@ final class AccessPolicy {
             allowedHosts = hosts.map { Array($0.utf8) }
         }
         allowedOrigins = c.access.allowOrigins
-        requiredHeader = c.access.requireHeader
+        requiredHeader = c.access.requireHeader?.lowercased()
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
@@ -84,7 +85,7 @@ final class AccessPolicy {
             return .failure(.forbiddenOrigin)
         }
         if let name = requiredHeader {
-            guard let value = head.first(name.lowercased()), constantTimeEquals(Array(value.utf8), requiredValue) else {
+            guard let value = head.first(name), constantTimeEquals(Array(value.utf8), requiredValue) else {
                 return .failure(.forbiddenClient)
             }
         }
@@ -96,7 +97,7 @@ final class AccessPolicy {
             if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
         }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
-        if rejectClientAuthorization && head.first("authorization") != nil { return .failure(.clientAuthorizationRejected) }
+        if rejectClientAuthorization && head.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
         return .success(CheckedTarget(path: path, query: query, authority: authority))
     }

@@ -36,7 +36,7 @@ final class Forwarder {
 
     /// Whether a client's own Authorization header goes upstream instead of the token.
     func keepsClientAuthorization(_ head: RequestHead) -> Bool {
-        clientAuthorization == .keep && head.first("authorization") != nil
+        clientAuthorization == .keep && head.firstIndex("authorization") != nil
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
@@ -50,27 +50,26 @@ final class Forwarder {
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
-        var upgradeField: HTTPField?
-        for field in head.fields {
-            let name = field.name
-            if HopByHop.isHopByHop(name, connectionOptions: head.connectionOptions) {
-                if upgrade && asciiCaseInsensitiveEquals(name, "upgrade") { upgradeField = field }
+        var upgradeField: Int?
+        for i in 0..<head.count {
+            if head.isHopByHop(i, connectionOptions: head.connectionOptions) {
+                if upgrade && head.nameEquals(i, "upgrade") { upgradeField = i }
                 continue
             }
-            switch Forwarder.role(of: name) {
+            switch Forwarder.role(of: i, in: head) {
             case .host:
-                if preserveHost { RequestWriter.appendField(&out, field) }
+                if preserveHost { head.copyField(i, to: &out) }
                 continue
             case .authorization:
-                if authorization == nil { RequestWriter.appendField(&out, field) }
+                if authorization == nil { head.copyField(i, to: &out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below
             case .other:
                 break
             }
-            if let required = requiredHeaderLowercased, asciiCaseInsensitiveEquals(name, required) { continue }
-            RequestWriter.appendField(&out, field)
+            if let required = requiredHeaderLowercased, head.nameEquals(i, lowercasedName: required) { continue }
+            head.copyField(i, to: &out)
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
         if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
@@ -80,24 +79,24 @@ final class Forwarder {
         if head.framing == .chunked { RequestWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
         if let upgradeField {
             RequestWriter.appendField(&out, name: "Connection", value: "upgrade")
-            RequestWriter.appendField(&out, upgradeField)
+            head.copyField(upgradeField, to: &out)
         }
         RequestWriter.appendEndOfHead(&out)
     }
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
 
-    /// What the proxy does with a request field of this name; one comparison or two for most names
-    /// (the length picks the candidates).
-    private static func role(of name: String) -> RequestFieldRole {
-        switch name.utf8.count {
-        case 4: return asciiCaseInsensitiveEquals(name, "host") ? .host : .other
-        case 13: return asciiCaseInsensitiveEquals(name, "authorization") ? .authorization : .other
-        case 15: return asciiCaseInsensitiveEquals(name, "x-forwarded-for") ? .replaced : .other
-        case 16: return asciiCaseInsensitiveEquals(name, "x-forwarded-host") ? .replaced : .other
-        case 17: return asciiCaseInsensitiveEquals(name, "x-forwarded-proto") ? .replaced : .other
-        default: return .other
+    /// What the proxy does with request field `index`; most names fail every comparison on their
+    /// length alone.
+    private static func role(of index: Int, in head: RequestHead) -> RequestFieldRole {
+        if head.nameEquals(index, "host") { return .host }
+        if head.nameEquals(index, "authorization") { return .authorization }
+        if head.nameEquals(index, "x-forwarded-for") || head.nameEquals(index, "x-forwarded-host")
+            || head.nameEquals(index, "x-forwarded-proto")
+        {
+            return .replaced
         }
+        return .other
     }
 
     /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's

@@ -1,0 +1,78 @@
+import HTTP1
+import Testing
+
+/// The parser run over `input` whole; its heads, in order.
+func parsedHeads(_ input: [UInt8], limits: ParserLimits = testLimits) -> [RequestHead] {
+    collectEvents([input], limits: limits).compactMap { event in
+        if case .head(let head) = event { return head }
+        return nil
+    }
+}
+
+@Suite struct RequestHeadTests {
+    @Test func fieldsAreReadByIndexWithoutChangingThem() throws {
+        let head = try #require(parsedHeads(bytes("GET / HTTP/1.1\r\nHost: h\r\nX-Trace:   a  b \t\r\nx-empty:\r\n\r\n")).first)
+        #expect(head.count == 3)
+        #expect((0..<head.count).map(head.name) == ["Host", "X-Trace", "x-empty"])
+        #expect((0..<head.count).map(head.value) == ["h", "a  b", ""])
+        #expect(head.nameEquals(1, "x-trace") && !head.nameEquals(1, "x-tracer") && !head.nameEquals(0, "x-trace"))
+        #expect(head.nameEquals(1, lowercasedName: "x-trace"))
+        #expect(head.firstIndex("x-empty") == 2 && head.firstIndex("absent") == nil)
+        #expect(head.first("X-TRACE".lowercased()) == "a  b")
+    }
+
+    @Test func copyFieldWritesNameColonSpaceValueWithTheWhitespaceAroundTheValueRemoved() throws {
+        let head = try #require(parsedHeads(bytes("GET / HTTP/1.1\r\nHost: h\r\nX-A:\t a b \r\nX-B:c\r\nX-C:\r\nX-D: d\r\n\r\n")).first)
+        var out: [UInt8] = []
+        for i in 0..<head.count { head.copyField(i, to: &out) }
+        #expect(String(decoding: out, as: UTF8.self) == "Host: h\r\nX-A: a b\r\nX-B: c\r\nX-C: \r\nX-D: d\r\n")
+    }
+
+    /// obs-text (RFC 9110 §5.5) reaches the upstream byte for byte, whether or not it is UTF-8.
+    @Test func copyFieldKeepsObsTextByteForByte() throws {
+        let input = bytes("GET / HTTP/1.1\r\nHost: h\r\nX-Latin1: caf") + [0xE9] + bytes("\r\nX-Odd:  ") + [0xFF, 0x80, 0x41] + bytes("\r\n\r\n")
+        let head = try #require(parsedHeads(input).first)
+        var out: [UInt8] = []
+        head.copyField(1, to: &out)
+        head.copyField(2, to: &out)
+        #expect(out == bytes("X-Latin1: caf") + [0xE9] + bytes("\r\nX-Odd: ") + [0xFF, 0x80, 0x41] + bytes("\r\n"))
+        #expect(head.field(1).rawValue == bytes("caf") + [0xE9])
+        #expect(head.value(1) == "caf\u{FFFD}")
+    }
+
+    @Test func hopByHopFieldsAreTheFixedNamesAndThoseConnectionLists() throws {
+        let input = "GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Session, close\r\nX-Session: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Other: 2\r\n\r\n"
+        let head = try #require(parsedHeads(bytes(input)).first)
+        let hop = (0..<head.count).map { head.isHopByHop($0, connectionOptions: head.connectionOptions) }
+        #expect(hop == [false, true, true, true, true, false])
+    }
+
+    @Test func aHeadKeptWhileTheParserReadsTheNextOneDoesNotChange() throws {
+        var parser = RequestParser(limits: testLimits)
+        func nextHead(_ text: String) -> RequestHead? {
+            Array(text.utf8).withUnsafeBytes { raw in
+                if case .head(let head)? = parser.parse(raw).event { return head }
+                return nil
+            }
+        }
+        let first = try #require(nextHead("GET /a HTTP/1.1\r\nHost: first.example\r\nX-A: 1\r\n\r\n"))
+        _ = [UInt8]().withUnsafeBytes { parser.parse($0) }  // .end
+        let second = try #require(nextHead("GET /b HTTP/1.1\r\nHost: second.example\r\nX-B: 2\r\nX-C: 3\r\n\r\n"))
+        #expect(first.fields == [HTTPField(name: "Host", value: "first.example"), HTTPField(name: "X-A", value: "1")])
+        #expect(second.first("host") == "second.example" && second.count == 3)
+    }
+
+    @Test func headsBuiltFromStringsEqualParsedOnes() throws {
+        let parsed = try #require(parsedHeads(bytes("POST /p HTTP/1.1\r\nHost:  h \r\nContent-Length: 0\r\n\r\n")).first)
+        let built = RequestHead(
+            method: "POST", target: "/p", version: .http1_1,
+            fields: [HTTPField(name: "Host", value: "h"), HTTPField(name: "Content-Length", value: "0")],
+            framing: .contentLength(0), keepAlive: true, expectContinue: false, connectionOptions: [])
+        #expect(parsed == built)
+        #expect(built.first("host") == "h" && parsed.first("host") == "h")
+        let other = RequestHead(
+            method: "POST", target: "/p", version: .http1_1, fields: [HTTPField(name: "Host", value: "h2")],
+            framing: .contentLength(0), keepAlive: true, expectContinue: false, connectionOptions: [])
+        #expect(parsed != other)
+    }
+}
