@@ -1,24 +1,25 @@
-/// The header lines of one upstream request, as libcurl wants them ("Name: value", "Name;" for an
-/// empty value, "Name:" to stop libcurl adding its own), built without a String per line: every
-/// line is NUL-terminated in one byte buffer that its owner reuses from request to request.
-public struct HeaderLines {
+/// The header lines of one request made with libcurl's HTTP (`CurlEasy.setHeaders`), as libcurl wants
+/// them ("Name: value", "Name;" for an empty value, "Name:" to stop libcurl adding its own), built
+/// without a String per line: every line is NUL-terminated in one byte buffer that its owner reuses
+/// from request to request.
+package struct HeaderLines {
     /// The lines, each followed by a NUL.
-    public private(set) var bytes: [UInt8] = []
+    package private(set) var bytes: [UInt8] = []
     /// The index of each line's NUL in `bytes`.
-    public private(set) var ends: [Int] = []
+    package private(set) var ends: [Int] = []
 
-    public init() {}
+    package init() {}
 
-    public var count: Int { ends.count }
+    package var count: Int { ends.count }
 
     /// Empties the list, keeping its memory.
-    public mutating func removeAll() {
+    package mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)
         ends.removeAll(keepingCapacity: true)
     }
 
     /// `Name: value`, or `Name;` when the value is empty (libcurl reads `Name:` as "remove").
-    public mutating func append(name: String, value: String) {
+    package mutating func append(name: String, value: String) {
         bytes.append(contentsOf: name.utf8)
         if value.isEmpty {
             bytes.append(UInt8(ascii: ";"))
@@ -31,7 +32,7 @@ public struct HeaderLines {
     }
 
     /// `Name: value` with the value given as bytes (not empty).
-    public mutating func append(name: StaticString, value: [UInt8]) {
+    package mutating func append(name: StaticString, value: [UInt8]) {
         appendStatic(name)
         bytes.append(UInt8(ascii: ":"))
         bytes.append(UInt8(ascii: " "))
@@ -40,7 +41,7 @@ public struct HeaderLines {
     }
 
     /// `Name: value` for a fixed name.
-    public mutating func append(name: StaticString, value: String) {
+    package mutating func append(name: StaticString, value: String) {
         appendStatic(name)
         bytes.append(UInt8(ascii: ":"))
         bytes.append(UInt8(ascii: " "))
@@ -49,20 +50,20 @@ public struct HeaderLines {
     }
 
     /// A whole line as written ("Name: value"), for callers off the hot path.
-    public mutating func append(line: String) {
+    package mutating func append(line: String) {
         bytes.append(contentsOf: line.utf8)
         end()
     }
 
     /// `Name:`: libcurl sends no such header, not even its own default.
-    public mutating func appendRemoval(_ name: StaticString) {
+    package mutating func appendRemoval(_ name: StaticString) {
         appendStatic(name)
         bytes.append(UInt8(ascii: ":"))
         end()
     }
 
     /// The lines as Strings (for tests and logs; not the hot path).
-    public var lines: [String] {
+    package var lines: [String] {
         var out: [String] = []
         var start = 0
         for e in ends {
