@@ -1,8 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Layers depend only downward (see docs/ARCHITECTURE in README):
-// CCurl/CSystem/CHiredis → Sockets → HTTP1 → Upstream/Credentials/Config → ProxyCore → tokenproxy
+// Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
+// CCurl/CSystem/CHiredis → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore → tokenproxy
+// Curl is the only Swift module that imports CCurl; it offers typed Swift (`package` access) to the two
+// libcurl users: Upstream (the proxy's transport) and IdentityHTTP (the identity providers' client).
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
@@ -35,6 +37,9 @@ let package = Package(
         .target(name: "CSystem"),
         .target(name: "Sockets", dependencies: ["CSystem"], swiftSettings: hotPath),
         .target(name: "HTTP1", swiftSettings: hotPath),
+        // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
+        .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
+        .target(name: "IdentityHTTP", dependencies: ["Curl"]),
         .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
         .target(
             name: "Config", dependencies: [.product(name: "Yams", package: "Yams")],
@@ -45,14 +50,14 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Sockets", "Upstream", "Config", "Logs", "CHiredis",
+                "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
             name: "Upstream",
-            dependencies: ["CCurl", "Sockets", "HTTP1", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Curl", "Sockets"],
             swiftSettings: hotPath
         ),
         .target(
@@ -74,7 +79,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "Upstream", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
@@ -94,9 +99,9 @@ if Context.environment["TOKENPROXY_FUZZ"] != nil {
         ("FuzzResponseParser", ["HTTP1"]),
         ("FuzzChunkedBody", ["HTTP1"]),
         ("FuzzJWT", ["Credentials", "Logs"]),
-        ("FuzzOAuth2Answer", ["Credentials", "Config", "Upstream", "Logs"]),
-        ("FuzzCognitoAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
-        ("FuzzJSONRefreshAnswer", ["Credentials", "Config", "Upstream", "Logs"]),
+        ("FuzzOAuth2Answer", ["Credentials", "Config", "IdentityHTTP", "Logs"]),
+        ("FuzzCognitoAnswer", ["Credentials", "Config", "IdentityHTTP", "Logs"]),
+        ("FuzzJSONRefreshAnswer", ["Credentials", "Config", "IdentityHTTP", "Logs"]),
         ("FuzzConfiguration", ["Config"]),
         ("FuzzExecOutput", ["Credentials"]),
     ]
@@ -104,7 +109,7 @@ if Context.environment["TOKENPROXY_FUZZ"] != nil {
     // identity-provider answers built from fuzz input.
     package.targets.append(.target(name: "CFuzzer", path: "Tests/Fuzz/Sources/CFuzzer"))
     package.targets.append(
-        .target(name: "FuzzSupport", dependencies: ["CFuzzer", "HTTP1", "Upstream"], path: "Tests/Fuzz/Sources/FuzzSupport"))
+        .target(name: "FuzzSupport", dependencies: ["CFuzzer", "HTTP1", "IdentityHTTP"], path: "Tests/Fuzz/Sources/FuzzSupport"))
     for target in fuzzTargets {
         package.targets.append(
             .executableTarget(

@@ -51,7 +51,8 @@ export TOKENPROXY_FUZZ=1
 export SWIFT_BACKTRACE=enable=no
 
 # The toolchain ships libFuzzer and the sanitizer runtimes (lib/swift/clang/lib/linux); only libcurl's
-# headers (for the Upstream module the answer targets link) may be missing on a fresh machine.
+# headers (for the Curl module that the answer targets link through IdentityHTTP) may be missing on a
+# fresh machine.
 scripts/setup.sh >/dev/null
 
 for target in "${targets[@]}"; do

@@ -1,7 +1,7 @@
 import Config
 import Crypto
 import Foundation
-import Upstream
+import IdentityHTTP
 
 /// `type: cognito`: Amazon Cognito user pools through the InitiateAuth API (no hosted UI, no SRP).
 ///

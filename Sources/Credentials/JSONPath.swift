@@ -1,5 +1,5 @@
 import Foundation
-import Upstream
+import IdentityHTTP
 
 /// A JSON value from an identity provider's answer. Decoded with `JSONDecoder` so that `true` stays a
 /// boolean and never passes for the number 1.

@@ -1,6 +1,6 @@
 import Config
 import Foundation
-import Upstream
+import IdentityHTTP
 
 /// `type: json_refresh`: a backend's own login and refresh calls, answering JSON whose fields the
 /// configuration locates with dotted paths (CONTRACT.md, `credentials:`).

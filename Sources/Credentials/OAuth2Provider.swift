@@ -1,7 +1,7 @@
 import Config
 import Foundation
 import Glibc
-import Upstream
+import IdentityHTTP
 
 /// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).
 ///

@@ -1,5 +1,4 @@
-internal import CCurl
-import Glibc
+internal import Curl
 import Sockets
 
 /// Who uses a connection now: told of its readiness on the loop's thread.
@@ -50,12 +49,10 @@ public final class UpstreamConnection: EventHandler {
     public func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
         guard !isRetired else { return .closed }
         guard usesCurlIO else { return Syscall.write(fd, bytes) }
-        var n = 0
-        let rc = curl_easy_send(easy.handle, bytes.baseAddress, bytes.count, &n)
-        switch rc {
-        case CURLE_OK: return .done(n)
-        case CURLE_AGAIN: return .wouldBlock
-        default: return .closed
+        switch easy.send(bytes) {
+        case .done(let n): return .done(n)
+        case .again: return .wouldBlock
+        case .failed: return .closed
         }
     }
 
@@ -64,12 +61,10 @@ public final class UpstreamConnection: EventHandler {
     public func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         guard !isRetired else { return .closed }
         guard usesCurlIO else { return Syscall.read(fd, buffer) }
-        var n = 0
-        let rc = curl_easy_recv(easy.handle, buffer.baseAddress, buffer.count, &n)
-        switch rc {
-        case CURLE_OK: return n == 0 ? .closed : .done(n)
-        case CURLE_AGAIN: return .wouldBlock
-        default: return .closed
+        switch easy.receive(into: buffer) {
+        case .done(let n): return n == 0 ? .closed : .done(n)
+        case .again: return .wouldBlock
+        case .failed: return .closed
         }
     }
 

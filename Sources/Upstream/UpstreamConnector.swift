@@ -1,5 +1,4 @@
-internal import CCurl
-import Glibc
+internal import Curl
 import Sockets
 
 /// Who asked for a connection: told once, on the loop's thread, unless the attempt was cancelled.
@@ -40,7 +39,7 @@ public final class UpstreamConnectAttempt {
 public final class UpstreamConnector {
     let loop: EventLoop
     let settings: UpstreamSettings
-    let multi: UnsafeMutableRawPointer
+    let multi: CurlMulti
     /// What libcurl connects to: the upstream's origin (the path never matters for CONNECT_ONLY).
     let url: String
     let isTLS: Bool
@@ -56,32 +55,25 @@ public final class UpstreamConnector {
     private var immediatePosted = false
     /// The watcher of each socket libcurl is connecting on.
     var watchers: [Int32: CurlSocketWatcher] = [:]
-    /// Attempts that ended inside a libcurl call, reported once it has returned.
-    private var running: Int32 = 0
+    /// Inside a libcurl call (which may call back): an attempt cancelled now is released once it returns.
     var callbackDepth = 0
     /// Connections open now (idle or in use), for the metrics.
     public private(set) var openCount = 0
 
     public init(loop: EventLoop, settings: UpstreamSettings, origin: String, maxIdle: Int, idleTimeout: Double) {
-        CurlGlobal.initOnce()
         self.loop = loop
         self.settings = settings
         self.url = origin + "/"
         self.isTLS = origin.hasPrefix("https:")
         self.maxIdle = maxIdle
         self.idleTimeout = idleTimeout
-        guard let m = curl_multi_init() else { fatalError("curl_multi_init failed: out of memory") }
-        multi = m
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = tp_multi_setopt_socket_cb(multi, curlSocketCallback)
-        _ = tp_multi_setopt_ptr(multi, CURLMOPT_SOCKETDATA, me)
-        _ = tp_multi_setopt_timer_cb(multi, curlTimerCallback)
-        _ = tp_multi_setopt_ptr(multi, CURLMOPT_TIMERDATA, me)
+        multi = CurlMulti()
+        multi.delegate = self
     }
 
     deinit {
         for connection in idle { connection.retire() }
-        curl_multi_cleanup(multi)
+        multi.close()
     }
 
     public static var libcurlVersion: String { CurlGlobal.version }
@@ -143,39 +135,39 @@ public final class UpstreamConnector {
         let easy = CurlEasy()
         try configure(easy)
         let attempt = UpstreamConnectAttempt(easy: easy, connector: self, delegate: delegate)
-        try easy.set(CURLOPT_PRIVATE, pointer: Unmanaged.passUnretained(attempt).toOpaque())
         attempt.retained = Unmanaged.passRetained(attempt)
-        let rc = curl_multi_add_handle(multi, easy.handle)
-        guard rc == CURLM_OK else {
+        do {
+            try multi.add(easy, context: attempt)
+        } catch {
             attempt.retained?.release()
             attempt.retained = nil
-            throw CurlError(multi: rc)
+            throw error
         }
         return attempt
     }
 
     private func configure(_ easy: CurlEasy) throws {
-        try easy.set(CURLOPT_URL, url)
-        try easy.set(CURLOPT_CONNECT_ONLY, 1)
+        try easy.set(.url, url)
+        try easy.set(.connectOnly, true)
         // A connection of its own for every attempt: never one libcurl kept from elsewhere.
-        try easy.set(CURLOPT_FRESH_CONNECT, 1)
-        try easy.set(CURLOPT_NOSIGNAL, 1)
-        try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-        try easy.set(CURLOPT_TCP_NODELAY, 1)
-        try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(settings.headTimeout * 1000))
-        try easy.set(CURLOPT_PROXY, settings.proxy.proxy)
-        try easy.set(CURLOPT_NOPROXY, settings.proxy.noProxy)
+        try easy.set(.freshConnect, true)
+        try easy.set(.noSignal, true)
+        try easy.set(.protocols, "http,https")
+        try easy.set(.tcpNoDelay, true)
+        try easy.set(.connect, milliseconds: Int(settings.headTimeout * 1000))
+        try easy.set(.proxy, settings.proxy.proxy)
+        try easy.set(.noProxy, settings.proxy.noProxy)
         if !settings.proxy.proxy.isEmpty {
             // A plain-http upstream behind an HTTP proxy gets no CONNECT without this (libcurl 7.88),
             // and the proxy would refuse the origin-form requests we write: tunnel every upstream.
-            try easy.set(CURLOPT_HTTPPROXYTUNNEL, 1)
+            try easy.set(.httpProxyTunnel, true)
         }
-        if let ca = settings.caFile { try easy.set(CURLOPT_CAINFO, ca) }
-        if let cert = settings.clientCertFile { try easy.set(CURLOPT_SSLCERT, cert) }
-        if let key = settings.clientKeyFile { try easy.set(CURLOPT_SSLKEY, key) }
+        if let ca = settings.caFile { try easy.set(.caFile, ca) }
+        if let cert = settings.clientCertFile { try easy.set(.clientCertFile, cert) }
+        if let key = settings.clientKeyFile { try easy.set(.clientKeyFile, key) }
         if settings.insecureSkipVerify {
-            try easy.set(CURLOPT_SSL_VERIFYPEER, 0)
-            try easy.set(CURLOPT_SSL_VERIFYHOST, 0)
+            try easy.set(.verifyPeer, false)
+            try easy.set(.verifyHost, false)
         }
     }
 
@@ -189,25 +181,19 @@ public final class UpstreamConnector {
     }
 
     private func release(_ attempt: UpstreamConnectAttempt) {
-        _ = curl_multi_remove_handle(multi, attempt.easy.handle)
+        multi.remove(attempt.easy)
         attempt.retained?.release()
         attempt.retained = nil
     }
 
     private func collectFinished() {
-        var left: Int32 = 0
-        while let msg = curl_multi_info_read(multi, &left) {
-            guard msg.pointee.msg == CURLMSG_DONE else { continue }
-            var raw: UnsafeMutableRawPointer? = nil
-            _ = tp_easy_getinfo_ptr(msg.pointee.easy_handle, CURLINFO_PRIVATE, &raw)
-            let result = tp_msg_result(msg)
-            guard let raw else { continue }
-            let attempt = Unmanaged<UpstreamConnectAttempt>.fromOpaque(raw).takeUnretainedValue()
-            finished(attempt, result)
+        while let (context, failure) = multi.nextFinished() {
+            // Every transfer on this multi was added by `connect` with its attempt as the context.
+            finished(unsafeDowncast(context, to: UpstreamConnectAttempt.self), failure)
         }
     }
 
-    private func finished(_ attempt: UpstreamConnectAttempt, _ result: CURLcode) {
+    private func finished(_ attempt: UpstreamConnectAttempt, _ failure: CurlError?) {
         guard !attempt.done else { return }
         attempt.done = true
         let delegate = attempt.delegate
@@ -216,14 +202,11 @@ public final class UpstreamConnector {
             attempt.retained?.release()
             attempt.retained = nil
         }
-        var fd: curl_socket_t = -1
-        if result == CURLE_OK {
-            _ = tp_easy_getinfo_socket(attempt.easy.handle, CURLINFO_ACTIVESOCKET, &fd)
-        }
-        guard result == CURLE_OK, fd >= 0 else {
-            _ = curl_multi_remove_handle(multi, attempt.easy.handle)
-            let message = result == CURLE_OK ? "no connection" : String(cString: curl_easy_strerror(result))
-            delegate?.upstreamConnectFailed(result == CURLE_OPERATION_TIMEDOUT ? .timedOut : .unreachable(message))
+        let fd = failure == nil ? attempt.easy.activeSocket() : -1
+        guard failure == nil, fd >= 0 else {
+            multi.remove(attempt.easy)
+            let message = failure?.message ?? "no connection"
+            delegate?.upstreamConnectFailed(failure?.timedOut == true ? .timedOut : .unreachable(message))
             return
         }
         // libcurl 7.88: the easy handle stays in the multi for the connection's whole life; removing
@@ -233,7 +216,7 @@ public final class UpstreamConnector {
         do {
             try loop.register(fd, [], connection)
         } catch {
-            _ = curl_multi_remove_handle(multi, attempt.easy.handle)
+            multi.remove(attempt.easy)
             delegate?.upstreamConnectFailed(.unreachable("\(error)"))
             return
         }
@@ -249,25 +232,23 @@ public final class UpstreamConnector {
     func retired(_ connection: UpstreamConnection) {
         openCount -= 1
         loop.unregister(connection.fd, connection)
-        _ = curl_multi_remove_handle(multi, connection.easy.handle)
+        multi.remove(connection.easy)
     }
 
     // MARK: driving libcurl
 
     func socketAction(_ fd: Int32, _ events: UInt32) {
-        var flags: Int32 = 0
-        if events & ReadyEvents.readable != 0 { flags |= CURL_CSELECT_IN }
-        if events & ReadyEvents.writable != 0 { flags |= CURL_CSELECT_OUT }
-        if events & ReadyEvents.failed != 0 { flags |= CURL_CSELECT_ERR }
         callbackDepth += 1
-        _ = curl_multi_socket_action(multi, fd, flags, &running)
+        multi.socketAction(
+            fd, readable: events & ReadyEvents.readable != 0, writable: events & ReadyEvents.writable != 0,
+            failed: events & ReadyEvents.failed != 0)
         callbackDepth -= 1
         collectFinished()
     }
 
     func timerFired() {
         callbackDepth += 1
-        _ = curl_multi_socket_action(multi, tp_socket_timeout(), 0, &running)
+        multi.timeout()
         callbackDepth -= 1
         collectFinished()
     }
@@ -332,38 +313,37 @@ final class CurlSocketWatcher: EventHandler {
     }
 }
 
-// MARK: C callbacks (no captures: state travels through the user pointers)
+// MARK: libcurl's socket and timer callbacks (the C trampolines are in Curl/CurlMulti.swift)
 
-private let curlSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, fd, what, user, _ in
-    let connector = Unmanaged<UpstreamConnector>.fromOpaque(user!).takeUnretainedValue()
-    if what == CURL_POLL_REMOVE {
-        if let watcher = connector.watchers.removeValue(forKey: fd) { connector.loop.unregister(fd, watcher) }
-        return 0
-    }
-    var interest: Interest = []
-    if what & CURL_POLL_IN != 0 { interest.insert(.read) }
-    if what & CURL_POLL_OUT != 0 { interest.insert(.write) }
-    if let watcher = connector.watchers[fd], connector.loop.isRegistered(fd, watcher) {
-        if watcher.interest != interest {
-            connector.loop.modify(fd, interest)
-            watcher.interest = interest
+extension UpstreamConnector: CurlMultiDelegate {
+    package func curlWatch(_ fd: Int32, read: Bool, write: Bool) -> Bool {
+        var interest: Interest = []
+        if read { interest.insert(.read) }
+        if write { interest.insert(.write) }
+        if let watcher = watchers[fd], loop.isRegistered(fd, watcher) {
+            if watcher.interest != interest {
+                loop.modify(fd, interest)
+                watcher.interest = interest
+            }
+            return true
         }
-        return 0
+        let watcher = CurlSocketWatcher(fd: fd, connector: self)
+        do {
+            try loop.register(fd, interest, watcher)
+        } catch {
+            watchers[fd] = nil
+            return false
+        }
+        watcher.interest = interest
+        watchers[fd] = watcher
+        return true
     }
-    let watcher = CurlSocketWatcher(fd: fd, connector: connector)
-    do {
-        try connector.loop.register(fd, interest, watcher)
-    } catch {
-        connector.watchers[fd] = nil
-        return -1
-    }
-    watcher.interest = interest
-    connector.watchers[fd] = watcher
-    return 0
-}
 
-private let curlTimerCallback: @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32 = { _, ms, user in
-    let connector = Unmanaged<UpstreamConnector>.fromOpaque(user!).takeUnretainedValue()
-    connector.setTimer(ms)
-    return 0
+    package func curlUnwatch(_ fd: Int32) {
+        if let watcher = watchers.removeValue(forKey: fd) { loop.unregister(fd, watcher) }
+    }
+
+    package func curlSetTimer(milliseconds: Int) {
+        setTimer(milliseconds)
+    }
 }

@@ -2,7 +2,7 @@ import Config
 import Testing
 
 @testable import Credentials
-@testable import Upstream
+@testable import IdentityHTTP
 
 /// Inputs the fuzz targets (Tests/Fuzz, docs/RELIABILITY.md) found, kept as regression tests.
 @Suite("Fuzzing findings")

@@ -2,7 +2,7 @@ import Config
 import Foundation
 import TestSupport
 import Testing
-import Upstream
+import IdentityHTTP
 
 @testable import Credentials
 

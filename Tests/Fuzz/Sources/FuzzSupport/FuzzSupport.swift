@@ -2,7 +2,7 @@ import CFuzzer
 import Glibc
 import HTTP1
 
-@testable import Upstream
+@testable import IdentityHTTP
 
 // What the fuzz targets share: the request parser driven as a connection drives it, with its
 // promises checked on every call, and deterministic split points.

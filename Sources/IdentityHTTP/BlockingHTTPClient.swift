@@ -1,4 +1,4 @@
-internal import CCurl
+internal import Curl
 import Foundation
 
 /// One HTTP exchange with an identity provider, made with `curl_easy_perform`. It blocks, so it runs
@@ -60,27 +60,20 @@ public enum BlockingHTTPClient {
     public static func perform(_ request: HTTPCallRequest) throws -> HTTPCallResponse {
         let easy = CurlEasy()
         let state = CallState(body: request.body)
-        let box = Unmanaged.passRetained(state)
-        defer { box.release() }
         do {
-            try easy.set(CURLOPT_NOSIGNAL, 1)
-            try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-            try easy.set(CURLOPT_FOLLOWLOCATION, 0)
-            try easy.set(CURLOPT_URL, request.url)
-            try easy.set(CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
-            try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int(min(request.timeout, 10) * 1000))
-            try easy.setDataCallback(CURLOPT_WRITEFUNCTION, callWriteCallback)
-            try easy.setDataCallback(CURLOPT_HEADERFUNCTION, callHeaderCallback)
-            try easy.set(CURLOPT_WRITEDATA, pointer: box.toOpaque())
-            try easy.set(CURLOPT_HEADERDATA, pointer: box.toOpaque())
+            try easy.set(.noSignal, true)
+            try easy.set(.protocols, "http,https")
+            try easy.set(.followLocation, false)
+            try easy.set(.url, request.url)
+            try easy.set(.total, milliseconds: Int(request.timeout * 1000))
+            try easy.set(.connect, milliseconds: Int(min(request.timeout, 10) * 1000))
+            try easy.setTransferDelegate(state)
             if request.method == "POST" || !request.body.isEmpty {
-                try easy.set(CURLOPT_POST, 1)
-                try easy.setDataCallback(CURLOPT_READFUNCTION, callReadCallback)
-                try easy.set(CURLOPT_READDATA, pointer: box.toOpaque())
-                try easy.set(CURLOPT_POSTFIELDSIZE_LARGE, int64: Int64(request.body.count))
+                try easy.set(.post, true)
+                try easy.setRequestBodySize(Int64(request.body.count))
             }
             if request.method != "POST" && request.method != "GET" {
-                try easy.set(CURLOPT_CUSTOMREQUEST, request.method)
+                try easy.set(.customRequest, request.method)
             }
             // No Expect: 100-continue round trip, and only the headers asked for.
             var lines = HeaderLines()
@@ -90,56 +83,52 @@ public enum BlockingHTTPClient {
         } catch {
             throw HTTPCallError(message: "cannot set up the request: \(error)")
         }
-        let rc = curl_easy_perform(easy.handle)
-        guard rc == CURLE_OK else {
-            throw HTTPCallError(message: String(cString: curl_easy_strerror(rc)))
+        do {
+            try easy.perform()
+        } catch {
+            throw HTTPCallError(message: error.message)
         }
         if state.tooLarge { throw HTTPCallError(message: "the answer is larger than \(maxBody) bytes") }
         return HTTPCallResponse(status: easy.responseCode(), headers: state.headers, body: state.response)
     }
 }
 
-private final class CallState {
+/// One call's bytes, as libcurl's callbacks deliver and ask for them.
+private final class CallState: CurlTransferDelegate {
     let body: [UInt8]
     var sent = 0
     var response: [UInt8] = []
     var headers: [(name: String, value: String)] = []
     var tooLarge = false
     init(body: [UInt8]) { self.body = body }
-}
 
-private let callWriteCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
-    let state = Unmanaged<CallState>.fromOpaque(user!).takeUnretainedValue()
-    let n = size * count
-    if state.response.count + n > BlockingHTTPClient.maxBody {
-        state.tooLarge = true
-        return 0
+    func curlReceived(body bytes: UnsafeRawBufferPointer) -> Bool {
+        if response.count + bytes.count > BlockingHTTPClient.maxBody {
+            tooLarge = true
+            return false
+        }
+        response.append(contentsOf: bytes)
+        return true
     }
-    state.response.append(contentsOf: UnsafeRawBufferPointer(start: ptr, count: n))
-    return n
-}
 
-private let callHeaderCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
-    let state = Unmanaged<CallState>.fromOpaque(user!).takeUnretainedValue()
-    let n = size * count
-    let line = String(decoding: UnsafeRawBufferPointer(start: ptr, count: n), as: UTF8.self)
-    if line.hasPrefix("HTTP/") {
-        state.headers.removeAll()  // a new (possibly final) response head
-    } else if let colon = line.firstIndex(of: ":") {
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        state.headers.append((name, value))
+    func curlReceived(headerLine bytes: UnsafeRawBufferPointer) {
+        let line = String(decoding: bytes, as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            headers.removeAll()  // a new (possibly final) response head
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            headers.append((name, value))
+        }
     }
-    return n
-}
 
-private let callReadCallback: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = { ptr, size, count, user in
-    let state = Unmanaged<CallState>.fromOpaque(user!).takeUnretainedValue()
-    let n = min(size * count, state.body.count - state.sent)
-    guard n > 0, let ptr else { return 0 }
-    state.body.withUnsafeBytes { raw in
-        UnsafeMutableRawPointer(ptr).copyMemory(from: raw.baseAddress! + state.sent, byteCount: n)
+    func curlSend(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let n = min(buffer.count, body.count - sent)
+        guard n > 0 else { return 0 }
+        body.withUnsafeBytes { raw in
+            buffer.baseAddress!.copyMemory(from: raw.baseAddress! + sent, byteCount: n)
+        }
+        sent += n
+        return n
     }
-    state.sent += n
-    return n
 }
