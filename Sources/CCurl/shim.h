@@ -18,6 +18,9 @@ static inline CURLcode tp_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) {
 static inline CURLcode tp_easy_getinfo_socket(CURL *h, CURLINFO i, curl_socket_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode tp_easy_getinfo_str(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }
 
+// A share handle that keeps one easy handle's connections in a cache of their own.
+static inline CURLSHcode tp_share_connections(CURLSH *s) { return curl_share_setopt(s, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT); }
+
 static inline CURLMcode tp_multi_setopt_long(CURLM *m, CURLMoption o, long v) { return curl_multi_setopt(m, o, v); }
 static inline CURLMcode tp_multi_setopt_ptr(CURLM *m, CURLMoption o, void *v) { return curl_multi_setopt(m, o, v); }
 static inline CURLMcode tp_multi_setopt_socket_cb(CURLM *m, int (*f)(CURL *, curl_socket_t, int, void *, void *)) {

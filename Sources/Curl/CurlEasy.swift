@@ -21,6 +21,11 @@ package struct CurlError: Error, CustomStringConvertible, Sendable {
         self.message = String(cString: curl_multi_strerror(code))
         self.timedOut = false
     }
+    init(share code: CURLSHcode) {
+        self.code = Int(code.rawValue)
+        self.message = String(cString: curl_share_strerror(code))
+        self.timedOut = false
+    }
     package var description: String { message }
 }
 
@@ -57,6 +62,8 @@ package final class CurlEasy {
     private var textCapacity = 0
     /// The delegate of a blocking transfer, kept alive as long as libcurl may call it.
     private var transfer: TransferBox?
+    /// A connection cache of this handle's own (`keepsConnectionApart`), cleaned up after the handle.
+    private var share: UnsafeMutableRawPointer?
 
     package init() {
         CurlGlobal.initOnce()
@@ -66,8 +73,26 @@ package final class CurlEasy {
 
     deinit {
         curl_easy_cleanup(handle)
+        // After the handle: a share still in use cannot be cleaned up. This closes the connection.
+        if let share { curl_share_cleanup(share) }
         nodes?.deallocate()
         text?.deallocate()
+    }
+
+    /// Puts this handle's connections in a connection cache of their own (a share handle with
+    /// CURL_LOCK_DATA_CONNECT) instead of the multi handle's. libcurl 7.88 counts a connect-only
+    /// connection as idle in its cache once connected, and whenever a new connection is made on the
+    /// multi handle it closes every "idle" one that has unread input or is older than
+    /// CURLOPT_MAXAGE_CONN (118 s): connections the proxy is using (docs/ENGINE.md, "Connecting").
+    /// Alone in its cache, a connection is closed only by this handle's cleanup.
+    package func keepsConnectionApart() throws(CurlError) {
+        guard share == nil else { return }
+        guard let s = curl_share_init() else { throw CurlError(CURLE_OUT_OF_MEMORY) }
+        share = s
+        let shared = tp_share_connections(s)
+        guard shared == CURLSHE_OK else { throw CurlError(share: shared) }
+        let rc = tp_easy_setopt_ptr(handle, CURLOPT_SHARE, s)
+        guard rc == CURLE_OK else { throw CurlError(rc) }
     }
 
     // MARK: options (only those tokenproxy sets)

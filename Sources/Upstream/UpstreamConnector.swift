@@ -147,6 +147,8 @@ public final class UpstreamConnector {
     }
 
     private func configure(_ easy: CurlEasy) throws {
+        // Out of the multi handle's connection cache, where libcurl would close it under us.
+        try easy.keepsConnectionApart()
         try easy.set(.url, url)
         try easy.set(.connectOnly, true)
         // A connection of its own for every attempt: never one libcurl kept from elsewhere.
