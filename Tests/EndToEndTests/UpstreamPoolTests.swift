@@ -84,4 +84,30 @@ import Testing
         #expect(try f.connections() == 2)
         try f.finish()
     }
+
+    /// libcurl 7.88 took connect-only connections for idle ones in its cache and, as a new connection
+    /// was made, closed those older than 118 s (CURLOPT_MAXAGE_CONN): pooled connections the proxy
+    /// was about to use, whose requests then hung until `upstream_timeout` (docs/ENGINE.md,
+    /// "Connecting"). Two requests at once, twice, after the pooled connection passed 118 s: one
+    /// takes it, the other makes a new connection. Slow (about 2 min 10 s).
+    @Test(.enabled(if: slowTestsEnabled, "slow: set TOKENPROXY_SLOW_TESTS=1"))
+    func aConnectionPooledForOverTwoMinutesOutlivesANewConnection() throws {
+        let f = try FramingFixture(
+            extra: "limits:\n  upstream_timeout: 5s\n  upstream_keepalive_timeout: 300s\n  client_idle_timeout: 300s")
+        let warm = try f.connect()
+        try warm.send(rawRequest("GET", "/ok?warm", host: f.host))
+        #expect(try warm.readResponse().status == 200)
+        Thread.sleep(forTimeInterval: 125)
+        for round in 0..<2 {
+            let a = try f.connect()
+            let b = try f.connect()
+            try a.send(rawRequest("GET", "/ok?a\(round)", host: f.host))
+            try b.send(rawRequest("GET", "/ok?b\(round)", host: f.host))
+            let ra = try a.readResponse(timeout: 15)
+            let rb = try b.readResponse(timeout: 15)
+            #expect(ra.status == 200, "round \(round): \(ra)")
+            #expect(rb.status == 200, "round \(round): \(rb)")
+        }
+        try f.finish()
+    }
 }
