@@ -86,9 +86,11 @@ public enum BlockingHTTPClient {
         do {
             try easy.perform()
         } catch {
+            // A body over the limit stops the transfer from the write callback: say that, not
+            // libcurl's "Failed writing received data".
+            if state.tooLarge { throw HTTPCallError(message: "the answer is larger than \(maxBody) bytes") }
             throw HTTPCallError(message: error.message)
         }
-        if state.tooLarge { throw HTTPCallError(message: "the answer is larger than \(maxBody) bytes") }
         return HTTPCallResponse(status: easy.responseCode(), headers: state.headers, body: state.response)
     }
 }

@@ -264,6 +264,17 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
         }
     }
 
+    /// The identity-provider client reads at most 1 MiB of an answer, and says so when there is more.
+    @Test func anAnswerOverOneMebibyteIsRefusedAsTooLarge() throws {
+        let backend = try Backend(["--answer", "oversized"])
+        let request = HTTPCallRequest(url: backend.server.baseURL + "/refresh", method: "POST", body: Array("{}".utf8))
+        #expect {
+            _ = try BlockingHTTPClient.perform(request)
+        } throws: { error in
+            (error as? HTTPCallError)?.message == "the answer is larger than 1048576 bytes"
+        }
+    }
+
     // MARK: Configuration
 
     @Test func refreshURLIsRequired() {

@@ -22,6 +22,7 @@ A token set is {"access_token", "refresh_token", "expires_in": 3600, "token_type
   html502                      502 with an HTML page
   notjson                      200 with plain text
   array                        200 with a JSON array
+  oversized                    200 with a 2 MiB JSON object (more than the client reads)
   missing                      200 with a token set without the access token
   empty                        200 with "access_token": ""
   number                       200 with "access_token": 12345
@@ -90,6 +91,8 @@ def special_answer(mode):
         return 200, "text/plain", b"access-x"
     if mode == "array":
         return 200, "application/json", b'["access-x"]'
+    if mode == "oversized":
+        return 200, "application/json", b'{"pad": "' + b"x" * (2 << 20) + b'"}'
     if mode == "missing":
         del good["access_token"]
     elif mode == "empty":
