@@ -110,21 +110,21 @@ public struct RequestHead: Sendable {
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return lowercased.withUTF8Buffer { equalsIgnoringCase(span.start, span.colon, $0) }
+        return lowercased.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
     }
 
     /// The same for a name known only at run time (all lower case).
     public func nameEquals(_ index: Int, lowercasedName lowercased: String) -> Bool {
         let span = spans[index]
         var lowercased = lowercased
-        return lowercased.withUTF8 { equalsIgnoringCase(span.start, span.colon, $0) }
+        return lowercased.withUTF8 { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
     }
 
     /// The index of the first field with this name (compared ignoring ASCII case; all lower case).
     public func firstIndex(_ lowercasedName: String) -> Int? {
         var lowercased = lowercasedName
         return lowercased.withUTF8 { name in
-            for index in spans.indices where equalsIgnoringCase(spans[index].start, spans[index].colon, name) {
+            for index in spans.indices where asciiEqualsIgnoringCase(bytes, spans[index].start, spans[index].colon, name) {
                 return index
             }
             return nil
@@ -160,21 +160,8 @@ public struct RequestHead: Sendable {
     /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
     /// and the names in `connectionOptions` (lowercased, usually this head's own).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
-        let span = spans[index]
-        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
-        for option in connectionOptions where nameEquals(index, lowercasedName: option) {
-            return true
-        }
-        return false
-    }
-
-    private func equalsIgnoringCase(_ start: Int, _ end: Int, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard end - start == lowercased.count else { return false }
-        return bytes.withUnsafeBufferPointer { buf in
-            for k in 0..<lowercased.count where asciiLower(buf[start + k]) != lowercased[k] {
-                return false
-            }
-            return true
+        HopByHop.isHopByHop(nameLength: spans[index].colon - spans[index].start, connectionOptions: connectionOptions) {
+            nameEquals(index, lowercasedName: $0)
         }
     }
 
