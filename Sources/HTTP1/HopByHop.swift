@@ -16,16 +16,6 @@ public enum HopByHop {
         isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0) }
     }
 
-    /// ``isHopByHop(_:connectionOptions:)`` for a field kept as bytes: `equals` compares its name with a
-    /// lowercase name (a fixed one or a Connection option).
-    static func isHopByHop(nameLength: Int, connectionOptions: [String], _ equals: (String) -> Bool) -> Bool {
-        if isFixedHopByHop(length: nameLength, equals) { return true }
-        for option in connectionOptions where equals(option) {
-            return true
-        }
-        return false
-    }
-
     /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
     /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
     /// the name with a lowercase candidate.
@@ -45,6 +35,7 @@ public enum HopByHop {
 
 /// True when `bytes[start..<end]` is `lowercased` ignoring ASCII case: a field name of a head kept
 /// as bytes against a lowercase name.
+@inline(__always)
 func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
     guard end - start == lowercased.count else { return false }
     return bytes.withUnsafeBufferPointer { buf in

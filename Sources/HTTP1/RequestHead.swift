@@ -160,9 +160,12 @@ public struct RequestHead: Sendable {
     /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
     /// and the names in `connectionOptions` (lowercased, usually this head's own).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
-        HopByHop.isHopByHop(nameLength: spans[index].colon - spans[index].start, connectionOptions: connectionOptions) {
-            nameEquals(index, lowercasedName: $0)
+        let span = spans[index]
+        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
+        for option in connectionOptions where nameEquals(index, lowercasedName: option) {
+            return true
         }
+        return false
     }
 
     /// Field `index`'s name and value bytes, for comparisons.

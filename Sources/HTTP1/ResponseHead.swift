@@ -128,9 +128,12 @@ public struct ResponseHead: Sendable, Equatable {
     /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
     /// and the names in `connectionOptions` (lowercased, from the response's Connection fields).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
-        HopByHop.isHopByHop(nameLength: spans[index].colon - spans[index].start, connectionOptions: connectionOptions) {
-            nameEquals(index, lowercasedName: $0)
+        let span = spans[index]
+        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
+        for option in connectionOptions where nameEquals(index, lowercasedName: option) {
+            return true
         }
+        return false
     }
 }
 
