@@ -55,6 +55,26 @@ func asciiLower(_ b: UInt8) -> UInt8 {
     (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) ? b | 0x20 : b
 }
 
+/// True when `bytes[range]` is `lowercased` ignoring ASCII case: a field name or token read from the
+/// wire against a lowercase name.
+@inline(__always)
+func asciiEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard range.count == lowercased.count else { return false }
+    var k = 0
+    for index in range {
+        if asciiLower(bytes[index]) != lowercased[k] { return false }
+        k += 1
+    }
+    return true
+}
+
+/// The same for bytes kept in an array.
+@inline(__always)
+func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard end - start == lowercased.count else { return false }
+    return bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, start..<end, lowercased) }
+}
+
 @inlinable
 func hexValue(_ b: UInt8) -> Int? {
     switch b {

@@ -32,16 +32,3 @@ public enum HopByHop {
         }
     }
 }
-
-/// True when `bytes[start..<end]` is `lowercased` ignoring ASCII case: a field name of a head kept
-/// as bytes against a lowercase name.
-@inline(__always)
-func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lowercased: UnsafeBufferPointer<UInt8>) -> Bool {
-    guard end - start == lowercased.count else { return false }
-    return bytes.withUnsafeBufferPointer { buf in
-        for k in 0..<lowercased.count where asciiLower(buf[start + k]) != lowercased[k] {
-            return false
-        }
-        return true
-    }
-}

@@ -457,14 +457,7 @@ public struct ResponseParser: Sendable {
 
 /// The bytes in `range` equal the lowercase `literal`, ignoring ASCII case.
 private func rawEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    guard range.count == literal.utf8CodeUnitCount else { return false }
-    let p = literal.utf8Start
-    var k = 0
-    for index in range {
-        if asciiLower(bytes[index]) != p[k] { return false }
-        k += 1
-    }
-    return true
+    literal.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, range, $0) }
 }
 
 /// The string's UTF-8 is exactly these bytes.
