@@ -197,6 +197,9 @@ public struct ForwardConfiguration: Sendable, Equatable {
     public var preserveHost: Bool = false
     public var retryBodyLimit: Int = 1 << 20
     public var retryMemory: Int = 64 << 20
+    /// A chunked request body that ends within this size goes upstream with Content-Length (CONTRACT
+    /// point 8: WSGI servers read nothing of a chunked body); 0 turns it off.
+    public var requestBuffering: Int = 1 << 20
     public init() {}
 }
 

@@ -151,12 +151,8 @@ enum Keys {
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
         ],
-        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory"],
-        "limits": [
-            "max_header_bytes", "max_body_bytes", "max_connections", "client_header_timeout", "client_idle_timeout",
-            "upstream_timeout", "upstream_idle_timeout", "client_send_timeout", "upstream_keepalive",
-            "upstream_keepalive_timeout", "refresh_wait",
-        ],
+        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering"],
+        "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],
     ]
 }
@@ -645,36 +641,35 @@ struct Builder {
         if let value = found.collect({ try s.bool("preserve_host") }) { f.preserveHost = value }
         if let value = found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
         if let value = found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
+        if let value = found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
         return f
     }
 
     func parseLimits(_ s: YAMLSection) -> LimitsConfiguration {
         found.collect { try s.rejectUnknownKeys(Keys.sections["limits"]!) }
         var l = LimitsConfiguration()
-        found.collect {
-            guard let value = try s.size("max_header_bytes") else { return }
-            guard value > 0 else { throw ConfigurationError(keyPath: "limits.max_header_bytes", reason: "must be more than 0") }
-            l.maxHeaderBytes = value
+        for key in Limits.keys {
+            found.collect {
+                switch key.value {
+                case .size(let field, let minimum, _):
+                    guard let value = try s.size(key.name) else { return }
+                    guard value >= minimum else { throw ConfigurationError(keyPath: key.keyPath, reason: Self.atLeast(minimum)) }
+                    l[keyPath: field] = value
+                case .count(let field, let minimum, _):
+                    guard let value = try s.int(key.name) else { return }
+                    guard value >= minimum else { throw ConfigurationError(keyPath: key.keyPath, reason: Self.atLeast(minimum)) }
+                    l[keyPath: field] = value
+                case .duration(let field):
+                    if let value = try positiveDuration(s, key.name) { l[keyPath: field] = value }
+                }
+            }
         }
-        if let value = found.collect({ try s.size("max_body_bytes") }) { l.maxBodyBytes = value }
-        found.collect {
-            guard let value = try s.int("max_connections") else { return }
-            guard value >= 1 else { throw ConfigurationError(keyPath: "limits.max_connections", reason: "must be 1 or more") }
-            l.maxConnections = value
-        }
-        if let value = found.collect({ try positiveDuration(s, "client_header_timeout") }) { l.clientHeaderTimeout = value }
-        if let value = found.collect({ try positiveDuration(s, "client_idle_timeout") }) { l.clientIdleTimeout = value }
-        if let value = found.collect({ try positiveDuration(s, "upstream_timeout") }) { l.upstreamTimeout = value }
-        if let value = found.collect({ try positiveDuration(s, "upstream_idle_timeout") }) { l.upstreamIdleTimeout = value }
-        if let value = found.collect({ try positiveDuration(s, "client_send_timeout") }) { l.clientSendTimeout = value }
-        found.collect {
-            guard let value = try s.int("upstream_keepalive") else { return }
-            guard value >= 0 else { throw ConfigurationError(keyPath: "limits.upstream_keepalive", reason: "must be 0 or more") }
-            l.upstreamKeepalive = value
-        }
-        if let value = found.collect({ try positiveDuration(s, "upstream_keepalive_timeout") }) { l.upstreamKeepaliveTimeout = value }
-        if let value = found.collect({ try positiveDuration(s, "refresh_wait") }) { l.refreshWait = value }
         return l
+    }
+
+    /// The reason a number below `minimum` is refused.
+    private static func atLeast(_ minimum: Int) -> String {
+        minimum == 1 ? "must be 1 or more" : "must be \(minimum) or more"
     }
 
     func parseLog(_ s: YAMLSection) -> LogConfiguration {

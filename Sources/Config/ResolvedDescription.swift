@@ -85,18 +85,9 @@ extension Configuration {
         add("forward.preserve_host", String(forward.preserveHost))
         add("forward.retry_body_limit", Units.formatSize(forward.retryBodyLimit))
         add("forward.retry_memory", Units.formatSize(forward.retryMemory))
+        add("forward.request_buffering", forward.requestBuffering == 0 ? "0 (off)" : Units.formatSize(forward.requestBuffering))
 
-        add("limits.max_header_bytes", Units.formatSize(limits.maxHeaderBytes))
-        add("limits.max_body_bytes", limits.maxBodyBytes == 0 ? "0 (unlimited)" : Units.formatSize(limits.maxBodyBytes))
-        add("limits.max_connections", String(limits.maxConnections))
-        add("limits.client_header_timeout", Units.formatDuration(limits.clientHeaderTimeout))
-        add("limits.client_idle_timeout", Units.formatDuration(limits.clientIdleTimeout))
-        add("limits.upstream_timeout", Units.formatDuration(limits.upstreamTimeout))
-        add("limits.upstream_idle_timeout", Units.formatDuration(limits.upstreamIdleTimeout))
-        add("limits.client_send_timeout", Units.formatDuration(limits.clientSendTimeout))
-        add("limits.upstream_keepalive", String(limits.upstreamKeepalive))
-        add("limits.upstream_keepalive_timeout", Units.formatDuration(limits.upstreamKeepaliveTimeout))
-        add("limits.refresh_wait", Units.formatDuration(limits.refreshWait))
+        for key in Limits.keys { add(key.keyPath, key.format(limits)) }
 
         add("log.level", log.level.rawValue)
         add("log.format", log.format.rawValue)

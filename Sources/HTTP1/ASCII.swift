@@ -24,6 +24,7 @@ func indexOfLF(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
 @inlinable var asciiSP: UInt8 { 0x20 }
 @inlinable var asciiHTAB: UInt8 { 0x09 }
 @inlinable var asciiColon: UInt8 { 0x3A }
+@inlinable var asciiUnderscore: UInt8 { 0x5F }
 
 /// tchar (RFC 9110 §5.6.2): "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
 /// / DIGIT / ALPHA. One bit per ASCII byte in two words (a switch over the ranges was too large to be

@@ -56,6 +56,8 @@ private func lowercasedString(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Ran
 struct FieldLine {
     var name: Range<Int>
     var value: Range<Int>
+    /// The name holds an underscore (see `parseHead`).
+    var nameHasUnderscore = false
 }
 
 /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).
@@ -64,9 +66,11 @@ func parseFieldLine(_ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) ->
     // (RFC 9112 §2.2).
     if isOWS(buffer[line.lowerBound]) { return .failure(.badRequest("obsolete line folding")) }
     var colon = line.lowerBound
+    var underscore = false
     while colon < line.upperBound && buffer[colon] != asciiColon {
         // RFC 9112 §5.1: the name is a token; no whitespace is allowed between it and the colon.
         guard isTokenByte(buffer[colon]) else { return .failure(.badRequest("invalid header name")) }
+        if buffer[colon] == asciiUnderscore { underscore = true }
         colon += 1
     }
     guard colon < line.upperBound else { return .failure(.badRequest("header line without colon")) }
@@ -80,7 +84,7 @@ func parseFieldLine(_ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) ->
         // RFC 9110 §5.5: CR, LF, NUL and the other CTLs are invalid in values.
         return .failure(.badRequest("invalid character in header value"))
     }
-    return .success(FieldLine(name: line.lowerBound..<colon, value: lower..<upper))
+    return .success(FieldLine(name: line.lowerBound..<colon, value: lower..<upper, nameHasUnderscore: underscore))
 }
 
 /// Calls `body` with each element of a list-based field value (RFC 9110 §5.6.1), trimmed of OWS, skipping
@@ -171,12 +175,20 @@ private func parseHead(
     var closeRequested = false
     var keepAliveRequested = false
     var expectContinue = false
+    var droppedFields = 0
 
     while let line = nextLine(buffer, from: &cursor) {
         let field: FieldLine
         switch parseFieldLine(buffer, line) {
         case .failure(let error): return .failure(error)
         case .success(let parsed): field = parsed
+        }
+        // A name with an underscore is dropped (nginx's `underscores_in_headers off`): WSGI and CGI
+        // servers map `X_Forwarded_For` and `X-Forwarded-For` onto one variable (HTTP_X_FORWARDED_FOR),
+        // so forwarding it would let a client spoof a field the proxy sets.
+        if field.nameHasUnderscore {
+            droppedFields += 1
+            continue
         }
         switch classify(buffer, field.name) {
         case .other:
@@ -267,5 +279,6 @@ private func parseHead(
         RequestHead(
             method: string(buffer, methodRange), target: string(buffer, targetRange), version: version,
             bytes: bytes, fields: fields, host: hostValue.map { string(buffer, $0) }, framing: framing,
-            keepAlive: keepAlive, expectContinue: expectContinue, connectionOptions: connectionOptions))
+            keepAlive: keepAlive, expectContinue: expectContinue, connectionOptions: connectionOptions,
+            droppedFieldCount: droppedFields))
 }

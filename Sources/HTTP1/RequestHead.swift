@@ -20,6 +20,8 @@ public struct RequestHead: Sendable {
     public var expectContinue: Bool
     /// The lowercased tokens listed in all Connection fields (RFC 9110 §7.6.1).
     public var connectionOptions: [String]
+    /// Fields the parser left out: names with an underscore (`HeadParsing.swift`, `parseHead`).
+    public var droppedFieldCount: Int
 
     /// The head's bytes (as received, or built by the public initializer); the spans point into them.
     private let bytes: [UInt8]
@@ -39,8 +41,9 @@ public struct RequestHead: Sendable {
     /// The parser's initializer: `fields` point into `bytes`; `host` is the Host field's value.
     init(
         method: String, target: String, version: HTTPVersion, bytes: [UInt8], fields: [FieldSpan], host: String?,
-        framing: BodyFraming, keepAlive: Bool, expectContinue: Bool, connectionOptions: [String]
+        framing: BodyFraming, keepAlive: Bool, expectContinue: Bool, connectionOptions: [String], droppedFieldCount: Int = 0
     ) {
+        self.droppedFieldCount = droppedFieldCount
         self.method = method
         self.target = target
         self.version = version

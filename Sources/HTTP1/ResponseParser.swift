@@ -112,7 +112,6 @@ public struct ResponseParser: Sendable {
     private var sawTransferEncoding = false
     private var codingCount = 0
     private var chunkedCount = 0
-    private var lastCodingIsChunked = false
     private var closeListed = false
     private var keepAliveListed = false
 
@@ -356,8 +355,7 @@ public struct ResponseParser: Sendable {
                 var end = element.lowerBound
                 while end < element.upperBound && isTokenByte(line[end]) { end += 1 }
                 codingCount += 1
-                lastCodingIsChunked = rawEqualsIgnoringCase(line, element.lowerBound..<end, "chunked")
-                if lastCodingIsChunked { chunkedCount += 1 }
+                if rawEqualsIgnoringCase(line, element.lowerBound..<end, "chunked") { chunkedCount += 1 }
             }
         default:
             break
@@ -394,8 +392,10 @@ public struct ResponseParser: Sendable {
             if codingCount == 0 { return failEvent(.malformed("empty Transfer-Encoding")) }
             // RFC 9112 §7: chunked MUST NOT be applied more than once.
             if chunkedCount > 1 { return failEvent(.malformed("chunked applied more than once")) }
-            // RFC 9112 §6.3 point 4: chunked last frames the body; otherwise the body runs until close.
-            framing = lastCodingIsChunked ? .chunked : .untilClose
+            // Any other transfer coding (`gzip, chunked`) would reach the client undeclared once
+            // Transfer-Encoding, a hop-by-hop field, is rewritten: the answer is refused (nginx does too).
+            if chunkedCount < codingCount { return failEvent(.malformed("unsupported transfer coding")) }
+            framing = .chunked
             // RFC 9112 §6.3 point 3: Transfer-Encoding overrides Content-Length; the pair is suspect.
             if contentLength != nil { close = true }
         } else if let contentLength {
@@ -431,7 +431,6 @@ public struct ResponseParser: Sendable {
         sawTransferEncoding = false
         codingCount = 0
         chunkedCount = 0
-        lastCodingIsChunked = false
         closeListed = false
         keepAliveListed = false
     }

@@ -1,3 +1,4 @@
+import Config
 import Credentials
 import HTTP1
 import Sockets

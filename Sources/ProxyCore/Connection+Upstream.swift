@@ -15,11 +15,11 @@ extension Connection {
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let forwarder = ctx.forwarder
         let peerHost = peer.host
-        exchange.startTry(token: token, now: ctx.loop.now) { out in
+        exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
                 authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
-                upgrade: exchange.machine.wantsUpgrade)
+                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength)
         }
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)

@@ -1,3 +1,4 @@
+import Config
 import Credentials
 import Glibc
 import HTTP1
@@ -147,7 +148,7 @@ final class Connection: EventHandler, LoopTask {
         // The parser wants another call after every event, even with no bytes left (`.end` may be due).
         var more = true
         while more && !closed && !parsingSuspended {
-            if let exchange, exchange.pendingUpstreamCount >= Connection.bodyHighWater { break }
+            if let exchange, exchange.bodyBacklogged { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes { raw in
                 parser.parse(UnsafeRawBufferPointer(rebasing: raw[base...]))
@@ -183,19 +184,27 @@ final class Connection: EventHandler, LoopTask {
             begin(head)
         case .body(let range):
             guard let exchange else { return }
-            inBuf.withUnsafeBytes { raw in
+            let buffering = inBuf.withUnsafeBytes { raw in
                 exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[(base + range.lowerBound)..<(base + range.upperBound)]))
             }
             if exchange.overBodyLimit {
                 fail(.bodyTooLarge, exchange: exchange)
                 return
             }
-            sendUpstream(exchange)
+            if case .send = buffering {
+                forward(exchange)
+            } else {
+                sendUpstream(exchange)
+            }
         case .end:
             guard let exchange else { return }
-            exchange.bodyEnded()
+            let buffering = exchange.bodyEnded()
             parsingSuspended = true
-            sendUpstream(exchange)
+            if case .send = buffering {
+                forward(exchange)
+            } else {
+                sendUpstream(exchange)
+            }
             if exchange.machine.responseDone { finish(exchange) }
         case .error(let error):
             headStartedAt = nil
@@ -206,9 +215,12 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
-        let exchange = Exchange(head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed))
+        let exchange = Exchange(
+            head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
+            requestBuffering: ctx.configuration.forward.requestBuffering)
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
+        if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
         switch ctx.policy.check(head) {
         case .failure(let error):
             respond(error, to: exchange)
@@ -218,14 +230,20 @@ final class Connection: EventHandler, LoopTask {
             exchange.forwardedHost = target.authority ?? head.first("host")
             exchange.logPath = target.path
             exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: ctx.configuration.forward.retryMemory)
-            let keepsClientAuthorization = ctx.forwarder.keepsClientAuthorization(head)
+            exchange.keepsClientAuthorization = ctx.forwarder.keepsClientAuthorization(head)
             exchange.prepareReplay(
-                enabled: ctx.tokenCanChange && !keepsClientAuthorization, limit: ctx.configuration.forward.retryBodyLimit)
-            if keepsClientAuthorization {
-                send(exchange, token: nil)
-            } else {
-                acquireToken(for: exchange, staleGeneration: nil)
-            }
+                enabled: ctx.tokenCanChange && !exchange.keepsClientAuthorization, limit: ctx.configuration.forward.retryBodyLimit)
+            // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
+            if !exchange.machine.isWaitingForBody { forward(exchange) }
+        }
+    }
+
+    /// Sends the request upstream: with the client's own Authorization, or with a token.
+    private func forward(_ exchange: Exchange) {
+        if exchange.keepsClientAuthorization {
+            send(exchange, token: nil)
+        } else {
+            acquireToken(for: exchange, staleGeneration: nil)
         }
     }
 
@@ -506,7 +524,7 @@ final class Connection: EventHandler, LoopTask {
         if let exchange {
             let side = ExchangeMachine.ClientSide(
                 lastClientByte: lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
-                bodyBacklogged: exchange.pendingUpstreamCount >= Connection.bodyHighWater, waitingForToken: exchange.waitingForToken)
+                bodyBacklogged: exchange.bodyBacklogged, waitingForToken: exchange.waitingForToken)
             switch exchange.machine.onTick(now: now, side, ctx.timeouts) {
             case .none:
                 break

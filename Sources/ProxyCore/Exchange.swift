@@ -64,11 +64,16 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
+    /// So much of the body waits for the upstream that the client is not read; a body the request
+    /// waits for (`forward.request_buffering`) is bounded by its limit instead.
+    var bodyBacklogged: Bool { !machine.isWaitingForBody && pendingUpstreamCount >= Connection.bodyHighWater }
+    /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
+    var keepsClientAuthorization = false
 
-    init(head: RequestHead, startedAt: Double, draining: Bool) {
+    init(head: RequestHead, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head
         self.startedAt = startedAt
-        machine = ExchangeMachine(head: head, draining: draining)
+        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
     }
 
     func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
@@ -88,11 +93,13 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
     /// upstream in its framing.
-    func takeBody(_ bytes: UnsafeRawBufferPointer) {
+    /// Answers whether the request, which waited for its chunked body, is to be sent now.
+    @discardableResult
+    func takeBody(_ bytes: UnsafeRawBufferPointer) -> ExchangeMachine.BufferingAction {
         bodyBytesSeen += bytes.count
         if maxBodyBytes > 0 && bodyBytesSeen > maxBodyBytes {
             overBodyLimit = true
-            return
+            return .none
         }
         if replay != nil {
             if replay!.count + bytes.count > replayLimit || !(shared?.reserveRetryMemory(bytes.count, limit: retryMemoryLimit) ?? false) {
@@ -103,20 +110,35 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 replay!.append(contentsOf: bytes)
             }
         }
-        guard !machine.bodyRefused, !bytes.isEmpty else { return }
+        guard !machine.bodyRefused, !bytes.isEmpty else { return .none }
+        if machine.isWaitingForBody {
+            // No try has started: `upOut` holds only the body, as it came.
+            upOut.append(contentsOf: bytes)
+            let action = machine.onBodyBuffered(total: upOut.count)
+            if action == .send(whole: false) {
+                // Too long to wait for: what came goes up as one chunk, the rest streams.
+                let waited = upOut
+                upOut.removeAll(keepingCapacity: true)
+                waited.withUnsafeBytes { ResponseWriter.appendChunk(&upOut, $0) }
+            }
+            return action
+        }
         compactUpOut()
         if case .chunked = head.framing {
             ResponseWriter.appendChunk(&upOut, bytes)
         } else {
             upOut.append(contentsOf: bytes)
         }
+        return .none
     }
 
-    /// The client's body is complete: the last chunk for a chunked body (trailers are not forwarded).
-    func bodyEnded() {
-        machine.onRequestBodyEnded()
-        guard !machine.bodyRefused, case .chunked = head.framing else { return }
+    /// The client's body is complete: the last chunk for a chunked body that streams (trailers are
+    /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
+    func bodyEnded() -> ExchangeMachine.BufferingAction {
+        let action = machine.onRequestBodyEnded()
+        guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
         ResponseWriter.appendLastChunk(&upOut)
+        return action
     }
 
     /// Tunnel bytes: queued for the upstream as they are.
@@ -145,22 +167,25 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// Puts a new request head in front of what is queued for the upstream, for a try that starts
     /// with `token`. Body bytes already sent on an earlier try come again from the replay copy;
-    /// bytes never sent stay queued.
-    func startTry(token: TokenSnapshot?, now: Double, _ build: (inout [UInt8]) -> Void) {
+    /// bytes never sent stay queued. `build` writes the head; its second argument is the length of a
+    /// chunked body that goes whole, with Content-Length (CONTRACT point 8), nil when it streams.
+    func startTry(token: TokenSnapshot?, now: Double, _ build: (inout [UInt8], Int?) -> Void) {
         var body: [UInt8] = []
+        var wholeLength: Int?
         if machine.bodyOnWire, let replay {
-            if case .chunked = head.framing {
+            if case .chunked = head.framing, !machine.requestBodyDone {
                 replay.withUnsafeBytes { ResponseWriter.appendChunk(&body, $0) }
-                if machine.requestBodyDone { ResponseWriter.appendLastChunk(&body) }
             } else {
                 body = replay
+                if case .chunked = head.framing { wholeLength = replay.count }
             }
         } else if upOutStart <= upHeadEnd && upHeadEnd < upOut.count {
             body = Array(upOut[upHeadEnd...])
         }
+        if machine.bodyBuffering == .whole && wholeLength == nil { wholeLength = body.count }
         upOut.removeAll(keepingCapacity: true)
         upOutStart = 0
-        build(&upOut)
+        build(&upOut, wholeLength)
         upHeadEnd = upOut.count
         upOut.append(contentsOf: body)
         sentToken = token

@@ -1,3 +1,4 @@
+import Config
 import HTTP1
 
 /// The state and decisions of one exchange (docs/ENGINE.md, "One exchange"), with no I/O and no
@@ -44,6 +45,21 @@ struct ExchangeMachine {
     private(set) var bodyRefused = false
     var replayComplete: Bool { replayKept && requestBodyDone }
 
+    /// How a chunked request body goes up (CONTRACT point 8, `forward.request_buffering`).
+    enum BodyBuffering: Equatable {
+        /// As the client framed it, streamed.
+        case off
+        /// The request waits upstream-side while the chunked body arrives, up to `limit` bytes.
+        case waiting(limit: Int)
+        /// All of it arrived within the limit: it goes with Content-Length.
+        case whole
+    }
+    private(set) var bodyBuffering: BodyBuffering
+    var isWaitingForBody: Bool {
+        if case .waiting = bodyBuffering { return true }
+        return false
+    }
+
     // The token and the tries.
     private(set) var tokenInjected = false
     private(set) var sentGeneration: UInt64?
@@ -66,7 +82,8 @@ struct ExchangeMachine {
     private(set) var lastUpstreamWrite = 0.0
     private(set) var lastUpstreamByte = 0.0
 
-    init(head: RequestHead, draining: Bool) {
+    /// `requestBuffering`: `forward.request_buffering` (0: off).
+    init(head: RequestHead, draining: Bool, requestBuffering: Int = 0) {
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
@@ -74,6 +91,10 @@ struct ExchangeMachine {
         wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
         keepAlive = head.keepAlive && !draining
         requestBodyDone = !hasBody
+        bodyBuffering =
+            ExchangeRules.buffersChunkedBody(
+                chunked: head.framing == .chunked, expectsContinue: head.expectContinue, wantsUpgrade: wantsUpgrade,
+                limit: requestBuffering) ? .waiting(limit: requestBuffering) : .off
     }
 
     var responseStarted: Bool {
@@ -119,8 +140,30 @@ struct ExchangeMachine {
         sendStopped = true
     }
 
-    mutating func onRequestBodyEnded() {
+    enum BufferingAction: Equatable {
+        /// Go on waiting for the body.
+        case keepWaiting
+        /// Send the request now: with the chunks as they came (`whole: false`, the body outgrew the
+        /// limit), or with Content-Length (`whole: true`, all of it is at hand).
+        case send(whole: Bool)
+        /// The body was not being waited for.
+        case none
+    }
+
+    /// `total` bytes of a chunked body are at hand and the request waits for them.
+    mutating func onBodyBuffered(total: Int) -> BufferingAction {
+        guard case .waiting(let limit) = bodyBuffering else { return .none }
+        guard total > limit else { return .keepWaiting }
+        bodyBuffering = .off
+        return .send(whole: false)
+    }
+
+    @discardableResult
+    mutating func onRequestBodyEnded() -> BufferingAction {
         requestBodyDone = true
+        guard isWaitingForBody else { return .none }
+        bodyBuffering = .whole
+        return .send(whole: true)
     }
 
     mutating func onAnswerBytes(_ n: Int, now: Double) {

@@ -27,6 +27,13 @@ enum ExchangeRules {
         }
     }
 
+    /// CONTRACT point 8, `forward.request_buffering`: a chunked body is waited for (to go up with
+    /// Content-Length, which WSGI servers need) unless the client waits for `100 Continue` before
+    /// sending it (RFC 9110 §10.1.1) or the request asks for an upgrade (its body is the new protocol's).
+    static func buffersChunkedBody(chunked: Bool, expectsContinue: Bool, wantsUpgrade: Bool, limit: Int) -> Bool {
+        chunked && limit > 0 && !expectsContinue && !wantsUpgrade
+    }
+
     /// RFC 9110 §9.2.2.
     static func isIdempotent(_ method: String) -> Bool {
         switch method {

@@ -43,10 +43,11 @@ final class Forwarder {
     /// upstream's base path, Host, the client's fields in order and byte for byte (hop-by-hop fields,
     /// the proxy's own and the access header left out), Authorization, X-Forwarded-*, and for an
     /// upgrade `Connection: upgrade` with the client's Upgrade field. `authorization` is the
-    /// `Bearer …` value to inject, or nil to send the client's own (keep mode).
+    /// `Bearer …` value to inject, or nil to send the client's own (keep mode). `wholeBodyLength`: a
+    /// chunked body that goes whole, with Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        peerHost: String, forwardedHost: String?, upgrade: Bool
+        peerHost: String, forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
@@ -76,7 +77,13 @@ final class Forwarder {
         RequestWriter.appendField(&out, name: "X-Forwarded-Proto", value: "http")
         if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
-        if head.framing == .chunked { RequestWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        if head.framing == .chunked {
+            if let wholeBodyLength {
+                RequestWriter.appendField(&out, name: "Content-Length", value: String(wholeBodyLength))
+            } else {
+                RequestWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked")
+            }
+        }
         if let upgradeField {
             RequestWriter.appendField(&out, name: "Connection", value: "upgrade")
             head.copyField(upgradeField, to: &out)

@@ -1,3 +1,4 @@
+import Config
 import Synchronization
 
 /// Every series /metrics exposes, in one place (Envoy's habit). Counters that the request path
@@ -13,6 +14,8 @@ final class LoopMetrics: Sendable {
         var tunnelsClosed = 0
         /// Requests sent again on a fresh upstream connection after a reused one failed before answering.
         var retriesOnFreshConnection = 0
+        /// Request fields left out because their names hold an underscore.
+        var droppedUnderscoreFields = 0
         /// Upstream latency (to the response head), cumulative buckets as Prometheus wants them.
         var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
         var latencyCount = 0
@@ -60,6 +63,10 @@ final class LoopMetrics: Sendable {
                 name: "tokenproxy_upstream_fresh_connection_retries_total", type: "counter",
                 help: "Requests sent again on a fresh upstream connection after a reused one closed before answering.",
                 field: \.retriesOnFreshConnection),
+            CounterSeries(
+                name: "tokenproxy_dropped_header_fields_total", type: "counter",
+                help: "Request header fields not forwarded because their names hold an underscore (spoofable through WSGI/CGI).",
+                field: \.droppedUnderscoreFields),
         ]
     }
 
@@ -88,6 +95,7 @@ final class LoopMetrics: Sendable {
     func retriedOnFreshConnection() { counters.withLock { $0.retriesOnFreshConnection += 1 } }
     func retriedAfter401() { counters.withLock { $0.upstream401Retries += 1 } }
     func waitedForToken() { counters.withLock { $0.requestsWaitedForToken += 1 } }
+    func droppedUnderscoreFields(_ n: Int) { counters.withLock { $0.droppedUnderscoreFields += n } }
 }
 
 /// State shared by all loops: open connections, retry memory, the refresh-storm guard.
@@ -99,7 +107,7 @@ final class SharedProxyState: Sendable {
     let draining = Atomic<Bool>(false)
 
     func refusingGoodTokens(now: Double) -> Bool { stormGuardUntil.withLock { now < $0 } }
-    func upstreamRefusedFreshToken(now: Double) { stormGuardUntil.withLock { $0 = now + 30 } }
+    func upstreamRefusedFreshToken(now: Double) { stormGuardUntil.withLock { $0 = now + FixedLimits.stormGuardSeconds } }
 
     /// Reserves `bytes` of the shared retry budget; false when it would exceed `limit`.
     func reserveRetryMemory(_ bytes: Int, limit: Int) -> Bool {

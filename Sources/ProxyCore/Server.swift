@@ -70,7 +70,7 @@ public final class Server: @unchecked Sendable {
         for (i, mine) in perLoop.enumerated() {
             let ctx = mine.ctx
             try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
-                ctx.loop.schedule(after: 0.2, Server.sweeper(ctx))
+                ctx.loop.schedule(after: FixedLimits.sweepInterval, Server.sweeper(ctx))
                 ctx.loop.run()
             }
         }
@@ -161,7 +161,7 @@ public final class Server: @unchecked Sendable {
         return { [weak ctx] in
             guard let ctx else { return }
             ctx.sweepTimeouts()
-            ctx.loop.schedule(after: 0.2, Server.sweeper(ctx))
+            ctx.loop.schedule(after: FixedLimits.sweepInterval, Server.sweeper(ctx))
         }
     }
 

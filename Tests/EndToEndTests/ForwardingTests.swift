@@ -110,6 +110,26 @@ import Testing
         try f.finish()
     }
 
+    /// Names with an underscore never go up (nginx's `underscores_in_headers off`): a WSGI or CGI
+    /// server reads `X_Forwarded_For` as HTTP_X_FORWARDED_FOR, which would spoof the proxy's own field.
+    /// The drops are counted.
+    @Test func fieldNamesWithAnUnderscoreAreDroppedAndCounted() throws {
+        let f = try Fixture(extra: "admin:\n  listen: 127.0.0.1:0")
+        let client = try f.connect()
+        try client.send(
+            rawRequest(
+                "GET", "/underscore", host: f.host,
+                headers: [("X_Forwarded_For", "6.6.6.6"), ("X-Kept", "yes"), ("X_Forwarded_Host", "evil.example")]))
+        let response = try client.readResponse()
+        #expect(response.status == 200, "\(response)")
+        let echo = try Echo(response.body)
+        #expect(echo.values("X-Forwarded-For") == ["127.0.0.1"])
+        #expect(!echo.names.contains { $0.contains("_") }, "\(echo.headers)")
+        #expect(echo.values("X-Kept") == ["yes"])
+        #expect(try series(f.proxy, "tokenproxy_dropped_header_fields_total") == 2)
+        try f.finish()
+    }
+
     @Test func proxyAddsNoHeadersOfItsOwn() throws {
         let f = try Fixture()
         let client = try f.connect()

@@ -112,6 +112,12 @@ import Testing
         try f.finish()
     }
 
+    /// `Transfer-Encoding: gzip, chunked`: once the hop-by-hop field is rewritten the gzip coding would
+    /// reach the client undeclared (plain `chunked`, compressed bytes): 502, as nginx answers.
+    @Test func aTransferCodingOtherThanChunkedIsBadGateway() throws {
+        try expectBadGatewayForInvalidLength("te-gzip-chunked")
+    }
+
     @Test func chunkedWithContentLengthIsNeverSmuggled() throws {
         let f = try FramingFixture()
         let client = try f.connect()

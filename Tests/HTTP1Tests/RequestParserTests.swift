@@ -25,6 +25,21 @@ import Testing
         #expect(head.first("absent") == nil)
     }
 
+    /// nginx's `underscores_in_headers off`: WSGI/CGI servers map `X_Forwarded_For` onto the same
+    /// variable as `X-Forwarded-For`, so such a field could spoof what the proxy sets.
+    @Test func fieldNamesWithAnUnderscoreAreDroppedAndCounted() throws {
+        let head = try #require(
+            firstHead(
+                dripFeed(
+                    "POST / HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 6.6.6.6\r\nX-Keep: 1\r\nTransfer_Encoding: chunked\r\n"
+                        + "Content-Length: 0\r\n_: x\r\n\r\n")))
+        #expect(head.fields.map(\.name) == ["Host", "X-Keep", "Content-Length"])
+        #expect(head.droppedFieldCount == 3)
+        #expect(head.framing == .contentLength(0), "a dropped Transfer_Encoding frames nothing")
+        let clean = try #require(firstHead(dripFeed("GET / HTTP/1.1\r\nHost: a\r\nX-A-B: 1\r\n\r\n")))
+        #expect(clean.droppedFieldCount == 0)
+    }
+
     @Test func methodsAreKeptCaseSensitive() throws {
         let head = try #require(firstHead(dripFeed("get / HTTP/1.1\r\nHost: a\r\n\r\n")))
         #expect(head.method == "get")

@@ -5,12 +5,12 @@ import Testing
 
 /// One exchange driven event by event, as `Connection+Upstream.swift` drives it, checking what the
 /// machine tells the connection to do.
-private func machine(_ head: String, draining: Bool = false) -> ExchangeMachine {
+private func machine(_ head: String, draining: Bool = false, requestBuffering: Int = 0) -> ExchangeMachine {
     var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 8192, maxBodyBytes: 0))
     let bytes = Array(head.utf8)
     let (_, event) = bytes.withUnsafeBytes { parser.parse($0) }
     guard case .head(let parsed)? = event else { fatalError("not a request head: \(head)") }
-    return ExchangeMachine(head: parsed, draining: draining)
+    return ExchangeMachine(head: parsed, draining: draining, requestBuffering: requestBuffering)
 }
 
 private let get = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -270,5 +270,45 @@ extension ExchangeMachine {
         #expect(m.onTick(now: 25, Self.side(lastClientByte: 0), Self.limits) == .none)
         #expect(m.onTick(now: 31, Self.side(lastClientByte: 0), Self.limits) == .closeClient)
         #expect(m.onTick(now: 31, Self.side(lastClientByte: 30), Self.limits) == .none)
+    }
+}
+
+/// CONTRACT point 8, `forward.request_buffering`: a chunked body that ends within the limit goes up
+/// whole with Content-Length; a longer one streams as it came; `Expect: 100-continue` is never waited for.
+@Suite struct ExchangeMachineRequestBufferingTests {
+    static let chunked = "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    @Test func aChunkedBodyWithinTheLimitIsWaitedForAndGoesWhole() {
+        var m = machine(Self.chunked, requestBuffering: 100)
+        #expect(m.isWaitingForBody)
+        #expect(m.onBodyBuffered(total: 60) == .keepWaiting)
+        #expect(m.onBodyBuffered(total: 100) == .keepWaiting, "exactly the limit still fits")
+        #expect(m.onRequestBodyEnded() == .send(whole: true))
+        #expect(m.bodyBuffering == .whole && !m.isWaitingForBody)
+    }
+
+    @Test func aChunkedBodyOverTheLimitStreamsFromThere() {
+        var m = machine(Self.chunked, requestBuffering: 100)
+        #expect(m.onBodyBuffered(total: 101) == .send(whole: false))
+        #expect(m.bodyBuffering == .off)
+        #expect(m.onBodyBuffered(total: 500) == .none)
+        #expect(m.onRequestBodyEnded() == .none)
+    }
+
+    @Test(arguments: [
+        "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+        "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
+        "GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ])
+    func otherRequestsAreNotWaitedFor(_ head: String) {
+        var m = machine(head, requestBuffering: 100)
+        #expect(!m.isWaitingForBody && m.bodyBuffering == .off)
+        #expect(m.onRequestBodyEnded() == .none)
+    }
+
+    @Test func zeroTurnsItOff() {
+        let m = machine(Self.chunked, requestBuffering: 0)
+        #expect(m.bodyBuffering == .off)
     }
 }

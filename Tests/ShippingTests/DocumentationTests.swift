@@ -13,6 +13,17 @@ import Testing
         }
     }
 
+    /// The `limits:` table and the fixed limits in README.md are the code's one table (`Limits`).
+    @Test func theLimitsTablesAreTheCodesTable() throws {
+        let readme = try String(contentsOf: RepositoryPaths.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let keys = Limits.readmeRows.joined(separator: "\n")
+        let keysListed = readme.contains("| --- | --- | --- |\n" + keys + "\n\n")
+        #expect(keysListed, "README.md's limits table is not Limits.readmeRows:\n\(keys)")
+        let fixed = Limits.fixedReadmeRows.joined(separator: "\n")
+        let fixedListed = readme.contains("| --- | --- | --- |\n" + fixed + "\n\n")
+        #expect(fixedListed, "README.md's fixed limits are not Limits.fixedReadmeRows:\n\(fixed)")
+    }
+
     /// Every series a live /metrics exposes is listed.
     @Test func everyExposedMetricIsListed() throws {
         let docs = try ShippedFiles.text(ShippedFiles.readmeSections)

@@ -21,6 +21,7 @@ Scripts (the bytes written back):
   cl-list-differ     Content-Length: 5, 6
   cl-alpha           Content-Length: abc
   cl-negative        Content-Length: -5
+  te-gzip-chunked    `Transfer-Encoding: gzip, chunked` with a gzip body in one chunk
   te-cl              chunked and a Content-Length that covers only the first chunk-size line; the
                      chunk's data is a whole HTTP response (a smuggling attempt)
   close-delimited?bytes=N   200 without any length, N pattern bytes, then close
@@ -55,6 +56,7 @@ although the answer promised nothing of the kind.
 """
 import argparse
 import base64
+import gzip
 import hashlib
 import json
 import socket
@@ -317,6 +319,12 @@ def handle(conn, index):
         conn.send(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n" % len(size_line)
             + size_line + inner + b"\r\n0\r\n\r\n")
+    elif name == "te-gzip-chunked":
+        read_body(conn, fields, keep=False)
+        gz = gzip.compress(b"hello, compressed world")
+        conn.send(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+            + b"%x\r\n" % len(gz) + gz + b"\r\n0\r\n\r\n")
     elif name == "close-delimited":
         read_body(conn, fields, keep=False)
         conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + pattern(qint("bytes", 1000)))

@@ -1,0 +1,160 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// What Django (on gunicorn, a real WSGI stack) says it received.
+struct DjangoEcho: Decodable {
+    let method: String
+    let body_len: Int
+    let body_sha256: String
+    let content_length: String?
+    let transfer_encoding: String?
+    let x_forwarded_for: String?
+}
+
+struct DjangoStats: Decodable {
+    let requests: Int
+    let unauthorized: Int
+}
+
+/// A chunked request body arrives whole at Django: CONTRACT point 8 and `forward.request_buffering`
+/// (Django reads a body by Content-Length only; a chunked one reads as empty). A Django application
+/// on gunicorn, an Authlib authorization server and tokenproxy, each a real process.
+@Suite struct RequestBufferingTests {
+    /// tokenproxy with `oauth2_client_credentials` in front of django_upstream.py.
+    final class DjangoFixture: Sendable {
+        let django: PythonServer
+        let idp: OAuthServer
+        let proxy: ProxyProcess
+
+        init(extra: String = "") throws {
+            django = try PythonServer("django_upstream")
+            idp = try OAuthServer.start()
+            let config = """
+                listen: 127.0.0.1:0
+                upstream: \(django.baseURL)
+                workers: 1
+                drain_timeout: 2s
+                credentials:
+                  type: oauth2_client_credentials
+                  token_url: \(idp.tokenURL)
+                  client_id: app
+                  client_secret_env: DJANGO_TEST_SECRET
+                log:
+                  level: debug
+                \(extra)
+                """
+            proxy = try ProxyProcess(config: config, environment: ["DJANGO_TEST_SECRET": "secret"])
+        }
+
+        /// A chunked PUT through the proxy, as `curl -T - -H 'Expect:'` sends it from a pipe. (curl's own
+        /// `Expect: 100-continue` would make the body stream: the proxy never waits for the body of a
+        /// client that waits for `100 Continue`, CONTRACT `forward.request_buffering`.)
+        func putChunked(_ body: [UInt8]) throws -> (CurlResult, DjangoEcho?) {
+            let file = try proxy.directory.write("body-\(UUID().uuidString).bin", Data(body))
+            let r = try curl(["-T", file, "-H", "Transfer-Encoding: chunked", "-H", "Expect:", proxy.baseURL + "/echo"], timeout: 60)
+            return (r, try? JSONDecoder().decode(DjangoEcho.self, from: Data(r.body)))
+        }
+
+        func stats() throws -> DjangoStats {
+            let r = try curl([django.baseURL + "/test/stats"])
+            return try JSONDecoder().decode(DjangoStats.self, from: Data(r.body))
+        }
+
+        func finish() throws {
+            proxy.terminate(signal: SIGTERM)
+            #expect(try proxy.waitForExit(timeout: 15) == 0)
+            django.stop()
+            idp.stop()
+        }
+    }
+
+    @Test func aChunkedUploadReachesDjangoWholeWithContentLength() throws {
+        let f = try DjangoFixture()
+        let body = testBytes(count: 200_000, seed: 11)
+        let (r, echo) = try f.putChunked(body)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
+        #expect(seen.method == "PUT")
+        #expect(seen.body_len == body.count)
+        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        #expect(seen.content_length == String(body.count))
+        #expect(seen.transfer_encoding == nil)
+        try f.finish()
+    }
+
+    /// The upstream refuses the token: the proxy refreshes once and sends the request again with the
+    /// kept body, which must arrive whole too (before, the replay went chunked and Django read nothing).
+    @Test func aChunkedUploadThatMeetsA401IsRetriedWholeWithContentLength() throws {
+        let f = try DjangoFixture()
+        // A first request makes Django see the proxy's token; then Django refuses every token it saw.
+        let (warm, _) = try f.putChunked(Array("warm".utf8))
+        #expect(warm.status == 200)
+        let fetchesBefore = try f.idp.stats().count(OAuthGrant.clientCredentials)
+        try TestControlledServer.post(f.django.baseURL + "/test/reject-seen")
+
+        let body = testBytes(count: 200_000, seed: 12)
+        let (r, echo) = try f.putChunked(body)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
+        #expect(seen.body_len == body.count)
+        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        #expect(seen.content_length == String(body.count))
+        #expect(seen.transfer_encoding == nil)
+        let stats = try f.stats()
+        #expect(stats.unauthorized == 1, "one 401, then the retry")
+        #expect(stats.requests == 3)
+        #expect(try f.idp.stats().count(OAuthGrant.clientCredentials) == fetchesBefore + 1, "exactly one new token")
+        try f.finish()
+    }
+
+    /// Beyond `forward.request_buffering` the body streams as it came (chunked): memory stays bounded.
+    @Test func aChunkedBodyOverTheLimitStreamsChunked() throws {
+        let f = try Fixture(extra: "forward:\n  request_buffering: 64KiB")
+        let body = testBytes(count: 200_000, seed: 13)
+        let file = try f.proxy.directory.write("big.bin", Data(body))
+        let r = try curl(["-T", file, "-H", "Transfer-Encoding: chunked", "-H", "Expect:", f.url("/upload")], timeout: 60)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let echo = try Echo(r.body)
+        #expect(echo.body_len == body.count)
+        #expect(echo.body_sha256 == (try sha256Hex(body)))
+        #expect(echo.values("Transfer-Encoding") == ["chunked"])
+        #expect(!echo.has("Content-Length"))
+        try f.finish()
+    }
+
+    /// A client that waits for `100 Continue` is never made to wait for the proxy: its body streams.
+    @Test func aChunkedBodyWithExpectContinueStreamsChunked() throws {
+        let f = try Fixture()
+        let body = testBytes(count: 5_000, seed: 14)
+        let file = try f.proxy.directory.write("small.bin", Data(body))
+        let r = try curl(
+            ["-T", file, "-H", "Transfer-Encoding: chunked", "-H", "Expect: 100-continue", f.url("/upload")], timeout: 60)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let echo = try Echo(r.body)
+        #expect(echo.body_len == body.count)
+        #expect(echo.values("Transfer-Encoding") == ["chunked"])
+        #expect(echo.values("Expect") == ["100-continue"])
+        try f.finish()
+    }
+
+    /// `request_buffering: 0` keeps the old streaming behaviour.
+    @Test func zeroTurnsBufferingOff() throws {
+        let f = try Fixture(extra: "forward:\n  request_buffering: 0")
+        let body = testBytes(count: 1_000, seed: 15)
+        let file = try f.proxy.directory.write("small.bin", Data(body))
+        let r = try curl(["-T", file, "-H", "Transfer-Encoding: chunked", "-H", "Expect:", f.url("/upload")])
+        let echo = try Echo(r.body)
+        #expect(echo.body_len == body.count)
+        #expect(echo.values("Transfer-Encoding") == ["chunked"])
+        try f.finish()
+    }
+}
+
+extension TestControlledServer {
+    /// POSTs to a URL and expects 200 (a control call of a server that is not a TestControlledServer).
+    static func post(_ url: String) throws {
+        let result = try curl(["-X", "POST", "--data", "", url])
+        guard result.status == 200 else { throw HarnessError("POST \(url) answered \(result.status): \(result.bodyString)") }
+    }
+}
