@@ -220,9 +220,10 @@ struct ChunkedDecoder: Sendable {
         let line = raw.count > 0 && raw[raw.count - 1] == asciiCR ? UnsafeRawBufferPointer(rebasing: raw[0..<(raw.count - 1)]) : raw
         if line.isEmpty { return .end }
         // RFC 9112 §7.1.2: trailer fields are field lines; RFC 9112 §5.2: obs-fold is refused.
-        if scanFieldLine(line) == nil {
-            return .error(.malformed(isOWS(line[0]) ? "obsolete line folding" : "invalid trailer line"))
+        switch scanFieldLine(line) {
+        case .success: return nil
+        case .failure(.obsoleteFolding): return .error(.malformed("obsolete line folding"))
+        case .failure: return .error(.malformed("invalid trailer line"))
         }
-        return nil
     }
 }

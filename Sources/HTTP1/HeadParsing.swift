@@ -1,10 +1,12 @@
 // Parsing of a complete request head, held in one buffer. Works on byte ranges: the RequestHead keeps
-// the buffer and where each field is in it; Strings are made for the method, the target and Host only.
+// the buffer and where each field is in it (a FieldBlock); Strings are made for the method, the target
+// and Host only. Field lines are checked by `scanFieldLine` and the framing fields read by
+// `FramingFields`, as for responses.
 
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
-func nextLine(_ buffer: UnsafeBufferPointer<UInt8>, from start: inout Int) -> Range<Int>? {
-    let i = indexOfLF(UnsafeRawBufferPointer(buffer), start..<buffer.count) ?? buffer.count
+private func nextLine(_ buffer: UnsafeRawBufferPointer, from start: inout Int) -> Range<Int>? {
+    let i = indexOfLF(buffer, start..<buffer.count) ?? buffer.count
     var end = i
     if end > start && buffer[end - 1] == asciiCR { end -= 1 }
     let line = start..<end
@@ -12,12 +14,12 @@ func nextLine(_ buffer: UnsafeBufferPointer<UInt8>, from start: inout Int) -> Ra
     return line.isEmpty ? nil : line
 }
 
-private func string(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
-    String(decoding: UnsafeBufferPointer(rebasing: buffer[range]), as: UTF8.self)
+private func string(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+    String(decoding: UnsafeRawBufferPointer(rebasing: buffer[range]), as: UTF8.self)
 }
 
 /// The bytes equal `literal` exactly.
-private func bytesEqual(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString) -> Bool {
+private func bytesEqual(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
     guard range.count == literal.utf8CodeUnitCount else { return false }
     let p = literal.utf8Start
     var k = 0
@@ -28,106 +30,27 @@ private func bytesEqual(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int
     return true
 }
 
-/// The bytes equal the lowercase `literal`, ignoring ASCII case.
-private func bytesEqualIgnoringCase(
-    _ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ literal: StaticString
-) -> Bool {
-    guard range.count == literal.utf8CodeUnitCount else { return false }
-    let p = literal.utf8Start
-    var k = 0
-    for index in range {
-        if asciiLower(buffer[index]) != p[k] { return false }
-        k += 1
-    }
-    return true
-}
-
-private func lowercasedString(_ buffer: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
-    String(unsafeUninitializedCapacity: range.count) { out in
-        var k = 0
-        for index in range {
-            out[k] = asciiLower(buffer[index])
-            k += 1
+extension FieldLineProblem {
+    /// The request's 400 reason.
+    var requestReason: String {
+        switch self {
+        case .obsoleteFolding: return "obsolete line folding"
+        case .invalidName: return "invalid header name"
+        case .noColon: return "header line without colon"
+        case .emptyName: return "empty header name"
+        case .invalidValue: return "invalid character in header value"
         }
-        return k
     }
 }
 
-struct FieldLine {
-    var name: Range<Int>
-    var value: Range<Int>
-    /// The name holds an underscore (see `parseHead`).
-    var nameHasUnderscore = false
-}
-
-/// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).
-func parseFieldLine(_ buffer: UnsafeBufferPointer<UInt8>, _ line: Range<Int>) -> Result<FieldLine, RequestParseError> {
-    // RFC 9112 §5.2: obs-fold is refused in requests (400); so is whitespace before the first field
-    // (RFC 9112 §2.2).
-    if isOWS(buffer[line.lowerBound]) { return .failure(.badRequest("obsolete line folding")) }
-    var colon = line.lowerBound
-    var underscore = false
-    while colon < line.upperBound && buffer[colon] != asciiColon {
-        // RFC 9112 §5.1: the name is a token; no whitespace is allowed between it and the colon.
-        guard isTokenByte(buffer[colon]) else { return .failure(.badRequest("invalid header name")) }
-        if buffer[colon] == asciiUnderscore { underscore = true }
-        colon += 1
-    }
-    guard colon < line.upperBound else { return .failure(.badRequest("header line without colon")) }
-    guard colon > line.lowerBound else { return .failure(.badRequest("empty header name")) }
-    // RFC 9112 §5.1: OWS around the value is not part of it.
-    var lower = colon + 1
-    var upper = line.upperBound
-    while lower < upper && isOWS(buffer[lower]) { lower += 1 }
-    while upper > lower && isOWS(buffer[upper - 1]) { upper -= 1 }
-    for index in lower..<upper where !isFieldValueByte(buffer[index]) {
-        // RFC 9110 §5.5: CR, LF, NUL and the other CTLs are invalid in values.
-        return .failure(.badRequest("invalid character in header value"))
-    }
-    return .success(FieldLine(name: line.lowerBound..<colon, value: lower..<upper, nameHasUnderscore: underscore))
-}
-
-/// Calls `body` with each element of a list-based field value (RFC 9110 §5.6.1), trimmed of OWS, skipping
-/// empty elements; stops early when `body` returns false.
-private func forEachListElement(
-    _ buffer: UnsafeBufferPointer<UInt8>, _ value: Range<Int>, _ body: (Range<Int>) -> Bool
-) {
-    var start = value.lowerBound
-    while start <= value.upperBound {
-        var end = start
-        while end < value.upperBound && buffer[end] != UInt8(ascii: ",") { end += 1 }
-        var lower = start
-        var upper = end
-        while lower < upper && isOWS(buffer[lower]) { lower += 1 }
-        while upper > lower && isOWS(buffer[upper - 1]) { upper -= 1 }
-        if lower < upper && !body(lower..<upper) { return }
-        start = end + 1
-    }
-}
-
-private enum KnownField {
-    case other, host, contentLength, transferEncoding, connection, expect
-}
-
-private func classify(_ buffer: UnsafeBufferPointer<UInt8>, _ name: Range<Int>) -> KnownField {
-    switch name.count {
-    case 4: return bytesEqualIgnoringCase(buffer, name, "host") ? .host : .other
-    case 6: return bytesEqualIgnoringCase(buffer, name, "expect") ? .expect : .other
-    case 10: return bytesEqualIgnoringCase(buffer, name, "connection") ? .connection : .other
-    case 14: return bytesEqualIgnoringCase(buffer, name, "content-length") ? .contentLength : .other
-    case 17: return bytesEqualIgnoringCase(buffer, name, "transfer-encoding") ? .transferEncoding : .other
-    default: return .other
-    }
-}
-
-/// Parses the head in `bytes` (request line through the blank line). `fields` must come empty; it
+/// Parses the head in `bytes` (request line through the blank line). `spans` must come empty; it
 /// receives where each field is, and the RequestHead shares it and `bytes`.
-func parseHead(_ bytes: [UInt8], fields: inout [RequestHead.FieldSpan]) -> Result<RequestHead, RequestParseError> {
-    bytes.withUnsafeBufferPointer { parseHead(bytes, $0, fields: &fields) }
+func parseRequestHead(_ bytes: [UInt8], spans: inout [FieldBlock.Span]) -> Result<RequestHead, RequestParseError> {
+    bytes.withUnsafeBytes { parseRequestHead(bytes, $0, spans: &spans) }
 }
 
-private func parseHead(
-    _ bytes: [UInt8], _ buffer: UnsafeBufferPointer<UInt8>, fields: inout [RequestHead.FieldSpan]
+private func parseRequestHead(
+    _ bytes: [UInt8], _ buffer: UnsafeRawBufferPointer, spans: inout [FieldBlock.Span]
 ) -> Result<RequestHead, RequestParseError> {
     var cursor = 0
     guard let requestLine = nextLine(buffer, from: &cursor) else {
@@ -167,118 +90,68 @@ private func parseHead(
 
     var hostCount = 0
     var hostValue: Range<Int>? = nil
-    var contentLength: Int? = nil
-    var sawTransferEncoding = false
-    var codingCount = 0
-    var chunkedCount = 0
-    var connectionOptions: [String] = []
-    var closeRequested = false
-    var keepAliveRequested = false
-    var expectContinue = false
+    var framingFields = FramingFields()
     var droppedFields = 0
 
     while let line = nextLine(buffer, from: &cursor) {
-        let field: FieldLine
-        switch parseFieldLine(buffer, line) {
-        case .failure(let error): return .failure(error)
-        case .success(let parsed): field = parsed
+        let parts: FieldLineParts
+        switch scanFieldLine(UnsafeRawBufferPointer(rebasing: buffer[line])) {
+        case .failure(let problem): return .failure(.badRequest(problem.requestReason))
+        case .success(let found): parts = found
         }
         // A name with an underscore is dropped (nginx's `underscores_in_headers off`): WSGI and CGI
         // servers map `X_Forwarded_For` and `X-Forwarded-For` onto one variable (HTTP_X_FORWARDED_FOR),
         // so forwarding it would let a client spoof a field the proxy sets.
-        if field.nameHasUnderscore {
+        if parts.nameHasUnderscore {
             droppedFields += 1
             continue
         }
-        switch classify(buffer, field.name) {
-        case .other:
-            break
-        case .host:
+        let name = line.lowerBound..<(line.lowerBound + parts.colon)
+        let value = (line.lowerBound + parts.value.lowerBound)..<(line.lowerBound + parts.value.upperBound)
+        let kind = FramingFields.Kind(name: name, in: buffer)
+        if case .host = kind {
             hostCount += 1
-            hostValue = field.value
-        case .contentLength:
-            // RFC 9112 §6.3: a list of identical values may be taken as one; anything else is invalid.
-            var invalid = false
-            var conflicting = false
-            var sawElement = false
-            forEachListElement(buffer, field.value) { element in
-                var value = 0
-                for index in element {
-                    let b = buffer[index]
-                    guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { invalid = true; return false }
-                    let (times10, o1) = value.multipliedReportingOverflow(by: 10)
-                    let (sum, o2) = times10.addingReportingOverflow(Int(b &- UInt8(ascii: "0")))
-                    guard !o1 && !o2 else { invalid = true; return false }
-                    value = sum
-                }
-                sawElement = true
-                if let existing = contentLength, existing != value { conflicting = true; return false }
-                contentLength = value
-                return true
-            }
-            if invalid || !sawElement { return .failure(.badRequest("invalid Content-Length")) }
-            if conflicting { return .failure(.badRequest("conflicting Content-Length values")) }
-        case .transferEncoding:
-            sawTransferEncoding = true
-            forEachListElement(buffer, field.value) { element in
-                // A coding may carry parameters (RFC 9112 §7); its name is the token before them.
-                var end = element.lowerBound
-                while end < element.upperBound && isTokenByte(buffer[end]) { end += 1 }
-                codingCount += 1
-                if bytesEqualIgnoringCase(buffer, element.lowerBound..<end, "chunked") { chunkedCount += 1 }
-                return true
-            }
-        case .connection:
-            forEachListElement(buffer, field.value) { element in
-                if bytesEqualIgnoringCase(buffer, element, "close") { closeRequested = true }
-                if bytesEqualIgnoringCase(buffer, element, "keep-alive") { keepAliveRequested = true }
-                connectionOptions.append(lowercasedString(buffer, element))
-                return true
-            }
-        case .expect:
-            forEachListElement(buffer, field.value) { element in
-                if bytesEqualIgnoringCase(buffer, element, "100-continue") { expectContinue = true }
-                return true
-            }
+            hostValue = value
+        } else {
+            framingFields.take(kind, value: value, in: buffer)
         }
-        fields.append(
-            RequestHead.FieldSpan(
-                start: field.name.lowerBound, colon: field.name.upperBound, valueStart: field.value.lowerBound,
-                valueEnd: field.value.upperBound))
+        spans.append(FieldBlock.Span(start: name.lowerBound, colon: name.upperBound, valueStart: value.lowerBound, valueEnd: value.upperBound))
     }
 
     // RFC 9112 §3.2: a client MUST send Host in HTTP/1.1; a server MUST answer 400 when it is missing
     // or appears more than once.
     if hostCount > 1 { return .failure(.badRequest("multiple Host headers")) }
     if hostCount == 0 && version == .http1_1 { return .failure(.badRequest("missing Host header")) }
+    if let problem = framingFields.contentLengthProblem { return .failure(.badRequest(problem)) }
 
     let framing: BodyFraming
-    if sawTransferEncoding {
+    if framingFields.sawTransferEncoding {
         // RFC 9112 §6.1: Transfer-Encoding with Content-Length is a smuggling attempt; refuse it.
-        if contentLength != nil { return .failure(.badRequest("both Content-Length and Transfer-Encoding")) }
+        if framingFields.contentLength != nil { return .failure(.badRequest("both Content-Length and Transfer-Encoding")) }
         // RFC 9112 §6.1: a server MUST NOT trust Transfer-Encoding on an HTTP/1.0 message.
         if version == .http1_0 { return .failure(.badRequest("Transfer-Encoding on HTTP/1.0")) }
-        if codingCount == 0 { return .failure(.badRequest("empty Transfer-Encoding")) }
-        // RFC 9112 §6.1: a server that does not understand a transfer coding answers 501. This also covers
-        // a final coding other than chunked (RFC 9112 §6.3 would allow 400; the connection closes either way).
-        if chunkedCount < codingCount { return .failure(.notImplemented("unsupported transfer coding")) }
-        // RFC 9112 §7: chunked MUST NOT be applied more than once.
-        if chunkedCount > 1 { return .failure(.badRequest("chunked applied more than once")) }
-        framing = .chunked
-    } else if let contentLength {
+        switch framingFields.transferCodingProblem {
+        case nil:
+            framing = .chunked
+        case .unsupported:
+            // RFC 9112 §6.1: a server that does not understand a transfer coding answers 501. This also
+            // covers a final coding other than chunked (RFC 9112 §6.3 would allow 400; the connection
+            // closes either way).
+            return .failure(.notImplemented(FramingFields.TransferCodingProblem.unsupported.reason))
+        case let problem?:
+            return .failure(.badRequest(problem.reason))
+        }
+    } else if let contentLength = framingFields.contentLength {
         framing = .contentLength(contentLength)
     } else {
         // RFC 9112 §6.3: a request with neither field has no body.
         framing = .none
     }
 
-    // RFC 9112 §9.3: persistence is the default in 1.1; in 1.0 it needs "keep-alive"; "close" always wins.
-    let keepAlive = !closeRequested && (version == .http1_1 || keepAliveRequested)
-
     return .success(
         RequestHead(
             method: string(buffer, methodRange), target: string(buffer, targetRange), version: version,
-            bytes: bytes, fields: fields, host: hostValue.map { string(buffer, $0) }, framing: framing,
-            keepAlive: keepAlive, expectContinue: expectContinue, connectionOptions: connectionOptions,
-            droppedFieldCount: droppedFields))
+            fields: FieldBlock(bytes: bytes, spans: spans), host: hostValue.map { string(buffer, $0) }, framing: framing,
+            keepAlive: framingFields.persists(isHTTP10: version == .http1_0), expectContinue: framingFields.expectContinue,
+            connectionOptions: framingFields.connectionOptions, droppedFieldCount: droppedFields))
 }

@@ -21,7 +21,7 @@ public struct RequestParser: Sendable {
     /// emptied only when the next head starts, by which time the caller has usually dropped that head,
     /// so their memory is reused instead of copied.
     private var section: [UInt8] = []
-    private var fieldSpans: [RequestHead.FieldSpan] = []
+    private var fieldSpans: [FieldBlock.Span] = []
     private var lineLength = 0
     private var lineStartsWithCR = false
     private var idleSawCR = false
@@ -89,9 +89,9 @@ public struct RequestParser: Sendable {
                     return (n, nil)
                 case .complete(let next):
                     // Taken out of `self` while the head is parsed, then shared with the head.
-                    var fields: [RequestHead.FieldSpan] = []
+                    var fields: [FieldBlock.Span] = []
                     swap(&fields, &fieldSpans)
-                    let result = parseHead(section, fields: &fields)
+                    let result = parseRequestHead(section, spans: &fields)
                     fieldSpans = fields
                     switch result {
                     case .failure(let error):

@@ -105,7 +105,7 @@ private func parseStatus(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
 }
 
 private func parseField(_ bytes: UnsafeRawBufferPointer) -> ResponseHeadLine {
-    guard let parts = scanFieldLine(bytes) else { return .invalid }
+    guard case .success(let parts) = scanFieldLine(bytes) else { return .invalid }
     return .field(
         HTTPField(
             name: String(decoding: UnsafeRawBufferPointer(rebasing: bytes[0..<parts.colon]), as: UTF8.self),

@@ -108,12 +108,7 @@ public struct ResponseParser: Sendable {
     private var sawStatusLine = false
     private var skippedEmptyLine = false
     private var headIsHTTP10 = false
-    private var contentLength: Int? = nil
-    private var sawTransferEncoding = false
-    private var codingCount = 0
-    private var chunkedCount = 0
-    private var closeListed = false
-    private var keepAliveListed = false
+    private var framingFields = FramingFields()
 
     // The final head reported last.
     private var mustClose = false
@@ -288,11 +283,17 @@ public struct ResponseParser: Sendable {
             return statusLine(bytes)
         }
         if bytes.isEmpty { return endOfHead() }
-        guard let parts = head.appendFieldLine(bytes) else {
+        switch scanFieldLine(bytes) {
+        case .failure(.obsoleteFolding):
             // RFC 9112 §5.2: obs-fold is refused (a proxy may not forward it as it is).
-            return failEvent(.malformed(isOWS(bytes[0]) ? "obsolete line folding" : "invalid header line"))
+            return failEvent(.malformed("obsolete line folding"))
+        case .failure:
+            return failEvent(.malformed("invalid header line"))
+        case .success(let parts):
+            head.fields.append(fieldLine: bytes, parts)
+            framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: bytes), value: parts.value, in: bytes)
+            return nil
         }
-        return field(bytes, name: 0..<parts.colon, value: parts.value)
     }
 
     private mutating func statusLine(_ bytes: UnsafeRawBufferPointer) -> ResponseParseEvent? {
@@ -304,7 +305,7 @@ public struct ResponseParser: Sendable {
         }
         sawStatusLine = true
         headIsHTTP10 = minor == 0
-        head.removeFields()
+        head.fields.removeAll()
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
         // The same reason as the last head (the usual case) keeps its String.
@@ -312,60 +313,12 @@ public struct ResponseParser: Sendable {
         return nil
     }
 
-    /// Notes the fields that frame the message or decide persistence (RFC 9112 §6, §9.3).
-    private mutating func field(_ line: UnsafeRawBufferPointer, name: Range<Int>, value: Range<Int>) -> ResponseParseEvent? {
-        switch name.count {
-        case 10:
-            guard rawEqualsIgnoringCase(line, name, "connection") else { return nil }
-            forEachListElement(line, value) { element in
-                if rawEqualsIgnoringCase(line, element, "close") { closeListed = true }
-                if rawEqualsIgnoringCase(line, element, "keep-alive") { keepAliveListed = true }
-            }
-        case 14:
-            guard rawEqualsIgnoringCase(line, name, "content-length") else { return nil }
-            // RFC 9110 §8.6: Content-Length = 1*DIGIT; a list of identical values (from fields combined
-            // upstream) may be taken as one, differing or invalid ones make the framing unknowable
-            // (RFC 9112 §6.3 point 5).
-            var invalid = false
-            var conflicting = false
-            var sawElement = false
-            forEachListElement(line, value) { element in
-                guard !invalid && !conflicting else { return }
-                var parsed = 0
-                for k in element {
-                    let b = line[k]
-                    guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { invalid = true; return }
-                    let (times10, o1) = parsed.multipliedReportingOverflow(by: 10)
-                    let (sum, o2) = times10.addingReportingOverflow(Int(b &- UInt8(ascii: "0")))
-                    guard !o1 && !o2 else { invalid = true; return }
-                    parsed = sum
-                }
-                sawElement = true
-                if let existing = contentLength, existing != parsed { conflicting = true; return }
-                contentLength = parsed
-            }
-            if invalid || !sawElement { return failEvent(.malformed("invalid Content-Length")) }
-            if conflicting { return failEvent(.malformed("conflicting Content-Length values")) }
-        case 17:
-            guard rawEqualsIgnoringCase(line, name, "transfer-encoding") else { return nil }
-            sawTransferEncoding = true
-            forEachListElement(line, value) { element in
-                // transfer-coding = token *( OWS ";" OWS transfer-parameter ) (RFC 9112 §7): the name is
-                // the token before any parameters.
-                var end = element.lowerBound
-                while end < element.upperBound && isTokenByte(line[end]) { end += 1 }
-                codingCount += 1
-                if rawEqualsIgnoringCase(line, element.lowerBound..<end, "chunked") { chunkedCount += 1 }
-            }
-        default:
-            break
-        }
-        return nil
-    }
-
     /// The blank line after the fields: decides the framing (RFC 9112 §6.3, in its order).
     private mutating func endOfHead() -> ResponseParseEvent? {
         let status = head.status
+        // Checked on every head: an invalid length would otherwise reach the client (RFC 9112 §6.3 point 5).
+        if let problem = framingFields.contentLengthProblem { return failEvent(.malformed(problem)) }
+        head.connectionOptions = framingFields.connectionOptions
         if status < 200 {
             if status == 101 {
                 // RFC 9110 §15.2.2: the connection switches protocols right after this head's blank line.
@@ -380,25 +333,21 @@ public struct ResponseParser: Sendable {
             return .informational(head)
         }
         finalIsHTTP10 = headIsHTTP10
-        // RFC 9112 §9.3: HTTP/1.1 persists unless "close" is listed; HTTP/1.0 only with "keep-alive".
-        var close = closeListed || (headIsHTTP10 && !keepAliveListed)
+        var close = !framingFields.persists(isHTTP10: headIsHTTP10)
         let framing: ResponseBodyFraming
         if requestWasHEAD || status == 204 || status == 304 {
             // RFC 9112 §6.3 point 1: no body, whatever the fields say.
             framing = .none
-        } else if sawTransferEncoding {
+        } else if framingFields.sawTransferEncoding {
             // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
             if headIsHTTP10 { return failEvent(.malformed("Transfer-Encoding in an HTTP/1.0 response")) }
-            if codingCount == 0 { return failEvent(.malformed("empty Transfer-Encoding")) }
-            // RFC 9112 §7: chunked MUST NOT be applied more than once.
-            if chunkedCount > 1 { return failEvent(.malformed("chunked applied more than once")) }
-            // Any other transfer coding (`gzip, chunked`) would reach the client undeclared once
-            // Transfer-Encoding, a hop-by-hop field, is rewritten: the answer is refused (nginx does too).
-            if chunkedCount < codingCount { return failEvent(.malformed("unsupported transfer coding")) }
+            // RFC 9112 §7: chunked once, and no other coding: any other (`gzip, chunked`) would reach the
+            // client undeclared once Transfer-Encoding, a hop-by-hop field, is rewritten (nginx refuses it too).
+            if let problem = framingFields.transferCodingProblem { return failEvent(.malformed(problem.reason)) }
             framing = .chunked
             // RFC 9112 §6.3 point 3: Transfer-Encoding overrides Content-Length; the pair is suspect.
-            if contentLength != nil { close = true }
-        } else if let contentLength {
+            if framingFields.contentLength != nil { close = true }
+        } else if let contentLength = framingFields.contentLength {
             framing = .contentLength(contentLength)
         } else {
             // RFC 9112 §6.3 point 8: a response with neither field runs until the connection closes.
@@ -427,12 +376,7 @@ public struct ResponseParser: Sendable {
         sawStatusLine = false
         skippedEmptyLine = false
         headIsHTTP10 = false
-        contentLength = nil
-        sawTransferEncoding = false
-        codingCount = 0
-        chunkedCount = 0
-        closeListed = false
-        keepAliveListed = false
+        framingFields.reset()
     }
 
     private mutating func endResponse() {
@@ -454,11 +398,6 @@ public struct ResponseParser: Sendable {
 
 // MARK: byte helpers over the caller's buffer (no copies, no Strings)
 
-/// The bytes in `range` equal the lowercase `literal`, ignoring ASCII case.
-private func rawEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    literal.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, range, $0) }
-}
-
 /// The string's UTF-8 is exactly these bytes.
 private func sameBytes(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
     let utf8 = string.utf8
@@ -470,20 +409,4 @@ private func sameBytes(_ string: String, _ bytes: UnsafeRawBufferPointer) -> Boo
         return true
     }
     return fast ?? utf8.elementsEqual(bytes)
-}
-
-/// Calls `body` with each non-empty element of a comma-separated list (RFC 9110 §5.6.1), whitespace
-/// around it removed.
-private func forEachListElement(_ bytes: UnsafeRawBufferPointer, _ value: Range<Int>, _ body: (Range<Int>) -> Void) {
-    var start = value.lowerBound
-    while start < value.upperBound {
-        var end = start
-        while end < value.upperBound && bytes[end] != UInt8(ascii: ",") { end += 1 }
-        var lower = start
-        var upper = end
-        while lower < upper && isOWS(bytes[lower]) { lower += 1 }
-        while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
-        if lower < upper { body(lower..<upper) }
-        start = end + 1
-    }
 }

@@ -97,7 +97,7 @@ final class AccessPolicy {
             if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
         }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
-        if rejectClientAuthorization && head.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
+        if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
         return .success(CheckedTarget(path: path, query: query, authority: authority))
     }

@@ -220,12 +220,7 @@ extension Connection {
     private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
         guard exchange.machine.clientVersion == .http1_1 else { return }
         var bytes: [UInt8] = []
-        ResponseWriter.appendStatusLine(&bytes, version: .http1_1, code: head.status, reason: reasonOrDefault(head))
-        let options = connectionOptions(of: head)
-        for i in 0..<head.count where !head.isHopByHop(i, connectionOptions: options) {
-            head.copyField(i, to: &bytes)
-        }
-        ResponseWriter.appendEndOfHead(&bytes)
+        Forwarder.writeInformationalHead(into: &bytes, head)
         appendOut(bytes)
         flush()
     }
@@ -251,36 +246,12 @@ extension Connection {
 
     /// Writes the answer's head for the client, framed as the machine decided.
     func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming) {
-        let head = exchange.head
-        let status = response.status
-        exchange.status = status
-        let dropsContentLength: Bool
-        switch framing {
-        case .chunked, .close: dropsContentLength = true
-        case .none, .length: dropsContentLength = false
-        }
+        exchange.status = response.status
         if pendingOut == 0 { lastClientWrite = ctx.loop.now }
         let before = outBuf.count
-        ResponseWriter.appendStatusLine(&outBuf, version: .http1_1, code: status, reason: reasonOrDefault(response))
-        let options = connectionOptions(of: response)
-        for i in 0..<response.count {
-            if response.isHopByHop(i, connectionOptions: options) { continue }
-            if dropsContentLength && response.nameEquals(i, "content-length") { continue }
-            if response.nameEquals(i, "location"),
-                let rewritten = ctx.forwarder.rewrittenLocation(response.value(i), clientHost: head.first("host"))
-            {
-                ResponseWriter.appendField(&outBuf, name: response.name(i), value: rewritten)
-                continue
-            }
-            response.copyField(i, to: &outBuf)
-        }
-        if case .chunked = framing { ResponseWriter.appendField(&outBuf, name: "Transfer-Encoding", value: "chunked") }
-        if !exchange.machine.keepAlive || noMoreRequests {
-            ResponseWriter.appendField(&outBuf, name: "Connection", value: "close")
-        } else if head.version == .http1_0 {
-            ResponseWriter.appendField(&outBuf, name: "Connection", value: "keep-alive")
-        }
-        ResponseWriter.appendEndOfHead(&outBuf)
+        ctx.forwarder.writeResponseHead(
+            into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
+            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
@@ -371,17 +342,7 @@ extension Connection {
     private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
         exchange.status = 101
         var out: [UInt8] = []
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: 101, reason: reasonOrDefault(response))
-        let options = connectionOptions(of: response)
-        var upgrade: String?
-        for i in 0..<response.count {
-            if response.nameEquals(i, "upgrade") { upgrade = response.value(i) }
-            if response.isHopByHop(i, connectionOptions: options) { continue }
-            response.copyField(i, to: &out)
-        }
-        ResponseWriter.appendField(&out, name: "Connection", value: "upgrade")
-        if let upgrade { ResponseWriter.appendField(&out, name: "Upgrade", value: upgrade) }
-        ResponseWriter.appendEndOfHead(&out)
+        Forwarder.writeSwitchingProtocolsHead(into: &out, response)
         exchange.bytesOut += out.count
         appendOut(out)
         recordFinished(exchange)
@@ -438,33 +399,5 @@ extension Connection {
     /// `upstream_idle_timeout` ran out mid-body (`ExchangeMachine.onTick`).
     func upstreamWentSilent(_ exchange: Exchange, seconds: Double) {
         upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(seconds))s")
-    }
-
-    // MARK: helpers
-
-    private func reasonOrDefault(_ head: ResponseHead) -> String {
-        head.reason.isEmpty ? ResponseWriter.reasonPhrase(for: head.status) : head.reason
-    }
-
-    /// The lowercased options of the answer's Connection fields (RFC 9110 §7.6.1).
-    private func connectionOptions(of head: ResponseHead) -> [String] {
-        var options: [String] = []
-        for i in 0..<head.count where head.nameEquals(i, "connection") {
-            if head.valueEquals(i, "keep-alive") || head.valueEquals(i, "close") { continue }
-            for option in head.value(i).split(separator: ",") {
-                let trimmed = option.trimmingCharacters(in: " \t")
-                if !trimmed.isEmpty { options.append(trimmed.lowercased()) }
-            }
-        }
-        return options
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var s = self
-        while let c = s.first, set.contains(c) { s = s.dropFirst() }
-        while let c = s.last, set.contains(c) { s = s.dropLast() }
-        return String(s)
     }
 }

@@ -320,13 +320,7 @@ final class Connection: EventHandler, LoopTask {
         guard let held = exchange.held401 else { return }
         exchange.held401 = nil
         // The framing of what we hold is known exactly now.
-        var response = ResponseHead()
-        response.status = held.head.status
-        response.reason = held.head.reason
-        for i in 0..<held.head.count where !held.head.nameEquals(i, "content-length") && !held.head.nameEquals(i, "transfer-encoding") {
-            response.append(fieldAt: i, of: held.head)
-        }
-        response.append(name: "Content-Length", value: String(held.body.count))
+        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
         let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
         writeHead(exchange, response, framing: framing)
         held.body.withUnsafeBytes { writeBody(exchange, $0) }

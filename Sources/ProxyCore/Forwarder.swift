@@ -2,8 +2,10 @@ import Config
 import HTTP1
 import Upstream
 
-/// Turns a client's request head into the upstream's, and the upstream's Location into the
-/// client's (CONTRACT.md points 1 and 7). A class: each request borrows the one of its loop.
+/// The two head rewritings of a proxied exchange, side by side and pure (bytes in, bytes out;
+/// ProxyCoreTests pin them down): the client's request head into the upstream's, and the upstream's
+/// answer head into the client's (CONTRACT.md points 1 and 7). A class: each request borrows the one
+/// of its loop.
 final class Forwarder {
     let upstream: UpstreamURL
     let urlPrefix: String
@@ -36,7 +38,7 @@ final class Forwarder {
 
     /// Whether a client's own Authorization header goes upstream instead of the token.
     func keepsClientAuthorization(_ head: RequestHead) -> Bool {
-        clientAuthorization == .keep && head.firstIndex("authorization") != nil
+        clientAuthorization == .keep && head.fields.firstIndex("authorization") != nil
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
@@ -51,26 +53,27 @@ final class Forwarder {
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
+        let fields = head.fields
         var upgradeField: Int?
-        for i in 0..<head.count {
-            if head.isHopByHop(i, connectionOptions: head.connectionOptions) {
-                if upgrade && head.nameEquals(i, "upgrade") { upgradeField = i }
+        for i in 0..<fields.count {
+            if head.isHopByHop(i) {
+                if upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
                 continue
             }
-            switch Forwarder.role(of: i, in: head) {
+            switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if preserveHost { head.copyField(i, to: &out) }
+                if preserveHost { fields.copyField(i, to: &out) }
                 continue
             case .authorization:
-                if authorization == nil { head.copyField(i, to: &out) }
+                if authorization == nil { fields.copyField(i, to: &out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below
             case .other:
                 break
             }
-            if let required = requiredHeaderLowercased, head.nameEquals(i, lowercasedName: required) { continue }
-            head.copyField(i, to: &out)
+            if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
+            fields.copyField(i, to: &out)
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
         if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
@@ -86,7 +89,7 @@ final class Forwarder {
         }
         if let upgradeField {
             RequestWriter.appendField(&out, name: "Connection", value: "upgrade")
-            head.copyField(upgradeField, to: &out)
+            fields.copyField(upgradeField, to: &out)
         }
         RequestWriter.appendEndOfHead(&out)
     }
@@ -95,15 +98,94 @@ final class Forwarder {
 
     /// What the proxy does with request field `index`; most names fail every comparison on their
     /// length alone.
-    private static func role(of index: Int, in head: RequestHead) -> RequestFieldRole {
-        if head.nameEquals(index, "host") { return .host }
-        if head.nameEquals(index, "authorization") { return .authorization }
-        if head.nameEquals(index, "x-forwarded-for") || head.nameEquals(index, "x-forwarded-host")
-            || head.nameEquals(index, "x-forwarded-proto")
+    private static func role(of index: Int, in fields: FieldBlock) -> RequestFieldRole {
+        if fields.nameEquals(index, "host") { return .host }
+        if fields.nameEquals(index, "authorization") { return .authorization }
+        if fields.nameEquals(index, "x-forwarded-for") || fields.nameEquals(index, "x-forwarded-host")
+            || fields.nameEquals(index, "x-forwarded-proto")
         {
             return .replaced
         }
         return .other
+    }
+
+    // MARK: the answer's head
+
+    /// Writes the upstream's final head for the client: the status line in HTTP/1.1, the upstream's
+    /// fields in order and byte for byte except the hop-by-hop ones (RFC 9110 §7.6.1) and a
+    /// Content-Length that chunked or close-delimited framing replaces, a Location into the upstream
+    /// rewritten to point at the proxy (CONTRACT point 7), then the framing and persistence fields.
+    /// `closing`: the client connection closes after this answer; `clientHost`: the Host the client
+    /// addressed.
+    func writeResponseHead(
+        into out: inout [UInt8], _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool,
+        clientVersion: HTTPVersion, clientHost: String?
+    ) {
+        let dropsContentLength: Bool
+        switch framing {
+        case .chunked, .close: dropsContentLength = true
+        case .none, .length: dropsContentLength = false
+        }
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
+        let fields = response.fields
+        for i in 0..<fields.count {
+            if response.isHopByHop(i) { continue }
+            if dropsContentLength && fields.nameEquals(i, "content-length") { continue }
+            if fields.nameEquals(i, "location"), let rewritten = rewrittenLocation(fields.value(i), clientHost: clientHost) {
+                ResponseWriter.appendField(&out, name: fields.name(i), value: rewritten)
+                continue
+            }
+            fields.copyField(i, to: &out)
+        }
+        if case .chunked = framing { ResponseWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        if closing {
+            ResponseWriter.appendField(&out, name: "Connection", value: "close")
+        } else if clientVersion == .http1_0 {
+            ResponseWriter.appendField(&out, name: "Connection", value: "keep-alive")
+        }
+        ResponseWriter.appendEndOfHead(&out)
+    }
+
+    /// An interim 1xx head for an HTTP/1.1 client (RFC 9110 §15.2): its end-to-end fields as they came.
+    static func writeInformationalHead(into out: inout [UInt8], _ head: ResponseHead) {
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: head.status, reason: reason(of: head))
+        for i in 0..<head.fields.count where !head.isHopByHop(i) {
+            head.fields.copyField(i, to: &out)
+        }
+        ResponseWriter.appendEndOfHead(&out)
+    }
+
+    /// `101 Switching Protocols` (RFC 9110 §15.2.2): the end-to-end fields, then `Connection: upgrade`
+    /// and the upstream's Upgrade (both hop-by-hop, so set here again).
+    static func writeSwitchingProtocolsHead(into out: inout [UInt8], _ response: ResponseHead) {
+        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: 101, reason: reason(of: response))
+        let fields = response.fields
+        var upgrade: String?
+        for i in 0..<fields.count {
+            if fields.nameEquals(i, "upgrade") { upgrade = fields.value(i) }
+            if response.isHopByHop(i) { continue }
+            fields.copyField(i, to: &out)
+        }
+        ResponseWriter.appendField(&out, name: "Connection", value: "upgrade")
+        if let upgrade { ResponseWriter.appendField(&out, name: "Upgrade", value: upgrade) }
+        ResponseWriter.appendEndOfHead(&out)
+    }
+
+    /// A held 401 released as it came, now framed by the length of its body, all of which is at hand.
+    static func heldAnswer(_ head: ResponseHead, bodyLength: Int) -> ResponseHead {
+        var response = ResponseHead()
+        response.status = head.status
+        response.reason = head.reason
+        response.connectionOptions = head.connectionOptions
+        for i in 0..<head.fields.count where !head.fields.nameEquals(i, "content-length") && !head.fields.nameEquals(i, "transfer-encoding") {
+            response.fields.append(fieldAt: i, of: head.fields)
+        }
+        response.fields.append(name: "Content-Length", value: String(bodyLength))
+        return response
+    }
+
+    private static func reason(of head: ResponseHead) -> String {
+        head.reason.isEmpty ? ResponseWriter.reasonPhrase(for: head.status) : head.reason
     }
 
     /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's

@@ -9,7 +9,7 @@ import Testing
         #expect(head.method == "GET")
         #expect(head.target == "/users?id=1")
         #expect(head.version == .http1_1)
-        #expect(head.fields == [HTTPField(name: "Host", value: "localhost:8080"), HTTPField(name: "Accept", value: "*/*")])
+        #expect(head.fields.all == [HTTPField(name: "Host", value: "localhost:8080"), HTTPField(name: "Accept", value: "*/*")])
         #expect(head.framing == .none)
         #expect(head.keepAlive)
         #expect(!head.expectContinue)
@@ -19,7 +19,7 @@ import Testing
 
     @Test func fieldNamesKeepTheirCaseAndLookupIgnoresIt() throws {
         let head = try #require(firstHead(dripFeed("GET / HTTP/1.1\r\nhOsT: a\r\nX-Custom-ID: 7\r\nx-custom-id: 8\r\n\r\n")))
-        #expect(head.fields.map(\.name) == ["hOsT", "X-Custom-ID", "x-custom-id"])
+        #expect(head.fields.all.map(\.name) == ["hOsT", "X-Custom-ID", "x-custom-id"])
         #expect(head.first("x-custom-id") == "7")
         #expect(head.first("host") == "a")
         #expect(head.first("absent") == nil)
@@ -33,7 +33,7 @@ import Testing
                 dripFeed(
                     "POST / HTTP/1.1\r\nHost: a\r\nX_Forwarded_For: 6.6.6.6\r\nX-Keep: 1\r\nTransfer_Encoding: chunked\r\n"
                         + "Content-Length: 0\r\n_: x\r\n\r\n")))
-        #expect(head.fields.map(\.name) == ["Host", "X-Keep", "Content-Length"])
+        #expect(head.fields.all.map(\.name) == ["Host", "X-Keep", "Content-Length"])
         #expect(head.droppedFieldCount == 3)
         #expect(head.framing == .contentLength(0), "a dropped Transfer_Encoding frames nothing")
         let clean = try #require(firstHead(dripFeed("GET / HTTP/1.1\r\nHost: a\r\nX-A-B: 1\r\n\r\n")))
@@ -128,13 +128,13 @@ import Testing
         #expect(!plain.keepAlive)
         let kept = try #require(firstHead(dripFeed("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")))
         #expect(kept.keepAlive)
-        #expect(kept.connectionOptions == ["keep-alive"])
+        #expect(kept.connectionOptions == [], "close and keep-alive are flags, not field names")
     }
 
     @Test func http11KeepsAliveUnlessCloseIsListed() throws {
         let closed = try #require(firstHead(dripFeed("GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Foo, CLOSE\r\n\r\n")))
         #expect(!closed.keepAlive)
-        #expect(closed.connectionOptions == ["x-foo", "close"])
+        #expect(closed.connectionOptions == ["x-foo"])
         let both = try #require(firstHead(dripFeed("GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n")))
         #expect(!both.keepAlive)
     }
@@ -262,9 +262,9 @@ import Testing
             Issue.record("no head")
             return
         }
-        #expect(head.fields[1].rawValue == bytes("caf") + [0xE9])
-        #expect(head.fields[2].rawValue == nil)
-        #expect(head.fields[2].value == "caf\u{E9}")
+        #expect(head.fields.field(1).rawValue == bytes("caf") + [0xE9])
+        #expect(head.fields.field(2).rawValue == nil)
+        #expect(head.fields.field(2).value == "caf\u{E9}")
     }
 
     @Test func nonAsciiInTheTargetIsABadRequest() {

@@ -28,7 +28,7 @@ enum Got: Equatable, CustomStringConvertible {
 /// "status reason|Name: value|Name: value", the fields as the head holds them.
 func headText(_ head: ResponseHead) -> String {
     var text = "\(head.status) \(head.reason)"
-    for i in 0..<head.count { text += "|\(head.name(i)): \(head.value(i))" }
+    for i in 0..<head.fields.count { text += "|\(head.fields.name(i)): \(head.fields.value(i))" }
     return text
 }
 

@@ -61,15 +61,15 @@ public func parseRequests(_ pieces: [ArraySlice<UInt8>], limits: ParserLimits) -
 public func inspect(_ head: RequestHead) {
     precondition(!head.method.isEmpty, "empty method")
     _ = head.first("host")
-    // Each field goes upstream as "name: value" byte for byte (RequestHead.copyField), obs-text included.
+    // Each field goes upstream as "name: value" byte for byte (FieldBlock.copyField), obs-text included.
     var copied: [UInt8] = []
-    for i in 0..<head.count {
+    for i in 0..<head.fields.count {
         copied.removeAll(keepingCapacity: true)
-        head.copyField(i, to: &copied)
-        let field = head.field(i)
+        head.fields.copyField(i, to: &copied)
+        let field = head.fields.field(i)
         let expected = Array(field.name.utf8) + Array(": ".utf8) + (field.rawValue ?? Array(field.value.utf8)) + Array("\r\n".utf8)
         precondition(copied == expected, "a copied field differs from its name and value")
-        _ = head.isHopByHop(i, connectionOptions: head.connectionOptions)
+        _ = head.isHopByHop(i)
     }
     if case .origin(let path, _)? = RequestTarget.parse(head.target) {
         if let cleaned = removeDotSegments(path) {

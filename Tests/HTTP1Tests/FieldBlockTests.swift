@@ -1,10 +1,11 @@
 import HTTP1
 import Testing
 
-/// ResponseHead keeps an upstream head as bytes; what a user sees depends on these answers.
-@Suite struct ResponseHeadTests {
-    func head(_ lines: [String]) -> (ResponseHead, [Bool]) {
-        var head = ResponseHead()
+/// FieldBlock keeps a head's fields as bytes (a response's appended line by line, normalised); what a
+/// user sees depends on these answers.
+@Suite struct FieldBlockTests {
+    func head(_ lines: [String]) -> (FieldBlock, [Bool]) {
+        var head = FieldBlock()
         let accepted = lines.map { line in Array(line.utf8).withUnsafeBytes { head.append(fieldLine: $0) } }
         return (head, accepted)
     }
@@ -34,7 +35,7 @@ import Testing
             for position in 0..<19 {
                 var line = Array("X: ".utf8) + Array(repeating: UInt8(ascii: "v"), count: 19) + Array("z".utf8)
                 line[3 + position] = UInt8(byte)
-                var h = ResponseHead()
+                var h = FieldBlock()
                 let accepted = line.withUnsafeBytes { h.append(fieldLine: $0) }
                 if accepted != allowed {
                     Issue.record("byte \(byte) at \(position): accepted \(accepted)")
@@ -47,7 +48,7 @@ import Testing
     @Test func aFieldNameIsExactlyTheTokenCharacters() {
         let tchar = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
         for byte in 0...255 where byte != Int(UInt8(ascii: ":")) {
-            var h = ResponseHead()
+            var h = FieldBlock()
             let accepted = [UInt8(ascii: "X"), UInt8(byte), UInt8(ascii: ":"), UInt8(ascii: " "), UInt8(ascii: "v")].withUnsafeBytes {
                 h.append(fieldLine: $0)
             }
@@ -78,12 +79,11 @@ import Testing
 
     @Test func aCopyKeepsItsFieldsWhenTheOriginalIsReused() {
         var (h, _) = head(["A: 1", "B: 2"])
-        h.status = 401
         let held = h
-        h.removeFields()
+        h.removeAll()
         _ = Array("C: 3".utf8).withUnsafeBytes { h.append(fieldLine: $0) }
-        #expect(held.count == 2 && held.value(1) == "2" && held.status == 401)
-        var rebuilt = ResponseHead()
+        #expect(held.count == 2 && held.value(1) == "2")
+        var rebuilt = FieldBlock()
         rebuilt.append(fieldAt: 1, of: held)
         rebuilt.append(name: "Content-Length", value: "0")
         #expect(rebuilt.name(0) == "B" && rebuilt.value(0) == "2" && rebuilt.nameEquals(1, "content-length"))

@@ -1,0 +1,303 @@
+/// The field lines of one message head, as bytes: the storage both ``RequestHead`` and
+/// ``ResponseHead`` wrap. One buffer holds the fields and, per field, where its name and value are
+/// (the value without the whitespace around it, RFC 9112 §5.1). A message costs no String per
+/// field; ``name(_:)``, ``value(_:)`` and ``all`` make Strings when asked, and ``copyField(_:to:)``
+/// forwards a field byte for byte (obs-text included, RFC 9110 §5.5).
+///
+/// A request's block points into the head as received (the parser shares its arrays with it); a
+/// response's holds each field normalised to `Name: value`, appended line by line as it arrives.
+public struct FieldBlock: Sendable {
+    /// Where one field is in `bytes`: the name is `start..<colon`, the value `valueStart..<valueEnd`.
+    struct Span: Sendable, Equatable {
+        let start: Int
+        let colon: Int
+        let valueStart: Int
+        let valueEnd: Int
+    }
+
+    private(set) var bytes: [UInt8]
+    private(set) var spans: [Span]
+
+    /// No fields.
+    public init() {
+        bytes = []
+        spans = []
+    }
+
+    /// Fields that point into `bytes` (a parser's head buffer).
+    init(bytes: [UInt8], spans: [Span]) {
+        self.bytes = bytes
+        self.spans = spans
+    }
+
+    /// Fields made from Strings (tests, tools); a field's `rawValue`, when set, is its value's bytes.
+    public init(_ fields: [HTTPField]) {
+        self.init()
+        for field in fields {
+            if let raw = field.rawValue { append(name: Array(field.name.utf8), value: raw) } else { append(name: field.name, value: field.value) }
+        }
+    }
+
+    /// The number of field lines.
+    public var count: Int { spans.count }
+
+    // MARK: reading
+
+    /// Field `index`'s name as sent (case kept).
+    public func name(_ index: Int) -> String {
+        let span = spans[index]
+        return String(decoding: bytes[span.start..<span.colon], as: UTF8.self)
+    }
+
+    /// Field `index`'s value; bytes that are not UTF-8 (obs-text) become U+FFFD here, and stay as they
+    /// are in ``copyField(_:to:)`` and ``field(_:)``'s `rawValue`.
+    public func value(_ index: Int) -> String {
+        let span = spans[index]
+        return String(decoding: bytes[span.valueStart..<span.valueEnd], as: UTF8.self)
+    }
+
+    /// Field `index` as Strings, with `rawValue` set when its value is not valid UTF-8.
+    public func field(_ index: Int) -> HTTPField {
+        let span = spans[index]
+        return bytes.withUnsafeBufferPointer { buffer in
+            let value = UnsafeBufferPointer(rebasing: buffer[span.valueStart..<span.valueEnd])
+            let name = String(decoding: UnsafeBufferPointer(rebasing: buffer[span.start..<span.colon]), as: UTF8.self)
+            if let text = String(validating: value, as: UTF8.self) { return HTTPField(name: name, value: text) }
+            return HTTPField(name: name, value: String(decoding: value, as: UTF8.self), rawValue: Array(value))
+        }
+    }
+
+    /// Every field line, in order, as sent (one String pair each: for tests and tools, not the hot path).
+    public var all: [HTTPField] { (0..<count).map(field) }
+
+    /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
+    public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
+        let span = spans[index]
+        return lowercased.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
+    }
+
+    /// The same for a name known only at run time (all lower case).
+    public func nameEquals(_ index: Int, lowercasedName lowercased: String) -> Bool {
+        let span = spans[index]
+        var lowercased = lowercased
+        return lowercased.withUTF8 { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
+    }
+
+    /// Whether field `index`'s value is this (ASCII case ignored; `lowercased` is all lower case).
+    public func valueEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
+        let span = spans[index]
+        return lowercased.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, span.valueStart, span.valueEnd, $0) }
+    }
+
+    /// The index of the first field with this name (compared ignoring ASCII case; all lower case).
+    public func firstIndex(_ lowercasedName: String) -> Int? {
+        var lowercased = lowercasedName
+        return lowercased.withUTF8 { name in
+            for index in spans.indices where asciiEqualsIgnoringCase(bytes, spans[index].start, spans[index].colon, name) {
+                return index
+            }
+            return nil
+        }
+    }
+
+    /// The value of the first field with this name, compared case-insensitively.
+    public func first(_ lowercasedName: String) -> String? {
+        // Not `.map(value)`: a partial application would copy `self`, retaining both arrays.
+        guard let index = firstIndex(lowercasedName) else { return nil }
+        return value(index)
+    }
+
+    /// The value as a Content-Length (RFC 9110 §8.6: 1*DIGIT), or nil when it is not one.
+    public func decimalValue(_ index: Int) -> Int? {
+        let span = spans[index]
+        let digits = bytes[span.valueStart..<span.valueEnd]
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var n = 0
+        for b in digits {
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") else { return nil }
+            n = n * 10 + Int(b - UInt8(ascii: "0"))
+        }
+        return n
+    }
+
+    /// Appends field `index` as a field line (`Name: value\r\n`), its name and value byte for byte.
+    public func copyField(_ index: Int, to out: inout [UInt8]) {
+        let span = spans[index]
+        bytes.withUnsafeBytes { raw in
+            if span.valueStart == span.colon + 2 && raw[span.colon + 1] == asciiSP {
+                // Already "Name: value" (the usual form): one copy.
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.start..<span.valueEnd]))
+            } else {
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.start..<span.colon]))
+                out.append(asciiColon)
+                out.append(asciiSP)
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.valueStart..<span.valueEnd]))
+            }
+        }
+        out.append(asciiCR)
+        out.append(asciiLF)
+    }
+
+    /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
+    /// and the names in `connectionOptions` (lowercased, usually the message's own).
+    public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
+        let span = spans[index]
+        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
+        for option in connectionOptions where nameEquals(index, lowercasedName: option) {
+            return true
+        }
+        return false
+    }
+
+    // MARK: building
+
+    /// Forgets the fields, keeping the memory for the next message.
+    public mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds one field line (without its line end), stored as `Name: value`. Returns false, adding
+    /// nothing, for a line that is not
+    /// `token ":" OWS field-value OWS`: an obs-fold continuation or a control character included
+    /// (RFC 9112 §5.2: a proxy must not forward those as they are).
+    @discardableResult
+    public mutating func append(fieldLine line: UnsafeRawBufferPointer) -> Bool {
+        guard case .success(let parts) = scanFieldLine(line) else { return false }
+        append(fieldLine: line, parts)
+        return true
+    }
+
+    /// The same for a line already scanned.
+    mutating func append(fieldLine line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
+        let start = bytes.count
+        if parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP {
+            // Already "Name: value" (the usual form): one copy.
+            bytes.append(contentsOf: line)
+            spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: bytes.count))
+            return
+        }
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
+        let colon = bytes.count
+        bytes.append(asciiColon)
+        bytes.append(asciiSP)
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[parts.value]))
+        spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+    }
+
+    /// Adds a field the proxy makes itself (the name must be a token, the value valid).
+    public mutating func append(name: String, value: String) {
+        append(name: Array(name.utf8), value: Array(value.utf8))
+    }
+
+    private mutating func append(name: [UInt8], value: [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: name)
+        let colon = bytes.count
+        bytes.append(asciiColon)
+        bytes.append(asciiSP)
+        bytes.append(contentsOf: value)
+        spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+    }
+
+    /// Adds field `index` of `other` as it is.
+    public mutating func append(fieldAt index: Int, of other: FieldBlock) {
+        let span = other.spans[index]
+        let start = bytes.count
+        bytes.append(contentsOf: other.bytes[span.start..<span.colon])
+        let colon = bytes.count
+        bytes.append(asciiColon)
+        bytes.append(asciiSP)
+        bytes.append(contentsOf: other.bytes[span.valueStart..<span.valueEnd])
+        spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+    }
+}
+
+extension FieldBlock: Equatable {
+    /// Equal when the fields are, by their names and values, not by the bytes around them.
+    public static func == (a: FieldBlock, b: FieldBlock) -> Bool {
+        guard a.count == b.count else { return false }
+        for index in 0..<a.count {
+            let x = a.spans[index]
+            let y = b.spans[index]
+            guard a.bytes[x.start..<x.colon].elementsEqual(b.bytes[y.start..<y.colon]),
+                a.bytes[x.valueStart..<x.valueEnd].elementsEqual(b.bytes[y.valueStart..<y.valueEnd])
+            else { return false }
+        }
+        return true
+    }
+}
+
+/// Why a line is not a field line.
+enum FieldLineProblem: Error {
+    /// It starts with whitespace: an obs-fold continuation (RFC 9112 §5.2), or whitespace before the
+    /// first field (RFC 9112 §2.2).
+    case obsoleteFolding
+    /// A byte that is not a token's before the colon (RFC 9112 §5.1: no whitespace before the colon either).
+    case invalidName
+    case noColon
+    case emptyName
+    /// A control character in the value (RFC 9110 §5.5).
+    case invalidValue
+}
+
+/// Where the parts of a field line are.
+struct FieldLineParts {
+    var colon: Int
+    var value: Range<Int>
+    /// The name holds an underscore (requests drop such fields, `parseRequestHead`).
+    var nameHasUnderscore: Bool
+}
+
+/// Splits `token ":" OWS field-value OWS` (RFC 9112 §5.1) into the colon's index and the value's
+/// range (without the whitespace around it); the one field-line check for requests and responses.
+func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> Result<FieldLineParts, FieldLineProblem> {
+    guard !bytes.isEmpty, !isOWS(bytes[0]) else { return .failure(.obsoleteFolding) }
+    var colon = 0
+    var underscore = false
+    while colon < bytes.count && bytes[colon] != asciiColon {
+        let b = bytes[colon]
+        guard isTokenByte(b) else { return .failure(.invalidName) }
+        if b == asciiUnderscore { underscore = true }
+        colon += 1
+    }
+    guard colon < bytes.count else { return .failure(.noColon) }
+    guard colon > 0 else { return .failure(.emptyName) }
+    var lower = colon + 1
+    var upper = bytes.count
+    while lower < upper && isOWS(bytes[lower]) { lower += 1 }
+    while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
+    guard allFieldValueBytes(bytes, lower..<upper) else { return .failure(.invalidValue) }
+    return .success(FieldLineParts(colon: colon, value: lower..<upper, nameHasUnderscore: underscore))
+}
+
+/// Whether every byte in `range` may be in a field value (``isFieldValueByte(_:)``), eight bytes at a
+/// time: values are most of a head's bytes.
+@inline(__always)
+func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
+    var k = range.lowerBound
+    let end = range.upperBound
+    if let base = bytes.baseAddress {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        while end - k >= 8 {
+            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: k, as: UInt64.self))
+            // Nonzero exactly when some byte is below 0x20, or is 0x7F (the classic "has a byte less
+            // than n" and "has a zero byte" tests); such a word is checked byte by byte, letting HTAB pass.
+            let below20 = (word &- ones &* 0x20) & ~word & highs
+            let del = word ^ (ones &* 0x7F)
+            let isDel = (del &- ones) & ~del & highs
+            if below20 | isDel != 0 {
+                for j in k..<(k + 8) where !isFieldValueByte(bytes[j]) {
+                    return false
+                }
+            }
+            k += 8
+        }
+    }
+    while k < end {
+        guard isFieldValueByte(bytes[k]) else { return false }
+        k += 1
+    }
+    return true
+}

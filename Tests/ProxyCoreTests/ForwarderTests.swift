@@ -1,0 +1,139 @@
+import Config
+import HTTP1
+import Testing
+
+@testable import ProxyCore
+
+/// The two head rewritings (CONTRACT points 1 and 7), bytes in and bytes out, no sockets.
+@Suite struct ForwarderTests {
+    static func forwarder(_ extra: String = "") throws -> Forwarder {
+        let yaml = """
+            listen: 127.0.0.1:8080
+            upstream: https://api.example.com:8443/v1
+            credentials:
+              type: static
+              token_env: FORWARDER_TEST_TOKEN
+            \(extra)
+            """
+        return Forwarder(configuration: try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: ["FORWARDER_TEST_TOKEN": "t"]).configuration)
+    }
+
+    static func request(_ text: String) -> RequestHead {
+        var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 8192, maxBodyBytes: 0))
+        let (_, event) = Array(text.utf8).withUnsafeBytes { parser.parse($0) }
+        guard case .head(let head)? = event else { fatalError("not a request head: \(text)") }
+        return head
+    }
+
+    static func response(_ text: String) -> ResponseHead {
+        var parser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: 8192))
+        let (_, event) = Array(text.utf8).withUnsafeBytes { parser.parse($0) }
+        guard case .head(let head, _)? = event else { fatalError("not a final head: \(text)") }
+        return head
+    }
+
+    func upstreamHead(_ head: RequestHead, authorization: String? = "Bearer tok", wholeBodyLength: Int? = nil, upgrade: Bool = false) throws -> String {
+        var out: [UInt8] = []
+        try Self.forwarder().writeRequestHead(
+            into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array($0.utf8) },
+            peerHost: "127.0.0.1", forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: request
+
+    @Test func theRequestGoesUpWithTheTokenAndWithoutHopByHopOrSpoofableFields() throws {
+        let head = Self.request(
+            "GET /items?a=1 HTTP/1.1\r\nHost: localhost:8080\r\nX-First: 1\r\nConnection: keep-alive, X-Hop\r\nX-Hop: h\r\n"
+                + "Authorization: Basic c2VjcmV0\r\nX-Forwarded-For: 6.6.6.6\r\nTE: trailers\r\nX-Last: z\r\n\r\n")
+        #expect(
+            try upstreamHead(head)
+                == "GET /v1/items?a=1 HTTP/1.1\r\nHost: api.example.com:8443\r\nX-First: 1\r\nX-Last: z\r\n"
+                + "Authorization: Bearer tok\r\nX-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\n"
+                + "X-Forwarded-Host: localhost:8080\r\n\r\n")
+    }
+
+    @Test func aChunkedBodyGoesChunkedOrWholeWithItsLength() throws {
+        let head = Self.request("POST /items HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let streamed = try upstreamHead(head)
+        #expect(streamed.hasSuffix("Transfer-Encoding: chunked\r\n\r\n") && !streamed.contains("Content-Length"))
+        let whole = try upstreamHead(head, wholeBodyLength: 1234)
+        #expect(whole.hasSuffix("Content-Length: 1234\r\n\r\n") && !whole.contains("Transfer-Encoding"))
+    }
+
+    @Test func anUpgradeKeepsItsUpgradeField() throws {
+        let head = Self.request("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n")
+        #expect(try upstreamHead(head, upgrade: true).hasSuffix("Sec-WebSocket-Key: k\r\nAuthorization: Bearer tok\r\n"
+            + "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost:8080\r\n"
+            + "Connection: upgrade\r\nUpgrade: websocket\r\n\r\n"))
+    }
+
+    // MARK: answer
+
+    func clientHead(
+        _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool = false, clientVersion: HTTPVersion = .http1_1
+    ) throws -> String {
+        var out: [UInt8] = []
+        try Self.forwarder().writeResponseHead(
+            into: &out, response, framing: framing, closing: closing, clientVersion: clientVersion, clientHost: "localhost:8080")
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    @Test func theAnswerKeepsItsFieldsInOrderWithoutHopByHopOnes() throws {
+        let response = Self.response(
+            "HTTP/1.1 200 Fine\r\nX-A: 1\r\nConnection: keep-alive, X-Upstream-Hop\r\nX-Upstream-Hop: h\r\nKeep-Alive: timeout=5\r\n"
+                + "Content-Length: 2\r\nX-B:  two \r\n\r\n")
+        #expect(try clientHead(response, framing: .length(2)) == "HTTP/1.1 200 Fine\r\nX-A: 1\r\nContent-Length: 2\r\nX-B: two\r\n\r\n")
+    }
+
+    @Test func aChunkedAnswerDropsTheLengthAndSaysChunked() throws {
+        let response = Self.response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\nX-A: 1\r\n\r\n")
+        #expect(try clientHead(response, framing: .chunked) == "HTTP/1.1 200 OK\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        #expect(try clientHead(response, framing: .close, closing: true, clientVersion: .http1_0) == "HTTP/1.1 200 OK\r\nX-A: 1\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func persistenceIsSaidToTheClientAsItsVersionNeeds() throws {
+        let response = Self.response("HTTP/1.0 204 No Content\r\n\r\n")
+        #expect(try clientHead(response, framing: .none) == "HTTP/1.1 204 No Content\r\n\r\n")
+        #expect(try clientHead(response, framing: .none, clientVersion: .http1_0) == "HTTP/1.1 204 No Content\r\nConnection: keep-alive\r\n\r\n")
+        #expect(try clientHead(response, framing: .none, closing: true) == "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+    }
+
+    @Test func aLocationIntoTheUpstreamPointsAtTheProxyAndAnyOtherIsKept() throws {
+        let inside = Self.response("HTTP/1.1 302 Found\r\nlocation: https://API.example.com:8443/v1/next?x=1\r\nContent-Length: 0\r\n\r\n")
+        #expect(try clientHead(inside, framing: .length(0)).contains("\r\nlocation: http://localhost:8080/next?x=1\r\n"))
+        let outside = Self.response("HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/v1/next\r\nContent-Length: 0\r\n\r\n")
+        #expect(try clientHead(outside, framing: .length(0)).contains("\r\nLocation: https://elsewhere.example/v1/next\r\n"))
+    }
+
+    @Test func anEmptyReasonGetsTheStandardOne() throws {
+        #expect(try clientHead(Self.response("HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n"), framing: .length(0)).hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+    }
+
+    @Test func interimAndSwitchingHeadsKeepTheirEndToEndFields() {
+        var parser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: 8192))
+        let (_, event) = Array("HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\nConnection: X-Hop\r\nX-Hop: 1\r\n\r\n".utf8).withUnsafeBytes { parser.parse($0) }
+        guard case .informational(let interim)? = event else {
+            Issue.record("no interim head")
+            return
+        }
+        var out: [UInt8] = []
+        Forwarder.writeInformationalHead(into: &out, interim)
+        #expect(String(decoding: out, as: UTF8.self) == "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
+
+        let switching = Self.response("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: a\r\n\r\n")
+        out = []
+        Forwarder.writeSwitchingProtocolsHead(into: &out, switching)
+        #expect(
+            String(decoding: out, as: UTF8.self)
+                == "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+    }
+
+    @Test func aReleasedHeld401IsFramedByItsLength() throws {
+        let held = Self.response("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let released = Forwarder.heldAnswer(held, bodyLength: 17)
+        #expect(
+            try clientHead(released, framing: .length(17))
+                == "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Length: 17\r\n\r\n")
+    }
+}
