@@ -41,7 +41,8 @@ public struct ParserLimits: Sendable {
     }
 }
 
-/// Why a request was refused. Messages name the reason and never echo a header value.
+/// Why a request was refused (ProxyCore's `ProxyError` gives each its status and error code). Reasons
+/// name the cause and never echo a header value.
 public enum RequestParseError: Error, Sendable, Equatable {
     /// 400 `bad_request`.
     case badRequest(String)
@@ -51,38 +52,6 @@ public enum RequestParseError: Error, Sendable, Equatable {
     case bodyTooLarge
     /// 501 `not_implemented`: a transfer coding other than chunked (RFC 9112 §6.1).
     case notImplemented(String)
-}
-
-extension RequestParseError {
-    /// The status the proxy answers with (CONTRACT.md, "Errors the proxy itself returns").
-    public var status: Int {
-        switch self {
-        case .badRequest: return 400
-        case .headersTooLarge: return 431
-        case .bodyTooLarge: return 413
-        case .notImplemented: return 501
-        }
-    }
-
-    /// The contract's `error` code for the JSON body.
-    public var code: String {
-        switch self {
-        case .badRequest: return "bad_request"
-        case .headersTooLarge: return "headers_too_large"
-        case .bodyTooLarge: return "body_too_large"
-        case .notImplemented: return "not_implemented"
-        }
-    }
-
-    /// Human words for the JSON body's `message`; never contains a header value.
-    public var message: String {
-        switch self {
-        case .badRequest(let reason): return "bad request: \(reason)"
-        case .headersTooLarge: return "request header section too large"
-        case .bodyTooLarge: return "request body too large"
-        case .notImplemented(let reason): return "not implemented: \(reason)"
-        }
-    }
 }
 
 /// What ``RequestParser/parse(_:)`` reports.

@@ -415,19 +415,6 @@ import Testing
     }
 }
 
-@Suite struct RequestParseErrorTests {
-    @Test func errorsKnowTheirStatusAndCode() {
-        #expect(RequestParseError.badRequest("x").status == 400)
-        #expect(RequestParseError.badRequest("x").code == "bad_request")
-        #expect(RequestParseError.headersTooLarge.status == 431)
-        #expect(RequestParseError.headersTooLarge.code == "headers_too_large")
-        #expect(RequestParseError.bodyTooLarge.status == 413)
-        #expect(RequestParseError.bodyTooLarge.code == "body_too_large")
-        #expect(RequestParseError.notImplemented("x").status == 501)
-        #expect(RequestParseError.notImplemented("x").code == "not_implemented")
-    }
-}
-
 @Suite struct RequestParserLimitsTests {
     static let head = "GET /some/path HTTP/1.1\r\nHost: localhost\r\nX-Pad: 0123456789\r\n\r\n"
 
