@@ -107,6 +107,8 @@ public final class UpstreamConnector {
     }
 
     /// An idle connection stirred: the upstream closed it, or talks out of turn. Either way it is done.
+    /// (Out of line: the readiness handler it is called from stays small enough to inline.)
+    @inline(never)
     func idleStirred(_ connection: UpstreamConnection, _ events: UInt32) {
         let hungUp = events & (ReadyEvents.peerClosed | ReadyEvents.failed) != 0
         connection.retire(pool.stirred(connection, hungUp: hungUp))

@@ -84,20 +84,19 @@ struct UpstreamPool<Connection: AnyObject> {
     }
 
     /// A request wants a connection: the most recently used idle one still within its idle timeout.
+    @inline(__always)
     mutating func lease(now: Double) -> Lease {
-        guard let newest = idle.last else { return .connect(retiring: []) }
-        guard !expired(newest.since, now: now) else {
-            // The newest is the last to expire: every idle connection has.
-            let all = idle.map(\.connection)
-            idle.removeAll(keepingCapacity: true)
-            return .connect(retiring: all)
-        }
-        idle.removeLast()
-        return .use(newest.connection)
+        guard let newest = idle.popLast() else { return .connect(retiring: []) }
+        guard expired(newest.since, now: now) else { return .use(newest.connection) }
+        // The newest is the last to expire: every idle connection has.
+        let all = idle.map(\.connection) + [newest.connection]
+        idle.removeAll(keepingCapacity: true)
+        return .connect(retiring: all)
     }
 
     /// An exchange ended and left `connection` clean (the whole request written, the whole
     /// response read, nothing after it, no close announced: RFC 9112 §9.3).
+    @inline(__always)
     mutating func release(_ connection: Connection, now: Double) -> Release {
         if isDraining { return .retire(.drain) }
         if maxIdle == 0 { return .retire(.overBound) }
