@@ -81,7 +81,7 @@ let package = Package(
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Upstream"]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),

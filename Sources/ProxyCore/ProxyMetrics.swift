@@ -32,6 +32,9 @@ final class LoopMetrics: Sendable {
             latencyCount += other.latencyCount
             latencySum += other.latencySum
         }
+
+        /// Upstream connections closed for `reason`.
+        func upstreamRetirements(_ reason: UpstreamRetirement) -> Int { upstreamRetirements[reason.rawValue] }
     }
 
     /// One plain counter: its series, the help /metrics prints, and the field that counts it.

@@ -213,3 +213,77 @@ private func pool(maxIdle: Int = 8, idleTimeout: Double = 60) -> UpstreamPool<Fa
         #expect(UpstreamRetirement.afterResponse(unreadBytes: false, upstreamCloses: false) == .broken)
     }
 }
+
+/// Long random runs of events against a plain model of what the pool promises: every connection is
+/// idle, in use or closed, never two of these; what is handed out is the most recently released
+/// idle connection within its timeout; what closes is exactly what the model says.
+@Suite struct UpstreamPoolModelTests {
+    /// SplitMix64: the same runs every time.
+    private struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test(arguments: [(1, 0), (2, 1), (4, 7), (16, 42)])
+    func randomEventsKeepEveryPromise(maxIdle: Int, seed: UInt64) {
+        var random = Seeded(state: seed)
+        let timeout = 30.0
+        var p = pool(maxIdle: maxIdle, idleTimeout: timeout)
+        var idle: [(connection: Fake, since: Double)] = []  // the model, oldest first
+        var inUse: [Fake] = []
+        var closed = 0
+        var made = 0
+        var now = 0.0
+        for _ in 0..<5_000 {
+            now += Double(Int.random(in: 0...4, using: &random))
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                switch p.lease(now: now) {
+                case .use(let c):
+                    let newest = idle.removeLast()
+                    #expect(c === newest.connection && now - newest.since < timeout)
+                    inUse.append(c)
+                case .connect(let retiring):
+                    #expect(idle.allSatisfy { now - $0.since >= timeout })
+                    #expect(retiring.map(ObjectIdentifier.init) == idle.map { ObjectIdentifier($0.connection) })
+                    closed += retiring.count
+                    idle.removeAll()
+                    made += 1
+                    inUse.append(Fake("c\(made)"))
+                }
+            case 4..<8:
+                guard !inUse.isEmpty else { continue }
+                let c = inUse.remove(at: Int.random(in: 0..<inUse.count, using: &random))
+                idle.append((c, now))
+                switch p.release(c, now: now) {
+                case .watch:
+                    break
+                case .watchAndRetire(let oldest):
+                    #expect(oldest === idle.removeFirst().connection)
+                    closed += 1
+                case .retire:
+                    Issue.record("released while not draining and with room, yet not kept")
+                }
+            case 8:
+                guard !idle.isEmpty else { continue }
+                let c = idle.remove(at: Int.random(in: 0..<idle.count, using: &random)).connection
+                _ = p.stirred(c, hungUp: Bool.random(using: &random))
+                closed += 1
+            default:
+                let expired = idle.prefix { now - $0.since >= timeout }.map { ObjectIdentifier($0.connection) }
+                #expect(p.tick(now: now).map(ObjectIdentifier.init) == expired)
+                idle.removeFirst(expired.count)
+                closed += expired.count
+            }
+            #expect(p.idleCount == idle.count && idle.count <= maxIdle)
+        }
+        #expect(made == idle.count + inUse.count + closed)
+        #expect(p.drain().map(ObjectIdentifier.init) == idle.map { ObjectIdentifier($0.connection) })
+    }
+}
