@@ -181,7 +181,7 @@ extension Connection {
             // Nothing of an answer came. On a reused connection that is the upstream closing it as
             // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
             let upstream = exchange.detachUpstream()
-            upstream?.retire()
+            upstream?.retire(.closedByUpstream)
             let why = "the upstream closed the connection without answering"
             act(on: exchange.machine.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
         }
@@ -318,11 +318,15 @@ extension Connection {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
+        let upstreamCloses = responseParser.connectionMustClose
         let (reuse, next) = exchange.machine.onAnswerEnded(
-            trailingBytes: trailingBytes, parserSaysClose: responseParser.connectionMustClose,
-            bytesWaitingToGoUp: exchange.pendingUpstreamCount)
+            trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
-            if reuse { ctx.upstream.putIdle(upstream) } else { upstream.retire() }
+            if reuse {
+                ctx.upstream.putIdle(upstream)
+            } else {
+                upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
+            }
         }
         switch next {
         case .releaseHeld401:
@@ -384,7 +388,7 @@ extension Connection {
     /// Either side of a tunnel closed: what the other side still has to get is sent, then both close.
     func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool) {
         if upstreamClosed {
-            exchange.detachUpstream()?.retire()
+            exchange.detachUpstream()?.retire(.closedByUpstream)
             closeAfterWrite = true
             peerHalfClosed = true
             flush()

@@ -45,6 +45,7 @@ final class LoopContext {
                 proxy: ProxyEnvironment(scheme: configuration.upstream.scheme)),
             origin: configuration.upstream.origin, maxIdle: configuration.limits.upstreamKeepalive,
             idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
+        upstream.retirementObserver = { [metrics] reason in metrics.upstreamRetired(reason) }
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static

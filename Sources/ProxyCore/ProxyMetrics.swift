@@ -1,5 +1,6 @@
 import Config
 import Synchronization
+import Upstream
 
 /// Every series /metrics exposes, in one place (Envoy's habit). Counters that the request path
 /// bumps live per event loop behind an uncontended Mutex; the admin handler sums them.
@@ -16,6 +17,9 @@ final class LoopMetrics: Sendable {
         var retriesOnFreshConnection = 0
         /// Request fields left out because their names hold an underscore.
         var droppedUnderscoreFields = 0
+        /// Upstream connections closed, by reason (indexed by `UpstreamRetirement.rawValue`; not in
+        /// /metrics yet).
+        var upstreamRetirements = [Int](repeating: 0, count: UpstreamRetirement.allCases.count)
         /// Upstream latency (to the response head), cumulative buckets as Prometheus wants them.
         var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
         var latencyCount = 0
@@ -26,10 +30,14 @@ final class LoopMetrics: Sendable {
             for (code, n) in other.requestsByCode { requestsByCode[code, default: 0] += n }
             for series in LoopMetrics.plainCounters { self[keyPath: series.field] += other[keyPath: series.field] }
             tunnelsClosed += other.tunnelsClosed  // only for tokenproxy_open_tunnels
+            for i in upstreamRetirements.indices { upstreamRetirements[i] += other.upstreamRetirements[i] }
             for i in 0..<latencyBuckets.count { latencyBuckets[i] += other.latencyBuckets[i] }
             latencyCount += other.latencyCount
             latencySum += other.latencySum
         }
+
+        /// Upstream connections closed for `reason`.
+        func upstreamRetirements(_ reason: UpstreamRetirement) -> Int { upstreamRetirements[reason.rawValue] }
     }
 
     /// One plain counter: its series, the help /metrics prints, and the field that counts it.
@@ -93,6 +101,7 @@ final class LoopMetrics: Sendable {
     func tunnelOpened() { counters.withLock { $0.tunnelsOpened += 1 } }
     func tunnelClosed() { counters.withLock { $0.tunnelsClosed += 1 } }
     func retriedOnFreshConnection() { counters.withLock { $0.retriesOnFreshConnection += 1 } }
+    func upstreamRetired(_ reason: UpstreamRetirement) { counters.withLock { $0.upstreamRetirements[reason.rawValue] += 1 } }
     func retriedAfter401() { counters.withLock { $0.upstream401Retries += 1 } }
     func waitedForToken() { counters.withLock { $0.requestsWaitedForToken += 1 } }
     func droppedUnderscoreFields(_ n: Int) { counters.withLock { $0.droppedUnderscoreFields += n } }

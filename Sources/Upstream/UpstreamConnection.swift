@@ -20,7 +20,6 @@ public final class UpstreamConnection: EventHandler {
     /// The connection carried an exchange before this one (a failure on it may be the upstream
     /// closing an idle connection as the request arrived: RFC 9112 §9.3.1 allows a retry).
     public internal(set) var reused = false
-    var idleSince = 0.0
     private var interest: Interest = []
     public private(set) var isRetired = false
 
@@ -35,7 +34,7 @@ public final class UpstreamConnection: EventHandler {
         if let owner {
             owner.upstreamReady(events)
         } else {
-            connector.idleStirred(self)
+            connector.idleStirred(self, events)
         }
     }
 
@@ -71,11 +70,12 @@ public final class UpstreamConnection: EventHandler {
     /// The TLS library may hold bytes that epoll cannot see: read until `.wouldBlock`.
     public var buffersInternally: Bool { usesCurlIO }
 
-    /// Closes the connection (not to be used again).
-    public func retire() {
+    /// Closes the connection (not to be used again). Without a reason, the exchange on it did not
+    /// leave it clean (`.broken`).
+    public func retire(_ reason: UpstreamRetirement = .broken) {
         guard !isRetired else { return }
         isRetired = true
         owner = nil
-        connector.retired(self)
+        connector.retired(self, reason)
     }
 }

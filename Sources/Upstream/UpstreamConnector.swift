@@ -35,7 +35,8 @@ public final class UpstreamConnectAttempt {
 /// HTTP-proxy tunnel, TLS with the configured CA, client certificate and verification) with
 /// `CURLOPT_CONNECT_ONLY`, driven by the loop's epoll through the multi socket API so that connecting
 /// never blocks the loop; the proxy then speaks HTTP/1.1 over the connection itself. Idle connections
-/// are kept in a LIFO pool, bounded and watched for the upstream closing them.
+/// are kept as `UpstreamPool` decides (LIFO, bounded, timed out, watched for the upstream closing
+/// them); this class does what it says to the sockets.
 public final class UpstreamConnector {
     let loop: EventLoop
     let settings: UpstreamSettings
@@ -43,12 +44,10 @@ public final class UpstreamConnector {
     /// What libcurl connects to: the upstream's origin (the path never matters for CONNECT_ONLY).
     let url: String
     let isTLS: Bool
-    /// The pool's bounds: idle connections kept per loop, and for how long.
-    let maxIdle: Int
-    let idleTimeout: Double
-    /// Idle connections, the most recently used last (LIFO: warm connections are reused first, the
-    /// coldest ones time out).
-    private var idle: [UpstreamConnection] = []
+    /// The idle connections' bookkeeping.
+    private var pool: UpstreamPool<UpstreamConnection>
+    /// Told of every connection that closes, and why (the loop's metrics count them).
+    public var retirementObserver: ((UpstreamRetirement) -> Void)?
     /// libcurl's one timeout (CURLMOPT_TIMERFUNCTION), absolute monotonic seconds; nil: none wanted.
     private var curlDeadline: Double?
     private var armedDeadline: Double?
@@ -65,14 +64,13 @@ public final class UpstreamConnector {
         self.settings = settings
         self.url = origin + "/"
         self.isTLS = origin.hasPrefix("https:")
-        self.maxIdle = maxIdle
-        self.idleTimeout = idleTimeout
+        pool = UpstreamPool(maxIdle: maxIdle, idleTimeout: idleTimeout)
         multi = CurlMulti()
         multi.delegate = self
     }
 
     deinit {
-        for connection in idle { connection.retire() }
+        for connection in pool.drain() { connection.retire(.drain) }
         multi.close()
     }
 
@@ -80,52 +78,50 @@ public final class UpstreamConnector {
 
     // MARK: the pool
 
-    /// The most recently used idle connection still worth using, or nil.
+    /// The most recently used idle connection still worth using, or nil: connect a new one.
     public func takeIdle() -> UpstreamConnection? {
-        let now = loop.now
-        while let connection = idle.popLast() {
-            if now - connection.idleSince < idleTimeout {
-                return connection
-            }
-            connection.retire()
+        switch pool.lease(now: loop.now) {
+        case .use(let connection):
+            return connection
+        case .connect(let expired):
+            for connection in expired { connection.retire(.idleTimeout) }
+            return nil
         }
-        return nil
     }
 
     /// Takes back a connection whose last exchange ended cleanly (a whole response read, the whole
-    /// request written). Beyond the bound, the oldest idle connection is closed.
+    /// request written): kept idle, or closed as the pool says.
     public func putIdle(_ connection: UpstreamConnection) {
         connection.owner = nil
-        connection.idleSince = loop.now
         connection.reused = true
-        // Watched while idle: any readiness means the upstream closed it (or sent something unasked).
-        connection.setInterest(.read)
-        idle.append(connection)
-        if idle.count > maxIdle {
-            idle.removeFirst().retire()
+        switch pool.release(connection, now: loop.now) {
+        case .watch:
+            // Watched while idle: any readiness means the upstream closed it (or sent something unasked).
+            connection.setInterest(.read)
+        case .watchAndRetire(let oldest):
+            connection.setInterest(.read)
+            oldest.retire(.overBound)
+        case .retire(let reason):
+            connection.retire(reason)
         }
     }
 
     /// An idle connection stirred: the upstream closed it, or talks out of turn. Either way it is done.
-    func idleStirred(_ connection: UpstreamConnection) {
-        if let i = idle.lastIndex(where: { $0 === connection }) { idle.remove(at: i) }
-        connection.retire()
+    /// (Out of line: the readiness handler it is called from stays small enough to inline.)
+    @inline(never)
+    func idleStirred(_ connection: UpstreamConnection, _ events: UInt32) {
+        let hungUp = events & (ReadyEvents.peerClosed | ReadyEvents.failed) != 0
+        connection.retire(pool.stirred(connection, hungUp: hungUp))
     }
 
     /// Closes idle connections past the idle timeout; runs a few times a second.
     public func sweepIdle() {
-        let now = loop.now
-        while let oldest = idle.first, now - oldest.idleSince >= idleTimeout {
-            idle.removeFirst()
-            oldest.retire()
-        }
+        for connection in pool.tick(now: loop.now) { connection.retire(.idleTimeout) }
     }
 
-    /// Closes every idle connection (drain).
+    /// Closes every idle connection, and from now on every connection given back (drain).
     public func closeIdle() {
-        let all = idle
-        idle.removeAll()
-        for connection in all { connection.retire() }
+        for connection in pool.drain() { connection.retire(.drain) }
     }
 
     // MARK: connecting
@@ -231,8 +227,9 @@ public final class UpstreamConnector {
     }
 
     /// The connection is done for: out of epoll, then out of the multi; the handle's cleanup closes it.
-    func retired(_ connection: UpstreamConnection) {
+    func retired(_ connection: UpstreamConnection, _ reason: UpstreamRetirement) {
         openCount -= 1
+        retirementObserver?(reason)
         loop.unregister(connection.fd, connection)
         multi.remove(connection.easy)
     }

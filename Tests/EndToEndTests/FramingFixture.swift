@@ -11,7 +11,11 @@ final class FramingFixture: @unchecked Sendable {
     /// - Parameters:
     ///   - upstreamArguments: `--drop-reused`, `--close-after-response`.
     ///   - extra: more top-level YAML sections.
-    init(upstreamArguments: [String] = [], extra: String = "", environment: [String: String] = [:], upstreamURL: String? = nil) throws {
+    ///   - drainTimeout: `drain_timeout`, how long a SIGTERM lets exchanges in flight finish.
+    init(
+        upstreamArguments: [String] = [], extra: String = "", environment: [String: String] = [:], upstreamURL: String? = nil,
+        drainTimeout: String = "2s"
+    ) throws {
         let upstream = try PythonServer("framing_upstream", arguments: upstreamArguments)
         self.upstream = upstream
         var env = environment
@@ -21,7 +25,7 @@ final class FramingFixture: @unchecked Sendable {
                 listen: 127.0.0.1:0
                 upstream: \(upstreamURL ?? upstream.baseURL + "/f")
                 workers: 1
-                drain_timeout: 2s
+                drain_timeout: \(drainTimeout)
                 credentials:
                   type: static
                   token_env: E2E_TOKEN

@@ -85,6 +85,32 @@ import Testing
         try f.finish()
     }
 
+    /// A connection given back while the proxy drains is closed, not kept for requests that will
+    /// never come (docs/ENGINE.md, "The pool"): the upstream sees it go while another exchange
+    /// still holds the proxy open.
+    @Test func anUpstreamConnectionInUseWhenTheDrainBeginsClosesAfterItsExchange() throws {
+        let f = try FramingFixture(drainTimeout: "30s")
+        let body = Array(repeating: UInt8(ascii: "x"), count: 10)
+        let a = try f.connect(timeout: 20)
+        let b = try f.connect(timeout: 20)
+        // Half a body each: both exchanges stay in flight, on an upstream connection each.
+        try a.send(Array(rawRequest("POST", "/ok?tag=a", host: f.host, body: body).dropLast(5)))
+        try b.send(Array(rawRequest("POST", "/ok?tag=b", host: f.host, body: body).dropLast(5)))
+        #expect(try within(10) { (try f.stats()["open"] as? Int) == 2 })
+        f.proxy.terminate(signal: SIGTERM)
+        #expect(f.proxy.waitForStderr(containing: "draining: no new connections", timeout: 10), "\(f.proxy.stderr)")
+        try a.send(Array(body.suffix(5)))
+        let first = try a.readResponse()
+        #expect(first.status == 200, "\(first)")
+        #expect(first.json?["body_len"] as? Int == body.count)
+        // b's exchange keeps the proxy running; a's upstream connection is closed, not pooled.
+        #expect(try within(10) { (try f.stats()["open"] as? Int) == 1 }, "\((try? f.stats()) ?? [:])")
+        try b.send(Array(body.suffix(5)))
+        #expect(try b.readResponse().status == 200)
+        #expect(try f.proxy.waitForExit(timeout: 15) == 0, "\(f.proxy.stderr)")
+        f.upstream.stop()
+    }
+
     /// libcurl 7.88 took connect-only connections for idle ones in its cache and, as a new connection
     /// was made, closed those older than 118 s (CURLOPT_MAXAGE_CONN): pooled connections the proxy
     /// was about to use, whose requests then hung until `upstream_timeout` (docs/ENGINE.md,
