@@ -105,7 +105,7 @@ extension Connection {
     /// hold bytes epoll cannot see, so read now rather than wait for readiness.
     func resumeUpstreamIfDrained() {
         guard let exchange, exchange.machine.receivePaused, pendingOut < Connection.outLowWater else { return }
-        exchange.machine.receivePaused = false
+        exchange.machine.onClientCaughtUp()
         readUpstream(exchange)
         updateUpstreamInterest(exchange)
     }
@@ -123,7 +123,7 @@ extension Connection {
             case .done(let n):
                 exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.receivePaused = true }
+                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
                 // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
                 if n < buffer.count && !upstream.buffersInternally { return }
             case .wouldBlock:
@@ -210,8 +210,7 @@ extension Connection {
             recordFinished(exchange)
             exchange.connection = nil
             self.exchange = nil
-            closeAfterWrite = true
-            parsingSuspended = true
+            machine.onLastAnswer()
             flush()
         }
     }
@@ -247,7 +246,7 @@ extension Connection {
     /// Writes the answer's head for the client, framed as the machine decided.
     func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming) {
         exchange.status = response.status
-        if pendingOut == 0 { lastClientWrite = ctx.loop.now }
+        if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
         ctx.forwarder.writeResponseHead(
             into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
@@ -284,7 +283,7 @@ extension Connection {
             return
         case .chunked:
             exchange.bytesOut += bytes.count
-            if pendingOut == 0 { lastClientWrite = ctx.loop.now }
+            if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
             ResponseWriter.appendChunk(&outBuf, bytes)
             flush()
         case .length, .close:
@@ -299,10 +298,10 @@ extension Connection {
         if pendingOut == 0 {
             switch Syscall.write(fd, bytes) {
             case .done(let n):
-                lastClientWrite = ctx.loop.now
+                machine.onClientTook(now: ctx.loop.now)
                 if n < bytes.count { outBuf.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[n...])) }
             case .wouldBlock:
-                lastClientWrite = ctx.loop.now
+                machine.onOutputWaiting(now: ctx.loop.now)
                 outBuf.append(contentsOf: bytes)
             case .closed:
                 close()
@@ -351,7 +350,7 @@ extension Connection {
         appendOut(out)
         recordFinished(exchange)
         ctx.metrics.tunnelOpened()
-        parsingSuspended = true
+        machine.onTunnel()
         // What the client sent after its request head already belongs to the new protocol.
         if inStart < inBuf.count {
             inBuf.withUnsafeBytes { exchange.queueRaw(UnsafeRawBufferPointer(rebasing: $0[inStart...])) }
@@ -368,7 +367,7 @@ extension Connection {
         while !closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
             switch Syscall.read(fd, ctx.readBuffer) {
             case .done(let n):
-                lastClientByte = ctx.loop.now
+                machine.onClientBytes(now: ctx.loop.now)
                 exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
                 pumpUpstream(exchange)
                 if n < ctx.readBuffer.count { break }
@@ -389,8 +388,7 @@ extension Connection {
     func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool) {
         if upstreamClosed {
             exchange.detachUpstream()?.retire(.closedByUpstream)
-            closeAfterWrite = true
-            peerHalfClosed = true
+            machine.onTunnelUpstreamClosed()
             flush()
         } else {
             pumpUpstream(exchange)

@@ -25,18 +25,11 @@ final class Connection: EventHandler, LoopTask {
     var outBuf: [UInt8] = []
     var outStart = 0
     private var interest: Interest = .read
-    private(set) var closed = false
-    /// The client shut down its sending side: finish the current answer, then close.
-    var peerHalfClosed = false
-    var closeAfterWrite = false
+    /// Where the connection is in its life, and its client-side clocks; decides closing, lingering and
+    /// the client's timeouts.
+    var machine: ConnectionMachine
     var exchange: Exchange?
-    /// A request has ended and its answer has not: the next pipelined request waits.
-    var parsingSuspended = false
-    var lastClientByte: Double
-    /// When the client last took a byte of the answer, or when bytes began to wait for it.
-    var lastClientWrite: Double
-    /// The first byte of a request head arrived then (blank lines included): `client_header_timeout`.
-    private var headStartedAt: Double?
+    var closed: Bool { machine.isClosed }
 
     // Buffer bounds: FixedLimits.
     static let outHighWater = FixedLimits.answerHighWater
@@ -51,8 +44,7 @@ final class Connection: EventHandler, LoopTask {
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
         responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
-        lastClientByte = ctx.loop.now
-        lastClientWrite = ctx.loop.now
+        machine = ConnectionMachine(now: ctx.loop.now)
     }
 
     // MARK: events
@@ -88,7 +80,7 @@ final class Connection: EventHandler, LoopTask {
     var pendingOut: Int { outBuf.count - outStart }
 
     private func readAvailable() {
-        if lingering {
+        if machine.isLingering {
             discardInput()
             return
         }
@@ -99,9 +91,8 @@ final class Connection: EventHandler, LoopTask {
         while !closed && inBuf.count - inStart < Connection.inHighWater {
             switch Syscall.read(fd, ctx.readBuffer) {
             case .done(let n):
-                lastClientByte = ctx.loop.now
                 // client_header_timeout runs from the first byte of a head, blank lines included.
-                if exchange == nil && headStartedAt == nil { headStartedAt = ctx.loop.now }
+                machine.onClientBytes(now: ctx.loop.now)
                 if inStart > 0 && inStart == inBuf.count {
                     inBuf.removeAll(keepingCapacity: true)
                     inStart = 0
@@ -124,22 +115,17 @@ final class Connection: EventHandler, LoopTask {
     }
 
     private func clientFinishedSending() {
-        peerHalfClosed = true
-        guard let exchange else {
-            // Nothing in flight; an unfinished request head can never complete now.
-            if pendingOut > 0 || closeAfterWrite { closeAfterWrite = true } else { close() }
-            return
+        let action = machine.onClientFinishedSending(
+            inExchange: exchange != nil, requestBodyDone: exchange?.machine.requestBodyDone ?? true, pendingOut: pendingOut)
+        switch action {
+        case .none: break
+        case .close: close()
+        case .closeTunnel: if let exchange { tunnelSideClosed(exchange, upstreamClosed: false) }
         }
-        if exchange.machine.isTunnel {
-            tunnelSideClosed(exchange, upstreamClosed: false)
-            return
-        }
-        // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
-        if !exchange.machine.requestBodyDone { close() }
     }
 
     /// The client has shut down its side and every request it sent has been taken.
-    var noMoreRequests: Bool { peerHalfClosed && inStart == inBuf.count }
+    var noMoreRequests: Bool { machine.peerHalfClosed && inStart == inBuf.count }
 
     // MARK: parsing
 
@@ -147,7 +133,7 @@ final class Connection: EventHandler, LoopTask {
     func process() {
         // The parser wants another call after every event, even with no bytes left (`.end` may be due).
         var more = true
-        while more && !closed && !parsingSuspended {
+        while more && machine.parsesRequests {
             if let exchange, exchange.bodyBacklogged { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes { raw in
@@ -160,9 +146,7 @@ final class Connection: EventHandler, LoopTask {
                 more = consumed > 0 && inStart < inBuf.count
             }
         }
-        if !closed && exchange == nil && headStartedAt == nil && inStart < inBuf.count {
-            headStartedAt = ctx.loop.now  // a pipelined request already waiting
-        }
+        if exchange == nil && inStart < inBuf.count { machine.onPipelinedBytesWaiting(now: ctx.loop.now) }
         compactInput()
         updateInterest()
     }
@@ -180,7 +164,7 @@ final class Connection: EventHandler, LoopTask {
     private func handle(_ event: ParseEvent, base: Int) {
         switch event {
         case .head(let head):
-            headStartedAt = nil
+            machine.onRequestHead()
             begin(head)
         case .body(let range):
             guard let exchange else { return }
@@ -199,7 +183,7 @@ final class Connection: EventHandler, LoopTask {
         case .end:
             guard let exchange else { return }
             let buffering = exchange.bodyEnded()
-            parsingSuspended = true
+            machine.onRequestEnded()
             if case .send = buffering {
                 forward(exchange)
             } else {
@@ -207,7 +191,6 @@ final class Connection: EventHandler, LoopTask {
             }
             if exchange.machine.responseDone { finish(exchange) }
         case .error(let error):
-            headStartedAt = nil
             fail(ProxyError(error), exchange: exchange)
         }
     }
@@ -348,7 +331,7 @@ final class Connection: EventHandler, LoopTask {
                 close()
                 return
             }
-            exchange.machine.keepAlive = false
+            exchange.machine.onConnectionClosing()
             if !exchange.machine.responseDone {
                 respond(error, to: exchange)
                 return
@@ -357,19 +340,15 @@ final class Connection: EventHandler, LoopTask {
         let bytes = error.response(keepAlive: false, isHead: false)
         appendOut(bytes)
         ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
-        closeAfterWrite = true
-        parsingSuspended = true
+        machine.onLastAnswer()
         flush()
     }
 
     func responseDone(_ exchange: Exchange) {
         exchange.machine.onResponseDone()
         recordFinished(exchange)
-        if !exchange.machine.keepAlive || noMoreRequests {
-            closeAfterWrite = true
-            parsingSuspended = true
-        }
-        if exchange.machine.requestBodyDone || closeAfterWrite {
+        if !exchange.machine.keepAlive || noMoreRequests { machine.onLastAnswer() }
+        if exchange.machine.requestBodyDone || machine.isClosingAfterWrite {
             finish(exchange)
         }
         flush()
@@ -393,21 +372,16 @@ final class Connection: EventHandler, LoopTask {
         self.exchange = nil
         exchange.upOut.removeAll(keepingCapacity: true)
         if exchange.upOut.capacity <= 4 * Connection.bodyHighWater { swap(&spareUpOut, &exchange.upOut) }
-        if closeAfterWrite { return }
-        parsingSuspended = false
-        lastClientByte = ctx.loop.now
-        if noMoreRequests {
-            closeAfterWrite = true
-            return
+        if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
+            ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
-        ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
     }
 
     // MARK: writing and closing
 
     /// Queues bytes for the client; the send timeout counts from when bytes start to wait.
     func appendOut(_ bytes: [UInt8]) {
-        if pendingOut == 0 { lastClientWrite = ctx.loop.now }
+        if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         outBuf.append(contentsOf: bytes)
     }
 
@@ -418,7 +392,7 @@ final class Connection: EventHandler, LoopTask {
                 switch result {
                 case .done(let n):
                     outStart += n
-                    lastClientWrite = ctx.loop.now
+                    machine.onClientTook(now: ctx.loop.now)
                 case .wouldBlock:
                     updateInterest()
                     resumeUpstreamIfDrained()
@@ -431,12 +405,13 @@ final class Connection: EventHandler, LoopTask {
             outBuf.removeAll(keepingCapacity: outBuf.capacity <= 2 * Connection.outHighWater)
             outStart = 0
         }
-        if closeAfterWrite {
-            if peerHalfClosed {
-                close()
-            } else {
-                startLingering()
-            }
+        switch machine.onOutputWritten(now: ctx.loop.now) {
+        case .none: break
+        case .close:
+            close()
+            return
+        case .linger:
+            startLingering()
             return
         }
         resumeUpstreamIfDrained()
@@ -444,11 +419,11 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func updateInterest() {
-        guard !closed, !lingering else { return }
+        guard !closed, !machine.isLingering else { return }
         var wanted: Interest = []
         if let exchange, exchange.machine.isTunnel {
-            if exchange.pendingUpstreamCount < Connection.bodyHighWater && !peerHalfClosed { wanted.insert(.read) }
-        } else if !closeAfterWrite && inBuf.count - inStart < Connection.inHighWater && !peerHalfClosed {
+            if exchange.pendingUpstreamCount < Connection.bodyHighWater && !machine.peerHalfClosed { wanted.insert(.read) }
+        } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
         }
         if pendingOut > 0 { wanted.insert(.write) }
@@ -460,16 +435,12 @@ final class Connection: EventHandler, LoopTask {
 
     /// Closing with unread client bytes makes the kernel send a reset that can destroy the answer
     /// still in flight (a 413 or 400 the client never reads). So: stop sending, read and drop what
-    /// the client still sends for a moment, then close (nginx's lingering close).
-    private var lingering = false
-
+    /// the client still sends for a moment (`ConnectionMachine`: the sweep's tick ends it, no timer
+    /// per connection), then close (nginx's lingering close).
     private func startLingering() {
-        guard !lingering else { return }
-        lingering = true
         Syscall.shutdownWrite(fd)
         interest = .read
         ctx.loop.modify(fd, .read)
-        ctx.loop.schedule(after: FixedLimits.lingerSeconds) { [weak self] in self?.close() }
         discardInput()
     }
 
@@ -487,7 +458,7 @@ final class Connection: EventHandler, LoopTask {
 
     func close() {
         guard !closed else { return }
-        closed = true
+        machine.onClosed()
         if let exchange {
             // An upstream connection in the middle of an exchange cannot be reused.
             exchange.detachUpstream()?.retire()
@@ -507,17 +478,26 @@ final class Connection: EventHandler, LoopTask {
     // MARK: timeouts and drain
 
     func checkTimeouts(now: Double) {
-        guard !closed, !lingering else { return }
         let limits = ctx.configuration.limits
-        if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout {
-            // The client stopped taking the answer (nginx's send_timeout).
+        let action = machine.onTick(
+            now: now, pendingOut: pendingOut, inExchange: exchange != nil,
+            ConnectionMachine.Timeouts(
+                clientHeaderTimeout: limits.clientHeaderTimeout, clientIdleTimeout: limits.clientIdleTimeout,
+                clientSendTimeout: limits.clientSendTimeout))
+        switch action {
+        case .none:
+            break
+        case .sendTimedOut:
             ctx.logger.info("client took no byte of the answer for \(Int(limits.clientSendTimeout))s: closing")
             close()
-            return
-        }
-        if let exchange {
+        case .requestTimeout:
+            fail(.requestTimeout, exchange: nil)
+        case .close:
+            close()
+        case .tickExchange:
+            guard let exchange else { return }
             let side = ExchangeMachine.ClientSide(
-                lastClientByte: lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
+                lastClientByte: machine.lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
                 bodyBacklogged: exchange.bodyBacklogged, waitingForToken: exchange.waitingForToken)
             switch exchange.machine.onTick(now: now, side, ctx.timeouts) {
             case .none:
@@ -532,23 +512,15 @@ final class Connection: EventHandler, LoopTask {
             case .closeClient:
                 close()
             }
-            return
-        }
-        if let started = headStartedAt, now - started > limits.clientHeaderTimeout {
-            fail(.requestTimeout, exchange: nil)
-        } else if headStartedAt != nil && now - lastClientByte > limits.clientIdleTimeout {
-            fail(.requestTimeout, exchange: nil)
-        } else if headStartedAt == nil && pendingOut == 0 && now - lastClientByte > limits.clientIdleTimeout {
-            close()  // idle keep-alive connection
         }
     }
 
     /// Drain: idle connections close now; busy ones close after their current answer.
     func beginDrain() {
-        if exchange == nil && parser.isIdle && inStart == inBuf.count {
+        if machine.closesAtDrain(inExchange: exchange != nil, parserIdle: parser.isIdle, unparsedInput: inStart < inBuf.count) {
             close()
         } else {
-            exchange?.machine.keepAlive = false
+            exchange?.machine.onConnectionClosing()
         }
     }
 }

@@ -88,7 +88,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
         replay = []
-        machine.replayKept = true
+        machine.onReplayKept(true)
     }
 
     /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
@@ -162,7 +162,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if replayReserved > 0 { shared?.releaseRetryMemory(replayReserved) }
         replayReserved = 0
         replay = nil
-        machine.replayKept = false
+        machine.onReplayKept(false)
     }
 
     /// Puts a new request head in front of what is queued for the upstream, for a try that starts

@@ -31,7 +31,7 @@ struct ExchangeMachine {
 
     private(set) var phase: Phase = .awaitingAnswer
     /// The client connection stays open after this exchange.
-    var keepAlive: Bool
+    private(set) var keepAlive: Bool
     /// How the answer is framed for the client (set when it starts).
     private(set) var framing: ExchangeRules.ClientFraming = .none
     private(set) var responseDone = false
@@ -39,7 +39,7 @@ struct ExchangeMachine {
     // The request body.
     private(set) var requestBodyDone: Bool
     /// A copy of the whole body is being kept for a retry (`forward.retry_body_limit`).
-    var replayKept = false
+    private(set) var replayKept = false
     /// The rest of the client's body is read and dropped (the upstream answered without it); the
     /// client connection closes after the answer.
     private(set) var bodyRefused = false
@@ -77,7 +77,7 @@ struct ExchangeMachine {
     private(set) var responseBytesSeen = 0
     private(set) var finalHeadArrived = false
     /// The upstream is not read while the client has too much of the answer waiting.
-    var receivePaused = false
+    private(set) var receivePaused = false
     private(set) var tryStartedAt = 0.0
     private(set) var lastUpstreamWrite = 0.0
     private(set) var lastUpstreamByte = 0.0
@@ -156,6 +156,25 @@ struct ExchangeMachine {
         guard total > limit else { return .keepWaiting }
         bodyBuffering = .off
         return .send(whole: false)
+    }
+
+    /// A copy of the whole body is (no longer) being kept for a retry.
+    mutating func onReplayKept(_ kept: Bool) {
+        replayKept = kept
+    }
+
+    /// The client has too much of the answer waiting: the upstream is not read until it catches up.
+    mutating func onClientBacklogged() {
+        receivePaused = true
+    }
+
+    mutating func onClientCaughtUp() {
+        receivePaused = false
+    }
+
+    /// The client connection closes after this exchange (a drain, or an error on the connection).
+    mutating func onConnectionClosing() {
+        keepAlive = false
     }
 
     @discardableResult

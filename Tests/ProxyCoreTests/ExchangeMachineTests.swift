@@ -90,7 +90,7 @@ extension ExchangeMachine {
         #expect(m.head(401) == .relay(.length(2), startStormGuard: false))
 
         var kept = machine(post)
-        kept.replayKept = true
+        kept.onReplayKept(true)
         kept.sendAll(body: true)
         #expect(kept.head(401) == .hold401)
     }
@@ -243,7 +243,7 @@ extension ExchangeMachine {
         m.onAnswerBytes(10, now: 5)
         #expect(m.onTick(now: 34, Self.side(lastClientByte: 34), Self.limits) == .none)
         #expect(m.onTick(now: 36, Self.side(lastClientByte: 36), Self.limits) == .silentMidBody)
-        m.receivePaused = true  // the client is the slow side
+        m.onClientBacklogged()  // the client is the slow side
         #expect(m.onTick(now: 36, Self.side(lastClientByte: 36), Self.limits) == .none)
     }
 

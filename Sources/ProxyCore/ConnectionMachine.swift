@@ -1,0 +1,244 @@
+import Config
+
+/// The life of one client connection (docs/ARCHITECTURE.md, "A request"), with no I/O and no buffers:
+/// `Connection` tells it what happened (events in: the `on…` methods, the time passed in) and does
+/// what it answers (actions out). The exchange in progress has its own machine (`ExchangeMachine`);
+/// this one decides what surrounds it: when a request head may be read, when the connection closes or
+/// lingers, and which of the client's timeouts has run out. ProxyCoreTests drive it case by case.
+struct ConnectionMachine {
+    enum Phase: Equatable {
+        /// Waiting for a request (a new connection, or keep-alive between requests).
+        case idle
+        /// Bytes of a request head have come (blank lines before it count): `client_header_timeout` runs.
+        case readingHead(since: Double)
+        /// A request is being handled: its body read, its answer written.
+        case exchange
+        /// After `101 Switching Protocols`: bytes both ways until either side closes.
+        case tunnel
+        /// The last answer is being written; then the connection closes, or lingers.
+        case closingAfterWrite
+        /// Writing is shut down; what the client still sends is read and dropped until `until`, so that
+        /// the kernel's reset does not destroy the answer in flight (RFC 9112 §9.6, nginx's lingering close).
+        case lingering(until: Double)
+        case closed
+    }
+
+    private(set) var phase: Phase = .idle
+    /// The client shut down its sending side: the current answer is finished, then the connection closes.
+    private(set) var peerHalfClosed = false
+    /// The request in progress has been read whole while its answer has not: the next pipelined
+    /// request waits (RFC 9112 §9.3.2: answers leave in order).
+    private(set) var requestEnded = false
+    private(set) var lastClientByte: Double
+    /// When the client last took a byte of the answer, or when bytes began to wait for it.
+    private(set) var lastClientWrite: Double
+
+    init(now: Double) {
+        lastClientByte = now
+        lastClientWrite = now
+    }
+
+    var isClosed: Bool { phase == .closed }
+    var isLingering: Bool {
+        if case .lingering = phase { return true }
+        return false
+    }
+    var isClosingAfterWrite: Bool { phase == .closingAfterWrite }
+
+    /// Request bytes are parsed now: between requests, in a head, or in the body of the request in progress.
+    var parsesRequests: Bool {
+        switch phase {
+        case .idle, .readingHead: return true
+        case .exchange: return !requestEnded
+        case .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        }
+    }
+
+    /// The client socket is read for requests (a tunnel reads by its own rule).
+    var readsRequests: Bool {
+        guard !peerHalfClosed else { return false }
+        switch phase {
+        case .idle, .readingHead, .exchange: return true
+        case .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        }
+    }
+
+    // MARK: reading
+
+    /// Bytes came from the client; outside an exchange the first one starts a request head.
+    mutating func onClientBytes(now: Double) {
+        lastClientByte = now
+        if phase == .idle { phase = .readingHead(since: now) }
+    }
+
+    /// Unparsed bytes wait after an answer (a pipelined request): its head has started.
+    mutating func onPipelinedBytesWaiting(now: Double) {
+        if phase == .idle { phase = .readingHead(since: now) }
+    }
+
+    /// A request head was parsed: its exchange begins.
+    mutating func onRequestHead() {
+        phase = .exchange
+        requestEnded = false
+    }
+
+    /// The request in progress was read whole.
+    mutating func onRequestEnded() {
+        requestEnded = true
+    }
+
+    /// 101 Switching Protocols: the connection is a tunnel.
+    mutating func onTunnel() {
+        phase = .tunnel
+    }
+
+    enum HalfCloseAction: Equatable {
+        /// Nothing now: the answer in progress (or queued) goes out, then the connection closes.
+        case none
+        case close
+        /// The tunnel's client side closed: what the upstream still has to get goes, then both close.
+        case closeTunnel
+    }
+
+    /// The client shut down its sending side (or its connection broke while reading).
+    mutating func onClientFinishedSending(inExchange: Bool, requestBodyDone: Bool, pendingOut: Int) -> HalfCloseAction {
+        peerHalfClosed = true
+        switch phase {
+        case .tunnel:
+            return .closeTunnel
+        case .exchange where inExchange:
+            // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
+            return requestBodyDone ? .none : .close
+        case .closingAfterWrite:
+            return .none
+        default:
+            // Nothing in flight; an unfinished request head can never complete now.
+            if pendingOut > 0 {
+                phase = .closingAfterWrite
+                return .none
+            }
+            return .close
+        }
+    }
+
+    // MARK: ending an exchange
+
+    /// The connection takes no further request: the answer queued now is its last (an error that
+    /// leaves the framing in doubt, an answer cut short, an exchange that does not keep the
+    /// connection alive, the upstream's side of a tunnel closed).
+    mutating func onLastAnswer() {
+        switch phase {
+        case .closed, .lingering: return
+        default: phase = .closingAfterWrite
+        }
+    }
+
+    /// The upstream's side of a tunnel closed: what the client still has to get goes, then the
+    /// connection closes without lingering (nothing the client sends matters any more).
+    mutating func onTunnelUpstreamClosed() {
+        guard phase == .tunnel else { return }
+        peerHalfClosed = true
+        phase = .closingAfterWrite
+    }
+
+    enum AfterExchange: Equatable {
+        /// Parse on: the next pipelined request, if any, on the next turn.
+        case readNext
+        /// The connection closes once the answer is written.
+        case closeAfterWrite
+    }
+
+    /// Both halves of the exchange are over. `noMoreRequests`: the client has shut down its side and
+    /// every request it sent has been taken.
+    mutating func onExchangeFinished(now: Double, noMoreRequests: Bool) -> AfterExchange {
+        guard phase == .exchange || phase == .tunnel else { return .closeAfterWrite }
+        requestEnded = false
+        if noMoreRequests {
+            phase = .closingAfterWrite
+            return .closeAfterWrite
+        }
+        phase = .idle
+        // The keep-alive wait starts now (client_idle_timeout).
+        lastClientByte = now
+        return .readNext
+    }
+
+    // MARK: writing
+
+    /// Bytes began to wait for the client (none were waiting): `client_send_timeout` counts from now.
+    mutating func onOutputWaiting(now: Double) {
+        lastClientWrite = now
+    }
+
+    /// The client took bytes of the answer.
+    mutating func onClientTook(now: Double) {
+        lastClientWrite = now
+    }
+
+    enum WrittenAction: Equatable {
+        case none
+        case close
+        /// Shut writing down and read and drop what the client still sends until the deadline.
+        case linger
+    }
+
+    /// Everything queued for the client has been written.
+    mutating func onOutputWritten(now: Double) -> WrittenAction {
+        guard phase == .closingAfterWrite else { return .none }
+        if peerHalfClosed { return .close }
+        phase = .lingering(until: now + FixedLimits.lingerSeconds)
+        return .linger
+    }
+
+    mutating func onClosed() {
+        phase = .closed
+    }
+
+    // MARK: time and drain
+
+    /// The `limits:` that bound a client connection in time (docs/CONTRACT.md).
+    struct Timeouts {
+        var clientHeaderTimeout: Double
+        var clientIdleTimeout: Double
+        var clientSendTimeout: Double
+    }
+
+    enum TickAction: Equatable {
+        case none
+        /// The client took no byte of the answer for `client_send_timeout` (nginx's `send_timeout`): close.
+        case sendTimedOut
+        /// An exchange or tunnel is in progress: its own machine decides (`ExchangeMachine.onTick`).
+        case tickExchange
+        /// The head took longer than `client_header_timeout`, or the client went silent in it: 408.
+        case requestTimeout
+        /// An idle keep-alive connection, or a lingering one whose time is up: close.
+        case close
+    }
+
+    func onTick(now: Double, pendingOut: Int, inExchange: Bool, _ limits: Timeouts) -> TickAction {
+        switch phase {
+        case .closed:
+            return .none
+        case .lingering(let until):
+            return now >= until ? .close : .none
+        default:
+            break
+        }
+        if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout { return .sendTimedOut }
+        if inExchange { return .tickExchange }
+        switch phase {
+        case .readingHead(let since):
+            if now - since > limits.clientHeaderTimeout || now - lastClientByte > limits.clientIdleTimeout { return .requestTimeout }
+            return .none
+        case .idle:
+            return pendingOut == 0 && now - lastClientByte > limits.clientIdleTimeout ? .close : .none
+        default:
+            return .none
+        }
+    }
+
+    /// The server drains: an idle connection closes now (true); a busy one after its current answer.
+    func closesAtDrain(inExchange: Bool, parserIdle: Bool, unparsedInput: Bool) -> Bool {
+        !inExchange && parserIdle && !unparsedInput && phase != .closingAfterWrite
+    }
+}
