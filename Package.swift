@@ -82,6 +82,7 @@ let package = Package(
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1"]),
+        .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],
