@@ -77,6 +77,33 @@ public protocol TokenStore: AnyObject {
     func withExclusiveLock<T>(_ body: () throws -> T) throws -> T
     /// True when the stored session changed since this process last loaded, saved or removed it.
     func hasChanged() -> Bool
+    /// What the store holds, telling a session that ended from one the store lost.
+    func read() throws -> StoreReading
+    /// Writes `session` back after `read()` said `.lost`, fenced like `save`.
+    func restore(_ session: StoredSession) throws
+}
+
+/// What a store held when it was read.
+public enum StoreReading: Sendable, Equatable {
+    /// A session document (a tombstone too: no tokens, `ended_reason`).
+    case session(StoredSession)
+    /// No session: never written, or a logout recorded.
+    case noSession
+    /// The session is gone or unreadable and no logout was recorded (a Redis restarted without
+    /// persistence, a key overwritten): a process that holds the session writes it back.
+    case lost(String)
+}
+
+extension TokenStore {
+    /// The file store knows no lost session: a missing file is a logout (or no login yet), and an
+    /// unreadable one is moved aside (CONTRACT.md).
+    public func read() throws -> StoreReading {
+        try load().map { .session($0) } ?? .noSession
+    }
+
+    public func restore(_ session: StoredSession) throws {
+        try save(session)
+    }
 }
 
 public struct TokenStoreError: Error, Sendable, CustomStringConvertible {

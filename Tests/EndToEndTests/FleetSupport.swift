@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -15,9 +16,10 @@ final class Fleet: @unchecked Sendable {
     let key = "fleet/\(UUID().uuidString.lowercased())"
     let lease: String
 
-    init(idpArguments: [String], lease: String = "2s") throws {
+    /// - Parameter persistentRedis: false: a restart of Redis empties it.
+    init(idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true) throws {
         life = try Lifecycle(idpArguments: idpArguments)
-        redis = try RedisServer()
+        redis = try RedisServer(persistent: persistentRedis)
         self.lease = lease
     }
 
@@ -101,3 +103,44 @@ func fleetSum(_ proxies: [ProxyProcess], _ name: String) throws -> Double {
 let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="success"}"#
 let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
 func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }
+
+/// Requests sent without pause through a fleet by a few threads, each on a connection of its own,
+/// until `stop()`: what a busy fleet sees while its store is restarted or overwritten.
+final class Load: Sendable {
+    private let statuses = Mutex<[Int: Int]>([:])
+    private let running = Atomic<Bool>(true)
+    private let done = DispatchGroup()
+
+    init(_ proxies: [ProxyProcess], threads: Int = 4) {
+        for index in 0..<threads {
+            done.enter()
+            let thread = Thread { [self] in
+                var turn = index
+                while running.load(ordering: .relaxed) {
+                    let status = (try? send(proxies[turn % proxies.count], "GET", "/load/\(turn)", timeout: 10).status) ?? -1
+                    statuses.withLock { $0[status, default: 0] += 1 }
+                    turn += 1
+                }
+                done.leave()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+    }
+
+    /// Answers so far, by status (-1: no answer).
+    var counts: [Int: Int] { statuses.withLock { $0 } }
+    var total: Int { counts.values.reduce(0, +) }
+
+    /// Waits until `more` answers came after this call (or 60 s passed).
+    func waitFor(_ more: Int) -> Bool {
+        let target = total + more
+        return within(60) { total >= target }
+    }
+
+    func stop() -> [Int: Int] {
+        running.store(false, ordering: .relaxed)
+        done.wait()
+        return counts
+    }
+}

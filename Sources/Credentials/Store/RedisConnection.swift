@@ -19,6 +19,11 @@ enum RedisValue: Equatable, Sendable {
         }
     }
 
+    var errorText: String? {
+        if case .error(let message) = self { return message }
+        return nil
+    }
+
     var integer: Int64? {
         switch self {
         case .integer(let value): return value
