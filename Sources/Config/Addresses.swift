@@ -1,12 +1,5 @@
 import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Sockets
 
 /// Parsing of `listen`, `admin.listen`, `upstream` and the identity-provider URLs.
 /// Reasons describe the problem without echoing the whole value (a URL may carry a password).
@@ -151,19 +144,7 @@ struct AddressProblem: Error {
     init(_ reason: String) { self.reason = reason }
 }
 
-enum IP {
-    static func v4(_ text: String) -> [UInt8]? {
-        var addr = in_addr()
-        guard inet_pton(AF_INET, text, &addr) == 1 else { return nil }
-        return withUnsafeBytes(of: &addr) { Array($0) }
-    }
-
-    static func v6(_ text: String) -> [UInt8]? {
-        var addr = in6_addr()
-        guard inet_pton(AF_INET6, text, &addr) == 1 else { return nil }
-        return withUnsafeBytes(of: &addr) { Array($0) }
-    }
-}
+typealias IP = IPAddress
 
 enum Paths {
     /// Absolute form of `path`: relative paths are joined to `base`; `.` and `..` are removed
@@ -187,12 +168,6 @@ enum Paths {
         return String(path[..<slash])
     }
 
-    enum Kind { case folder, other }
-
     /// What is at `path` after following symlinks, or nil when nothing is (stat(2), without Foundation).
-    static func kind(of path: String) -> Kind? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return info.st_mode & S_IFMT == S_IFDIR ? .folder : .other
-    }
+    static func kind(of path: String) -> FileKind? { FileKind.of(path) }
 }

@@ -1,6 +1,5 @@
 import Config
 import Foundation
-import Glibc
 import IdentityHTTP
 
 /// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).

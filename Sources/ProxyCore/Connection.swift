@@ -1,5 +1,4 @@
 import Credentials
-import Glibc
 import HTTP1
 import Sockets
 import Upstream
@@ -549,8 +548,4 @@ struct LoopBound<Object: AnyObject>: @unchecked Sendable {
     init(_ object: Object) { self.object = object }
 }
 
-func wallClock() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+func wallClock() -> Double { Syscall.wallClock() }

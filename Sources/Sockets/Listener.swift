@@ -53,6 +53,21 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+/// IP address literals (inet_pton): the address's bytes, or nil when the text is not one.
+public enum IPAddress {
+    public static func v4(_ text: String) -> [UInt8]? {
+        var addr = in_addr()
+        guard inet_pton(AF_INET, text, &addr) == 1 else { return nil }
+        return withUnsafeBytes(of: &addr) { Array($0) }
+    }
+
+    public static func v6(_ text: String) -> [UInt8]? {
+        var addr = in6_addr()
+        guard inet_pton(AF_INET6, text, &addr) == 1 else { return nil }
+        return withUnsafeBytes(of: &addr) { Array($0) }
+    }
+}
+
 /// A bound, listening, non-blocking socket. Sendable: its state is the descriptor, fixed at birth,
 /// and whether it is closed, an atomic flag.
 public final class ListeningSocket: Sendable {

@@ -1,7 +1,7 @@
 import Config
 import Foundation
-import Glibc
 import Logging
+import Sockets
 
 /// `store.backend: redis`: the session a fleet of proxies shares (issue 13, ARCHITECTURE.md "The
 /// store"). The same promises as `FileTokenStore`, across machines:
@@ -350,18 +350,9 @@ public final class RedisTokenStore: TokenStore {
         return true
     }
 
-    static func monotonic() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    static func monotonic() -> Double { EventLoop.monotonicNow() }
 
-    static func sleep(_ seconds: Double) {
-        guard seconds > 0 else { return }
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
-        var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
-    }
+    static func sleep(_ seconds: Double) { Syscall.sleep(seconds) }
 }
 
 /// The session store that `store.backend` names.
