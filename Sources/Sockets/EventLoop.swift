@@ -69,8 +69,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
-        Glibc.close(epfd)
-        Glibc.close(wakeFD)
+        Syscall.close(epfd)
+        Syscall.close(wakeFD)
     }
 
     public static func monotonicNow() -> Double {
@@ -172,7 +172,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func wake() {
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = Syscall.uninterrupted { Glibc.write(wakeFD, &one, 8) }
     }
 
     public func stop() {
@@ -194,6 +194,8 @@ public final class EventLoop: @unchecked Sendable {
             } else if let first = timers.peek() {
                 timeoutMS = Int32(clamping: Int(max(0, (first.deadline - now) * 1000).rounded(.up)))
             }
+            // Interrupted (-1, EINTR), the wait just ends early: the turn goes on and the next
+            // wait computes its timeout again, so it is not retried here.
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeoutMS)
             now = EventLoop.monotonicNow()
             if n > 0 {
@@ -201,7 +203,7 @@ public final class EventLoop: @unchecked Sendable {
                     let fd = events[i].data.fd
                     if fd == wakeFD {
                         var value: UInt64 = 0
-                        _ = Glibc.read(wakeFD, &value, 8)
+                        _ = Syscall.uninterrupted { Glibc.read(wakeFD, &value, 8) }
                         continue
                     }
                     if Int(fd) < handlers.count, let handler = handlers[Int(fd)] {
