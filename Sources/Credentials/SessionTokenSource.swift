@@ -220,10 +220,14 @@ public final class SessionTokenSource: TokenSource {
                 logger.info("\(kind): the store is written again")
                 return pending
             } catch let error as TokenStoreError where error.fenced {
-                // Another process wrote a newer session meanwhile: ours is stale, drop it.
+                // Another process wrote a newer session meanwhile (ours is stale: the read below
+                // takes theirs), or the store lost the session meanwhile (a Redis restarted
+                // without persistence): then ours, the newest this process has, is the one to
+                // write back.
                 self.unsaved = nil
+                held = pending
                 storeMetrics.race(.fenced)
-                logger.warning("\(kind): the session saved while the store was unavailable is stale (\(error.description)); using the stored one")
+                logger.warning("\(kind): the session kept while the store was unavailable was not written (\(error.description)); reading the store")
             } catch {
                 throw TokenSourceError.passing("\(kind): the store cannot be written: \(error)")
             }
