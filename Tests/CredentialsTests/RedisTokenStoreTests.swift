@@ -217,6 +217,26 @@ struct RedisTokenStoreTests {
         #expect(try a.read() == StoreReading.noSession)
     }
 
+    @Test("a login replaces a key that is no session hash; a fenced write over one is refused")
+    func loginOverGarbage() throws {
+        let a = try store()
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        try a.withExclusiveLock { try a.save(session("access-login")) }  // a login reads nothing first
+        #expect(try a.read() == .session(session("access-login")))
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        do {
+            try a.withExclusiveLock { try a.save(session("access-2")) }
+            Issue.record("a write expecting a generation should be fenced over a key that is no session hash")
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+        }
+        _ = try redis.cli(["DEL", key + ":session"])
+        _ = try redis.cli(["HSET", key + ":session", "generation", "not-a-number"])
+        let b = try store()
+        try b.withExclusiveLock { try b.save(session("access-3")) }
+        #expect(try a.read() == .session(session("access-3")))
+    }
+
     @Test("a write-back is fenced when another process wrote since the store was found lost")
     func writeBackIsFenced() throws {
         let a = try store()

@@ -14,11 +14,19 @@ enum RedisScripts {
     /// KEYS: session, lease. ARGV: owner, expected generation ("" = any), document, channel.
     /// Commits only when no other process holds the lease (ours, or none: an expired lease that
     /// nobody took over means nobody else wrote) and the generation is the one the refresh read.
+    /// A write that takes any generation (a `login`) replaces a key that is no session hash.
     /// Answers {1, new generation} or {0, "lease" | "generation"}.
     static let save = """
         local holder = redis.call('GET', KEYS[2])
         if holder and holder ~= ARGV[1] then return {0, 'lease'} end
-        local current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0')
+        local kind = redis.call('TYPE', KEYS[1])['ok']
+        local current = 0
+        if kind == 'hash' then
+            current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0') or 0
+        elseif kind ~= 'none' then
+            if ARGV[2] ~= '' then return {0, 'generation'} end
+            redis.call('DEL', KEYS[1])
+        end
         if ARGV[2] ~= '' and current ~= tonumber(ARGV[2]) then return {0, 'generation'} end
         current = current + 1
         redis.call('HSET', KEYS[1], 'generation', current, 'session', ARGV[3])
