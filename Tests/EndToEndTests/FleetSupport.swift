@@ -104,8 +104,9 @@ let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcom
 let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
 func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }
 
-/// Requests sent without pause through a fleet by a few threads, each on a connection of its own,
-/// until `stop()`: what a busy fleet sees while its store is restarted or overwritten.
+/// Requests sent through a fleet by a few threads, each on a connection of its own, until `stop()`:
+/// what a busy fleet sees while its store is restarted or overwritten. Each thread paces itself
+/// (at most about 50 a second) so that the load does not starve the other tests of a parallel run.
 final class Load: Sendable {
     private let statuses = Mutex<[Int: Int]>([:])
     private let running = Atomic<Bool>(true)
@@ -120,6 +121,7 @@ final class Load: Sendable {
                     let status = (try? send(proxies[turn % proxies.count], "GET", "/load/\(turn)", timeout: 10).status) ?? -1
                     statuses.withLock { $0[status, default: 0] += 1 }
                     turn += 1
+                    usleep(20_000)
                 }
                 done.leave()
             }
