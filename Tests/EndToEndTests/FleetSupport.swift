@@ -107,8 +107,12 @@ func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backen
 /// Requests sent through a fleet by a few threads, each on a connection of its own, until `stop()`:
 /// what a busy fleet sees while its store is restarted or overwritten. Each thread paces itself
 /// (at most about 50 a second) so that the load does not starve the other tests of a parallel run.
-final class Load: Sendable {
-    private let statuses = Mutex<[Int: Int]>([:])
+// @unchecked: `statuses` is read and written only with `lock` held. An NSLock (a pthread mutex)
+// rather than Synchronization's Mutex, which ThreadSanitizer cannot see when it is contended
+// (docs/RELIABILITY.md, "Sanitizers").
+final class Load: @unchecked Sendable {
+    private let lock = NSLock()
+    private var statuses: [Int: Int] = [:]
     private let running = Atomic<Bool>(true)
     private let done = DispatchGroup()
 
@@ -119,7 +123,7 @@ final class Load: Sendable {
                 var turn = index
                 while running.load(ordering: .relaxed) {
                     let status = (try? send(proxies[turn % proxies.count], "GET", "/load/\(turn)", timeout: 10).status) ?? -1
-                    statuses.withLock { $0[status, default: 0] += 1 }
+                    lock.withLock { statuses[status, default: 0] += 1 }
                     turn += 1
                     usleep(20_000)
                 }
@@ -131,7 +135,7 @@ final class Load: Sendable {
     }
 
     /// Answers so far, by status (-1: no answer).
-    var counts: [Int: Int] { statuses.withLock { $0 } }
+    var counts: [Int: Int] { lock.withLock { statuses } }
     var total: Int { counts.values.reduce(0, +) }
 
     /// Waits until `more` answers came after this call (or 60 s passed).
