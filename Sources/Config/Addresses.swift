@@ -21,7 +21,7 @@ enum AddressParser {
             let rest = text[text.index(after: close)...]
             guard rest.hasPrefix(":") else { throw AddressProblem("expected [ADDRESS]:PORT") }
             portText = rest.dropFirst()
-            guard IP.v6(host) != nil else { throw AddressProblem("\(host) is not an IPv6 address") }
+            guard IPAddress.v6(host) != nil else { throw AddressProblem("\(host) is not an IPv6 address") }
         } else {
             guard let colon = text.lastIndex(of: ":") else {
                 throw AddressProblem("expected HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH")
@@ -32,7 +32,7 @@ enum AddressParser {
                 throw AddressProblem("missing host; write 127.0.0.1:PORT (or 0.0.0.0:PORT with allow_remote: true)")
             }
             guard !host.contains(":") else { throw AddressProblem("write an IPv6 address in brackets: [\(host)]:PORT") }
-            guard host == "localhost" || IP.v4(host) != nil else {
+            guard host == "localhost" || IPAddress.v4(host) != nil else {
                 throw AddressProblem("\(host) is not an IPv4 address or localhost (IPv6 goes in brackets)")
             }
         }
@@ -48,8 +48,8 @@ enum AddressParser {
         case .unix: return true
         case .tcp(let host, _):
             if host == "localhost" { return true }
-            if let v4 = IP.v4(host) { return v4[0] == 127 }
-            if let v6 = IP.v6(host) {
+            if let v4 = IPAddress.v4(host) { return v4[0] == 127 }
+            if let v6 = IPAddress.v6(host) {
                 if v6 == [UInt8](repeating: 0, count: 15) + [1] { return true }
                 return v6[0..<10].allSatisfy { $0 == 0 } && v6[10] == 0xff && v6[11] == 0xff && v6[12] == 127
             }
@@ -110,7 +110,7 @@ enum AddressParser {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { throw AddressProblem("an IPv6 host needs a closing ]") }
             host = String(authority[authority.index(after: authority.startIndex)..<close]).lowercased()
-            guard IP.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
+            guard IPAddress.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw AddressProblem("unexpected characters after the IPv6 host") }
@@ -143,8 +143,6 @@ struct AddressProblem: Error {
     var reason: String
     init(_ reason: String) { self.reason = reason }
 }
-
-typealias IP = IPAddress
 
 enum Paths {
     /// Absolute form of `path`: relative paths are joined to `base`; `.` and `..` are removed
