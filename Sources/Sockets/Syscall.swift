@@ -20,9 +20,9 @@ public enum IOResult: Equatable {
     case closed
 }
 
-/// Every system call goes through here: EINTR is retried in one place (`retrying`), EAGAIN on a
-/// socket becomes `.wouldBlock`, and EBADF/EFAULT stop the process because they mean a bug in the
-/// caller. The other modules never import Glibc for a system call (docs/ARCHITECTURE.md, "Modules").
+/// Every system call goes through here: EINTR is retried in one place (`uninterrupted`), EAGAIN on
+/// a socket becomes `.wouldBlock`, and EBADF/EFAULT stop the process in `retrying` because they mean
+/// a bug in the caller. The other modules never import Glibc (docs/ARCHITECTURE.md, "Modules").
 public enum Syscall {
     /// Runs `body`, a C call that answers -1 and sets errno on failure, again while it is interrupted
     /// by a signal (EINTR); returns its non-negative answer or throws the failure with its errno.
@@ -71,7 +71,11 @@ public enum Syscall {
         guard seconds > 0 else { return }
         var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
         var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && Glibc.errno == EINTR { request = remaining }
+        _ = uninterrupted {
+            let r = nanosleep(&request, &remaining)
+            if r != 0 { request = remaining }  // interrupted: sleep what is left
+            return Int(r)
+        }
     }
 
     /// An environment variable of this process (getenv), without Foundation.
