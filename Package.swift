@@ -40,9 +40,9 @@ let package = Package(
         // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
         .target(name: "IdentityHTTP", dependencies: ["Curl"]),
-        .target(name: "Logs", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .target(name: "Logs", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")]),
         .target(
-            name: "Config", dependencies: [.product(name: "Yams", package: "Yams")],
+            name: "Config", dependencies: ["Sockets", .product(name: "Yams", package: "Yams")],
             // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
             // searches here into Foundation's (CFString, ICU) on the start-up path.
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
@@ -79,10 +79,11 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "TestSupport"]),
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream"]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
+        .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tokenproxy's reliability figures (issue 12 point 12; docs/RELIABILITY.md, "Figures").
 
-    bench/reliability.py BIN [figure ...]     figures: slowloris idle fds drain memory (default: all)
+    bench/reliability.py BIN [figure ...]     figures: slowloris idle fds drain memory refused (default: all)
 
 Usually run through bench/reliability.sh, which builds BIN when none is given. Each figure starts
 its own upstream (Tests/servers/echo_upstream.py, or framing_upstream.py for `memory`) and its own
@@ -505,7 +505,83 @@ def figure_memory(binary):
     up.stop()
 
 
-FIGURES = {"slowloris": figure_slowloris, "idle": figure_idle, "fds": figure_fds, "drain": figure_drain, "memory": figure_memory}
+# ------------------------------------------------------------------ figure 6: refused connections
+
+async def refused_client(port, hold_seconds, outcomes):
+    """One client turned away: reads the answer, then keeps its socket open past the proxy's 2 s
+    lingering close (docs/RELIABILITY.md, "Refused connections"), then closes it."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        outcomes["connect failed"] = outcomes.get("connect failed", 0) + 1
+        return
+    writer.write(b"GET /base/refused HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        data = await asyncio.wait_for(reader.read(4096), 10)
+        status = data.split(b" ", 2)[1].decode(errors="replace") if data else "closed"
+    except (asyncio.TimeoutError, OSError):
+        status = "no answer"
+    outcomes[status] = outcomes.get(status, 0) + 1
+    await asyncio.sleep(hold_seconds)
+    writer.close()
+
+
+async def refuse_many(proxy, count, rate, hold_seconds, checkpoints):
+    """`count` refused clients, `rate` a second; VmRSS at each checkpoint (refused so far)."""
+    outcomes, rss, tasks = {}, [], []
+    start = time.monotonic()
+    for i in range(count):
+        delay = start + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(refused_client(proxy.port, hold_seconds, outcomes)))
+        if i + 1 in checkpoints:
+            rss.append((i + 1, proxy.status("VmRSS")))
+    await asyncio.gather(*tasks)
+    return outcomes, rss
+
+
+def figure_refused(binary):
+    raise_nofile()
+    count = int(os.environ.get("REFUSED", "20000"))
+    rate = float(os.environ.get("REFUSED_RATE", "200"))
+    full = 50
+    up = Upstream("echo_upstream.py")
+    # Two loops (two acceptors): at 200 a second, about 400 refused connections linger at once, under
+    # the 2 × 256 that may linger (FixedLimits.maxLingeringRefused); past that they would be closed at
+    # once, without the timer this figure is about.
+    proxy = Proxy(binary, up.url, f"limits:\n  max_connections: {full}\n  client_idle_timeout: 1h\n", workers=2)
+    say("refused.setup", f"max_connections {full}, held by {full} idle clients; then {count} clients at {rate:g}/s, "
+        f"each refused with 503, holding its socket 2.5 s (past the 2 s linger); workers 2")
+
+    async def run():
+        held = await hold(proxy.port, full)
+        await asyncio.to_thread(proxy.wait_metric, "tokenproxy_open_connections", full, 30)
+        # A first round lets the allocator and the loops' tables reach their working size.
+        warm = int(rate * 5)
+        await refuse_many(proxy, warm, rate, 2.5, set())
+        before = proxy.status("VmRSS")
+        step = max(1, count // 4)
+        outcomes, rss = await refuse_many(proxy, count, rate, 2.5, set(range(step, count + 1, step)))
+        await asyncio.sleep(1)
+        after = proxy.status("VmRSS")
+        for _, w in held:
+            w.close()
+        return warm, before, outcomes, rss, after
+
+    warm, before, outcomes, rss, after = asyncio.run(run())
+    say("refused.warm_up", f"{warm} refused first")
+    say("refused.answers", outcomes)
+    say("refused.rss_before_kib", before)
+    for done, value in rss:
+        say(f"refused.rss_after_{done}_kib", f"{value} (+{value - before})")
+    say("refused.rss_after_all_kib", f"{after} (+{after - before}, {(after - before) * 1024 / count:.1f} bytes per refused connection)")
+    say("refused.exit_status", proxy.stop())
+    up.stop()
+
+
+FIGURES = {"slowloris": figure_slowloris, "idle": figure_idle, "fds": figure_fds, "drain": figure_drain, "memory": figure_memory,
+           "refused": figure_refused}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):

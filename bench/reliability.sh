@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tokenproxy's reliability figures (issue 12 point 12), written up in docs/RELIABILITY.md "Figures".
 #
-#   bench/reliability.sh [figure ...]    figures: slowloris idle fds drain memory (default: all)
+#   bench/reliability.sh [figure ...]    figures: slowloris idle fds drain memory refused (default: all)
 #
 # Each figure runs in under two minutes and prints the numbers it measured (`name: value` lines).
 # Settings (environment):
@@ -13,6 +13,7 @@
 #   FD_CONNECTIONS=400 connections against `ulimit -n 256`
 #   INFLIGHT=20       requests in flight at SIGTERM
 #   MEMORY_BYTES=1000000000  bytes uploaded (twice) and downloaded
+#   REFUSED=20000 REFUSED_RATE=200   clients refused with max_connections full, and how many a second
 # Needs python3 and curl; uses wrk for latencies when installed. Makes no assertions.
 set -Eeuo pipefail
 

@@ -1,12 +1,5 @@
 import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Sockets
 
 /// Parsing of `listen`, `admin.listen`, `upstream` and the identity-provider URLs.
 /// Reasons describe the problem without echoing the whole value (a URL may carry a password).
@@ -28,7 +21,7 @@ enum AddressParser {
             let rest = text[text.index(after: close)...]
             guard rest.hasPrefix(":") else { throw AddressProblem("expected [ADDRESS]:PORT") }
             portText = rest.dropFirst()
-            guard IP.v6(host) != nil else { throw AddressProblem("\(host) is not an IPv6 address") }
+            guard IPAddress.v6(host) != nil else { throw AddressProblem("\(host) is not an IPv6 address") }
         } else {
             guard let colon = text.lastIndex(of: ":") else {
                 throw AddressProblem("expected HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH")
@@ -39,7 +32,7 @@ enum AddressParser {
                 throw AddressProblem("missing host; write 127.0.0.1:PORT (or 0.0.0.0:PORT with allow_remote: true)")
             }
             guard !host.contains(":") else { throw AddressProblem("write an IPv6 address in brackets: [\(host)]:PORT") }
-            guard host == "localhost" || IP.v4(host) != nil else {
+            guard host == "localhost" || IPAddress.v4(host) != nil else {
                 throw AddressProblem("\(host) is not an IPv4 address or localhost (IPv6 goes in brackets)")
             }
         }
@@ -55,8 +48,8 @@ enum AddressParser {
         case .unix: return true
         case .tcp(let host, _):
             if host == "localhost" { return true }
-            if let v4 = IP.v4(host) { return v4[0] == 127 }
-            if let v6 = IP.v6(host) {
+            if let v4 = IPAddress.v4(host) { return v4[0] == 127 }
+            if let v6 = IPAddress.v6(host) {
                 if v6 == [UInt8](repeating: 0, count: 15) + [1] { return true }
                 return v6[0..<10].allSatisfy { $0 == 0 } && v6[10] == 0xff && v6[11] == 0xff && v6[12] == 127
             }
@@ -117,7 +110,7 @@ enum AddressParser {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { throw AddressProblem("an IPv6 host needs a closing ]") }
             host = String(authority[authority.index(after: authority.startIndex)..<close]).lowercased()
-            guard IP.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
+            guard IPAddress.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
             let after = authority[authority.index(after: close)...]
             if !after.isEmpty {
                 guard after.hasPrefix(":") else { throw AddressProblem("unexpected characters after the IPv6 host") }
@@ -151,20 +144,6 @@ struct AddressProblem: Error {
     init(_ reason: String) { self.reason = reason }
 }
 
-enum IP {
-    static func v4(_ text: String) -> [UInt8]? {
-        var addr = in_addr()
-        guard inet_pton(AF_INET, text, &addr) == 1 else { return nil }
-        return withUnsafeBytes(of: &addr) { Array($0) }
-    }
-
-    static func v6(_ text: String) -> [UInt8]? {
-        var addr = in6_addr()
-        guard inet_pton(AF_INET6, text, &addr) == 1 else { return nil }
-        return withUnsafeBytes(of: &addr) { Array($0) }
-    }
-}
-
 enum Paths {
     /// Absolute form of `path`: relative paths are joined to `base`; `.` and `..` are removed
     /// lexically (symlinks are not followed; the file need not exist).
@@ -187,12 +166,6 @@ enum Paths {
         return String(path[..<slash])
     }
 
-    enum Kind { case folder, other }
-
     /// What is at `path` after following symlinks, or nil when nothing is (stat(2), without Foundation).
-    static func kind(of path: String) -> Kind? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return info.st_mode & S_IFMT == S_IFDIR ? .folder : .other
-    }
+    static func kind(of path: String) -> FileKind? { FileKind.of(path) }
 }

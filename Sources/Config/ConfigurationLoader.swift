@@ -1,11 +1,6 @@
 import FoundationEssentials
+import Sockets
 import Yams
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// A validated configuration and the warnings found while loading it (unused keys, literal
 /// secrets, disabled TLS verification). Warnings never contain a secret value.
@@ -28,6 +23,9 @@ public enum ConfigurationLoader {
     public static let listenEnvironmentKey = "TOKENPROXY_LISTEN"
     /// The environment variable that overrides `upstream`.
     public static let upstreamEnvironmentKey = "TOKENPROXY_UPSTREAM"
+    /// A configuration file larger than this is refused unread (a YAML file of the contract's keys is
+    /// a few KiB; this only stops a wrong path, such as a log or a device, from being read whole).
+    static let configurationSizeLimit = 16 << 20
 
     /// Reads the file, applies TOKENPROXY_LISTEN / TOKENPROXY_UPSTREAM from `environment`, reads secrets
     /// named by *_env / *_file, resolves relative paths against the file's folder, validates.
@@ -39,10 +37,16 @@ public enum ConfigurationLoader {
         guard kind != .folder else {
             throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): it is a folder")
         }
-        guard let data = FileManager.default.contents(atPath: absolute) else {
+        let bytes: [UInt8]
+        switch SmallFile.read(absolute, limit: Self.configurationSizeLimit) {
+        case .success(let content):
+            bytes = content
+        case .failure(let failure) where failure.code == nil:
+            throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): \(failure.description)")
+        case .failure:
             throw ConfigurationError(keyPath: "", reason: "cannot read the configuration file \(absolute): permission denied or unreadable")
         }
-        guard let text = String(data: data, encoding: .utf8) else {
+        guard let text = String(bytes: bytes, encoding: .utf8) else {
             throw ConfigurationError(keyPath: "", reason: "the configuration file \(absolute) is not UTF-8 text")
         }
         let folder = Paths.folder(of: absolute)
@@ -387,12 +391,13 @@ struct Builder {
         }
         guard let kind = Paths.kind(of: path) else { throw fail("no such file") }
         guard kind != .folder else { throw fail("it is a folder") }
-        let limit = 1 << 20
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw fail("permission denied or unreadable") }
-        defer { close(fd) }
-        guard var bytes = Self.readBytes(fd, upTo: limit + 1) else { throw fail("read failed") }
-        guard bytes.count <= limit else { throw fail("larger than 1MiB, too large for a secret") }
+        var bytes: [UInt8]
+        switch SmallFile.read(path, limit: 1 << 20) {
+        case .success(let content): bytes = content
+        case .failure(let failure) where failure.code == nil: throw fail("larger than 1MiB, too large for a secret")
+        case .failure(let failure) where failure.call == "open": throw fail("permission denied or unreadable")
+        case .failure: throw fail("read failed")
+        }
         if bytes.last == 0x0A {
             bytes.removeLast()
             if bytes.last == 0x0D { bytes.removeLast() }
@@ -400,21 +405,6 @@ struct Builder {
         guard let text = String(bytes: bytes, encoding: .utf8) else { throw fail("not UTF-8 text") }
         guard !text.isEmpty else { throw ConfigurationError(keyPath: keyPath, reason: "the file \(path) is empty") }
         return text
-    }
-
-    /// Up to `count` bytes from `fd` (fewer at the end of the file); nil on a read error.
-    static func readBytes(_ fd: Int32, upTo count: Int) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < count {
-            let want = min(chunk.count, count - bytes.count)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return nil }
-            if n == 0 { break }
-            bytes += chunk[..<n]
-        }
-        return bytes
     }
 
     // MARK: - Credentials

@@ -1,3 +1,5 @@
+import Sockets
+
 /// `store.backend: redis`: where the fleet's shared session lives (README "Running a fleet").
 public struct RedisStoreConfiguration: Sendable, Equatable {
     /// `store.url` as written (it never holds a password: one there is a configuration error).

@@ -1,5 +1,6 @@
 import Config
 import Foundation
+import Sockets
 
 /// `type: exec`: runs `credentials.command` (an argv, no shell) and reads a token from its stdout:
 /// either one bare token line, or a JSON object `{"token": …, "expires_in": N}` /

@@ -1,5 +1,5 @@
 import Config
-import Glibc
+import Sockets
 
 /// `type: file`: the token is the content of `credentials.path`, trimmed of spaces and newlines. The
 /// file is stat'ed about once a second on the token thread and re-read when its identity, size or
@@ -32,7 +32,7 @@ final class FileTokenSource: TokenSource {
 
     func fetch(current: TokenSnapshot?) throws -> IssuedToken {
         let bytes: [UInt8]
-        switch FileReader.read(path, limit: Self.sizeLimit) {
+        switch SmallFile.read(path, limit: Self.sizeLimit) {
         case .success(let content):
             bytes = content
         case .failure(let error):
@@ -49,64 +49,4 @@ final class FileTokenSource: TokenSource {
         }
         return IssuedToken(accessToken: token)
     }
-}
-
-/// What tells a rewritten file from an untouched one without reading it.
-struct FileSignature: Equatable {
-    var device: UInt64
-    var inode: UInt64
-    var size: Int64
-    var modifiedSeconds: Int
-    var modifiedNanoseconds: Int
-    var changedSeconds: Int
-    var changedNanoseconds: Int
-
-    /// nil when the file cannot be stat'ed (missing, no permission).
-    static func of(_ path: String) -> FileSignature? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return FileSignature(
-            device: UInt64(info.st_dev),
-            inode: UInt64(info.st_ino),
-            size: Int64(info.st_size),
-            modifiedSeconds: Int(info.st_mtim.tv_sec),
-            modifiedNanoseconds: Int(info.st_mtim.tv_nsec),
-            changedSeconds: Int(info.st_ctim.tv_sec),
-            changedNanoseconds: Int(info.st_ctim.tv_nsec)
-        )
-    }
-}
-
-/// Reads small files whole with plain syscalls.
-enum FileReader {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-        /// The errno of a failed call; nil when the file was too large.
-        var code: Int32?
-    }
-
-    static func read(_ path: String, limit: Int) -> Result<[UInt8], Failure> {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(Failure(description: errnoText(errno), code: errno)) }
-        defer { close(fd) }
-        var content: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return .failure(Failure(description: errnoText(errno), code: errno))
-            }
-            if count == 0 { break }
-            content.append(contentsOf: buffer[0..<count])
-            if content.count > limit { return .failure(Failure(description: "larger than \(limit / 1024) KiB", code: nil)) }
-        }
-        return .success(content)
-    }
-}
-
-/// `strerror` as a Swift string, for messages.
-func errnoText(_ code: Int32) -> String {
-    guard let text = strerror(code) else { return "errno \(code)" }
-    return String(cString: text)
 }

@@ -1,7 +1,7 @@
 import Config
 import Foundation
-import Glibc
 import IdentityHTTP
+import Sockets
 
 /// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).
 ///
@@ -33,7 +33,7 @@ public final class OAuth2Provider: IdentityProvider {
     var deviceWaitLimit: Double = 900
     /// For tests: how the device flow waits between polls.
     var sleep: (Double) -> Void = { seconds in
-        if seconds > 0 { usleep(UInt32(min(seconds, 3600) * 1_000_000)) }
+        Syscall.sleep(min(seconds, 3600))
     }
 
     private var tokenURL: String?

@@ -35,6 +35,9 @@ public final class SessionTokenSource: TokenSource {
     private var reloadRequested = false
     /// A session whose save failed: its refresh token may be the only valid one left (rotation).
     private var unsaved: StoredSession?
+    /// The session this process last read from the store or wrote to it: what it writes back when
+    /// the store loses the session without a logout (`LostSession`).
+    private var held: StoredSession?
     private var loggedSkew = false
 
     public init(
@@ -132,6 +135,7 @@ public final class SessionTokenSource: TokenSource {
                 tombstone.endedReason = reason
                 do {
                     try store.save(tombstone)
+                    held = tombstone
                 } catch let error as TokenStoreError where error.fenced {
                     // A stalled refresh whose token another process already replaced: the session
                     // in the store is newer than the refused token, and stays.
@@ -195,6 +199,7 @@ public final class SessionTokenSource: TokenSource {
         do {
             try store.save(session)
             unsaved = nil
+            held = session
         } catch let error as TokenStoreError where error.fenced {
             unsaved = nil
             throw error
@@ -211,21 +216,65 @@ public final class SessionTokenSource: TokenSource {
             do {
                 try store.save(pending)
                 self.unsaved = nil
+                held = pending
                 logger.info("\(kind): the store is written again")
                 return pending
             } catch let error as TokenStoreError where error.fenced {
-                // Another process wrote a newer session meanwhile: ours is stale, drop it.
+                // Another process wrote a newer session meanwhile (ours is stale: the read below
+                // takes theirs), or the store lost the session meanwhile (a Redis restarted
+                // without persistence): then ours, the newest this process has, is the one to
+                // write back.
                 self.unsaved = nil
+                held = pending
                 storeMetrics.race(.fenced)
-                logger.warning("\(kind): the session saved while the store was unavailable is stale (\(error.description)); using the stored one")
+                logger.warning("\(kind): the session kept while the store was unavailable was not written (\(error.description)); reading the store")
             } catch {
                 throw TokenSourceError.passing("\(kind): the store cannot be written: \(error)")
             }
         }
         do {
-            return try store.load()
+            switch try store.read() {
+            case .session(let session):
+                held = session
+                return session
+            case .noSession:
+                held = nil
+                return nil
+            case .lost(let why):
+                return try writeBack(why: why)
+            }
+        } catch let error as TokenSourceError {
+            throw error
         } catch {
             throw TokenSourceError.passing("\(kind): \(error)")
+        }
+    }
+
+    /// The store lost the session without a logout (a Redis restarted without persistence, a key
+    /// overwritten): the session this process holds goes back (under the lock, fenced), so that the
+    /// fleet keeps serving instead of answering `login_required`.
+    private func writeBack(why: String) throws -> StoredSession? {
+        switch LostSession.decide(held: held, kind: kind, now: now()) {
+        case .serveAsWithout:
+            logger.error("\(kind): \(why); holding no session to write back, serving as with no session")
+            return nil
+        case .writeBack(let session):
+            do {
+                try store.restore(session)
+            } catch let error as TokenStoreError where error.fenced {
+                // Another process wrote (its own write-back, a login, a logout) since the read.
+                logger.info("\(kind): \(why), but another process wrote the store meanwhile; reading it again")
+                switch try store.read() {
+                case .session(let session):
+                    held = session
+                    return session
+                case .noSession, .lost:
+                    held = nil
+                    return nil
+                }
+            }
+            logger.warning("\(kind): \(why); no logout was recorded, so this process wrote its session back and goes on with it")
+            return session
         }
     }
 
@@ -308,6 +357,7 @@ public final class SessionTokenSource: TokenSource {
             }
             do {
                 try store.remove()
+                held = nil
             } catch {
                 throw TokenSourceError.passing("\(error)")
             }
@@ -360,4 +410,24 @@ public struct SessionStatus: Sendable, Equatable {
     public var endedReason: String?
 
     public init(kind: String) { self.kind = kind }
+}
+
+/// What a process does when the store lost the session without a logout (pure; unit-tested in
+/// RedisStoreDecisionTests). A logout leaves a record (`StoreReading.noSession`), so it never comes here.
+enum LostSession: Equatable {
+    /// Write this session back and go on with it.
+    case writeBack(StoredSession)
+    /// Nothing worth writing back: serve as with no session (a login is needed).
+    case serveAsWithout
+
+    /// `held`: the session this process last read or wrote. Worth writing back when it is of this
+    /// credentials type, did not end, and can still be used: a refresh token, or an access token
+    /// that has not expired.
+    static func decide(held: StoredSession?, kind: String, now: Double) -> LostSession {
+        guard let held, held.kind == kind, held.endedReason == nil else { return .serveAsWithout }
+        if held.refreshToken != nil { return .writeBack(held) }
+        guard held.accessToken != nil else { return .serveAsWithout }
+        if let expiresAt = held.expiresAt, expiresAt <= now { return .serveAsWithout }
+        return .writeBack(held)
+    }
 }

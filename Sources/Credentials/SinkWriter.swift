@@ -1,5 +1,6 @@
 import Config
 import Logging
+import Sockets
 
 /// Keeps the current access token in `sink.path` for tools that read a token file: replaced
 /// atomically with mode 0600 whenever the token changes, removed when the session ends. Runs on the

@@ -1,6 +1,6 @@
 import Foundation
-import Glibc
 import Logging
+import Sockets
 
 /// One session as the store keeps it (ARCHITECTURE.md "The store"). It holds secrets, so it lives
 /// in a 0600 file (or, later, behind a shared server).
@@ -77,6 +77,33 @@ public protocol TokenStore: AnyObject {
     func withExclusiveLock<T>(_ body: () throws -> T) throws -> T
     /// True when the stored session changed since this process last loaded, saved or removed it.
     func hasChanged() -> Bool
+    /// What the store holds, telling a session that ended from one the store lost.
+    func read() throws -> StoreReading
+    /// Writes `session` back after `read()` said `.lost`, fenced like `save`.
+    func restore(_ session: StoredSession) throws
+}
+
+/// What a store held when it was read.
+public enum StoreReading: Sendable, Equatable {
+    /// A session document (a tombstone too: no tokens, `ended_reason`).
+    case session(StoredSession)
+    /// No session: never written, or a logout recorded.
+    case noSession
+    /// The session is gone or unreadable and no logout was recorded (a Redis restarted without
+    /// persistence, a key overwritten): a process that holds the session writes it back.
+    case lost(String)
+}
+
+extension TokenStore {
+    /// The file store knows no lost session: a missing file is a logout (or no login yet), and an
+    /// unreadable one is moved aside (CONTRACT.md).
+    public func read() throws -> StoreReading {
+        try load().map { .session($0) } ?? .noSession
+    }
+
+    public func restore(_ session: StoredSession) throws {
+        try save(session)
+    }
 }
 
 public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
@@ -109,19 +136,17 @@ public final class FileTokenStore: TokenStore {
         knownSignature = signature
         guard signature != nil else { return nil }
         let bytes: [UInt8]
-        switch FileReader.read(path, limit: Self.sizeLimit) {
+        switch SmallFile.read(path, limit: Self.sizeLimit) {
         case .success(let content):
             bytes = content
         case .failure(let failure):
-            switch failure.code {
-            case .none:
+            if failure.code == nil {
                 moveAside(reason: failure.description)
                 return nil
-            case .some(ENOENT):
+            }
+            if failure.isMissing {
                 knownSignature = nil
                 return nil
-            case .some:
-                break
             }
             throw TokenStoreError(description: "store \(path): \(failure.description)")
         }
@@ -164,15 +189,11 @@ public final class FileTokenStore: TokenStore {
     public func withExclusiveLock<T>(_ body: () throws -> T) throws -> T {
         try prepareFolder()
         let lockPath = path + ".lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TokenStoreError(description: "store lock \(lockPath): \(errnoText(errno))") }
-        defer { close(fd) }
-        while flock(fd, LOCK_EX) != 0 {
-            if errno == EINTR { continue }
-            throw TokenStoreError(description: "store lock \(lockPath): \(errnoText(errno))")
+        do {
+            return try FileLock.withExclusiveLock(lockPath, body)
+        } catch let error as SocketError {
+            throw TokenStoreError(description: "store lock \(lockPath): \(Syscall.describe(errno: error.errno))")
         }
-        defer { _ = flock(fd, LOCK_UN) }
-        return try body()
     }
 
     public func hasChanged() -> Bool {
@@ -182,10 +203,9 @@ public final class FileTokenStore: TokenStore {
     private func prepareFolder() throws {
         guard !checkedFolder else { return }
         let folder = AtomicFile.parentFolder(of: path)
-        var info = stat()
-        if stat(folder, &info) == 0 {
-            if info.st_mode & 0o022 != 0 {
-                logger.warning("store folder \(folder) may be written by other users (mode \(String(info.st_mode & 0o777, radix: 8)))")
+        if let mode = FileKind.mode(of: folder) {
+            if mode & 0o022 != 0 {
+                logger.warning("store folder \(folder) may be written by other users (mode \(String(mode & 0o777, radix: 8)))")
             }
         } else {
             do {
@@ -200,10 +220,10 @@ public final class FileTokenStore: TokenStore {
     /// CONTRACT.md: a store that cannot be read or parsed is moved to `<path>.corrupt-<time>`.
     private func moveAside(reason: String) {
         let target = "\(path).corrupt-\(Int(now()))"
-        if rename(path, target) == 0 {
-            logger.warning("store \(path) cannot be read (\(reason)); moved to \(target); serving as with no session")
+        if let failure = AtomicFile.move(path, to: target) {
+            logger.error("store \(path) cannot be read (\(reason)) nor moved aside: \(failure)")
         } else {
-            logger.error("store \(path) cannot be read (\(reason)) nor moved aside: \(errnoText(errno))")
+            logger.warning("store \(path) cannot be read (\(reason)); moved to \(target); serving as with no session")
         }
         knownSignature = FileSignature.of(path)
     }

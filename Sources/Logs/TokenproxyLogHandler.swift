@@ -1,11 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import Logging
+import Sockets
 
 /// The format of a log line.
 public enum LogFormat: String, Sendable, CaseIterable {
@@ -188,38 +182,40 @@ public struct TokenproxyLogHandler: LogHandler {
 
     /// RFC 3339 UTC time with milliseconds: `2026-11-22T03:00:00.123Z`.
     static func timestamp() -> String {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        var seconds = time_t(ts.tv_sec)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
+        let (seconds, milliseconds) = Syscall.wallClockParts()
+        return timestamp(epochSeconds: seconds, milliseconds: milliseconds)
+    }
+
+    /// The UTC calendar time of `epochSeconds` (the proleptic Gregorian civil-from-days conversion,
+    /// so that no C time function is needed).
+    static func timestamp(epochSeconds: Int, milliseconds: Int) -> String {
+        let days = epochSeconds >= 0 ? epochSeconds / 86_400 : (epochSeconds - 86_399) / 86_400
+        let secondOfDay = epochSeconds - days * 86_400
+        // Days since 0000-03-01, in 400-year eras of 146,097 days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
+        let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
         func pad(_ v: Int, _ width: Int) -> String {
             let s = String(v)
             return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
         }
-        return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(Int(parts.tm_mon) + 1, 2))-\(pad(Int(parts.tm_mday), 2))"
-            + "T\(pad(Int(parts.tm_hour), 2)):\(pad(Int(parts.tm_min), 2)):\(pad(Int(parts.tm_sec), 2))"
-            + ".\(pad(Int(ts.tv_nsec) / 1_000_000, 3))Z"
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+            + "T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+            + ".\(pad(milliseconds, 3))Z"
     }
 
-    /// Writes `line` to fd 2 with `write(2)`, retrying on EINTR and short writes. Unbuffered, so
+    /// Writes `line` to fd 2 with `write(2)`, across interruptions and short writes. Unbuffered, so
     /// lines from several threads never interleave within a line smaller than PIPE_BUF and nothing
     /// is lost when the process exits.
     public static let writeToStandardError: @Sendable (String) -> Void = { line in
-        var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { raw in
-            guard var p = raw.baseAddress else { return }
-            var left = raw.count
-            while left > 0 {
-                let n = write(2, p, left)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
-                p += n
-                left -= n
-            }
-        }
+        let bytes = Array(line.utf8)
+        bytes.withUnsafeBytes { raw in try? Syscall.writeAll(2, raw) }
     }
 }
 

@@ -1,6 +1,5 @@
 import Config
 import Credentials
-import Glibc
 import HTTP1
 import Sockets
 import Upstream
@@ -533,8 +532,4 @@ struct LoopBound<Object: AnyObject>: @unchecked Sendable {
     init(_ object: Object) { self.object = object }
 }
 
-func wallClock() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+func wallClock() -> Double { Syscall.wallClock() }

@@ -2,7 +2,6 @@ import Config
 import Credentials
 import Dispatch
 import FoundationEssentials
-import Glibc
 import Logging
 import Sockets
 import Synchronization
@@ -221,7 +220,7 @@ public final class Server: @unchecked Sendable {
         logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
         let deadline = Date().addingTimeInterval(configuration.drainTimeout)
         while shared.openConnections.load(ordering: .relaxed) > 0 && Date() < deadline {
-            usleep(20_000)
+            Syscall.sleep(0.02)
         }
         let left = shared.openConnections.load(ordering: .relaxed)
         if left > 0 { logger.warning("drain timeout: closing \(left) connection(s) still open") }

@@ -44,15 +44,16 @@ public final class EventLoop: @unchecked Sendable {
     /// reports a race that is none (docs/RELIABILITY.md, "Sanitizers").
     private let pendingLock = OSCondition()
     private var pending: [@Sendable () -> Void] = []
+    /// Timers due later. Running or cancelling a timer takes it out, so a fired or cancelled timer
+    /// leaves nothing behind (docs/RELIABILITY.md, "Refused connections").
     private var timers = TimerHeap()
     /// `schedule(after: 0)`: run after the current batch of events, in order, without the heap.
     private var immediate: [Timer] = []
+    /// The batch of immediate timers running now; a cancelled one loses its callback.
     private var immediateRunning: [Timer] = []
-    private var cancelledRunning = Set<TimerID>()
     private var tasks: [LoopTask] = []
     private var tasksRunning: [LoopTask] = []
     private var nextTimerID: TimerID = 1
-    private var cancelledTimers = Set<TimerID>()
     private var stopping = false
     /// Monotonic seconds, refreshed once per loop iteration.
     public private(set) var now: Double = EventLoop.monotonicNow()
@@ -68,8 +69,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     deinit {
-        Glibc.close(epfd)
-        Glibc.close(wakeFD)
+        Syscall.close(epfd)
+        Syscall.close(wakeFD)
     }
 
     public static func monotonicNow() -> Double {
@@ -121,6 +122,8 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: timers (loop thread only)
 
+    /// Runs `callback` once, `seconds` from now (0 or less: after the current batch of events).
+    /// Timers that are due together run in the order they were scheduled.
     @discardableResult
     public func schedule(after seconds: Double, _ callback: @escaping () -> Void) -> TimerID {
         let id = nextTimerID
@@ -139,19 +142,22 @@ public final class EventLoop: @unchecked Sendable {
         tasks.append(task)
     }
 
-    /// A cancelled timer never runs. Cancelling one that already ran (or an unknown id) is harmless.
+    /// A cancelled timer never runs; it is removed at once, with its callback and what that
+    /// captured. Cancelling a timer that already ran, the one running now, or an unknown id does
+    /// nothing and keeps nothing.
     public func cancel(_ id: TimerID) {
+        if timers.remove(id) != nil { return }
         if let i = immediate.firstIndex(where: { $0.id == id }) {
             immediate.remove(at: i)
             return
         }
-        if immediateRunning.contains(where: { $0.id == id }) {
-            cancelledRunning.insert(id)
-            return
+        if let i = immediateRunning.firstIndex(where: { $0.id == id }) {
+            immediateRunning[i].callback = nil
         }
-        if timers.isEmpty { return }
-        cancelledTimers.insert(id)
     }
+
+    /// Timers scheduled that have neither run nor been cancelled (the batch running now aside).
+    var timerCount: Int { timers.count + immediate.count }
 
     // MARK: cross-thread
 
@@ -166,7 +172,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func wake() {
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = Syscall.uninterrupted { Glibc.write(wakeFD, &one, 8) }
     }
 
     public func stop() {
@@ -188,6 +194,8 @@ public final class EventLoop: @unchecked Sendable {
             } else if let first = timers.peek() {
                 timeoutMS = Int32(clamping: Int(max(0, (first.deadline - now) * 1000).rounded(.up)))
             }
+            // Interrupted (-1, EINTR), the wait just ends early: the turn goes on and the next
+            // wait computes its timeout again, so it is not retried here.
             let n = epoll_wait(epfd, events, Int32(maxEvents), timeoutMS)
             now = EventLoop.monotonicNow()
             if n > 0 {
@@ -195,7 +203,7 @@ public final class EventLoop: @unchecked Sendable {
                     let fd = events[i].data.fd
                     if fd == wakeFD {
                         var value: UInt64 = 0
-                        _ = Glibc.read(wakeFD, &value, 8)
+                        _ = Syscall.uninterrupted { Glibc.read(wakeFD, &value, 8) }
                         continue
                     }
                     if Int(fd) < handlers.count, let handler = handlers[Int(fd)] {
@@ -224,61 +232,106 @@ public final class EventLoop: @unchecked Sendable {
             tasksRunning.removeAll(keepingCapacity: true)
         }
         if !immediate.isEmpty {
+            // Timers scheduled with 0 while these run wait for the next turn, like tasks.
             swap(&immediate, &immediateRunning)
             for i in immediateRunning.indices {
-                if !cancelledRunning.isEmpty, cancelledRunning.remove(immediateRunning[i].id) != nil { continue }
-                immediateRunning[i].callback()
+                guard let callback = immediateRunning[i].callback else { continue }
+                immediateRunning[i].callback = nil
+                callback()
             }
             immediateRunning.removeAll(keepingCapacity: true)
-            cancelledRunning.removeAll()
         }
         while let first = timers.peek(), first.deadline <= now {
-            let timer = timers.pop()!
-            if cancelledTimers.remove(timer.id) != nil { continue }
-            timer.callback()
+            // Out of the heap before it runs: a timer that cancels itself finds nothing to cancel.
+            timers.pop()?.callback?()
         }
-        if timers.isEmpty { cancelledTimers.removeAll() }
     }
 }
 
 struct Timer {
     let deadline: Double
     let id: TimerID
-    let callback: () -> Void
+    var callback: (() -> Void)?
+
+    /// Earlier deadline first; on a tie, the timer scheduled first (ids grow).
+    func precedes(_ other: Timer) -> Bool {
+        deadline < other.deadline || (deadline == other.deadline && id < other.id)
+    }
 }
 
-/// A binary min-heap on deadline.
+/// A binary min-heap of timers that also finds a timer by id, so that a cancelled one is taken out
+/// at once instead of waiting in the heap for its deadline.
 struct TimerHeap {
     private var items: [Timer] = []
+    /// Where each timer sits in `items`.
+    private var positions: [TimerID: Int] = [:]
+
     var isEmpty: Bool { items.isEmpty }
+    var count: Int { items.count }
+    /// For tests: every timer has exactly one position, and it is right.
+    var isConsistent: Bool {
+        positions.count == items.count && items.indices.allSatisfy { positions[items[$0].id] == $0 }
+    }
     func peek() -> Timer? { items.first }
 
-    mutating func push(_ t: Timer) {
-        items.append(t)
-        var i = items.count - 1
+    mutating func push(_ timer: Timer) {
+        items.append(timer)
+        positions[timer.id] = items.count - 1
+        siftUp(items.count - 1)
+    }
+
+    @discardableResult
+    mutating func pop() -> Timer? {
+        guard !items.isEmpty else { return nil }
+        return remove(at: 0)
+    }
+
+    /// Takes out the timer with `id`; nil when it is not in the heap.
+    @discardableResult
+    mutating func remove(_ id: TimerID) -> Timer? {
+        guard let index = positions[id] else { return nil }
+        return remove(at: index)
+    }
+
+    private mutating func remove(at index: Int) -> Timer {
+        let last = items.count - 1
+        if index != last { swapAt(index, last) }
+        let removed = items.removeLast()
+        positions[removed.id] = nil
+        if index < items.count {
+            siftDown(index)
+            siftUp(index)
+        }
+        return removed
+    }
+
+    private mutating func swapAt(_ a: Int, _ b: Int) {
+        items.swapAt(a, b)
+        positions[items[a].id] = a
+        positions[items[b].id] = b
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var i = start
         while i > 0 {
             let parent = (i - 1) / 2
-            if items[parent].deadline <= items[i].deadline { break }
-            items.swapAt(parent, i)
+            guard items[i].precedes(items[parent]) else { break }
+            swapAt(parent, i)
             i = parent
         }
     }
 
-    mutating func pop() -> Timer? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let top = items.removeLast()
-        var i = 0
+    private mutating func siftDown(_ start: Int) {
+        var i = start
         while true {
             let l = 2 * i + 1, r = l + 1
             var m = i
-            if l < items.count, items[l].deadline < items[m].deadline { m = l }
-            if r < items.count, items[r].deadline < items[m].deadline { m = r }
+            if l < items.count, items[l].precedes(items[m]) { m = l }
+            if r < items.count, items[r].precedes(items[m]) { m = r }
             if m == i { break }
-            items.swapAt(i, m)
+            swapAt(i, m)
             i = m
         }
-        return top
     }
 }
 

@@ -53,6 +53,21 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+/// IP address literals (inet_pton): the address's bytes, or nil when the text is not one.
+public enum IPAddress {
+    public static func v4(_ text: String) -> [UInt8]? {
+        var addr = in_addr()
+        guard inet_pton(AF_INET, text, &addr) == 1 else { return nil }
+        return withUnsafeBytes(of: &addr) { Array($0) }
+    }
+
+    public static func v6(_ text: String) -> [UInt8]? {
+        var addr = in6_addr()
+        guard inet_pton(AF_INET6, text, &addr) == 1 else { return nil }
+        return withUnsafeBytes(of: &addr) { Array($0) }
+    }
+}
+
 /// A bound, listening, non-blocking socket. Sendable: its state is the descriptor, fixed at birth,
 /// and whether it is closed, an atomic flag.
 public final class ListeningSocket: Sendable {
@@ -105,8 +120,10 @@ public final class ListeningSocket: Sendable {
             // keeps connections in TIME_WAIT on the port from counting (socket(7)).
             _ = try tcp(host: host, port: port, reusePort: false, backlog: 1)
         }
-        let fd = socket(isV6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketError("socket") }
+        let fd = Int32(
+            try Syscall.retrying("socket") {
+                Int(socket(isV6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
+            })
         do {
             try Syscall.setOption(fd, SOL_SOCKET, SO_REUSEADDR, 1)
             if reusePort { try Syscall.setOption(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
@@ -116,27 +133,30 @@ public final class ListeningSocket: Sendable {
                 sin6.sin6_family = sa_family_t(AF_INET6)
                 sin6.sin6_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET6, literal, &sin6.sin6_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
-                let r = withUnsafePointer(to: &sin6) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                _ = try Syscall.retrying("bind") {
+                    Int(withUnsafePointer(to: &sin6) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                    })
                 }
-                guard r == 0 else { throw SocketError("bind") }
             } else {
                 var sin = sockaddr_in()
                 sin.sin_family = sa_family_t(AF_INET)
                 sin.sin_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET, literal, &sin.sin_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
-                let r = withUnsafePointer(to: &sin) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                _ = try Syscall.retrying("bind") {
+                    Int(withUnsafePointer(to: &sin) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                    })
                 }
-                guard r == 0 else { throw SocketError("bind") }
             }
-            guard Glibc.listen(fd, backlog) == 0 else { throw SocketError("listen") }
+            _ = try Syscall.retrying("listen") { Int(Glibc.listen(fd, backlog)) }
             var storage = sockaddr_storage()
             var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let r = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+            _ = try Syscall.retrying("getsockname") {
+                Int(withUnsafeMutablePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+                })
             }
-            guard r == 0 else { throw SocketError("getsockname") }
             return ListeningSocket(fd: fd, address: withUnsafePointer(to: &storage) { SocketAddress.from($0) })
         } catch {
             Syscall.close(fd)
@@ -161,18 +181,21 @@ public final class ListeningSocket: Sendable {
             guard !acceptsConnections(&sun) else { throw SocketError("bind (another process listens on \(path))", errno: EADDRINUSE) }
             unlink(path)
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketError("socket") }
+        let fd = Int32(
+            try Syscall.retrying("socket") {
+                Int(socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
+            })
         var bound = false
         do {
-            let r = withUnsafePointer(to: &sun) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            _ = try Syscall.retrying("bind") {
+                Int(withUnsafePointer(to: &sun) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                })
             }
-            guard r == 0 else { throw SocketError("bind") }
             bound = true
-            guard chmod(path, mode_t(mode)) == 0 else { throw SocketError("chmod") }
-            guard lstat(path, &st) == 0 else { throw SocketError("stat") }
-            guard Glibc.listen(fd, backlog) == 0 else { throw SocketError("listen") }
+            _ = try Syscall.retrying("chmod") { Int(chmod(path, mode_t(mode))) }
+            _ = try Syscall.retrying("stat") { Int(lstat(path, &st)) }
+            _ = try Syscall.retrying("listen") { Int(Glibc.listen(fd, backlog)) }
             let file = SocketFile(path: path, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
             return ListeningSocket(fd: fd, address: .unix(path), socketFile: file)
         } catch {
@@ -188,10 +211,12 @@ public final class ListeningSocket: Sendable {
         let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard probe >= 0 else { return false }
         defer { Syscall.close(probe) }
-        let r = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let (r, failure) = Syscall.uninterrupted {
+            Int(withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            })
         }
-        return r == 0 || Glibc.errno == EAGAIN
+        return r == 0 || failure == EAGAIN
     }
 
     public enum Accepted {
@@ -206,11 +231,15 @@ public final class ListeningSocket: Sendable {
         var storage = sockaddr_storage()
         var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
         while true {
-            let cfd = withUnsafeMutablePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    tp_accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-                }
+            let (accepted, failure) = Syscall.uninterrupted {
+                Int(
+                    withUnsafeMutablePointer(to: &storage) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            tp_accept4(fd, $0, &len, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                        }
+                    })
             }
+            let cfd = Int32(accepted)
             if cfd >= 0 {
                 if storage.ss_family == sa_family_t(AF_INET) || storage.ss_family == sa_family_t(AF_INET6) {
                     try? Syscall.setOption(cfd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
@@ -218,10 +247,10 @@ public final class ListeningSocket: Sendable {
                 let peer: SocketAddress = storage.ss_family == sa_family_t(AF_UNIX) ? .unix("") : withUnsafePointer(to: &storage) { SocketAddress.from($0) }
                 return .connection(fd: cfd, peer: peer)
             }
-            switch Glibc.errno {
-            case EINTR, ECONNABORTED: continue
+            switch failure {
+            case ECONNABORTED: continue
             case EAGAIN, EWOULDBLOCK: return .none
-            default: return .failed(SocketError("accept4"))
+            default: return .failed(SocketError("accept4", errno: failure))
             }
         }
     }

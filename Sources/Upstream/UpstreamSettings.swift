@@ -1,4 +1,4 @@
-import Glibc
+import Sockets
 
 /// How upstream connections are made (from `upstream_tls` and `limits`).
 public struct UpstreamSettings: Sendable {
@@ -57,7 +57,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
     }
 
     public static func processEnvironment(_ name: String) -> String? {
-        getenv(name).map { String(cString: $0) }
+        Syscall.environment(name)
     }
 }
 

@@ -174,6 +174,103 @@ struct RedisTokenStoreTests {
         #expect(capture.contains("reachable again"))
     }
 
+    @Test("an emptied key is a lost session, a logout's record is none; the write-back is read by the others")
+    func emptiedStoreIsLostAndWrittenBack() throws {
+        let a = try store()
+        let b = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        #expect(try b.read() == .session(session("access-1")))
+        _ = try redis.cli(["DEL", key + ":session"])  // what a restart without persistence leaves
+        guard case .lost = try a.read() else {
+            Issue.record("an emptied key should read as lost")
+            return
+        }
+        try a.withExclusiveLock { try a.restore(session("access-1")) }
+        #expect(try b.read() == .session(session("access-1")))
+        // Above every generation the writer knew, so the others see a change.
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "2")
+        try b.withExclusiveLock { try b.remove() }
+        #expect(try a.read() == StoreReading.noSession)
+        #expect(try a.load() == nil)
+    }
+
+    @Test("a key overwritten with another type or a garbage document is lost; the write-back replaces it; logout still records the end")
+    func garbageIsLostAndReplaced() throws {
+        let a = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        guard case .lost = try a.read() else {
+            Issue.record("a string key should read as lost")
+            return
+        }
+        try a.withExclusiveLock { try a.restore(session("access-1")) }
+        #expect(try a.read() == .session(session("access-1")))
+        _ = try redis.cli(["HSET", key + ":session", "session", "{not json"])
+        guard case .lost = try a.read() else {
+            Issue.record("a garbage document should read as lost")
+            return
+        }
+        try a.withExclusiveLock { try a.restore(session("access-1")) }
+        #expect(try a.read() == .session(session("access-1")))
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        try a.withExclusiveLock { try a.remove() }
+        #expect(try a.read() == StoreReading.noSession)
+    }
+
+    @Test("a login replaces a key that is no session hash; a fenced write over one is refused")
+    func loginOverGarbage() throws {
+        let a = try store()
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        try a.withExclusiveLock { try a.save(session("access-login")) }  // a login reads nothing first
+        #expect(try a.read() == .session(session("access-login")))
+        _ = try redis.cli(["SET", key + ":session", "garbage"])
+        do {
+            try a.withExclusiveLock { try a.save(session("access-2")) }
+            Issue.record("a write expecting a generation should be fenced over a key that is no session hash")
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+        }
+        _ = try redis.cli(["DEL", key + ":session"])
+        _ = try redis.cli(["HSET", key + ":session", "generation", "not-a-number"])
+        let b = try store()
+        try b.withExclusiveLock { try b.save(session("access-3")) }
+        #expect(try a.read() == .session(session("access-3")))
+    }
+
+    @Test("a write-back is fenced when another process wrote since the store was found lost")
+    func writeBackIsFenced() throws {
+        let a = try store()
+        let b = try store()
+        try a.withExclusiveLock { try a.save(session("access-1")) }
+        _ = try redis.cli(["DEL", key + ":session"])
+        guard case .lost = try a.read(), case .lost = try b.read() else {
+            Issue.record("both should read the emptied key as lost")
+            return
+        }
+        try b.withExclusiveLock { try b.restore(session("access-2")) }
+        do {
+            try a.withExclusiveLock { try a.restore(session("access-1")) }
+            Issue.record("the second write-back should be fenced")
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+        }
+        #expect(try a.read() == .session(session("access-2")))
+        // A logout after the loss: the record stands, and nothing is written back over it.
+        _ = try redis.cli(["DEL", key + ":session"])
+        guard case .lost = try a.read() else {
+            Issue.record("an emptied key should read as lost")
+            return
+        }
+        try b.withExclusiveLock { try b.remove() }
+        do {
+            try a.withExclusiveLock { try a.restore(session("access-1")) }
+            Issue.record("a write-back over a logout should be fenced")
+        } catch let error as TokenStoreError {
+            #expect(error.fenced)
+        }
+        #expect(try a.read() == StoreReading.noSession)
+    }
+
     @Test("rediss:// is refused with the reason (Debian's hiredis has no TLS)")
     func tlsIsRefused() {
         var configuration = RedisStoreConfiguration(url: "rediss://h", tls: true, host: "h", port: 6379)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -15,9 +16,10 @@ final class Fleet: @unchecked Sendable {
     let key = "fleet/\(UUID().uuidString.lowercased())"
     let lease: String
 
-    init(idpArguments: [String], lease: String = "2s") throws {
+    /// - Parameter persistentRedis: false: a restart of Redis empties it.
+    init(idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true) throws {
         life = try Lifecycle(idpArguments: idpArguments)
-        redis = try RedisServer()
+        redis = try RedisServer(persistent: persistentRedis)
         self.lease = lease
     }
 
@@ -101,3 +103,50 @@ func fleetSum(_ proxies: [ProxyProcess], _ name: String) throws -> Double {
 let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="success"}"#
 let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
 func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }
+
+/// Requests sent through a fleet by a few threads, each on a connection of its own, until `stop()`:
+/// what a busy fleet sees while its store is restarted or overwritten. Each thread paces itself
+/// (at most about 50 a second) so that the load does not starve the other tests of a parallel run.
+// @unchecked: `statuses` is read and written only with `lock` held. An NSLock (a pthread mutex)
+// rather than Synchronization's Mutex, which ThreadSanitizer cannot see when it is contended
+// (docs/RELIABILITY.md, "Sanitizers").
+final class Load: @unchecked Sendable {
+    private let lock = NSLock()
+    private var statuses: [Int: Int] = [:]
+    private let running = Atomic<Bool>(true)
+    private let done = DispatchGroup()
+
+    init(_ proxies: [ProxyProcess], threads: Int = 4) {
+        for index in 0..<threads {
+            done.enter()
+            let thread = Thread { [self] in
+                var turn = index
+                while running.load(ordering: .relaxed) {
+                    let status = (try? send(proxies[turn % proxies.count], "GET", "/load/\(turn)", timeout: 10).status) ?? -1
+                    lock.withLock { statuses[status, default: 0] += 1 }
+                    turn += 1
+                    usleep(20_000)
+                }
+                done.leave()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+    }
+
+    /// Answers so far, by status (-1: no answer).
+    var counts: [Int: Int] { lock.withLock { statuses } }
+    var total: Int { counts.values.reduce(0, +) }
+
+    /// Waits until `more` answers came after this call (or 60 s passed).
+    func waitFor(_ more: Int) -> Bool {
+        let target = total + more
+        return within(60) { total >= target }
+    }
+
+    func stop() -> [Int: Int] {
+        running.store(false, ordering: .relaxed)
+        done.wait()
+        return counts
+    }
+}

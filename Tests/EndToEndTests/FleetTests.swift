@@ -161,6 +161,52 @@ struct FleetTests {
         fleet.life.assertNoLeaks(proxies)
     }
 
+    @Test("Redis restarted without persistence, then the key overwritten with garbage, under load: the session is written back, zero 401s; a logout still ends it everywhere")
+    func lostSessionIsWrittenBackButALogoutEndsIt() throws {
+        let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], persistentRedis: false)
+        defer { fleet.stop() }
+        #expect(try fleet.login().status == 0)
+        let proxies = try (0..<3).map { _ in try fleet.serve() }
+        for proxy in proxies { #expect(try send(proxy).status == 200) }
+        let token = try #require(try fleet.stored()?["access_token"] as? String)
+        let generation = try fleet.generation()
+        fleet.collectSecrets()
+
+        let load = Load(proxies)
+        #expect(load.waitFor(30))
+        // A restart without persistence: Redis comes back empty, with no record of a logout.
+        try fleet.redis.restart()
+        #expect(try within(20) { try fleet.stored()?["access_token"] as? String == token })
+        #expect(try fleet.generation() > generation)
+        #expect(load.waitFor(60))
+        // Overwritten with something that is no session (another type of key): noticed by the slow
+        // poll of the generation (5 s), written back the same way.
+        try fleet.redis.cli(["SET", fleet.key + ":session", "garbage"])
+        #expect(try within(20) { try fleet.stored()?["access_token"] as? String == token })
+        #expect(load.waitFor(60))
+        let counts = load.stop()
+        #expect(counts[401] == nil, "\(counts)")
+        #expect(counts.keys.sorted() == [200], "\(counts)")
+        // One process wrote each time; nobody had to call the identity provider for it.
+        #expect(try fleet.life.idpCalls("refresh_token") == 0)
+        let writeBacks = proxies.map { $0.stderr.components(separatedBy: "wrote its session back").count - 1 }
+        #expect(writeBacks.reduce(0, +) == 2, "\(writeBacks)")
+        #expect(try fleetSum(proxies, #"tokenproxy_store_operations_total{backend="redis",operation="restore",result="ok"}"#) == 2)
+
+        // A logout leaves its record: every proxy ends the session, none writes it back.
+        #expect(try fleet.life.command(["logout"]).status == 0)
+        for proxy in proxies {
+            #expect(try within(10) { try send(proxy).status == 401 })
+            #expect(try send(proxy).jsonObject["error"] as? String == "login_required")
+        }
+        #expect(try fleet.stored() == nil)
+        #expect(try fleet.life.command(["status", "--json"]).status == 1)
+        fleet.collectSecrets()
+        for proxy in proxies { proxy.terminate() }
+        for proxy in proxies { _ = try proxy.waitForExit() }
+        fleet.life.assertNoLeaks(proxies)
+    }
+
     @Test("a lease holder stalled past its lease (SIGSTOP, then SIGCONT) cannot overwrite the newer session")
     func stalledHolderIsFenced() throws {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], lease: "1s")

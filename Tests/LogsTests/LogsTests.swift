@@ -213,3 +213,27 @@ let sampleJWT =
         #expect(!sink.text.contains(secret))
     }
 }
+
+@Suite struct LogTimestampTests {
+    @Test func knownInstantsAreWrittenAsRFC3339UTC() {
+        #expect(TokenproxyLogHandler.timestamp(epochSeconds: 0, milliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(TokenproxyLogHandler.timestamp(epochSeconds: 1_795_316_400, milliseconds: 123) == "2026-11-22T03:00:00.123Z")
+        #expect(TokenproxyLogHandler.timestamp(epochSeconds: 951_782_399, milliseconds: 999) == "2000-02-28T23:59:59.999Z")
+        #expect(TokenproxyLogHandler.timestamp(epochSeconds: 951_782_400, milliseconds: 5) == "2000-02-29T00:00:00.005Z")
+        #expect(TokenproxyLogHandler.timestamp(epochSeconds: 4_102_444_799, milliseconds: 0) == "2099-12-31T23:59:59.000Z")
+    }
+
+    @Test func everyDayOfTwoCenturiesAgreesWithFoundation() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+        var seconds = -86_400 * 365 * 30  // 1940
+        var generator = SystemRandomNumberGenerator()
+        while seconds < 4_102_444_800 {
+            let expected = formatter.string(from: Date(timeIntervalSince1970: Double(seconds)))
+            #expect(TokenproxyLogHandler.timestamp(epochSeconds: seconds, milliseconds: 0) == expected)
+            seconds += 86_400 + Int.random(in: -3600...3600, using: &generator)
+        }
+    }
+}

@@ -5,8 +5,9 @@ import Glibc
 #endif
 
 /// A real `redis-server` (Debian's, installed by scripts/setup.sh) on a free loopback port, with
-/// append-only persistence in a folder of its own, so that a restart keeps the data. Start-up waits
-/// for its "Ready to accept connections" log line; it never sleeps.
+/// append-only persistence in a folder of its own, so that a restart keeps the data (or, with
+/// `persistent: false`, none: a restart empties it). Start-up waits for its "Ready to accept
+/// connections" log line; it never sleeps.
 public final class RedisServer: @unchecked Sendable {
     public let port: Int
     public let directory: TempDir
@@ -14,10 +15,12 @@ public final class RedisServer: @unchecked Sendable {
     private var process: ChildProcess?
     private let extraArguments: [String]
 
-    /// - Parameter arguments: more `redis-server` options (`--requirepass`, ...).
-    public init(arguments: [String] = []) throws {
+    /// - Parameters:
+    ///   - arguments: more `redis-server` options (`--requirepass`, ...).
+    ///   - persistent: false: no append-only file, so that a restart comes back empty.
+    public init(arguments: [String] = [], persistent: Bool = true) throws {
         directory = try TempDir(prefix: "tokenproxy-redis")
-        extraArguments = arguments
+        extraArguments = (persistent ? [] : ["--appendonly", "no"]) + arguments
         var lastError: Error? = nil
         // A port the kernel just gave out and took back: another process could take it in between,
         // so a start that cannot bind tries another one.

@@ -1,5 +1,5 @@
 internal import CHiredis
-import Glibc
+import Sockets
 
 /// One reply of the Redis protocol (RESP2), copied out of hiredis's reply object.
 enum RedisValue: Equatable, Sendable {
@@ -17,6 +17,11 @@ enum RedisValue: Equatable, Sendable {
         case .integer(let value): return String(value)
         case .array, .null, .error: return nil
         }
+    }
+
+    var errorText: String? {
+        if case .error(let message) = self { return message }
+        return nil
     }
 
     var integer: Int64? {
@@ -57,8 +62,7 @@ final class RedisConnection {
             throw RedisConnectionError(description: "redis \(endpoint): cannot set the command timeout")
         }
         // hiredis opens its socket without O_CLOEXEC: keep it out of exec'd children (credentials.command).
-        let fd = tp_redis_fd(context)
-        _ = fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC)
+        try? Syscall.setCloseOnExec(tp_redis_fd(context))
         self.context = context
     }
 
@@ -89,10 +93,7 @@ final class RedisConnection {
                 tp_redis_reply_free(reply)
                 continue
             }
-            var descriptor = pollfd(fd: tp_redis_fd(context), events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, 0)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return out }
+            guard (try? Syscall.waitReadable(tp_redis_fd(context), milliseconds: 0)) == true else { return out }
             // Readable: bytes, or the end of the stream (then hiredis reports the error).
             if tp_redis_buffer_read(context) != 0 { throw failure("the connection was closed") }
             var again: UnsafeMutablePointer<redisReply>? = nil

@@ -1,7 +1,7 @@
 import Config
 import Foundation
-import Glibc
 import Logging
+import Sockets
 
 /// `store.backend: redis`: the session a fleet of proxies shares (issue 13, ARCHITECTURE.md "The
 /// store"). The same promises as `FileTokenStore`, across machines:
@@ -38,6 +38,11 @@ public final class RedisTokenStore: TokenStore {
     /// The generation this process last read or wrote: what the fenced write expects. nil until the
     /// first read (a `login` writes whatever is there).
     private var knownGeneration: Int64?
+    /// Set by a `read()` that found the session lost: the raw generation field it saw ("" for none),
+    /// what `restore` expects to find still.
+    private var lostGeneration: String?
+    /// The highest generation this process has read or written; a write-back goes above it.
+    private var highestGeneration: Int64 = 0
     private var unavailable: String?
 
     /// How often the generation is read when no notification came (pub/sub is the fast path).
@@ -66,30 +71,77 @@ public final class RedisTokenStore: TokenStore {
     // MARK: - TokenStore
 
     public func load() throws -> StoredSession? {
-        let reply = try perform(.load) { try $0.command(["HMGET", sessionKey, "generation", "session"]) }
-        guard let (generation, document) = RedisReplies.session(reply) else {
-            throw TokenStoreError(description: "\(location): \(sessionKey) is not a tokenproxy session hash")
-        }
-        knownGeneration = generation
-        guard let document else { return nil }
-        guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
-            // Like the file store's unreadable document: serve as with no session; a login replaces it.
-            logger.error("\(location): the stored session cannot be read (not a session document this version can read); serving as with no session")
+        switch try read() {
+        case .session(let session): return session
+        case .noSession: return nil
+        case .lost(let why):
+            logger.error("\(location): \(why); serving as with no session")
             return nil
         }
-        if let token = session.accessToken { registerSecret(token) }
-        if let token = session.refreshToken { registerSecret(token) }
-        return session
     }
 
-    public func save(_ session: StoredSession) throws {
+    public func read() throws -> StoreReading {
+        let reply = try perform(.load, errorIsAnswer: true) { try $0.command(["HMGET", sessionKey, "generation", "session"]) }
+        guard let hash = RedisReplies.session(reply) else {
+            throw TokenStoreError(description: "\(location): reading \(sessionKey) failed: \(reply.errorText ?? "unexpected answer")")
+        }
+        switch hash {
+        case .empty:
+            knownGeneration = 0
+            lostGeneration = ""
+            return .lost("\(sessionKey) is empty and no logout was recorded (was Redis restarted without persistence?)")
+        case .unreadable(let seen):
+            knownGeneration = nil
+            lostGeneration = seen
+            return .lost("\(sessionKey) is not a tokenproxy session hash")
+        case .ended(let generation):
+            remember(generation)
+            return .noSession
+        case .document(let generation, let document):
+            remember(generation ?? 0)
+            guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
+                lostGeneration = generation.map { String($0) } ?? ""
+                return .lost("the stored session cannot be read (not a session document this version can read)")
+            }
+            if let token = session.accessToken { registerSecret(token) }
+            if let token = session.refreshToken { registerSecret(token) }
+            return .session(session)
+        }
+    }
+
+    /// Writes `session` back into a store that lost it (`RedisScripts.restore`), fenced: refused
+    /// when another process holds the lease or the key changed since `read()` found it lost.
+    public func restore(_ session: StoredSession) throws {
+        guard let seen = lostGeneration else {
+            throw TokenStoreError(description: "\(location): restore without a lost session read first", fenced: true)
+        }
+        let reply = try perform(.restore) {
+            try $0.command([
+                "EVAL", RedisScripts.restore, "2", sessionKey, leaseKey, owner, seen, try encode(session), channel,
+                String(highestGeneration),
+            ])
+        }
+        try commit(reply, what: "write-back")
+    }
+
+    private func remember(_ generation: Int64) {
+        knownGeneration = generation
+        lostGeneration = nil
+        highestGeneration = max(highestGeneration, generation)
+    }
+
+    private func encode(_ session: StoredSession) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         guard let data = try? encoder.encode(session) else {
             throw TokenStoreError(description: "\(location): cannot encode the session")
         }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    public func save(_ session: StoredSession) throws {
+        let document = try encode(session)
         let expected = knownGeneration.map { String($0) } ?? ""
-        let document = String(decoding: data, as: UTF8.self)
         let reply = try perform(.save) {
             try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
         }
@@ -202,12 +254,16 @@ public final class RedisTokenStore: TokenStore {
 
     /// Runs `body` on a live command connection; a failure drops the connection (the next call
     /// reconnects) and says once that Redis is unavailable.
-    private func perform(_ operation: StoreMetrics.Operation, _ body: (RedisConnection) throws -> RedisValue) throws -> RedisValue {
+    /// With `errorIsAnswer`, an error reply that names the key's state (WRONGTYPE: the key holds
+    /// something else) is returned to the caller instead of thrown.
+    private func perform(
+        _ operation: StoreMetrics.Operation, errorIsAnswer: Bool = false, _ body: (RedisConnection) throws -> RedisValue
+    ) throws -> RedisValue {
         do {
             let connection = try liveConnection()
             let reply = try body(connection)
             lastUsed = Self.monotonic()
-            if case .error(let message) = reply {
+            if case .error(let message) = reply, !(errorIsAnswer && message.hasPrefix("WRONGTYPE")) {
                 // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica):
                 // the command did nothing; the caller fails for a passing reason and tries again later.
                 metrics.record(operation, ok: false)
@@ -259,16 +315,18 @@ public final class RedisTokenStore: TokenStore {
         return connection
     }
 
+    /// The stored generation; -1 when the key cannot be read as a session (overwritten), so that a
+    /// process which knew a generation sees a change and reads the store.
     private func currentGeneration() throws -> Int64 {
-        let reply = try perform(.watch) { try $0.command(["HGET", sessionKey, "generation"]) }
+        let reply = try perform(.watch, errorIsAnswer: true) { try $0.command(["HGET", sessionKey, "generation"]) }
         if case .null = reply { return 0 }
-        return reply.integer ?? 0
+        return reply.integer ?? -1
     }
 
     private func commit(_ reply: RedisValue, what: String) throws {
         switch RedisReplies.write(reply) {
         case .committed(let generation):
-            knownGeneration = generation
+            remember(generation)
         case .fenced(let reason):
             let why = reason == "lease" ? "another process holds the refresh lease" : "another process wrote a newer session"
             throw TokenStoreError(description: "\(location): the \(what) was refused: \(why)", fenced: true)
@@ -292,18 +350,9 @@ public final class RedisTokenStore: TokenStore {
         return true
     }
 
-    static func monotonic() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    static func monotonic() -> Double { EventLoop.monotonicNow() }
 
-    static func sleep(_ seconds: Double) {
-        guard seconds > 0 else { return }
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
-        var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
-    }
+    static func sleep(_ seconds: Double) { Syscall.sleep(seconds) }
 }
 
 /// The session store that `store.backend` names.

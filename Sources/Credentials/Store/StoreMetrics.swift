@@ -11,6 +11,8 @@ public final class StoreMetrics: Sendable {
         case save
         /// Deleting the session (`logout`).
         case remove
+        /// Writing a session back into a store that lost it (a Redis restarted without persistence).
+        case restore
         /// Taking the refresh lease (`SET NX PX`).
         case lease
         /// Giving the lease back.

@@ -5,13 +5,13 @@ import Glibc
 /// started: SIGTERM to the group, then SIGKILL after a grace period. stdin and stderr are /dev/null
 /// (stderr may carry the token in an error message, so it is never read). Signal mask and the
 /// dispositions the proxy changed are reset in the child.
-enum ProcessRunner {
-    enum Termination: Equatable {
+public enum ProcessRunner {
+    public enum Termination: Equatable, Sendable {
         case exited(Int32)
         case signaled(Int32)
     }
 
-    enum Outcome: Equatable {
+    public enum Outcome: Equatable, Sendable {
         case finished(Termination, output: [UInt8])
         /// The deadline passed; the process group was killed.
         case timedOut
@@ -19,17 +19,17 @@ enum ProcessRunner {
         case outputTooLarge
     }
 
-    struct LaunchError: Error, CustomStringConvertible {
-        var description: String
+    public struct LaunchError: Error, Sendable, CustomStringConvertible {
+        public var description: String
     }
 
-    static let killGrace: Double = 1
+    public static let killGrace: Double = 1
 
-    static func run(_ argv: [String], timeout: Double, outputLimit: Int) throws -> Outcome {
+    public static func run(_ argv: [String], timeout: Double, outputLimit: Int) throws -> Outcome {
         precondition(!argv.isEmpty)
         var pipeFDs: [Int32] = [-1, -1]
         guard pipe(&pipeFDs) == 0 else {
-            throw LaunchError(description: "pipe: \(errnoText(errno))")
+            throw LaunchError(description: "pipe: \(Syscall.describe(errno: errno))")
         }
         // Only the token thread spawns, so setting close-on-exec after pipe() races with no one.
         _ = fcntl(pipeFDs[0], F_SETFD, FD_CLOEXEC)
@@ -77,7 +77,7 @@ enum ProcessRunner {
         }
         close(writeFD)
         guard spawnResult == 0 else {
-            throw LaunchError(description: "cannot start \(argv[0]): \(errnoText(spawnResult))")
+            throw LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: spawnResult))")
         }
 
         let deadline = monotonicNow() + max(0, timeout)
@@ -89,19 +89,21 @@ enum ProcessRunner {
                 terminateGroup(pid)
                 return .timedOut
             }
-            var pollFD = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pollFD, 1, Int32(min(remaining * 1000, 60_000).rounded(.up)))
-            if ready < 0 {
-                if errno == EINTR { continue }
+            let readable: Bool
+            do {
+                readable = try Syscall.waitReadable(readFD, milliseconds: Int32(min(remaining * 1000, 60_000).rounded(.up)))
+            } catch {
                 terminateGroup(pid)
-                throw LaunchError(description: "poll: \(errnoText(errno))")
+                throw LaunchError(description: "poll: \(Syscall.describe(errno: error.errno))")
             }
-            if ready == 0 { continue }
-            let count = buffer.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
+            if !readable { continue }
+            let (count, failure) = buffer.withUnsafeMutableBytes { raw in
+                Syscall.uninterrupted { read(readFD, raw.baseAddress, raw.count) }
+            }
             if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if failure == EAGAIN { continue }
                 terminateGroup(pid)
-                throw LaunchError(description: "read: \(errnoText(errno))")
+                throw LaunchError(description: "read: \(Syscall.describe(errno: failure))")
             }
             if count == 0 { break reading }
             output.append(contentsOf: buffer[0..<count])
@@ -152,14 +154,10 @@ enum ProcessRunner {
 
     private static func reap(_ pid: pid_t, blocking: Bool) -> Termination? {
         var status: Int32 = 0
-        while true {
-            let result = waitpid(pid, &status, blocking ? 0 : WNOHANG)
-            if result == pid { break }
-            if result == 0 { return nil }
-            if errno == EINTR { continue }
-            // ECHILD: someone else reaped it (SIGCHLD ignored); its status is lost.
-            return .exited(-1)
-        }
+        let (result, _) = Syscall.uninterrupted { Int(waitpid(pid, &status, blocking ? 0 : WNOHANG)) }
+        if result == 0 { return nil }
+        // ECHILD: someone else reaped it (SIGCHLD ignored); its status is lost.
+        guard result == Int(pid) else { return .exited(-1) }
         // <sys/wait.h> macros, which Swift does not import.
         let signal = status & 0x7F
         if signal == 0 { return .exited((status >> 8) & 0xFF) }
@@ -167,13 +165,8 @@ enum ProcessRunner {
     }
 
     private static func sleepBriefly() {
-        var interval = timespec(tv_sec: 0, tv_nsec: 5_000_000)
-        nanosleep(&interval, nil)
+        Syscall.sleep(0.005)
     }
 
-    static func monotonicNow() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    static func monotonicNow() -> Double { EventLoop.monotonicNow() }
 }

@@ -1,0 +1,175 @@
+import Glibc
+
+/// Small files read whole (the configuration and its `*_file` secrets, token files, the session
+/// store, cgroup limits): the one reader, with a size limit.
+public enum SmallFile {
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var description: String
+        /// The errno of the failed call (open or read); nil when the file was larger than the limit.
+        public var code: Int32?
+        /// The call that failed ("open", "read"); nil when the file was too large.
+        public var call: String?
+        /// Nothing at the path (ENOENT).
+        public var isMissing: Bool { code == ENOENT }
+    }
+
+    /// The whole content, or a failure; a file larger than `limit` bytes is one.
+    public static func read(_ path: String, limit: Int) -> Result<[UInt8], Failure> {
+        let fd: Int32
+        do {
+            fd = Int32(try Syscall.retrying("open") { Int(open(path, O_RDONLY | O_CLOEXEC)) })
+        } catch {
+            return .failure(Failure(description: Syscall.describe(errno: error.errno), code: error.errno, call: "open"))
+        }
+        defer { Syscall.close(fd) }
+        var content: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let (count, failure) = buffer.withUnsafeMutableBytes { raw in
+                Syscall.uninterrupted { Glibc.read(fd, raw.baseAddress, raw.count) }
+            }
+            if count < 0 {
+                return .failure(Failure(description: Syscall.describe(errno: failure), code: failure, call: "read"))
+            }
+            if count == 0 { break }
+            content.append(contentsOf: buffer[0..<count])
+            if content.count > limit {
+                let size = limit >= 1 << 20 ? "\(limit >> 20) MiB" : "\(limit / 1024) KiB"
+                return .failure(Failure(description: "larger than \(size)", code: nil, call: nil))
+            }
+        }
+        return .success(content)
+    }
+}
+
+/// What is at a path, after following symlinks (stat(2)).
+public enum FileKind: Sendable, Equatable {
+    case folder
+    case other
+
+    /// nil when nothing is there (or it cannot be stat'ed).
+    public static func of(_ path: String) -> FileKind? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return info.st_mode & S_IFMT == S_IFDIR ? .folder : .other
+    }
+
+    /// The permission bits of what is at `path` (after symlinks); nil when nothing is there.
+    public static func mode(of path: String) -> UInt32? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return UInt32(info.st_mode & 0o7777)
+    }
+}
+
+/// What tells a rewritten file from an untouched one without reading it.
+public struct FileSignature: Equatable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var modifiedSeconds: Int
+    var modifiedNanoseconds: Int
+    var changedSeconds: Int
+    var changedNanoseconds: Int
+
+    /// nil when the file cannot be stat'ed (missing, no permission).
+    public static func of(_ path: String) -> FileSignature? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return FileSignature(
+            device: UInt64(info.st_dev),
+            inode: UInt64(info.st_ino),
+            size: Int64(info.st_size),
+            modifiedSeconds: Int(info.st_mtim.tv_sec),
+            modifiedNanoseconds: Int(info.st_mtim.tv_nsec),
+            changedSeconds: Int(info.st_ctim.tv_sec),
+            changedNanoseconds: Int(info.st_ctim.tv_nsec)
+        )
+    }
+}
+
+/// Replaces a file's content so that a reader sees the old content or the new, never a mix: a temp
+/// file in the same folder (mode 0600 from the start), write, fsync, rename over the target, fsync the
+/// folder. Used by the sink and the file store.
+public enum AtomicFile {
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    public static func write(_ bytes: [UInt8], to path: String, mode: UInt32 = 0o600) throws {
+        let folder = parentFolder(of: path)
+        let name = String(path.split(separator: "/", omittingEmptySubsequences: false).last ?? "")
+        let temporary = "\(folder)/.\(name).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        func failure(_ what: String, _ error: SocketError) -> Failure {
+            Failure(description: "\(what): \(Syscall.describe(errno: error.errno))")
+        }
+        let fd: Int32
+        do {
+            fd = Int32(try Syscall.retrying("open") { Int(open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))) })
+        } catch {
+            throw failure("cannot create a temporary file in \(folder)", error)
+        }
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }
+        do {
+            defer { Syscall.close(fd) }
+            // The umask may have taken bits away; never more than `mode` in any case.
+            do { _ = try Syscall.retrying("fchmod") { Int(fchmod(fd, mode_t(mode))) } } catch { throw failure("chmod \(temporary)", error) }
+            let written = bytes.withUnsafeBytes { buffer in Result { () throws(SocketError) in try Syscall.writeAll(fd, buffer) } }
+            if case .failure(let error) = written { throw failure("write \(temporary)", error) }
+            do { _ = try Syscall.retrying("fsync") { Int(fsync(fd)) } } catch { throw failure("fsync \(temporary)", error) }
+        }
+        do { _ = try Syscall.retrying("rename") { Int(rename(temporary, path)) } } catch { throw failure("rename to \(path)", error) }
+        renamed = true
+        syncFolder(folder)
+    }
+
+    /// Removes the file and makes the removal durable; a missing file is fine.
+    public static func remove(_ path: String) throws {
+        if unlink(path) != 0 && errno != ENOENT {
+            throw Failure(description: "remove \(path): \(Syscall.describe(errno: errno))")
+        }
+        syncFolder(parentFolder(of: path))
+    }
+
+    /// Moves `path` to `target` (rename(2)); the text of the failure otherwise.
+    public static func move(_ path: String, to target: String) -> String? {
+        rename(path, target) == 0 ? nil : Syscall.describe(errno: errno)
+    }
+
+    /// Creates the folder (and its parents) with `mode` when missing; an existing folder keeps its mode.
+    public static func ensureFolder(_ folder: String, mode: UInt32 = 0o700) throws {
+        var info = stat()
+        if stat(folder, &info) == 0 { return }
+        let parent = parentFolder(of: folder)
+        if parent != folder { try ensureFolder(parent, mode: mode) }
+        if mkdir(folder, mode_t(mode)) != 0 && errno != EEXIST {
+            throw Failure(description: "mkdir \(folder): \(Syscall.describe(errno: errno))")
+        }
+    }
+
+    public static func parentFolder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    private static func syncFolder(_ folder: String) {
+        guard let fd = try? Syscall.retrying("open", { Int(open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) }) else { return }
+        _ = try? Syscall.retrying("fsync") { Int(fsync(Int32(fd))) }
+        Syscall.close(Int32(fd))
+    }
+}
+
+/// An exclusive `flock` on a lock file, held while a body runs: the file store's cross-process lock.
+public enum FileLock {
+    /// Runs `body` holding the lock on `path` (created 0600 when missing); waits for another holder.
+    /// Throws `SocketError` when the file cannot be opened or locked, and what `body` throws.
+    public static func withExclusiveLock<T>(_ path: String, _ body: () throws -> T) throws -> T {
+        let fd = Int32(try Syscall.retrying("open") { Int(open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)) })
+        defer { Syscall.close(fd) }
+        _ = try Syscall.retrying("flock") { Int(flock(fd, LOCK_EX)) }
+        defer { _ = flock(fd, LOCK_UN) }
+        return try body()
+    }
+}
