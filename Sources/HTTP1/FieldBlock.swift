@@ -73,12 +73,13 @@ public struct FieldBlock: Sendable {
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return lowercased.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
+        return asciiEqualsIgnoringCase(bytes, span.start, span.colon, lowercased)
     }
 
     /// The same for a name known only at run time (all lower case).
     public func nameEquals(_ index: Int, lowercasedName lowercased: String) -> Bool {
         let span = spans[index]
+        guard span.colon - span.start == lowercased.utf8.count else { return false }
         var lowercased = lowercased
         return lowercased.withUTF8 { asciiEqualsIgnoringCase(bytes, span.start, span.colon, $0) }
     }
@@ -86,7 +87,7 @@ public struct FieldBlock: Sendable {
     /// Whether field `index`'s value is this (ASCII case ignored; `lowercased` is all lower case).
     public func valueEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return lowercased.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, span.valueStart, span.valueEnd, $0) }
+        return asciiEqualsIgnoringCase(bytes, span.valueStart, span.valueEnd, lowercased)
     }
 
     /// The index of the first field with this name (compared ignoring ASCII case; all lower case).
@@ -255,6 +256,15 @@ func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> Result<FieldLineParts, Fi
     guard !bytes.isEmpty, !isOWS(bytes[0]) else { return .failure(.obsoleteFolding) }
     var colon = 0
     var underscore = false
+    // Eight name bytes at a time while all are letters or "-", as in nearly every field name; the
+    // word holding the colon, or anything else, goes byte by byte below.
+    if let base = bytes.baseAddress {
+        while bytes.count - colon >= 8
+            && allLettersOrHyphens(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: colon, as: UInt64.self)))
+        {
+            colon += 8
+        }
+    }
     while colon < bytes.count && bytes[colon] != asciiColon {
         let b = bytes[colon]
         guard isTokenByte(b) else { return .failure(.invalidName) }
@@ -269,6 +279,22 @@ func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> Result<FieldLineParts, Fi
     while upper > lower && isOWS(bytes[upper - 1]) { upper -= 1 }
     guard allFieldValueBytes(bytes, lower..<upper) else { return .failure(.invalidValue) }
     return .success(FieldLineParts(colon: colon, value: lower..<upper, nameHasUnderscore: underscore))
+}
+
+/// Whether each of the eight bytes of `word` is an ASCII letter or "-" (all tchar, RFC 9110 §5.6.2),
+/// by bitwise arithmetic on all eight at once; no carry crosses a byte, since every byte is below 0x80
+/// when the sums are made.
+@inline(__always)
+func allLettersOrHyphens(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    guard word & highs == 0 else { return false }
+    let folded = word | (ones &* 0x20)
+    // A byte's top bit is set by the first sum when it is at least "a", by the second when above "z".
+    let letters = (folded &+ ones &* (0x80 - 0x61)) & ~(folded &+ ones &* (0x80 - 0x7B)) & highs
+    // A byte equal to "-" is zero after the XOR, and only a zero byte keeps its top bit clear when 0x7F is added.
+    let hyphens = ~((word ^ (ones &* 0x2D)) &+ ones &* 0x7F) & highs
+    return letters | hyphens == highs
 }
 
 /// Whether every byte in `range` may be in a field value (``isFieldValueByte(_:)``), eight bytes at a

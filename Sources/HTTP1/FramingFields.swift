@@ -153,7 +153,7 @@ func forEachListElement(_ bytes: UnsafeRawBufferPointer, _ value: Range<Int>, _ 
 /// The bytes in `range` equal the lowercase `literal`, ignoring ASCII case.
 @inline(__always)
 func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    literal.withUTF8Buffer { asciiEqualsIgnoringCase(bytes, range, $0) }
+    asciiEqualsIgnoringCase(bytes, range, literal)
 }
 
 /// 1*DIGIT as a number; nil for anything else, or a number too large for an Int.

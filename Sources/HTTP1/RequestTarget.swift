@@ -13,6 +13,7 @@ public enum RequestTarget: Sendable, Equatable {
     /// Parses a raw request-target; nil means malformed (400). Userinfo and fragments are refused
     /// (RFC 9110 §4.2.4 deprecates userinfo; a fragment is never sent, RFC 9110 §7.1).
     public static func parse(_ target: String) -> RequestTarget? {
+        if target.utf8.first == UInt8(ascii: "/") { return parseOriginForm(target) }
         let bytes = Array(target.utf8)
         guard let first = bytes.first else { return nil }
         if bytes.count == 1 && first == UInt8(ascii: "*") { return .asterisk }
@@ -34,6 +35,24 @@ public enum RequestTarget: Sendable, Equatable {
             return nil
         }
         return .authority(host: host, port: port)
+    }
+}
+
+extension RequestTarget {
+    /// `/path?query`, read in place (nearly every request): the path is `target` itself when there is
+    /// no query, so the usual request makes no new String here.
+    private static func parseOriginForm(_ target: String) -> RequestTarget? {
+        var copy = target
+        return copy.withUTF8 { bytes -> RequestTarget? in
+            let question = bytes.firstIndex(of: UInt8(ascii: "?"))
+            let pathEnd = question ?? bytes.count
+            guard isValidPathOrQuery(bytes, 0..<pathEnd) else { return nil }
+            guard let question else { return .origin(path: target, query: nil) }
+            guard isValidPathOrQuery(bytes, (question + 1)..<bytes.count) else { return nil }
+            return .origin(
+                path: String(decoding: UnsafeBufferPointer(rebasing: bytes[..<question]), as: UTF8.self),
+                query: String(decoding: UnsafeBufferPointer(rebasing: bytes[(question + 1)...]), as: UTF8.self))
+        }
     }
 }
 
@@ -59,12 +78,18 @@ private func schemeLength(_ bytes: [UInt8]) -> Int? {
 
 /// Visible ASCII only, no fragment, and every `%` followed by two hex digits (RFC 3986 §2.1).
 private func isValidPathOrQuery(_ bytes: ArraySlice<UInt8>) -> Bool {
-    var i = bytes.startIndex
-    while i < bytes.endIndex {
+    bytes.withUnsafeBufferPointer { isValidPathOrQuery($0, 0..<$0.count) }
+}
+
+/// The same for `range` of a buffer.
+private func isValidPathOrQuery(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+    var i = range.lowerBound
+    let end = range.upperBound
+    while i < end {
         let b = bytes[i]
         guard b > asciiSP && b < 0x7F && b != UInt8(ascii: "#") else { return false }
         if b == UInt8(ascii: "%") {
-            guard i + 2 < bytes.endIndex, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil
+            guard i + 2 < end, hexValue(bytes[i + 1]) != nil, hexValue(bytes[i + 2]) != nil
             else { return false }
             i += 3
             continue

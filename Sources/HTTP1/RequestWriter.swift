@@ -5,15 +5,15 @@ public enum RequestWriter {
     /// `METHOD prefix+path[?query] HTTP/1.1\r\n`: the target is the upstream's base path followed by
     /// the client's normalised path and its query as it came.
     public static func appendRequestLine(_ buf: inout [UInt8], method: String, pathPrefix: String, path: String, query: String?) {
-        buf.append(contentsOf: method.utf8)
+        appendUTF8(&buf, method)
         buf.append(asciiSP)
-        buf.append(contentsOf: pathPrefix.utf8)
-        buf.append(contentsOf: path.utf8)
+        if !pathPrefix.isEmpty { appendUTF8(&buf, pathPrefix) }
+        appendUTF8(&buf, path)
         if let query {
             buf.append(UInt8(ascii: "?"))
-            buf.append(contentsOf: query.utf8)
+            appendUTF8(&buf, query)
         }
-        buf.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        appendFieldLine(&buf, " HTTP/1.1\r\n")
     }
 
     /// `name: value\r\n` for a field the proxy sets itself.
@@ -21,7 +21,7 @@ public enum RequestWriter {
         buf.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         buf.append(asciiColon)
         buf.append(asciiSP)
-        buf.append(contentsOf: value.utf8)
+        appendUTF8(&buf, value)
         buf.append(asciiCR)
         buf.append(asciiLF)
     }
@@ -34,6 +34,12 @@ public enum RequestWriter {
         buf.append(contentsOf: value)
         buf.append(asciiCR)
         buf.append(asciiLF)
+    }
+
+    /// A whole field line known when the program is built (`Name: value\r\n`).
+    @inline(__always)
+    public static func appendFieldLine(_ buf: inout [UInt8], _ line: StaticString) {
+        buf.append(contentsOf: UnsafeRawBufferPointer(start: line.utf8Start, count: line.utf8CodeUnitCount))
     }
 
     /// The blank line that ends the head.

@@ -8,18 +8,25 @@ public enum ResponseWriter {
         case .http1_0: appendLiteral(&buf, "HTTP/1.0 ")
         case .http1_1: appendLiteral(&buf, "HTTP/1.1 ")
         }
-        appendDecimal(&buf, code)
+        if code >= 100 && code <= 999 {
+            // The usual three digits, without the divisions of appendDecimal.
+            buf.append(UInt8(truncatingIfNeeded: code / 100) &+ UInt8(ascii: "0"))
+            buf.append(UInt8(truncatingIfNeeded: code / 10 % 10) &+ UInt8(ascii: "0"))
+            buf.append(UInt8(truncatingIfNeeded: code % 10) &+ UInt8(ascii: "0"))
+        } else {
+            appendDecimal(&buf, code)
+        }
         buf.append(asciiSP)
-        buf.append(contentsOf: reason.utf8)
+        appendUTF8(&buf, reason)
         appendCRLF(&buf)
     }
 
     /// `name: value\r\n`
     public static func appendField(_ buf: inout [UInt8], name: String, value: String) {
-        buf.append(contentsOf: name.utf8)
+        appendUTF8(&buf, name)
         buf.append(asciiColon)
         buf.append(asciiSP)
-        buf.append(contentsOf: value.utf8)
+        appendUTF8(&buf, value)
         appendCRLF(&buf)
     }
 

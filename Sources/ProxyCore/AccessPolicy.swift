@@ -115,7 +115,9 @@ final class AccessPolicy {
             let host = UnsafeBufferPointer(rebasing: v[0..<end])
             for allowed in allowedHosts where allowed.count == host.count {
                 // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
-                if !zip(allowed, host).contains(where: { $0 != ($1 >= 65 && $1 <= 90 ? $1 | 0x20 : $1) }) { return true }
+                var k = 0
+                while k < host.count && allowed[k] == (host[k] >= 65 && host[k] <= 90 ? host[k] | 0x20 : host[k]) { k += 1 }
+                if k == host.count { return true }
             }
             return false
         }

@@ -14,7 +14,7 @@ extension Connection {
     /// connection when there is one (`fresh`: never), else on a new one.
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let forwarder = ctx.forwarder
-        let peerHost = peer.host
+        let peerHost = peerHostBytes
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,

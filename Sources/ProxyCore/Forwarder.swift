@@ -16,6 +16,8 @@ final class Forwarder {
     let requiredHeaderLowercased: String?
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
+    /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
+    private let hostFieldLine: [UInt8]
 
     init(configuration c: Configuration) {
         upstream = c.upstream
@@ -23,6 +25,9 @@ final class Forwarder {
         let bracketed = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
         upstreamHost = c.upstream.port == (c.upstream.scheme == "https" ? 443 : 80) ? bracketed : "\(bracketed):\(c.upstream.port)"
         preserveHost = c.forward.preserveHost
+        var line: [UInt8] = []
+        RequestWriter.appendField(&line, name: "Host", value: upstreamHost)
+        hostFieldLine = line
         clientAuthorization = c.forward.clientAuthorization
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
@@ -49,10 +54,10 @@ final class Forwarder {
     /// chunked body that goes whole, with Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        peerHost: String, forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil
+        peerHost: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
-        if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
+        if !preserveHost { out.append(contentsOf: hostFieldLine) }
         let fields = head.fields
         var upgradeField: Int?
         for i in 0..<fields.count {
@@ -77,7 +82,7 @@ final class Forwarder {
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
         if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
-        RequestWriter.appendField(&out, name: "X-Forwarded-Proto", value: "http")
+        RequestWriter.appendFieldLine(&out, "X-Forwarded-Proto: http\r\n")
         if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
         if head.framing == .chunked {

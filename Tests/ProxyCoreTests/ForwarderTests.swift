@@ -36,7 +36,7 @@ import Testing
         var out: [UInt8] = []
         try Self.forwarder().writeRequestHead(
             into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array($0.utf8) },
-            peerHost: "127.0.0.1", forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength)
+            peerHost: Array("127.0.0.1".utf8), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength)
         return String(decoding: out, as: UTF8.self)
     }
 
