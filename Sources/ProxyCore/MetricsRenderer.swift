@@ -9,8 +9,8 @@ enum MetricsRenderer {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         series("tokenproxy_requests_total", "counter", "Requests answered, by HTTP status code.")
-        for code in c.requestsByCode.keys.sorted() {
-            out += "tokenproxy_requests_total{code=\"\(code)\"} \(c.requestsByCode[code]!)\n"
+        for (code, n) in c.requestsByCode.enumerated() where n > 0 {
+            out += "tokenproxy_requests_total{code=\"\(code)\"} \(n)\n"
         }
         for counter in LoopMetrics.plainCounters {
             series(counter.name, counter.type, counter.help)
@@ -19,8 +19,8 @@ enum MetricsRenderer {
         series("tokenproxy_open_tunnels", "gauge", "Tunnels open now.")
         out += "tokenproxy_open_tunnels \(c.tunnelsOpened - c.tunnelsClosed)\n"
         series("tokenproxy_upstream_latency_seconds", "histogram", "Time from sending a request upstream to its response head.")
-        for (i, bound) in LoopMetrics.latencyBounds.enumerated() {
-            out += "tokenproxy_upstream_latency_seconds_bucket{le=\"\(bound)\"} \(c.latencyBuckets[i])\n"
+        for (bound, count) in zip(LoopMetrics.latencyBounds, c.cumulativeLatencyBuckets) {
+            out += "tokenproxy_upstream_latency_seconds_bucket{le=\"\(bound)\"} \(count)\n"
         }
         out += "tokenproxy_upstream_latency_seconds_bucket{le=\"+Inf\"} \(c.latencyCount)\n"
         out += "tokenproxy_upstream_latency_seconds_sum \(c.latencySum)\n"
