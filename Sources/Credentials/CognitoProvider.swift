@@ -59,6 +59,8 @@ public final class CognitoProvider: IdentityProvider {
     // MARK: - IdentityProvider
 
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        var input = input
+        if case .passwordWithChallenges(let username, let password, _) = input { input = .password(username: username, password: password) }
         guard case .password(let username, let password) = input else {
             throw TokenSourceError.configuration("cognito logs in with a user name and a password only (USER_PASSWORD_AUTH)")
         }

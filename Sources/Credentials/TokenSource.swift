@@ -23,6 +23,9 @@ public struct IssuedToken: Sendable, Equatable {
     /// it, without a call to the identity provider: counted apart in
     /// `tokenproxy_refreshes_total{outcome="reused"}` (issue 12 point 8).
     public var fromStore = false
+    /// Who logged in, for `login` to print (`preferred_username`, `email`, `upn` or `sub` of the ID
+    /// token or a JWT access token): shown only, never trusted.
+    public var person: String?
 
     public init(
         accessToken: String,
