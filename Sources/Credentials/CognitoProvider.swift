@@ -22,6 +22,10 @@ public final class CognitoProvider: IdentityProvider {
     let clientID: String
     let clientSecret: String?
     let useToken: CredentialsConfiguration.CognitoTokenUse
+    /// password (USER_PASSWORD_AUTH) or srp (USER_SRP_AUTH, Login/CognitoLogin.swift).
+    let loginFlow: CredentialsConfiguration.LoginFlow
+    /// The part of `user_pool_id` after `_`, which SRP signs.
+    let poolName: String?
     /// Seconds for one call to Cognito.
     var timeout: Double = 30
 
@@ -54,13 +58,19 @@ public final class CognitoProvider: IdentityProvider {
             self.clientSecret = nil
         }
         self.useToken = credentials.useToken
+        self.loginFlow = credentials.login
+        self.poolName = credentials.userPoolID.flatMap { id in id.firstIndex(of: "_").map { String(id[id.index(after: $0)...]) } }
     }
 
     // MARK: - IdentityProvider
 
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
-        var input = input
-        if case .passwordWithChallenges(let username, let password, _) = input { input = .password(username: username, password: password) }
+        if case .passwordWithChallenges(let username, let password, let questions) = input {
+            return try personLogin(username: username, password: password, questions: questions)
+        }
+        if loginFlow == .srp, case .password(let username, let password) = input {
+            return try personLogin(username: username, password: password, questions: nil)
+        }
         guard case .password(let username, let password) = input else {
             throw TokenSourceError.configuration("cognito logs in with a user name and a password only (USER_PASSWORD_AUTH)")
         }
@@ -80,6 +90,8 @@ public final class CognitoProvider: IdentityProvider {
             throw TokenSourceError.refused("there is no refresh token; run tokenproxy login")
         }
         var parameters = ["REFRESH_TOKEN": refreshToken]
+        // With device tracking, Cognito refuses a refresh without the login's device key.
+        if let deviceKey = session.deviceKey { parameters["DEVICE_KEY"] = deviceKey }
         var username = session.username.flatMap { $0.isEmpty ? nil : $0 }
         if clientSecret != nil {
             if username == nil, let token = session.accessToken { username = Self.poolUsername(in: token) }
@@ -137,7 +149,7 @@ public final class CognitoProvider: IdentityProvider {
         }
     }
 
-    private func call(
+    func call(
         _ target: String, _ body: [String: JSONBodyValue], secrets: [String], operation: Operation
     ) throws -> (answer: JSONValue, response: HTTPCallResponse) {
         let encoder = JSONEncoder()
@@ -203,6 +215,9 @@ public final class CognitoProvider: IdentityProvider {
         }
         switch type {
         case "NotAuthorizedException":
+            if operation == .login, let rawMessage, rawMessage.lowercased().contains("session"), rawMessage.lowercased().contains("expired") {
+                return TokenSourceError.refused("the login's session expired before the challenge was answered (\(said)); log in again")
+            }
             // A wrong or missing SECRET_HASH is the configuration's fault, not the session's.
             if let rawMessage, rawMessage.lowercased().contains("secret") {
                 return TokenSourceError.configuration("Cognito did not accept the client secret (\(said))")
@@ -212,7 +227,8 @@ public final class CognitoProvider: IdentityProvider {
             case .refresh: return TokenSourceError.refused("Cognito refused the refresh token (\(said))")
             case .revoke: return RevokeOutcome.nothingToRevoke  // already invalid
             }
-        case "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException":
+        case "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException", "CodeMismatchException",
+            "ExpiredCodeException", "InvalidPasswordException":
             switch operation {
             case .login: return TokenSourceError.refused("Cognito refused the login (\(said))")
             default: return TokenSourceError.refused("Cognito refused the refresh token (\(said))")
@@ -256,6 +272,10 @@ public final class CognitoProvider: IdentityProvider {
             issued.expiresIn = seconds
         }
         issued.username = Self.poolUsername(in: accessToken) ?? previousUsername
+        issued.person = LoginIdentity.person(idToken: result["IdToken"]?.string, accessToken: accessToken)
+        if case .object? = result["NewDeviceMetadata"], let deviceKey = result["NewDeviceMetadata"]?["DeviceKey"]?.string, !deviceKey.isEmpty {
+            issued.deviceKey = deviceKey
+        }
         registerSecret(accessToken)
         registerSecret(chosen)
         if let refreshToken { registerSecret(refreshToken) }

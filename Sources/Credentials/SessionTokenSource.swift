@@ -194,6 +194,7 @@ public final class SessionTokenSource: TokenSource {
         let claims = JWT.claims(of: issued.accessToken)
         session.subject = claims?.subject ?? issued.username ?? claims?.username ?? previous?.subject
         session.username = issued.username ?? previous?.username
+        session.deviceKey = issued.deviceKey ?? previous?.deviceKey
         session.lastRefreshAt = now
         session.lastRefreshOutcome = outcome
         do {

@@ -26,6 +26,9 @@ public struct IssuedToken: Sendable, Equatable {
     /// Who logged in, for `login` to print (`preferred_username`, `email`, `upn` or `sub` of the ID
     /// token or a JWT access token): shown only, never trusted.
     public var person: String?
+    /// Cognito with device tracking: the login's `NewDeviceMetadata.DeviceKey`, kept in the store and
+    /// sent as DEVICE_KEY with every refresh.
+    public var deviceKey: String?
 
     public init(
         accessToken: String,

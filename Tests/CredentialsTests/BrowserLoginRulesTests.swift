@@ -7,7 +7,7 @@ import Testing
 @Suite struct BrowserLoginRulesTests {
     /// RFC 7636 Appendix B's example.
     @Test func theS256ChallengeIsRFC7636AppendixB() {
-        #expect(PKCE.challenge(for: "dBjftJeZ4CVP-1B0LUHEhtg3LkPGnyxaqK4fuZR8Th4") == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        #expect(PKCE.challenge(for: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk") == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
     }
 
     @Test func everyVerifierAndStateIsNewAnd43CharactersOfTheUnreservedSet() {
