@@ -88,4 +88,15 @@ import Testing
     @Test func freshSecretsDiffer() {
         #expect(CognitoSRP.random().srpA != CognitoSRP.random().srpA)
     }
+
+    /// Not an assertion on time: prints how long one login's arithmetic takes (a fresh `a` and A,
+    /// then the key), for docs/ and the issue.
+    @Test func oneLoginsArithmeticIsTimed() throws {
+        let clock = ContinuousClock()
+        let elapsed = try clock.measure {
+            let srp = CognitoSRP.random()
+            _ = try srp.passwordKey(poolName: "KnownPool", userID: Self.userID, password: Self.password, srpB: Self.serverB, salt: Self.salt)
+        }
+        print("SRP arithmetic of one login: \(elapsed)")
+    }
 }
