@@ -3,11 +3,13 @@ import Crypto
 import Foundation
 import IdentityHTTP
 
-/// `type: cognito`: Amazon Cognito user pools through the InitiateAuth API (no hosted UI, no SRP).
+/// `type: cognito`: Amazon Cognito user pools through the InitiateAuth API (the hosted UI is
+/// `oauth2_refresh` with `login: browser`).
 ///
 /// - login: USER_PASSWORD_AUTH with USERNAME, PASSWORD and, for a client with a secret, SECRET_HASH =
-///   Base64(HMAC-SHA256(client secret, user name + client id)). A challenge in the answer
-///   (NEW_PASSWORD_REQUIRED, SMS_MFA, …) cannot be answered here: the login is refused, naming it.
+///   Base64(HMAC-SHA256(client secret, user name + client id)), or USER_SRP_AUTH (`login: srp`).
+///   With a person to ask (`LoginInput.passwordWithChallenges`), the challenges that follow are
+///   answered (Login/CognitoLogin.swift); without, a challenge refuses the login, naming it.
 /// - refresh: REFRESH_TOKEN_AUTH; its SECRET_HASH uses the pool's own user name (the access token's
 ///   `username` claim, kept in the store), which differs from the login name when users sign in by
 ///   e-mail. The answer carries no new refresh token: the caller keeps the old one.
