@@ -118,4 +118,16 @@ import Testing
     func aRedirectThatIsNoLoopbackHTTPAddressIsRefused(text: String) {
         #expect(throws: LoopbackRedirect.Problem.self) { try LoopbackRedirect.parse(text) }
     }
+
+    private func jwt(_ claims: String) -> String {
+        "eyJhbGciOiJub25lIn0." + Base64URL.encode(Array(claims.utf8)) + ".sig"
+    }
+
+    @Test func whoLoggedInComesFromTheIDTokenThenAJWTAccessTokenInTheContractsOrder() {
+        let access = jwt(#"{"sub":"s-1","email":"a@example.com"}"#)
+        #expect(LoginIdentity.person(idToken: jwt(#"{"sub":"s-1","email":"e@x","preferred_username":"ann"}"#), accessToken: access) == "ann")
+        #expect(LoginIdentity.person(idToken: jwt(#"{"sub":"s-1","upn":"ann@corp"}"#), accessToken: access) == "ann@corp")
+        #expect(LoginIdentity.person(idToken: nil, accessToken: access) == "a@example.com")
+        #expect(LoginIdentity.person(idToken: nil, accessToken: "opaque-token") == nil)
+    }
 }

@@ -91,7 +91,7 @@ enum LoginIdentity {
     private static func name(in token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = JWT.base64URLDecode(parts[1]), let claims = JSONValue.parse(Array(payload)) else { return nil }
-        for claim in ["preferred_username", "email", "upn", "username", "sub"] {
+        for claim in ["preferred_username", "email", "upn", "sub"] {
             if let value = claims[claim]?.string, !value.isEmpty {
                 return CallbackRules.shown(value, limit: 200)
             }
