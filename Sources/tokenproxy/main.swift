@@ -408,7 +408,7 @@ struct Logout: ParsableCommand {
 /// Answers to a login's challenges (CONTRACT "Logging in a person"): the question on stderr, the
 /// answer from the next line of stdin (`--password-stdin`, read only now: an SMS code exists only
 /// once the challenge was sent) or from the terminal, without echo for secrets.
-final class TerminalQuestions: LoginQuestions, @unchecked Sendable {
+final class TerminalQuestions: LoginQuestions {
     private let fromStdin: Bool
 
     init(fromStdin: Bool) { self.fromStdin = fromStdin }
