@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // Cognito SRP's 3072-bit arithmetic (Credentials/Login/SRP.swift).
+        .package(url: "https://github.com/attaswift/BigInt", from: "6.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -51,8 +53,11 @@ let package = Package(
             name: "Credentials",
             dependencies: [
                 "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
+                // HTTP1: the login's loopback listener reads requests with the project's own parser.
+                "HTTP1",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "BigInt", package: "BigInt"),
             ]
         ),
         .target(

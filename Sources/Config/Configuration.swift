@@ -122,7 +122,13 @@ public struct CredentialsConfiguration: Sendable, Equatable {
     public var login: LoginFlow = .password
     public var deviceAuthorizationURL: String? = nil
     public var revocationURL: String? = nil
+    /// login: browser (CONTRACT "Logging in a person"); see LoginConfiguration.swift.
+    public var authorizationURL: String? = nil
+    public var redirectURI: LoopbackRedirect? = nil
+    public var authorizationParams: [String: String] = [:]
     // cognito
+    /// login: srp; its region is the default `region`.
+    public var userPoolID: String? = nil
     public var region: String? = nil
     public var endpoint: String? = nil
     public var useToken: CognitoTokenUse = .access
@@ -146,7 +152,7 @@ public struct CredentialsConfiguration: Sendable, Equatable {
     public init(type: CredentialsType) { self.type = type }
 
     public enum ClientAuth: String, Sendable, Equatable, CaseIterable { case basic, post }
-    public enum LoginFlow: String, Sendable, Equatable, CaseIterable { case password, device, none }
+    public enum LoginFlow: String, Sendable, Equatable, CaseIterable { case password, device, browser, srp, none }
     public enum CognitoTokenUse: String, Sendable, Equatable, CaseIterable { case access, id }
     public enum RefreshTokenPlacement: String, Sendable, Equatable, CaseIterable { case header, body }
 }

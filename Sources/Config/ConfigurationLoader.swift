@@ -116,8 +116,8 @@ enum Keys {
     static let clientSecret = ["client_secret", "client_secret_env", "client_secret_file"]
     static let seedRefreshToken = ["refresh_token_env", "refresh_token_file"]
     static let oauth2Common = ["issuer_url", "token_url", "client_id"] + clientSecret + ["client_auth", "scope", "audience", "extra_params"]
-    static let oauth2RefreshOnly = seedRefreshToken + ["login", "device_authorization_url", "revocation_url"]
-    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken
+    static let oauth2RefreshOnly = seedRefreshToken + ["login", "device_authorization_url", "revocation_url"] + browserLogin
+    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin
     static let jsonRefresh =
         ["login_url", "refresh_url", "refresh_token_in", "access_token_path", "refresh_token_path", "expires_in_path", "expires_at_path"]
         + seedRefreshToken
@@ -462,6 +462,7 @@ struct Builder {
             }
             c.region = value
         }
+        parseLoginKeys(s, into: &c)
         if let value = found.collect({ try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }) { c.useToken = value }
         if let value = found.collect({ try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) }) {
             c.refreshTokenIn = value
@@ -493,7 +494,10 @@ struct Builder {
         if used.contains("token_env") { c.token = found.collect { try readSecret(s, "token", literal: false) } }
 
         // A key already found wrong would be reported again as missing.
-        if found.errors.count == errorsBefore { found.collect { try checkRequired(c, s) } }
+        if found.errors.count == errorsBefore {
+            found.collect { try checkRequired(c, s) }
+            checkLoginFlow(c)
+        }
         return c
     }
 
@@ -522,15 +526,16 @@ struct Builder {
         }
         switch c.type {
         case .oauth2Refresh, .oauth2ClientCredentials:
-            guard c.clientID != nil else { throw missing("client_id") }
+            // Each missing key is named (`check`), not only the first.
+            if c.clientID == nil { found.record(missing("client_id")) }
             guard c.tokenURL != nil || c.issuerURL != nil else { throw missing("token_url", " (or set issuer_url for OpenID discovery)") }
             if c.type == .oauth2Refresh, c.login == .device, c.deviceAuthorizationURL == nil, c.issuerURL == nil {
                 throw ConfigurationError(
                     keyPath: "credentials.device_authorization_url", reason: "required for login: device (or set issuer_url for OpenID discovery)")
             }
         case .cognito:
-            guard c.clientID != nil else { throw missing("client_id") }
-            guard c.region != nil || c.endpoint != nil else { throw missing("region", " (or set endpoint)") }
+            if c.clientID == nil { found.record(missing("client_id")) }
+            guard c.region != nil || c.endpoint != nil else { throw missing("region", " (or set endpoint or user_pool_id)") }
         case .jsonRefresh:
             guard c.refreshURL != nil else { throw missing("refresh_url") }
         case .static:

@@ -46,6 +46,7 @@ extension Configuration {
         }
         credential("login", c.login.rawValue)
         credential("device_authorization_url", c.deviceAuthorizationURL)
+        describeLoginKeys(c, credential)
         credential("revocation_url", c.revocationURL)
         if used.contains("token_env") { add("credentials.token", c.token?.description ?? "none") }
         credential("path", c.path)

@@ -3,11 +3,13 @@ import Crypto
 import Foundation
 import IdentityHTTP
 
-/// `type: cognito`: Amazon Cognito user pools through the InitiateAuth API (no hosted UI, no SRP).
+/// `type: cognito`: Amazon Cognito user pools through the InitiateAuth API (the hosted UI is
+/// `oauth2_refresh` with `login: browser`).
 ///
 /// - login: USER_PASSWORD_AUTH with USERNAME, PASSWORD and, for a client with a secret, SECRET_HASH =
-///   Base64(HMAC-SHA256(client secret, user name + client id)). A challenge in the answer
-///   (NEW_PASSWORD_REQUIRED, SMS_MFA, …) cannot be answered here: the login is refused, naming it.
+///   Base64(HMAC-SHA256(client secret, user name + client id)), or USER_SRP_AUTH (`login: srp`).
+///   With a person to ask (`LoginInput.passwordWithChallenges`), the challenges that follow are
+///   answered (Login/CognitoLogin.swift); without, a challenge refuses the login, naming it.
 /// - refresh: REFRESH_TOKEN_AUTH; its SECRET_HASH uses the pool's own user name (the access token's
 ///   `username` claim, kept in the store), which differs from the login name when users sign in by
 ///   e-mail. The answer carries no new refresh token: the caller keeps the old one.
@@ -22,6 +24,10 @@ public final class CognitoProvider: IdentityProvider {
     let clientID: String
     let clientSecret: String?
     let useToken: CredentialsConfiguration.CognitoTokenUse
+    /// password (USER_PASSWORD_AUTH) or srp (USER_SRP_AUTH, Login/CognitoLogin.swift).
+    let loginFlow: CredentialsConfiguration.LoginFlow
+    /// The part of `user_pool_id` after `_`, which SRP signs.
+    let poolName: String?
     /// Seconds for one call to Cognito.
     var timeout: Double = 30
 
@@ -54,11 +60,19 @@ public final class CognitoProvider: IdentityProvider {
             self.clientSecret = nil
         }
         self.useToken = credentials.useToken
+        self.loginFlow = credentials.login
+        self.poolName = credentials.userPoolID.flatMap { id in id.firstIndex(of: "_").map { String(id[id.index(after: $0)...]) } }
     }
 
     // MARK: - IdentityProvider
 
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        if case .passwordWithChallenges(let username, let password, let questions) = input {
+            return try personLogin(username: username, password: password, questions: questions)
+        }
+        if loginFlow == .srp, case .password(let username, let password) = input {
+            return try personLogin(username: username, password: password, questions: nil)
+        }
         guard case .password(let username, let password) = input else {
             throw TokenSourceError.configuration("cognito logs in with a user name and a password only (USER_PASSWORD_AUTH)")
         }
@@ -78,6 +92,8 @@ public final class CognitoProvider: IdentityProvider {
             throw TokenSourceError.refused("there is no refresh token; run tokenproxy login")
         }
         var parameters = ["REFRESH_TOKEN": refreshToken]
+        // With device tracking, Cognito refuses a refresh without the login's device key.
+        if let deviceKey = session.deviceKey { parameters["DEVICE_KEY"] = deviceKey }
         var username = session.username.flatMap { $0.isEmpty ? nil : $0 }
         if clientSecret != nil {
             if username == nil, let token = session.accessToken { username = Self.poolUsername(in: token) }
@@ -135,7 +151,7 @@ public final class CognitoProvider: IdentityProvider {
         }
     }
 
-    private func call(
+    func call(
         _ target: String, _ body: [String: JSONBodyValue], secrets: [String], operation: Operation
     ) throws -> (answer: JSONValue, response: HTTPCallResponse) {
         let encoder = JSONEncoder()
@@ -201,6 +217,9 @@ public final class CognitoProvider: IdentityProvider {
         }
         switch type {
         case "NotAuthorizedException":
+            if operation == .login, let rawMessage, rawMessage.lowercased().contains("session"), rawMessage.lowercased().contains("expired") {
+                return TokenSourceError.refused("the login's session expired before the challenge was answered (\(said)); log in again")
+            }
             // A wrong or missing SECRET_HASH is the configuration's fault, not the session's.
             if let rawMessage, rawMessage.lowercased().contains("secret") {
                 return TokenSourceError.configuration("Cognito did not accept the client secret (\(said))")
@@ -210,7 +229,8 @@ public final class CognitoProvider: IdentityProvider {
             case .refresh: return TokenSourceError.refused("Cognito refused the refresh token (\(said))")
             case .revoke: return RevokeOutcome.nothingToRevoke  // already invalid
             }
-        case "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException":
+        case "UserNotFoundException", "UserNotConfirmedException", "PasswordResetRequiredException", "CodeMismatchException",
+            "ExpiredCodeException", "InvalidPasswordException":
             switch operation {
             case .login: return TokenSourceError.refused("Cognito refused the login (\(said))")
             default: return TokenSourceError.refused("Cognito refused the refresh token (\(said))")
@@ -254,6 +274,10 @@ public final class CognitoProvider: IdentityProvider {
             issued.expiresIn = seconds
         }
         issued.username = Self.poolUsername(in: accessToken) ?? previousUsername
+        issued.person = LoginIdentity.person(idToken: result["IdToken"]?.string, accessToken: accessToken)
+        if case .object? = result["NewDeviceMetadata"], let deviceKey = result["NewDeviceMetadata"]?["DeviceKey"]?.string, !deviceKey.isEmpty {
+            issued.deviceKey = deviceKey
+        }
         registerSecret(accessToken)
         registerSecret(chosen)
         if let refreshToken { registerSecret(refreshToken) }

@@ -8,6 +8,60 @@ public enum LoginInput: Sendable {
     case device
     /// No user involved (client_credentials).
     case none
+    /// Authorization code with PKCE through the person's browser (Login/BrowserLogin.swift).
+    case browser(BrowserLoginOptions)
+    /// A password login whose challenges (MFA, a new password) are answered through `questions`
+    /// (Cognito, Login/CognitoChallenges.swift); other providers take it as `.password`.
+    case passwordWithChallenges(username: String, password: String, questions: any LoginQuestions)
+}
+
+/// What `tokenproxy login` was told for a browser login.
+public struct BrowserLoginOptions: Sendable {
+    /// `login_hint`, from `--username`.
+    public var loginHint: String?
+    /// false with `--no-browser`: nothing is opened, the URL goes to `showURL` and a paste on
+    /// `pasteFD` is accepted.
+    public var openBrowser: Bool
+    public var timeout: Double
+    /// `$BROWSER`: a program run without a shell with the URL as its one argument.
+    public var browser: String?
+    /// Whether `xdg-open` may be tried (a display is set).
+    public var hasDisplay: Bool
+    public var pasteFD: Int32?
+    /// Prints the URL on stdout (`--no-browser`).
+    public var showURL: @Sendable (String) -> Void
+
+    public init(
+        loginHint: String?, openBrowser: Bool, timeout: Double, browser: String?, hasDisplay: Bool, pasteFD: Int32?,
+        showURL: @escaping @Sendable (String) -> Void
+    ) {
+        self.loginHint = loginHint
+        self.openBrowser = openBrowser
+        self.timeout = timeout
+        self.browser = browser
+        self.hasDisplay = hasDisplay
+        self.pasteFD = pasteFD
+        self.showURL = showURL
+    }
+}
+
+/// A question of a login's challenge (an MFA code, a new password), asked of the person.
+public struct LoginQuestion: Sendable, Equatable {
+    public var text: String
+    /// Not echoed on a terminal, never logged.
+    public var secret: Bool
+
+    public init(_ text: String, secret: Bool) {
+        self.text = text
+        self.secret = secret
+    }
+}
+
+/// Where the answers come from: the terminal, or the next lines of stdin with `--password-stdin`,
+/// each read only when its question is asked.
+public protocol LoginQuestions: AnyObject, Sendable {
+    /// The answer, or nil when there is none (the end of stdin).
+    func answer(_ question: LoginQuestion) -> String?
 }
 
 /// The calls one kind of identity provider offers (OAuth2 token endpoint, Cognito InitiateAuth, a

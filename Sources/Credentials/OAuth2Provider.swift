@@ -40,6 +40,10 @@ public final class OAuth2Provider: IdentityProvider {
     private var deviceAuthorizationURL: String?
     private var revocationURL: String?
     private var discovered = false
+    /// login: browser (Login/BrowserLogin.swift).
+    var authorizationURL: String?
+    let redirect: LoopbackRedirect
+    let authorizationParams: [String: String]
 
     /// Answers longer than this many seconds of life are taken for a unit mistake.
     static let longestLifetime: Double = 10 * 365 * 86400
@@ -76,6 +80,9 @@ public final class OAuth2Provider: IdentityProvider {
         self.tokenURL = credentials.tokenURL
         self.deviceAuthorizationURL = credentials.deviceAuthorizationURL
         self.revocationURL = credentials.revocationURL
+        self.authorizationURL = credentials.authorizationURL
+        self.redirect = credentials.redirectURI ?? .standard
+        self.authorizationParams = credentials.authorizationParams
     }
 
     /// Whether `logout` has an endpoint to revoke at (configured, or discovered).
@@ -106,6 +113,10 @@ public final class OAuth2Provider: IdentityProvider {
                 [("grant_type", "password"), ("username", username), ("password", password)], call: "login", secrets: [password])
         case .device:
             return try deviceLogin(prompt: prompt)
+        case .browser(let options):
+            return try browserLogin(options, prompt: prompt)
+        case .passwordWithChallenges(let username, let password, _):
+            return try login(.password(username: username, password: password), prompt: prompt)
         case .none:
             guard fetchesWithoutSession else {
                 throw TokenSourceError.configuration("credentials.login is none: there is no login flow to run")
@@ -133,21 +144,23 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - Requests
 
     /// One call to the token endpoint and its answer as a token set.
-    func tokenRequest(_ grant: [(String, String)], call: String, secrets: [String]) throws -> IssuedToken {
+    /// `scopeAndAudience: false` for the code exchange, which takes the scope of the authorization
+    /// request (RFC 6749 §4.1.3).
+    func tokenRequest(_ grant: [(String, String)], call: String, secrets: [String], scopeAndAudience: Bool = true) throws -> IssuedToken {
         guard let url = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
         }
-        let response = try post(url: url, form: grant, call: call)
+        let response = try post(url: url, form: grant, call: call, scopeAndAudience: scopeAndAudience)
         guard (200..<300).contains(response.status) else {
             throw failure(response, call: call, secrets: secrets)
         }
         return try read(response, call: call)
     }
 
-    private func post(url: String, form grant: [(String, String)], call: String) throws -> HTTPCallResponse {
+    private func post(url: String, form grant: [(String, String)], call: String, scopeAndAudience: Bool = true) throws -> HTTPCallResponse {
         var form = grant
-        if let scope { form.append(("scope", scope)) }
-        if let audience { form.append(("audience", audience)) }
+        if scopeAndAudience, let scope { form.append(("scope", scope)) }
+        if scopeAndAudience, let audience { form.append(("audience", audience)) }
         let request = makeRequest(url: url, form: &form)
         do {
             return try BlockingHTTPClient.perform(request)
@@ -210,6 +223,7 @@ public final class OAuth2Provider: IdentityProvider {
             throw TokenSourceError.passing("the refresh_token in the answer to the \(call) is not a string")
         }
         var issued = IssuedToken(accessToken: accessToken, refreshToken: refreshToken, serverDate: response.date)
+        issued.person = LoginIdentity.person(idToken: answer["id_token"]?.string, accessToken: accessToken)
         if let value = answer["expires_in"], value != .null {
             guard let seconds = value.number, seconds > 0, seconds <= Self.longestLifetime else {
                 throw TokenSourceError.passing("the expires_in in the answer to the \(call) is not a number of seconds between 0 and 10 years")
@@ -315,7 +329,7 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - Discovery
 
     /// The configured URL, or the discovered one; nil when neither exists.
-    private func endpoint(_ key: KeyPath<OAuth2Provider, String?>, name: String) throws -> String? {
+    func endpoint(_ key: KeyPath<OAuth2Provider, String?>, name: String) throws -> String? {
         if let url = self[keyPath: key] { return url }
         guard issuerURL != nil, !discovered else { return nil }
         try discover()
@@ -347,6 +361,7 @@ public final class OAuth2Provider: IdentityProvider {
         if tokenURL == nil { tokenURL = field("token_endpoint") }
         if deviceAuthorizationURL == nil { deviceAuthorizationURL = field("device_authorization_endpoint") }
         if revocationURL == nil { revocationURL = field("revocation_endpoint") }
+        if authorizationURL == nil { authorizationURL = field("authorization_endpoint") }
         discovered = true
     }
 

@@ -194,6 +194,7 @@ public final class SessionTokenSource: TokenSource {
         let claims = JWT.claims(of: issued.accessToken)
         session.subject = claims?.subject ?? issued.username ?? claims?.username ?? previous?.subject
         session.username = issued.username ?? previous?.username
+        session.deviceKey = issued.deviceKey ?? previous?.deviceKey
         session.lastRefreshAt = now
         session.lastRefreshOutcome = outcome
         do {
@@ -302,13 +303,16 @@ public final class SessionTokenSource: TokenSource {
 
     // MARK: - The commands
 
-    /// `tokenproxy login`: a first token set from the provider, saved to the store.
+    /// `tokenproxy login`: a first token set from the provider, saved to the store. The session
+    /// returned names the person who logged in as its `subject`, when the answer said who.
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> StoredSession {
         let issued = try provider.login(input, prompt: prompt)
         return try withLock {
             let now = now()
             do {
-                return try save(issued, previous: nil, outcome: "login", now: now)
+                var saved = try save(issued, previous: nil, outcome: "login", now: now)
+                if let person = issued.person { saved.subject = person }
+                return saved
             } catch let error as TokenStoreError {
                 unsaved = nil
                 throw TokenSourceError.passing(error.description)
@@ -381,6 +385,7 @@ public final class SessionTokenSource: TokenSource {
         status.lastRefreshAt = stored.lastRefreshAt
         status.lastRefreshOutcome = stored.lastRefreshOutcome
         status.endedReason = stored.endedReason
+        if stored.accessToken != nil { status.refreshable = stored.refreshToken != nil || provider.fetchesWithoutSession }
         if let token = stored.accessToken {
             status.expiresAt = TokenExpiry.resolve(Self.issued(from: stored, now: now), now: now, defaultLifetime: defaultLifetime)
             _ = token
@@ -408,6 +413,8 @@ public struct SessionStatus: Sendable, Equatable {
     public var lastRefreshAt: Double?
     public var lastRefreshOutcome: String?
     public var endedReason: String?
+    /// Whether the session can be refreshed (a login without a refresh token ends at expiry).
+    public var refreshable: Bool?
 
     public init(kind: String) { self.kind = kind }
 }

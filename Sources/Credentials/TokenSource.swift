@@ -23,6 +23,12 @@ public struct IssuedToken: Sendable, Equatable {
     /// it, without a call to the identity provider: counted apart in
     /// `tokenproxy_refreshes_total{outcome="reused"}` (issue 12 point 8).
     public var fromStore = false
+    /// Who logged in, for `login` to print (`preferred_username`, `email`, `upn` or `sub` of the ID
+    /// token or a JWT access token): shown only, never trusted.
+    public var person: String?
+    /// Cognito with device tracking: the login's `NewDeviceMetadata.DeviceKey`, kept in the store and
+    /// sent as DEVICE_KEY with every refresh.
+    public var deviceKey: String?
 
     public init(
         accessToken: String,

@@ -25,6 +25,8 @@ public struct StoredSession: Codable, Sendable, Equatable {
     /// The identity provider's clock minus ours (seconds) when the token was issued, kept when it was
     /// more than 5 s, so that a reloaded JWT's `exp` is corrected as the fresh one was.
     public var clockSkew: Double?
+    /// Cognito with device tracking: the device key that every REFRESH_TOKEN_AUTH carries.
+    public var deviceKey: String?
 
     public init(
         kind: String,
@@ -58,6 +60,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         case username
         case endedReason = "ended_reason"
         case clockSkew = "clock_skew"
+        case deviceKey = "device_key"
     }
 }
 

@@ -126,6 +126,41 @@ public enum ProcessRunner {
         }
     }
 
+    /// Starts `argv` without a shell and without waiting for it (a browser for `tokenproxy login`):
+    /// stdin, stdout and stderr on /dev/null, no descriptor of ours inherited, default signals. The
+    /// child is not reaped: the command that starts it is short-lived.
+    public static func launch(_ argv: [String]) throws {
+        precondition(!argv.isEmpty)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        closeInheritedDescriptors(&actions)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        // Its own process group: a Ctrl-C meant for `login` does not reach the browser.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK))
+        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
+        cArguments.append(nil)
+        defer { for pointer in cArguments { free(pointer) } }
+        var pid: pid_t = 0
+        let result = cArguments.withUnsafeBufferPointer { arguments -> Int32 in
+            argv[0].contains("/")
+                ? posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+                : posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+        }
+        guard result == 0 else {
+            throw LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: result))")
+        }
+    }
+
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 
     /// `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (glibc 2.34+), which Swift's Glibc

@@ -12,6 +12,13 @@ public struct SocketError: Error, CustomStringConvertible, Sendable {
     public var description: String { "\(call): \(String(cString: strerror(errno)))" }
 }
 
+/// The errno values that callers outside this module tell apart (they do not import Glibc).
+public enum SocketErrno {
+    public static let addressInUse = EADDRINUSE
+    public static let addressNotAvailable = EADDRNOTAVAIL
+    public static let familyUnsupported = EAFNOSUPPORT
+}
+
 /// What a non-blocking read or write achieved.
 public enum IOResult: Equatable {
     case done(Int)
@@ -102,6 +109,12 @@ public enum Syscall {
     /// Waits up to `milliseconds` (-1: no limit) for `fd` to become readable; false on the timeout.
     public static func waitReadable(_ fd: Int32, milliseconds: Int32) throws(SocketError) -> Bool {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return try retrying("poll") { Int(poll(&descriptor, 1, milliseconds)) } > 0
+    }
+
+    /// Waits up to `milliseconds` for `fd` to take more bytes; false on the timeout.
+    public static func waitWritable(_ fd: Int32, milliseconds: Int32) throws(SocketError) -> Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
         return try retrying("poll") { Int(poll(&descriptor, 1, milliseconds)) } > 0
     }
 

@@ -60,7 +60,7 @@ import Testing
             "oauth2-refresh-password.yaml": .oauth2Refresh, "oauth2-refresh-device.yaml": .oauth2Refresh,
             "oauth2-client-credentials.yaml": .oauth2ClientCredentials, "cognito.yaml": .cognito,
             "cognito-with-secret.yaml": .cognito, "json-refresh.yaml": .jsonRefresh, "static.yaml": .static,
-            "file.yaml": .file, "exec.yaml": .exec,
+            "file.yaml": .file, "exec.yaml": .exec, "oauth2-refresh-browser.yaml": .oauth2Refresh, "cognito-srp.yaml": .cognito,
         ]
         var covered = Set<CredentialsType>()
         for (name, type) in expected.sorted(by: { $0.key < $1.key }) {
@@ -72,6 +72,8 @@ import Testing
             switch name {
             case "oauth2-refresh-password.yaml": #expect(loaded.configuration.credentials.login == .password)
             case "oauth2-refresh-device.yaml": #expect(loaded.configuration.credentials.login == .device)
+            case "oauth2-refresh-browser.yaml": #expect(loaded.configuration.credentials.login == .browser)
+            case "cognito-srp.yaml": #expect(loaded.configuration.credentials.login == .srp)
             case "oauth2-client-credentials.yaml": #expect(loaded.configuration.credentials.issuerURL != nil)
             case "cognito.yaml": #expect(loaded.configuration.credentials.clientSecret == nil)
             case "cognito-with-secret.yaml": #expect(loaded.configuration.credentials.clientSecret != nil)

@@ -17,6 +17,7 @@ enum ShippedFiles {
     static let requiredExamples = [
         "oauth2-refresh-password.yaml", "oauth2-refresh-device.yaml", "oauth2-client-credentials.yaml", "cognito.yaml",
         "cognito-with-secret.yaml", "json-refresh.yaml", "static.yaml", "file.yaml", "exec.yaml", "sidecar.yaml",
+        "oauth2-refresh-browser.yaml", "cognito-srp.yaml",
     ]
 
     /// Every `config/*.yaml`, sorted (so a new example is checked without touching the tests).

@@ -1,0 +1,176 @@
+/// The keys of the person-facing login flows (CONTRACT.md "Logging in a person"): `login: browser`
+/// for oauth2_refresh, `login: srp` for cognito. Kept apart from the other credentials keys.
+
+/// A `redirect_uri` for a loopback redirect (RFC 8252 §7.3): `http`, a loopback host, an optional
+/// port, a path. The text is kept as written: it is sent byte for byte in the authorization request
+/// and in the code exchange (RFC 6749 §4.1.3 compares them).
+public struct LoopbackRedirect: Sendable, Equatable {
+    public enum Host: String, Sendable, Equatable {
+        case ipv4 = "127.0.0.1"
+        case ipv6 = "::1"
+        /// Bound on both 127.0.0.1 and ::1 (RFC 8252 §8.3).
+        case localhost
+    }
+
+    /// As configured.
+    public let text: String
+    public let host: Host
+    /// nil: a free port is chosen when the listener binds.
+    public let port: Int?
+    /// The path the listener answers on ("/callback").
+    public let path: String
+    /// `text` split where a chosen port goes: after the host.
+    private let beforePort: String
+    private let afterPort: String
+
+    /// The default: 127.0.0.1, a free port, `/callback`.
+    public static let standard = try! LoopbackRedirect.parse("http://127.0.0.1/callback")
+
+    public struct Problem: Error, Sendable, Equatable {
+        public let reason: String
+    }
+
+    public static func parse(_ text: String) throws(Problem) -> LoopbackRedirect {
+        func problem(_ reason: String) -> Problem { Problem(reason: reason) }
+        guard text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw problem("must be printable ASCII without spaces")
+        }
+        guard text.lowercased().hasPrefix("http://") else {
+            throw problem("must be an http:// address on the loopback interface (RFC 8252 §7.3), like http://127.0.0.1:8400/callback")
+        }
+        let rest = text.dropFirst("http://".count)
+        if rest.contains("#") { throw problem("must not have a fragment (RFC 6749 §3.1.2)") }
+        if rest.contains("?") { throw problem("must not have a query: the listener matches the path") }
+        let authority = rest.prefix { $0 != "/" }
+        let path = rest.dropFirst(authority.count)
+        if authority.contains("@") { throw problem("must not carry a user name") }
+        var hostText = Substring(authority)
+        var portText: Substring? = nil
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw problem("has an unclosed [") }
+            hostText = authority[...close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw problem("has text after the host") }
+                portText = after.dropFirst()
+            }
+        } else if let colon = authority.firstIndex(of: ":") {
+            hostText = authority[..<colon]
+            portText = authority[authority.index(after: colon)...]
+        }
+        let host: Host
+        switch hostText.lowercased() {
+        case "127.0.0.1": host = .ipv4
+        case "[::1]": host = .ipv6
+        case "localhost": host = .localhost
+        default:
+            throw problem("the host must be 127.0.0.1, [::1] or localhost (RFC 8252 §7.3), not \(hostText)")
+        }
+        var port: Int? = nil
+        if let portText {
+            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let value = Int(portText), (1...65535).contains(value)
+            else { throw problem("the port must be a number from 1 to 65535 (leave it out for a free port)") }
+            port = value
+        }
+        let hostEnd = text.index(text.startIndex, offsetBy: "http://".count + hostText.count)
+        return LoopbackRedirect(
+            text: text, host: host, port: port, path: path.isEmpty ? "/" : String(path),
+            beforePort: String(text[..<hostEnd]), afterPort: String(text[hostEnd...].drop { $0 != "/" }))
+    }
+
+    /// The redirect URI as sent: the configured text when it has a port, otherwise with `port` put in
+    /// after the host.
+    public func uri(port bound: Int) -> String {
+        port != nil ? text : beforePort + ":\(bound)" + afterPort
+    }
+}
+
+extension Keys {
+    static let browserLogin = ["authorization_url", "redirect_uri", "authorization_params"]
+    static let cognitoLogin = ["login", "user_pool_id"]
+    /// Authorization-request parameters the proxy sets itself (RFC 6749 §4.1.1, RFC 7636 §4.3).
+    static let authorizationRequestOwn = [
+        "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "login_hint", "audience",
+    ]
+}
+
+extension Builder {
+    mutating func parseLoginKeys(_ s: YAMLSection, into c: inout CredentialsConfiguration) {
+        c.authorizationURL = found.collect { try checkURL(s, "authorization_url") }
+        c.redirectURI = found.collect { () throws -> LoopbackRedirect? in
+            guard let text = try s.nonEmptyString("redirect_uri") else { return nil }
+            do {
+                return try LoopbackRedirect.parse(text)
+            } catch let problem as LoopbackRedirect.Problem {
+                throw ConfigurationError(keyPath: s.path("redirect_uri"), reason: problem.reason)
+            }
+        }
+        found.collect {
+            guard let params = try s.stringMap("authorization_params") else { return }
+            for name in params.keys.sorted() where Keys.authorizationRequestOwn.contains(name) {
+                throw ConfigurationError(
+                    keyPath: "credentials.authorization_params.\(name)",
+                    reason: "is set by the proxy itself (login_hint comes from --username, audience from credentials.audience)")
+            }
+            c.authorizationParams = params
+        }
+        c.userPoolID = found.collect { () throws -> String? in
+            guard let value = try s.nonEmptyString("user_pool_id") else { return nil }
+            guard let region = Self.poolRegion(value) else {
+                throw ConfigurationError(keyPath: s.path("user_pool_id"), reason: "is not a user pool id such as us-east-1_Ab12Cd34E")
+            }
+            if c.region == nil, !s.has("region") { c.region = region }
+            return value
+        }
+    }
+
+    /// The region part of a user pool id (`us-east-1_Ab12Cd34E`), or nil when it is none.
+    static func poolRegion(_ poolID: String) -> String? {
+        let parts = poolID.split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty,
+            parts[0].allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "-") }),
+            parts[1].allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })
+        else { return nil }
+        return String(parts[0])
+    }
+
+    /// Every key a login flow needs and lacks, each recorded on its own (`tokenproxy check`).
+    func checkLoginFlow(_ c: CredentialsConfiguration) {
+        switch (c.type, c.login) {
+        case (.oauth2Refresh, .browser):
+            if c.authorizationURL == nil, c.issuerURL == nil {
+                found.record(
+                    ConfigurationError(
+                        keyPath: "credentials.authorization_url", reason: "required for login: browser (or set issuer_url for OpenID discovery)"))
+            }
+        case (.oauth2Refresh, .srp):
+            found.record(ConfigurationError(keyPath: "credentials.login", reason: "srp is a cognito flow; oauth2_refresh logs in with password, device or browser"))
+        case (.cognito, .srp):
+            if c.userPoolID == nil {
+                found.record(ConfigurationError(keyPath: "credentials.user_pool_id", reason: "required for login: srp (like us-east-1_Ab12Cd34E)"))
+            }
+        case (.cognito, .device), (.cognito, .browser):
+            found.record(
+                ConfigurationError(
+                    keyPath: "credentials.login",
+                    reason: "cognito logs in with password or srp; for the managed login (hosted UI) use type oauth2_refresh with login: browser"))
+        default:
+            break
+        }
+    }
+}
+
+extension Configuration {
+    func describeLoginKeys(_ c: CredentialsConfiguration, _ credential: (String, String?) -> Void) {
+        credential("authorization_url", c.authorizationURL)
+        if c.login == .browser {
+            credential("redirect_uri", c.redirectURI?.text ?? "http://127.0.0.1:<free port>/callback (default)")
+        }
+        if !c.authorizationParams.isEmpty {
+            let pairs = c.authorizationParams.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+            credential("authorization_params", "{" + pairs.joined(separator: ", ") + "}")
+        }
+        credential("user_pool_id", c.userPoolID)
+    }
+}
