@@ -87,18 +87,38 @@ func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lower
     return true
 }
 
-/// The same for a range of a buffer.
+/// The same for a range of a buffer, eight bytes at a time (the names the parsers look for are up
+/// to 17 bytes long, and most fields that have the right length do match).
 @inline(__always)
 func asciiEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ lowercased: StaticString) -> Bool {
     let n = lowercased.utf8CodeUnitCount
-    guard range.count == n else { return false }
-    let literal = lowercased.utf8Start
+    guard range.count == n, let base = bytes.baseAddress else { return false }
+    let literal = UnsafeRawPointer(lowercased.utf8Start)
     var k = 0
-    for index in range {
-        if asciiLower(bytes[index]) != literal[k] { return false }
+    while n - k >= 8 {
+        let word = base.loadUnaligned(fromByteOffset: range.lowerBound + k, as: UInt64.self)
+        guard let lowered = asciiLowerWord(word),
+            lowered == literal.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+        else { return false }
+        k += 8
+    }
+    while k < n {
+        if asciiLower(bytes[range.lowerBound + k]) != literal.load(fromByteOffset: k, as: UInt8.self) { return false }
         k += 1
     }
     return true
+}
+
+/// Eight ASCII bytes with "A" to "Z" lowered; nil when a byte is not ASCII (never equal to a
+/// lowercase ASCII literal). No carry crosses a byte: every byte is below 0x80 when the sums are made.
+@inline(__always)
+func asciiLowerWord(_ word: UInt64) -> UInt64? {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    guard word & highs == 0 else { return nil }
+    // A byte's top bit is set by the first sum when it is at least "A", by the second when above "Z".
+    let capitals = (word &+ ones &* (0x80 - 0x41)) & ~(word &+ ones &* (0x80 - 0x5B)) & highs
+    return word | (capitals >> 2)
 }
 
 @inlinable

@@ -34,3 +34,42 @@ struct FieldNameWordTests {
         guard case .failure(.noColon) = scan("Content-Length-Without-Colon") else { Issue.record("accepted a line without a colon"); return }
     }
 }
+
+@Suite("Case-insensitive comparison eight bytes at a time")
+struct WordComparisonTests {
+    @Test("asciiLowerWord lowers exactly A to Z, for every byte value in every position")
+    func lowersExactlyTheCapitals() {
+        for position in 0..<8 {
+            for value in 0...255 {
+                var bytes = Array("Content-".utf8)
+                bytes[position] = UInt8(value)
+                let word = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                let expected: UInt64? =
+                    bytes.contains { $0 >= 0x80 }
+                    ? nil : bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                #expect(asciiLowerWord(word) == expected, "byte \(value) at \(position)")
+            }
+        }
+    }
+
+    @Test("names of every length up to 17 compare ignoring case, and differ on every byte")
+    func comparesEveryLength() {
+        let literals: [StaticString] = ["t", "tr", "tra", "tran", "trans", "transf", "transfe", "transfer", "transfer-", "transfer-e", "transfer-en", "transfer-enc", "transfer-enco", "transfer-encod", "transfer-encodi", "transfer-encodin", "transfer-encoding"]
+        for literal in literals {
+            let length = literal.utf8CodeUnitCount
+            let text = literal.withUTF8Buffer { String(decoding: $0, as: UTF8.self) }
+            let upper = Array(text.uppercased().utf8)
+            upper.withUnsafeBytes { raw in
+                #expect(asciiEqualsIgnoringCase(raw, 0..<length, literal))
+                #expect(!asciiEqualsIgnoringCase(raw, 0..<(length - 1), literal))
+            }
+            for position in 0..<length {
+                var changed = upper
+                changed[position] ^= 0x01
+                changed.withUnsafeBytes { raw in
+                    #expect(!asciiEqualsIgnoringCase(raw, 0..<length, literal), "\(text) changed at \(position)")
+                }
+            }
+        }
+    }
+}
