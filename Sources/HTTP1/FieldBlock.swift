@@ -256,13 +256,17 @@ func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> Result<FieldLineParts, Fi
     guard !bytes.isEmpty, !isOWS(bytes[0]) else { return .failure(.obsoleteFolding) }
     var colon = 0
     var underscore = false
-    // Eight name bytes at a time while all are letters or "-", as in nearly every field name; the
-    // word holding the colon, or anything else, goes byte by byte below.
+    // Eight name bytes at a time up to the first byte that is not a letter or "-" (in nearly every
+    // field name, the colon); from there byte by byte below.
     if let base = bytes.baseAddress {
-        while bytes.count - colon >= 8
-            && allLettersOrHyphens(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: colon, as: UInt64.self)))
-        {
-            colon += 8
+        while bytes.count - colon >= 8 {
+            let good = lettersAndHyphens(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: colon, as: UInt64.self)))
+            if good == 0x8080_8080_8080_8080 {
+                colon += 8
+                continue
+            }
+            colon += (~good & 0x8080_8080_8080_8080).trailingZeroBitCount / 8
+            break
         }
     }
     while colon < bytes.count && bytes[colon] != asciiColon {
@@ -281,20 +285,20 @@ func scanFieldLine(_ bytes: UnsafeRawBufferPointer) -> Result<FieldLineParts, Fi
     return .success(FieldLineParts(colon: colon, value: lower..<upper, nameHasUnderscore: underscore))
 }
 
-/// Whether each of the eight bytes of `word` is an ASCII letter or "-" (all tchar, RFC 9110 §5.6.2),
-/// by bitwise arithmetic on all eight at once; no carry crosses a byte, since every byte is below 0x80
-/// when the sums are made.
+/// The bytes of `word` (little-endian) that are ASCII letters or "-" (all tchar, RFC 9110 §5.6.2):
+/// 0x80 in each such byte, 0 in every other. No carry crosses a byte: the sums are made on the low
+/// seven bits of each byte, and a byte with its top bit set is dropped at the end.
 @inline(__always)
-func allLettersOrHyphens(_ word: UInt64) -> Bool {
+func lettersAndHyphens(_ word: UInt64) -> UInt64 {
     let ones: UInt64 = 0x0101_0101_0101_0101
     let highs: UInt64 = 0x8080_8080_8080_8080
-    guard word & highs == 0 else { return false }
-    let folded = word | (ones &* 0x20)
+    let low = word & ~highs
+    let folded = low | (ones &* 0x20)
     // A byte's top bit is set by the first sum when it is at least "a", by the second when above "z".
     let letters = (folded &+ ones &* (0x80 - 0x61)) & ~(folded &+ ones &* (0x80 - 0x7B)) & highs
     // A byte equal to "-" is zero after the XOR, and only a zero byte keeps its top bit clear when 0x7F is added.
-    let hyphens = ~((word ^ (ones &* 0x2D)) &+ ones &* 0x7F) & highs
-    return letters | hyphens == highs
+    let hyphens = ~((low ^ (ones &* 0x2D)) &+ ones &* 0x7F) & highs
+    return (letters | hyphens) & ~word
 }
 
 /// Whether every byte in `range` may be in a field value (``isFieldValueByte(_:)``), eight bytes at a
