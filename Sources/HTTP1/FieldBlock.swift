@@ -5,7 +5,8 @@
 /// forwards a field byte for byte (obs-text included, RFC 9110 §5.5).
 ///
 /// A request's block points into the head as received (the parser shares its arrays with it); a
-/// response's holds each field normalised to `Name: value`, appended line by line as it arrives.
+/// response's holds each field normalised to `Name: value\r\n`, appended line by line as it arrives,
+/// so that a run of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
 public struct FieldBlock: Sendable {
     /// Where one field is in `bytes`: the name is `start..<colon`, the value `valueStart..<valueEnd`.
     struct Span: Sendable, Equatable {
@@ -17,17 +18,22 @@ public struct FieldBlock: Sendable {
 
     private(set) var bytes: [UInt8]
     private(set) var spans: [Span]
+    /// Every field is stored as `Name: value\r\n`, each right after the one before: true for a block
+    /// built field by field (a response's), false for one that points into a request head as received.
+    public let isNormalized: Bool
 
     /// No fields.
     public init() {
         bytes = []
         spans = []
+        isNormalized = true
     }
 
     /// Fields that point into `bytes` (a parser's head buffer).
     init(bytes: [UInt8], spans: [Span]) {
         self.bytes = bytes
         self.spans = spans
+        isNormalized = false
     }
 
     /// Fields made from Strings (tests, tools); a field's `rawValue`, when set, is its value's bytes.
@@ -121,8 +127,25 @@ public struct FieldBlock: Sendable {
         return n
     }
 
+    /// Appends fields `range` as field lines (`Name: value\r\n`), names and values byte for byte; a
+    /// normalised block's run goes in one copy.
+    public func copyFields(_ range: Range<Int>, to out: inout [UInt8]) {
+        guard !range.isEmpty else { return }
+        guard isNormalized else {
+            for index in range { copyField(index, to: &out) }
+            return
+        }
+        let start = spans[range.lowerBound].start
+        let end = spans[range.upperBound - 1].valueEnd + 2
+        bytes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+    }
+
     /// Appends field `index` as a field line (`Name: value\r\n`), its name and value byte for byte.
     public func copyField(_ index: Int, to out: inout [UInt8]) {
+        if isNormalized {
+            copyFields(index..<(index + 1), to: &out)
+            return
+        }
         let span = spans[index]
         bytes.withUnsafeBytes { raw in
             if span.valueStart == span.colon + 2 && raw[span.colon + 1] == asciiSP {
@@ -158,7 +181,7 @@ public struct FieldBlock: Sendable {
         spans.removeAll(keepingCapacity: true)
     }
 
-    /// Adds one field line (without its line end), stored as `Name: value`. Returns false, adding
+    /// Adds one field line (without its line end), stored as `Name: value\r\n`. Returns false, adding
     /// nothing, for a line that is not
     /// `token ":" OWS field-value OWS`: an obs-fold continuation or a control character included
     /// (RFC 9112 §5.2: a proxy must not forward those as they are).
@@ -171,19 +194,22 @@ public struct FieldBlock: Sendable {
 
     /// The same for a line already scanned.
     mutating func append(fieldLine line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
+        precondition(isNormalized, "fields are appended only to a block built field by field")
         let start = bytes.count
         if parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP {
             // Already "Name: value" (the usual form): one copy.
             bytes.append(contentsOf: line)
             spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: bytes.count))
-            return
+        } else {
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
+            let colon = bytes.count
+            bytes.append(asciiColon)
+            bytes.append(asciiSP)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[parts.value]))
+            spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
         }
-        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<parts.colon]))
-        let colon = bytes.count
-        bytes.append(asciiColon)
-        bytes.append(asciiSP)
-        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[parts.value]))
-        spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+        bytes.append(asciiCR)
+        bytes.append(asciiLF)
     }
 
     /// Adds a field the proxy makes itself (the name must be a token, the value valid).
@@ -192,6 +218,7 @@ public struct FieldBlock: Sendable {
     }
 
     private mutating func append(name: [UInt8], value: [UInt8]) {
+        precondition(isNormalized, "fields are appended only to a block built field by field")
         let start = bytes.count
         bytes.append(contentsOf: name)
         let colon = bytes.count
@@ -199,10 +226,13 @@ public struct FieldBlock: Sendable {
         bytes.append(asciiSP)
         bytes.append(contentsOf: value)
         spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+        bytes.append(asciiCR)
+        bytes.append(asciiLF)
     }
 
     /// Adds field `index` of `other` as it is.
     public mutating func append(fieldAt index: Int, of other: FieldBlock) {
+        precondition(isNormalized, "fields are appended only to a block built field by field")
         let span = other.spans[index]
         let start = bytes.count
         bytes.append(contentsOf: other.bytes[span.start..<span.colon])
@@ -211,6 +241,8 @@ public struct FieldBlock: Sendable {
         bytes.append(asciiSP)
         bytes.append(contentsOf: other.bytes[span.valueStart..<span.valueEnd])
         spans.append(Span(start: start, colon: colon, valueStart: colon + 2, valueEnd: bytes.count))
+        bytes.append(asciiCR)
+        bytes.append(asciiLF)
     }
 }
 

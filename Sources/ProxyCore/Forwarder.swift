@@ -133,15 +133,22 @@ final class Forwarder {
         }
         ResponseWriter.appendStatusLine(&out, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
         let fields = response.fields
+        // Fields that go as they came are copied in runs (one copy for a run of a normalised block).
+        var runStart = 0
         for i in 0..<fields.count {
-            if response.isHopByHop(i) { continue }
-            if dropsContentLength && fields.nameEquals(i, "content-length") { continue }
-            if fields.nameEquals(i, "location"), let rewritten = rewrittenLocation(fields.value(i), clientHost: clientHost) {
-                ResponseWriter.appendField(&out, name: fields.name(i), value: rewritten)
+            let rewritten: String?
+            if response.isHopByHop(i) || (dropsContentLength && fields.nameEquals(i, "content-length")) {
+                rewritten = nil
+            } else if fields.nameEquals(i, "location"), let location = rewrittenLocation(fields.value(i), clientHost: clientHost) {
+                rewritten = location
+            } else {
                 continue
             }
-            fields.copyField(i, to: &out)
+            fields.copyFields(runStart..<i, to: &out)
+            runStart = i + 1
+            if let rewritten { ResponseWriter.appendField(&out, name: fields.name(i), value: rewritten) }
         }
+        fields.copyFields(runStart..<fields.count, to: &out)
         if case .chunked = framing { ResponseWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
         if closing {
             ResponseWriter.appendField(&out, name: "Connection", value: "close")

@@ -89,3 +89,25 @@ import Testing
         #expect(rebuilt.name(0) == "B" && rebuilt.value(0) == "2" && rebuilt.nameEquals(1, "content-length"))
     }
 }
+
+@Suite struct FieldRunTests {
+    @Test func aRunOfFieldsIsCopiedAsTheFieldsOneByOneWouldBe() {
+        var block = FieldBlock()
+        for line in ["Server: nginx", "Date:Thu, 26 Nov 2026 00:49:07 GMT  ", "X-Obs: caf\u{E9}", "Content-Length: 36"] {
+            _ = Array(line.utf8).withUnsafeBytes { block.append(fieldLine: $0) }
+        }
+        #expect(block.isNormalized)
+        for lower in 0...block.count {
+            for upper in lower...block.count {
+                var run: [UInt8] = []
+                block.copyFields(lower..<upper, to: &run)
+                var oneByOne: [UInt8] = []
+                for i in lower..<upper { block.copyField(i, to: &oneByOne) }
+                #expect(run == oneByOne, "fields \(lower)..<\(upper)")
+            }
+        }
+        var all: [UInt8] = []
+        block.copyFields(0..<block.count, to: &all)
+        #expect(String(decoding: all, as: UTF8.self) == "Server: nginx\r\nDate: Thu, 26 Nov 2026 00:49:07 GMT\r\nX-Obs: caf\u{E9}\r\nContent-Length: 36\r\n")
+    }
+}
