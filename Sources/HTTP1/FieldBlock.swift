@@ -166,7 +166,7 @@ public struct FieldBlock: Sendable {
     /// and the names in `connectionOptions` (lowercased, usually the message's own).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
         let span = spans[index]
-        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, lowercasedName: $0) }) { return true }
+        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true
         }

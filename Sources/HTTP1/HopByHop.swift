@@ -13,13 +13,14 @@ public enum HopByHop {
 
     /// The names that are hop-by-hop whatever Connection says.
     public static func isFixedHopByHop(_ name: String) -> Bool {
-        isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0) }
+        isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0.description) }
     }
 
     /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
     /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
     /// the name with a lowercase candidate.
-    static func isFixedHopByHop(length: Int, _ equals: (String) -> Bool) -> Bool {
+    @inline(__always)
+    static func isFixedHopByHop(length: Int, _ equals: (StaticString) -> Bool) -> Bool {
         switch length {
         case 2: return equals("te")
         case 7: return equals("trailer") || equals("upgrade")
