@@ -18,6 +18,15 @@ private func string(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> St
     String(decoding: UnsafeRawBufferPointer(rebasing: buffer[range]), as: UTF8.self)
 }
 
+/// The method as a String: the common ones as literals (no String made and checked per request).
+private func method(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+    if bytesEqual(buffer, range, "GET") { return "GET" }
+    if bytesEqual(buffer, range, "POST") { return "POST" }
+    if bytesEqual(buffer, range, "HEAD") { return "HEAD" }
+    if bytesEqual(buffer, range, "PUT") { return "PUT" }
+    return string(buffer, range)
+}
+
 /// The bytes equal `literal` exactly.
 private func bytesEqual(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
     guard range.count == literal.utf8CodeUnitCount else { return false }
@@ -150,7 +159,7 @@ private func parseRequestHead(
 
     return .success(
         RequestHead(
-            method: string(buffer, methodRange), target: string(buffer, targetRange), version: version,
+            method: method(buffer, methodRange), target: string(buffer, targetRange), version: version,
             fields: FieldBlock(bytes: bytes, spans: spans), host: hostValue.map { string(buffer, $0) }, framing: framing,
             keepAlive: framingFields.persists(isHTTP10: version == .http1_0), expectContinue: framingFields.expectContinue,
             connectionOptions: framingFields.connectionOptions, droppedFieldCount: droppedFields))
