@@ -38,46 +38,11 @@ public enum ProcessRunner {
         let writeFD = pipeFDs[1]
         defer { close(readFD) }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, writeFD, 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        // Descriptors the proxy opened without O_CLOEXEC must not leak into the command.
-        closeInheritedDescriptors(&actions)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var emptyMask = sigset_t()
-        sigemptyset(&emptyMask)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
-            sigaddset(&defaults, signal)
-        }
-        posix_spawnattr_setsigmask(&attributes, &emptyMask)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        let flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
-        posix_spawnattr_setflags(&attributes, Int16(flags))
-
-        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
-        cArguments.append(nil)
-        defer { for pointer in cArguments { free(pointer) } }
-
-        var pid: pid_t = 0
-        let searchPath = !argv[0].contains("/")
-        let spawnResult = cArguments.withUnsafeBufferPointer { arguments -> Int32 in
-            if searchPath {
-                return posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
-            }
-            return posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
-        }
+        let spawnResult = spawn(argv, stdout: writeFD)
         close(writeFD)
-        guard spawnResult == 0 else {
-            throw LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: spawnResult))")
+        guard case .success(let pid) = spawnResult else {
+            if case .failure(let error) = spawnResult { throw error }
+            preconditionFailure()
         }
 
         let deadline = monotonicNow() + max(0, timeout)
@@ -131,22 +96,42 @@ public enum ProcessRunner {
     /// child is not reaped: the command that starts it is short-lived.
     public static func launch(_ argv: [String]) throws {
         precondition(!argv.isEmpty)
+        if case .failure(let error) = spawn(argv, stdout: nil) { throw error }
+    }
+
+    /// Starts `argv` (searched in PATH when it has no "/") in a process group of its own (a Ctrl-C
+    /// meant for tokenproxy does not reach it), with stdin and stderr on /dev/null, stdout on
+    /// `stdout` (or /dev/null), no descriptor of ours inherited, no signal blocked and the usual ones
+    /// at their defaults.
+    private static func spawn(_ argv: [String], stdout: Int32?) -> Result<pid_t, LaunchError> {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        if let stdout {
+            posix_spawn_file_actions_adddup2(&actions, stdout, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Descriptors the proxy opened without O_CLOEXEC must not leak into the command.
         closeInheritedDescriptors(&actions)
+
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         var emptyMask = sigset_t()
         sigemptyset(&emptyMask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
+            sigaddset(&defaults, signal)
+        }
         posix_spawnattr_setsigmask(&attributes, &emptyMask)
-        // Its own process group: a Ctrl-C meant for `login` does not reach the browser.
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
         cArguments.append(nil)
         defer { for pointer in cArguments { free(pointer) } }
@@ -157,8 +142,9 @@ public enum ProcessRunner {
                 : posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
         }
         guard result == 0 else {
-            throw LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: result))")
+            return .failure(LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: result))"))
         }
+        return .success(pid)
     }
 
     private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

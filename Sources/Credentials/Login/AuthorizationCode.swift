@@ -1,3 +1,4 @@
+import Config
 import Crypto
 import Foundation
 
@@ -160,29 +161,7 @@ struct CallbackRules: Sendable {
 
     /// application/x-www-form-urlencoded decoding; nil for a bad escape or bytes that are no UTF-8.
     static func formDecode(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var utf8 = Array(text.utf8)[...]
-        while let byte = utf8.popFirst() {
-            switch byte {
-            case UInt8(ascii: "+"):
-                bytes.append(0x20)
-            case UInt8(ascii: "%"):
-                guard utf8.count >= 2, let high = hexValue(utf8.removeFirst()), let low = hexValue(utf8.removeFirst()) else { return nil }
-                bytes.append(high << 4 | low)
-            default:
-                bytes.append(byte)
-            }
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
+        percentDecoded(text, plusIsSpace: true)
     }
 
     /// Text from the request fit to print: control characters removed, at most `limit` bytes.
