@@ -53,6 +53,8 @@ let package = Package(
                 "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // RSA (RS256, PS256) for the JWTs the proxy signs (CONTRACT.md "Secretless credentials").
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -79,7 +81,13 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport"]),
+        .testTarget(
+            name: "CredentialsTests",
+            dependencies: [
+                "Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport",
+                // The signature checks of the JWTs the proxy signs use the public halves of the keys.
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream"]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),

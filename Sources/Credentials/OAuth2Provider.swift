@@ -3,13 +3,14 @@ import Foundation
 import IdentityHTTP
 import Sockets
 
-/// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).
+/// `type: oauth2_refresh`, `oauth2_client_credentials` (RFC 6749), `oauth2_jwt_bearer` (RFC 7523
+/// §2.1) and `oauth2_token_exchange` (RFC 8693); the last three fetch a new token each time.
 ///
 /// - refresh: the refresh_token grant (§6); client_credentials: §4.4 (no session: every fetch asks
 ///   for a new token, and a refusal is a passing failure, CONTRACT.md point 5).
 /// - login: the password grant (§4.3) or the device authorization grant (RFC 8628).
-/// - client authentication: `client_secret_basic` (§2.3.1: id and secret form-urlencoded, then
-///   Basic) or `client_secret_post`; a client without a secret sends `client_id` in the form.
+/// - client authentication: `ClientAuthentication` (`client_auth`: basic, post, private_key_jwt,
+///   client_secret_jwt, client_assertion, tls_client_auth, none), the same for every call.
 /// - `scope`, `audience` and `extra_params` go with every token request.
 /// - OpenID discovery (`issuer_url`) fills token_url, device_authorization_url and revocation_url
 ///   when they are absent; fetched on first need and cached; a failure is passing and retried.
@@ -21,9 +22,12 @@ public final class OAuth2Provider: IdentityProvider {
     public let fetchesWithoutSession: Bool
 
     let issuerURL: String?
-    let clientID: String
+    let type: CredentialsType
+    let clientID: String?
     let clientSecret: String?
-    let clientAuth: CredentialsConfiguration.ClientAuth
+    let clientAuthentication: ClientAuthentication
+    /// The grant of oauth2_jwt_bearer and oauth2_token_exchange.
+    let grant: SecretlessGrant?
     let scope: String?
     let audience: String?
     let extraParams: [(String, String)]
@@ -46,8 +50,10 @@ public final class OAuth2Provider: IdentityProvider {
 
     public init(_ credentials: CredentialsConfiguration) throws {
         kind = credentials.type.rawValue
-        fetchesWithoutSession = credentials.type == .oauth2ClientCredentials
-        guard let clientID = credentials.clientID, !clientID.isEmpty else {
+        type = credentials.type
+        fetchesWithoutSession = [.oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange].contains(credentials.type)
+        let clientID = credentials.clientID.flatMap { $0.isEmpty ? nil : $0 }
+        if clientID == nil, credentials.type == .oauth2Refresh || credentials.type == .oauth2ClientCredentials {
             throw ConfigurationError(keyPath: "credentials.client_id", reason: "\(credentials.type.rawValue) needs client_id")
         }
         for (key, value) in [
@@ -61,14 +67,15 @@ public final class OAuth2Provider: IdentityProvider {
         guard credentials.tokenURL != nil || credentials.issuerURL != nil else {
             throw ConfigurationError(keyPath: "credentials.token_url", reason: "\(credentials.type.rawValue) needs token_url (or issuer_url for discovery)")
         }
-        if fetchesWithoutSession, credentials.clientSecret == nil {
+        if type == .oauth2ClientCredentials, credentials.clientSecret == nil, [.basic, .post, .clientSecretJWT].contains(credentials.clientAuth) {
             throw ConfigurationError(
                 keyPath: "credentials.client_secret_env", reason: "oauth2_client_credentials needs a client secret (client_secret_env or client_secret_file)")
         }
         self.clientID = clientID
         self.clientSecret = credentials.clientSecret.map(\.value).flatMap { $0.isEmpty ? nil : $0 }
         if let clientSecret { registerSecret(clientSecret) }
-        self.clientAuth = credentials.clientAuth
+        self.clientAuthentication = try ClientAuthentication(credentials, clientID: clientID, secret: clientSecret)
+        self.grant = try SecretlessGrant(credentials)
         self.scope = credentials.scope.flatMap { $0.isEmpty ? nil : $0 }
         self.audience = credentials.audience.flatMap { $0.isEmpty ? nil : $0 }
         self.extraParams = credentials.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
@@ -88,6 +95,11 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - IdentityProvider
 
     public func refresh(_ session: StoredSession?) throws -> IssuedToken {
+        if let grant {
+            let tokenURL = try endpoint(\.tokenURL, name: "token_url") ?? ""
+            let (form, secrets) = try grant.form(clientID: clientID, tokenEndpoint: tokenURL)
+            return try tokenRequest(form, call: grant.call, secrets: secrets)
+        }
         if fetchesWithoutSession {
             return try tokenRequest([("grant_type", "client_credentials")], call: "client_credentials grant", secrets: [])
         }
@@ -117,7 +129,7 @@ public final class OAuth2Provider: IdentityProvider {
     public func revoke(refreshToken: String) throws {
         guard let url = try endpoint(\.revocationURL, name: "revocation_url") else { return }
         var form = [("token", refreshToken), ("token_type_hint", "refresh_token")]
-        let request = makeRequest(url: url, form: &form)
+        let request = try makeRequest(url: url, form: &form)
         let response: HTTPCallResponse
         do {
             response = try BlockingHTTPClient.perform(request)
@@ -148,7 +160,7 @@ public final class OAuth2Provider: IdentityProvider {
         var form = grant
         if let scope { form.append(("scope", scope)) }
         if let audience { form.append(("audience", audience)) }
-        let request = makeRequest(url: url, form: &form)
+        let request = try makeRequest(url: url, form: &form)
         do {
             return try BlockingHTTPClient.perform(request)
         } catch {
@@ -157,25 +169,16 @@ public final class OAuth2Provider: IdentityProvider {
     }
 
     /// Adds the extra parameters and the client authentication.
-    private func makeRequest(url: String, form: inout [(String, String)]) -> HTTPCallRequest {
+    private func makeRequest(url: String, form: inout [(String, String)]) throws -> HTTPCallRequest {
         for (name, value) in extraParams where !form.contains(where: { $0.0 == name }) { form.append((name, value)) }
         var headers = ["Content-Type: application/x-www-form-urlencoded", "Accept: application/json"]
-        if let clientSecret {
-            switch clientAuth {
-            case .basic:
-                let pair = Self.formEncode(clientID) + ":" + Self.formEncode(clientSecret)
-                let encoded = Data(pair.utf8).base64EncodedString()
-                registerSecret(encoded)
-                headers.append("Authorization: Basic \(encoded)")
-            case .post:
-                form.append(("client_id", clientID))
-                form.append(("client_secret", clientSecret))
-            }
-        } else {
-            form.append(("client_id", clientID))
-        }
+        var request = HTTPCallRequest(url: url, timeout: timeout)
+        let tokenEndpoint = (try? endpoint(\.tokenURL, name: "token_url")).flatMap { $0 } ?? url
+        try clientAuthentication.apply(form: &form, headers: &headers, request: &request, tokenEndpoint: tokenEndpoint)
         let body = form.map { Self.formEncode($0.0) + "=" + Self.formEncode($0.1) }.joined(separator: "&")
-        return HTTPCallRequest(url: url, headers: headers, body: Array(body.utf8), timeout: timeout)
+        request.headers = headers
+        request.body = Array(body.utf8)
+        return request
     }
 
     /// The token set of a 2xx answer (RFC 6749 §5.1).
@@ -190,7 +193,8 @@ public final class OAuth2Provider: IdentityProvider {
             throw TokenSourceError.passing("the access_token in the answer to the \(call) contains spaces, control characters or non-ASCII bytes")
         }
         registerSecret(accessToken)
-        if let type = answer["token_type"]?.string, type.lowercased() != "bearer" {
+        // RFC 8693 §2.2.1: "N_A" when the issued token is not an access token.
+        if let type = answer["token_type"]?.string, type.lowercased() != "bearer", !(grant?.isExchange == true && type == "N_A") {
             let shown = type.utf8.count <= 20 && type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? type : "?"
             throw TokenSourceError.configuration("the token endpoint issued a \(shown) token, not a Bearer token")
         }

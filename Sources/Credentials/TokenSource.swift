@@ -109,7 +109,8 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
         return try FileTokenSource(credentials)
     case .exec:
         return try ExecTokenSource(credentials)
-    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity:
         return try makeSessionTokenSource(configuration, logger: logger)
     }
 }
@@ -118,8 +119,10 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
 /// provider (oauth2_refresh, oauth2_client_credentials, cognito, json_refresh).
 public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws -> any IdentityProvider {
     switch credentials.type {
-    case .oauth2Refresh, .oauth2ClientCredentials:
+    case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
         return try OAuth2Provider(credentials)
+    case .gceMetadata, .azureManagedIdentity:
+        return try CloudIdentityProvider(credentials)
     case .cognito:
         return try CognitoProvider(credentials)
     case .jsonRefresh:
@@ -143,4 +146,23 @@ public func makeSessionTokenSource(_ configuration: Configuration, logger: Logge
         refreshMargin: credentials.refreshMargin,
         logger: logger
     )
+}
+
+/// What `check` can know about the credentials' files before start beyond the loader's checks (a
+/// key file that holds no usable key, an algorithm the key cannot sign), as the error the server
+/// would stop with; nil when there is nothing wrong. Makes no network call.
+public func credentialFileProblem(_ credentials: CredentialsConfiguration) -> ConfigurationError? {
+    switch credentials.type {
+    case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
+        do {
+            _ = try OAuth2Provider(credentials)
+        } catch let error as ConfigurationError {
+            return error
+        } catch {
+            return ConfigurationError(keyPath: "credentials", reason: "\(error)")
+        }
+        return nil
+    case .cognito, .jsonRefresh, .static, .file, .exec, .gceMetadata, .azureManagedIdentity:
+        return nil
+    }
 }

@@ -54,7 +54,8 @@ final class LoopContext {
             clientIdleTimeout: configuration.limits.clientIdleTimeout)
         switch configuration.credentials.type {
         case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
-        case .oauth2ClientCredentials, .static, .file, .exec: sessionNeedsLogin = false
+        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
+            sessionNeedsLogin = false
         }
     }
 
