@@ -14,6 +14,7 @@ Flags:
                               server's "cluster" issuer (POST /test/mint) whose sub is SUBJECT and
                               aud api://AzureADTokenExchange (Azure workload identity's scheme)
         secret:SECRET         client_secret_basic / client_secret_post
+        public                no authentication (client_id in the form)
   --access-ttl S          access token lifetime (default 60)
 
 Endpoints:
@@ -24,7 +25,9 @@ Endpoints:
                         minted by /test/mint; actor_token optional, same issuer)
   POST /oauth/revoke    RFC 7009
   GET  /api/...         a protected resource: 200 {"client", "sub", "grant"} for a valid token
-  POST /test/mint?sub=S&aud=A&ttl=T   a JWT of the cluster issuer (ES256), as a projected token
+  POST /test/mint?sub=S&aud=A&ttl=T   a JWT of the cluster issuer (ES256), as a projected token;
+                        the cluster issuer is also a registered jwt-bearer issuer
+  POST /test/revoke-all every access token issued so far is revoked (the API answers 401)
   GET  /test/stats      {"calls": {grant: {outcome: n}}, "auth": {method: n}, "algs": {alg: n},
                         "jti_reused": n, "assertion_subjects": {sub: n}, "exchanges": [...],
                         "api_ok": n, "api_unauthorized": n, "form_client_ids": n}
@@ -91,6 +94,8 @@ class Client(ClientMixin):
         self.secret = arg if kind in ("secret", "client_secret_jwt") else None
         self.subject = arg if kind == "federated" else None
         self.jwks = None
+        if kind == "cluster":
+            self.jwks = KeySet.import_key_set({"keys": [CLUSTER_KEY.as_dict(private=False)]})
         if kind == "private_key_jwt":
             with open(arg) as f:
                 private = import_key(f.read())
@@ -116,6 +121,8 @@ class Client(ClientMixin):
     def check_endpoint_auth_method(self, method, endpoint):
         if self.kind == "secret":
             return method in ("client_secret_basic", "client_secret_post")
+        if self.kind == "public":
+            return method == "none"
         return method == JWT_METHOD
 
     def check_response_type(self, response_type):
@@ -411,6 +418,14 @@ def mint():
     return jwt.encode({"alg": "ES256"}, claims, CLUSTER_KEY), 200, {"Content-Type": "text/plain"}
 
 
+@app.route("/test/revoke-all", methods=["POST"])
+def revoke_all():
+    with LOCK:
+        for tok in TOKENS.values():
+            tok.revoked = True
+    return jsonify(ok=True)
+
+
 @app.route("/test/stats")
 def stats():
     with LOCK:
@@ -427,6 +442,7 @@ def main():
     for spec in OPTS.client:
         cid, kind, arg = (spec.split(":", 2) + [None])[:3]
         CLIENTS[cid] = Client(cid, kind, arg)
+    CLIENTS[CLUSTER_ISSUER] = Client(CLUSTER_ISSUER, "cluster", None)
     reset_stats()
     import logging
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
