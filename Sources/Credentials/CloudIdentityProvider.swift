@@ -31,7 +31,8 @@ public final class CloudIdentityProvider: IdentityProvider {
         switch credentials.type {
         case .gceMetadata:
             let base = Self.trimmed(credentials.endpoint ?? "http://metadata.google.internal")
-            let account = OAuth2Provider.formEncode(credentials.secretless.serviceAccount)
+            // A path segment (RFC 3986 §3.3): an e-mail's "@" stays as it is.
+            let account = OAuth2Provider.formEncode(credentials.secretless.serviceAccount).replacingOccurrences(of: "%40", with: "@")
             let prefix = "\(base)/computeMetadata/v1/instance/service-accounts/\(account)"
             if let audience = credentials.audience {
                 request = HTTPCallRequest(
