@@ -1,6 +1,7 @@
 import Config
 import Foundation
 import IdentityHTTP
+import Logging
 import Sockets
 
 /// `type: oauth2_refresh`, `oauth2_client_credentials` (RFC 6749), `oauth2_jwt_bearer` (RFC 7523
@@ -28,6 +29,13 @@ public final class OAuth2Provider: IdentityProvider {
     let clientAuthentication: ClientAuthentication
     /// The grant of oauth2_jwt_bearer and oauth2_token_exchange.
     let grant: SecretlessGrant?
+    /// `credentials.dpop` (RFC 9449): proofs on token requests, and the key DPoP tokens are bound to.
+    let dpop: DPoPKeySource?
+    /// The key of the token request in progress.
+    private var prover: DPoPProver?
+    /// The identity provider's newest `DPoP-Nonce` (RFC 9449 §8).
+    private var identityProviderNonce: String?
+    private var warnedBearer = false
     let scope: String?
     let audience: String?
     let extraParams: [(String, String)]
@@ -76,6 +84,7 @@ public final class OAuth2Provider: IdentityProvider {
         if let clientSecret { registerSecret(clientSecret) }
         self.clientAuthentication = try ClientAuthentication(credentials, clientID: clientID, secret: clientSecret)
         self.grant = try SecretlessGrant(credentials)
+        self.dpop = try credentials.secretless.dpop.map(DPoPKeySource.init)
         self.scope = credentials.scope.flatMap { $0.isEmpty ? nil : $0 }
         self.audience = credentials.audience.flatMap { $0.isEmpty ? nil : $0 }
         self.extraParams = credentials.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
@@ -83,6 +92,10 @@ public final class OAuth2Provider: IdentityProvider {
         self.tokenURL = credentials.tokenURL
         self.deviceAuthorizationURL = credentials.deviceAuthorizationURL
         self.revocationURL = credentials.revocationURL
+    }
+
+    public func dpopProver(for session: StoredSession) -> DPoPProver? {
+        try? dpop?.prover(for: session)
     }
 
     /// Whether `logout` has an endpoint to revoke at (configured, or discovered).
@@ -95,6 +108,7 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - IdentityProvider
 
     public func refresh(_ session: StoredSession?) throws -> IssuedToken {
+        prover = try dpop?.prover(for: session)
         if let grant {
             let tokenURL = try endpoint(\.tokenURL, name: "token_url") ?? ""
             let (form, secrets) = try grant.form(clientID: clientID, tokenEndpoint: tokenURL)
@@ -111,6 +125,7 @@ public final class OAuth2Provider: IdentityProvider {
     }
 
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        prover = try dpop?.prover(for: nil)
         switch input {
         case .password(let username, let password):
             registerSecret(password)
@@ -149,18 +164,30 @@ public final class OAuth2Provider: IdentityProvider {
         guard let url = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
         }
-        let response = try post(url: url, form: grant, call: call)
+        var response = try post(url: url, form: grant, call: call, proof: true)
+        // RFC 9449 §8: the identity provider demands a nonce; answered once.
+        if let nonce = response.header("dpop-nonce"), prover != nil {
+            let demanded = (400...401).contains(response.status) && JSONValue.parse(response.body)?["error"]?.string == "use_dpop_nonce"
+            identityProviderNonce = nonce
+            if demanded { response = try post(url: url, form: grant, call: call, proof: true) }
+        }
         guard (200..<300).contains(response.status) else {
             throw failure(response, call: call, secrets: secrets)
         }
         return try read(response, call: call)
     }
 
-    private func post(url: String, form grant: [(String, String)], call: String) throws -> HTTPCallResponse {
+    private func post(url: String, form grant: [(String, String)], call: String, proof: Bool = false) throws -> HTTPCallResponse {
         var form = grant
         if let scope { form.append(("scope", scope)) }
         if let audience { form.append(("audience", audience)) }
-        let request = try makeRequest(url: url, form: &form)
+        var request = try makeRequest(url: url, form: &form)
+        if proof, let prover {
+            // RFC 9449 §4.2: htm POST, htu the token endpoint; no ath on a token request.
+            let value = prover.proof(
+                method: "POST", url: url, accessTokenHash: nil, nonce: identityProviderNonce, now: Date().timeIntervalSince1970)
+            request.headers.append("DPoP: \(value)")
+        }
         do {
             return try BlockingHTTPClient.perform(request)
         } catch {
@@ -193,8 +220,21 @@ public final class OAuth2Provider: IdentityProvider {
             throw TokenSourceError.passing("the access_token in the answer to the \(call) contains spaces, control characters or non-ASCII bytes")
         }
         registerSecret(accessToken)
+        var boundTo: DPoPProver? = nil
+        if let type = answer["token_type"]?.string, type.lowercased() == "dpop" {
+            // RFC 9449 §5: bound to the key of this request's proof.
+            guard let prover else {
+                throw TokenSourceError.configuration("the token endpoint issued a DPoP token, but credentials.dpop is not set")
+            }
+            boundTo = prover
+        } else if dpop != nil, !warnedBearer {
+            warnedBearer = true
+            Logger(label: "tokenproxy").warning("\(kind): dpop is set, but the token endpoint answered token_type \"Bearer\"; the token goes upstream as it was issued")
+        }
         // RFC 8693 §2.2.1: "N_A" when the issued token is not an access token.
-        if let type = answer["token_type"]?.string, type.lowercased() != "bearer", !(grant?.isExchange == true && type == "N_A") {
+        if boundTo == nil, let type = answer["token_type"]?.string, type.lowercased() != "bearer",
+            !(grant?.isExchange == true && type == "N_A")
+        {
             let shown = type.utf8.count <= 20 && type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? type : "?"
             throw TokenSourceError.configuration("the token endpoint issued a \(shown) token, not a Bearer token")
         }
@@ -214,6 +254,7 @@ public final class OAuth2Provider: IdentityProvider {
             throw TokenSourceError.passing("the refresh_token in the answer to the \(call) is not a string")
         }
         var issued = IssuedToken(accessToken: accessToken, refreshToken: refreshToken, serverDate: response.date)
+        issued.dpop = boundTo
         if let value = answer["expires_in"], value != .null {
             guard let seconds = value.number, seconds > 0, seconds <= Self.longestLifetime else {
                 throw TokenSourceError.passing("the expires_in in the answer to the \(call) is not a number of seconds between 0 and 10 years")

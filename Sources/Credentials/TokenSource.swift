@@ -23,6 +23,8 @@ public struct IssuedToken: Sendable, Equatable {
     /// it, without a call to the identity provider: counted apart in
     /// `tokenproxy_refreshes_total{outcome="reused"}` (issue 12 point 8).
     public var fromStore = false
+    /// Set for a token issued with `token_type: DPoP` (RFC 9449 §5): the key it is bound to.
+    public var dpop: DPoPProver?
 
     public init(
         accessToken: String,

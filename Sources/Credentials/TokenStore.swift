@@ -25,6 +25,11 @@ public struct StoredSession: Codable, Sendable, Equatable {
     /// The identity provider's clock minus ours (seconds) when the token was issued, kept when it was
     /// more than 5 s, so that a reloaded JWT's `exp` is corrected as the fresh one was.
     public var clockSkew: Double?
+    /// "DPoP" when the access token is bound to the DPoP key (RFC 9449 §5); nil: Bearer.
+    public var tokenType: String?
+    /// The DPoP key (EC P-256, PEM) made at the first token request when `dpop.key_file` is not
+    /// set: kept so that a restart and every proxy of a fleet prove possession of the same key.
+    public var dpopKey: String?
 
     public init(
         kind: String,
@@ -58,6 +63,8 @@ public struct StoredSession: Codable, Sendable, Equatable {
         case username
         case endedReason = "ended_reason"
         case clockSkew = "clock_skew"
+        case tokenType = "token_type"
+        case dpopKey = "dpop_key"
     }
 }
 

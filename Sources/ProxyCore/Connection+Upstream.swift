@@ -19,7 +19,7 @@ extension Connection {
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
                 authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
-                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength)
+                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: token?.dpop)
         }
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
@@ -224,8 +224,19 @@ extension Connection {
         flush()
     }
 
+    /// RFC 9449 §9: the upstream's newest `DPoP-Nonce` goes into later proofs; a 401 with
+    /// `error="use_dpop_nonce"` is retried once with it (the request's one retry).
+    private func noteDPoPNonce(_ exchange: Exchange, _ head: ResponseHead, _ dpop: DPoPBinding) {
+        guard let nonce = head.fields.first("dpop-nonce") else { return }
+        dpop.prover.upstreamGave(nonce: nonce)
+        if head.status == 401, let challenge = head.fields.first("www-authenticate"), challenge.contains("use_dpop_nonce") {
+            exchange.dpopNonceDemanded = true
+        }
+    }
+
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        if let dpop = exchange.sentToken?.dpop { noteDPoPNonce(exchange, head, dpop) }
         let action = exchange.machine.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: ctx.tokenCanChange,
             refusingGoodTokens: head.status == 401 && ctx.shared.refusingGoodTokens(now: ctx.loop.now))
@@ -331,7 +342,8 @@ extension Connection {
         case .releaseHeld401:
             releaseHeld401(exchange)
         case .retryWithNewToken(let stale):
-            acquireToken(for: exchange, staleGeneration: stale)
+            // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
+            acquireToken(for: exchange, staleGeneration: exchange.dpopNonceDemanded ? nil : stale)
         case .complete(let refusedBody):
             if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(&outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.

@@ -69,6 +69,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var bodyBacklogged: Bool { !machine.isWaitingForBody && pendingUpstreamCount >= Connection.bodyHighWater }
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
     var keepsClientAuthorization = false
+    /// The upstream answered 401 `use_dpop_nonce` (RFC 9449 §9): the retry keeps the token.
+    var dpopNonceDemanded = false
 
     init(head: RequestHead, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head

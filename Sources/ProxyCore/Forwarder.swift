@@ -1,4 +1,5 @@
 import Config
+import Credentials
 import HTTP1
 import Upstream
 
@@ -49,7 +50,7 @@ final class Forwarder {
     /// chunked body that goes whole, with Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        peerHost: String, forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil
+        peerHost: String, forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { RequestWriter.appendField(&out, name: "Host", value: upstreamHost) }
@@ -76,6 +77,11 @@ final class Forwarder {
             fields.copyField(i, to: &out)
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
+        // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
+        // test a Bearer token pays.
+        if let dpop {
+            RequestWriter.appendField(&out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
+        }
         if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
         RequestWriter.appendField(&out, name: "X-Forwarded-Proto", value: "http")
         if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
