@@ -59,7 +59,7 @@ extension Keys {
     static let tokenExchange = [
         "subject_token_file", "subject_token_type", "actor_token_file", "actor_token_type", "requested_token_type", "resource",
     ]
-    static let gceMetadata = ["service_account", "audience", "endpoint"]
+    static let gceMetadata = ["service_account", "audience", "scope", "endpoint"]
     static let azureManagedIdentity = ["resource", "scope", "client_id", "endpoint"]
     static let dpop = ["key_file"]
 }
