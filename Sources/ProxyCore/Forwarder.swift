@@ -74,6 +74,8 @@ final class Forwarder {
                 break
             }
             if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
+            // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
+            if dpop != nil, fields.nameEquals(i, "dpop") { continue }
             fields.copyField(i, to: &out)
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }

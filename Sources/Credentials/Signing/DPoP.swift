@@ -36,7 +36,7 @@ public final class DPoPProver: Sendable, Equatable {
     public static func == (a: DPoPProver, b: DPoPProver) -> Bool { a === b }
 
     /// A new P-256 key, kept in the store.
-    static func generate() -> DPoPProver {
+    public static func generate() -> DPoPProver {
         let key = P256.Signing.PrivateKey()
         return DPoPProver(key: key, storedPEM: key.pemRepresentation)
     }
