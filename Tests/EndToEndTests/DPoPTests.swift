@@ -60,6 +60,27 @@ struct DPoPTests {
         #expect((counted["jkts"] as? [String])?.count == 1)
     }
 
+    @Test("with a Redis store, a second proxy of the fleet proves possession of the same key for the shared token")
+    func fleetSharesTheKey() throws {
+        let server = try PythonServer("dpop_servers")
+        let redis = try RedisServer()
+        let store = """
+            store:
+              backend: redis
+              url: \(redis.url)/0
+              key: tokenproxy/dpop-\(UUID().uuidString)
+            """
+        let first = try ProxyProcess(config: config(server) + "\n" + store)
+        #expect(try curl([first.baseURL + "/one"]).status == 200)
+        let second = try ProxyProcess(config: config(server) + "\n" + store)
+        #expect(try curl([second.baseURL + "/two"]).status == 200)
+        #expect(try curl([first.baseURL + "/three"]).status == 200)
+        let counted = try stats(server)
+        #expect(counted["token_calls"] as? Int == 1)
+        #expect(counted["api_ok"] as? Int == 3)
+        #expect((counted["jkts"] as? [String])?.count == 1)
+    }
+
     @Test("the identity provider's use_dpop_nonce is answered once with its nonce")
     func identityProviderNonce() throws {
         let server = try PythonServer("dpop_servers", arguments: ["--as-nonce"])
