@@ -1,4 +1,5 @@
 import Config
+import IdentityHTTP
 import Crypto
 import CryptoExtras
 import Foundation
@@ -141,5 +142,56 @@ struct SigningTests {
         let claims = GrantAssertionClaims.make(issuer: "svc", subject: "user-9", audience: "https://idp/token", lifetime: 300, now: 100, jti: "j1")
         let json = JOSEValue.object(claims).json
         #expect(json == #"{"iss":"svc","sub":"user-9","aud":"https://idp/token","iat":100,"exp":400,"jti":"j1"}"#)
+    }
+}
+
+/// How each `client_auth` shapes a token request (RFC 6749 §2.3.1, RFC 7523 §2.2, RFC 8705 §2).
+@Suite("Client authentication requests")
+struct ClientAuthenticationRequestTests {
+    func apply(_ auth: CredentialsConfiguration.ClientAuth, secret: String? = "s", configure: (inout SecretlessConfiguration) -> Void = { _ in })
+        throws -> (form: [(String, String)], headers: [String], request: HTTPCallRequest)
+    {
+        var credentials = CredentialsConfiguration(type: .oauth2ClientCredentials)
+        credentials.clientAuth = auth
+        configure(&credentials.secretless)
+        let authentication = try ClientAuthentication(credentials, clientID: "app", secret: secret)
+        var form: [(String, String)] = [("grant_type", "client_credentials")]
+        var headers: [String] = []
+        var request = HTTPCallRequest(url: "https://idp.example/token")
+        try authentication.apply(form: &form, headers: &headers, request: &request, tokenEndpoint: "https://idp.example/token")
+        return (form, headers, request)
+    }
+
+    func names(_ form: [(String, String)]) -> [String] { form.map(\.0) }
+
+    @Test("basic puts the pair in the Authorization header and client_id nowhere else; post puts both in the form")
+    func basicAndPost() throws {
+        let basic = try apply(.basic)
+        #expect(basic.headers.contains { $0.hasPrefix("Authorization: Basic ") })
+        #expect(!names(basic.form).contains("client_id"))
+        let post = try apply(.post)
+        #expect(names(post.form) == ["grant_type", "client_id", "client_secret"])
+        #expect(post.headers.isEmpty)
+    }
+
+    @Test("tls_client_auth sends the certificate and key to the token endpoint and client_id in the form, no secret")
+    func tlsClientAuth() throws {
+        let sent = try apply(.tlsClientAuth, secret: nil) {
+            $0.clientCertFile = "/keys/client.pem"
+            $0.clientKeyFile = "/keys/client.key"
+        }
+        #expect(sent.request.clientCertificateFile == "/keys/client.pem")
+        #expect(sent.request.clientKeyFile == "/keys/client.key")
+        #expect(names(sent.form) == ["grant_type", "client_id"])
+        #expect(sent.headers.isEmpty)
+    }
+
+    @Test("none sends client_id only; client_secret_jwt sends client_id and an assertion, never the secret")
+    func noneAndSecretJWT() throws {
+        #expect(names(try apply(.none, secret: nil).form) == ["grant_type", "client_id"])
+        let jwt = try apply(.clientSecretJWT, secret: "very-secret-value")
+        #expect(names(jwt.form) == ["grant_type", "client_id", "client_assertion_type", "client_assertion"])
+        #expect(jwt.form.last?.1.contains("very-secret-value") == false)
+        #expect(jwt.form[2].1 == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
     }
 }
