@@ -150,6 +150,8 @@ public struct CredentialsConfiguration: Sendable, Equatable {
     /// client_auth keys, the jwt-bearer, token-exchange and cloud-identity types, `dpop`
     /// (SecretlessConfiguration.swift).
     public var secretless = SecretlessConfiguration()
+    /// Variables named by `*_env` keys the type does not use: still secrets, withheld from `exec`.
+    public var unusedSecretVariables: Set<String> = []
 
     public init(type: CredentialsType) { self.type = type }
 

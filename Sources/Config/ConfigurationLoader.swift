@@ -498,6 +498,9 @@ struct Builder {
             c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
         }
         if used.contains("token_env") { c.token = found.collect { try readSecret(s, "token", literal: false) } }
+        for key in ["client_secret_env", "refresh_token_env", "token_env"] where !used.contains(key) {
+            if let name = try? s.nonEmptyString(key) { c.unusedSecretVariables.insert(name.trimmingWhitespace()) }
+        }
 
         // A key already found wrong would be reported again as missing.
         if found.errors.count == errorsBefore {

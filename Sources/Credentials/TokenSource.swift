@@ -110,11 +110,25 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .file:
         return try FileTokenSource(credentials)
     case .exec:
-        return try ExecTokenSource(credentials)
+        return try ExecTokenSource(credentials, withholding: secretVariables(configuration))
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
         .azureManagedIdentity:
         return try makeSessionTokenSource(configuration, logger: logger)
     }
+}
+
+/// The environment variables that the configuration's `*_env` keys name (read or not: a key the
+/// type does not use still names a secret).
+func secretVariables(_ configuration: Configuration) -> Set<String> {
+    var names = Set<String>()
+    let secrets = [
+        configuration.credentials.clientSecret, configuration.credentials.seedRefreshToken, configuration.credentials.token,
+        configuration.access.requireValue, configuration.store.redis?.password,
+    ]
+    for secret in secrets {
+        if case .env(let name)? = secret?.origin { names.insert(name) }
+    }
+    return names.union(configuration.credentials.unusedSecretVariables)
 }
 
 /// The provider that `configuration.credentials.type` names, for the types that call an identity

@@ -25,7 +25,9 @@ public enum ProcessRunner {
 
     public static let killGrace: Double = 1
 
-    public static func run(_ argv: [String], timeout: Double, outputLimit: Int) throws -> Outcome {
+    /// Runs `argv` with the proxy's environment less the variables named in `withholding` (the
+    /// ones that hold secrets: a command needs none of them).
+    public static func run(_ argv: [String], timeout: Double, outputLimit: Int, withholding: Set<String> = []) throws -> Outcome {
         precondition(!argv.isEmpty)
         var pipeFDs: [Int32] = [-1, -1]
         guard pipe(&pipeFDs) == 0 else {
@@ -67,13 +69,27 @@ public enum ProcessRunner {
         cArguments.append(nil)
         defer { for pointer in cArguments { free(pointer) } }
 
+        // The environment, without the withheld variables: pointers into `environ`, which the token
+        // thread (the only one that spawns or changes it) leaves alone meanwhile.
+        var environment: [UnsafeMutablePointer<CChar>?] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            let text = String(cString: variable)
+            let name = text.firstIndex(of: "=").map { String(text[..<$0]) } ?? text
+            if !withholding.contains(name) { environment.append(variable) }
+            entry += 1
+        }
+        environment.append(nil)
+
         var pid: pid_t = 0
         let searchPath = !argv[0].contains("/")
         let spawnResult = cArguments.withUnsafeBufferPointer { arguments -> Int32 in
-            if searchPath {
-                return posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+            environment.withUnsafeBufferPointer { envp -> Int32 in
+                if searchPath {
+                    return posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, envp.baseAddress!)
+                }
+                return posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, envp.baseAddress!)
             }
-            return posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
         }
         close(writeFD)
         guard spawnResult == 0 else {
