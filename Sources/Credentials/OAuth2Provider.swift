@@ -333,7 +333,7 @@ public final class OAuth2Provider: IdentityProvider {
             }
             let response: HTTPCallResponse
             do {
-                response = try post(url: tokenURL, form: grant, call: "device login")
+                response = try post(url: tokenURL, form: grant, call: "device login", proof: true)
             } catch {
                 continue  // a passing failure: polled again at the interval until the code expires
             }

@@ -134,6 +134,27 @@ struct ClientAuthTests {
         #expect(!proxy.stderr.contains(first) && !proxy.stderr.contains(second))
     }
 
+    @Test("an assertion file that is emptied keeps the last good assertion, with a warning")
+    func emptiedAssertionFileKeepsTheLastGood() throws {
+        let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])
+        let file = try world.project("token", try world.mint())
+        let proxy = try ProxyProcess(
+            config: world.config(
+                credentials: """
+                    type: oauth2_client_credentials
+                    token_url: \(world.tokenURL)
+                    client_id: azure-app
+                    client_auth: client_assertion
+                    client_assertion_file: \(file)
+                    """), directory: world.dir)
+        #expect(try curl([proxy.baseURL + "/a"]).status == 200)
+        _ = try world.project("token", "")
+        #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
+        #expect(proxy.waitForStderr(containing: "keeping the last good value"))
+        #expect(try eventually { try world.count("auth", "federated") == 2 })
+        #expect(try curl([proxy.baseURL + "/b"]).status == 200)
+    }
+
     @Test("an expired client assertion is not sent: a clear error and a metric")
     func expiredAssertionRefused() throws {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])

@@ -1,6 +1,7 @@
 import Config
 import FoundationEssentials
 import IdentityHTTP
+import Logging
 import Sockets
 import Synchronization
 
@@ -147,6 +148,7 @@ final class WatchedFile {
     func read() throws -> String {
         let now = FileSignature.of(path)
         if let content, now == signature { return content }
+        let problem: String
         switch SmallFile.read(path, limit: 1 << 20) {
         case .success(let bytes):
             let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
@@ -156,12 +158,17 @@ final class WatchedFile {
                 signature = now
                 return text
             }
-            if let content { return content }
-            throw TokenSourceError.passing("\(keyPath): \(path) is empty")
+            problem = "\(path) is empty"
         case .failure(let failure):
-            if let content { return content }
-            throw TokenSourceError.passing("\(keyPath): cannot read \(path): \(failure.description)")
+            problem = "cannot read \(path): \(failure.description)"
         }
+        guard let content else { throw TokenSourceError.passing("\(keyPath): \(problem)") }
+        // CONTRACT.md "Reload without a restart": the last good value stays, with a warning (once per change).
+        if now != signature {
+            signature = now
+            Logger(label: "tokenproxy").warning("\(keyPath): \(problem); keeping the last good value")
+        }
+        return content
     }
 }
 
