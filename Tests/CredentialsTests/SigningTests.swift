@@ -137,6 +137,19 @@ struct SigningTests {
         try ClientAuthentication.checkAssertion(makeJWT(payload: #"{"exp":3000}"#), path: "/t", now: 2000)
     }
 
+    @Test("base64url (RFC 4648 §5, no padding) agrees with Foundation's base64 at every length")
+    func base64URL() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<70 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            var expected = Data(bytes).base64EncodedString()
+            while expected.hasSuffix("=") { expected.removeLast() }
+            expected = expected.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            #expect(Base64URL.encode(bytes) == expected)
+            #expect(JWT.base64URLDecode(Substring(Base64URL.encode(bytes))).map(Array.init) ?? (length == 0 ? [] : nil) == bytes)
+        }
+    }
+
     @Test("a jwt-bearer assertion the proxy signs names issuer, subject, audience and lifetime")
     func grantAssertion() throws {
         let claims = GrantAssertionClaims.make(issuer: "svc", subject: "user-9", audience: "https://idp/token", lifetime: 300, now: 100, jti: "j1")

@@ -10,7 +10,7 @@ import Synchronization
 public final class DPoPProver: Sendable, Equatable {
     let key: P256.Signing.PrivateKey
     /// base64url of the constant protected header, and the "." after it.
-    private let encodedHeader: String
+    private let encodedHeader: [UInt8]
     /// RFC 7638 JWK thumbprint of the public key: the `jkt` an identity provider binds tokens to.
     public let thumbprint: String
     /// The key in PEM, for a key kept in the store; nil when it comes from `dpop.key_file`.
@@ -25,12 +25,15 @@ public final class DPoPProver: Sendable, Equatable {
         let x = Base64URL.encode(raw[0..<32]), y = Base64URL.encode(raw[32..<64])
         // RFC 7638 §3.2: the required members only, in lexicographic order, no white space.
         let canonical = #"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"#
-        thumbprint = Base64URL.encode(SHA256.hash(data: Array(canonical.utf8)))
+        thumbprint = Base64URL.encode(Array(SHA256.hash(data: Array(canonical.utf8))))
         let header = JOSEValue.object([
             ("typ", .string("dpop+jwt")), ("alg", .string("ES256")),
             ("jwk", .object([("kty", .string("EC")), ("crv", .string("P-256")), ("x", .string(x)), ("y", .string(y))])),
         ])
-        encodedHeader = Base64URL.encode(Array(header.json.utf8)) + "."
+        var encoded: [UInt8] = []
+        Base64URL.encode(header.jsonBytes, into: &encoded)
+        encoded.append(UInt8(ascii: "."))
+        encodedHeader = encoded
     }
 
     public static func == (a: DPoPProver, b: DPoPProver) -> Bool { a === b }
@@ -51,19 +54,27 @@ public final class DPoPProver: Sendable, Equatable {
 
     /// `htu` (§4.2): the request's URL without query and fragment.
     static func htu(_ url: String) -> String {
-        var end = url.endIndex
-        if let mark = url.firstIndex(where: { $0 == "?" || $0 == "#" }) { end = mark }
-        return String(url[..<end])
+        guard let mark = url.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return url }
+        return String(url[..<mark])
     }
 
     /// A proof for one request; `nonce` nil takes the upstream's newest.
     public func proof(method: String, url: String, accessTokenHash: String?, nonce: String? = nil, now: Double) -> String {
+        String(decoding: proofBytes(method: method, url: url, accessTokenHash: accessTokenHash, nonce: nonce, now: now), as: UTF8.self)
+    }
+
+    /// The same as bytes, as the request writer takes them.
+    public func proofBytes(method: String, url: String, accessTokenHash: String?, nonce: String? = nil, now: Double) -> [UInt8] {
         let chosen = nonce ?? upstreamNonce.withLock { $0 }
         let claims = Self.claims(method: method, url: Self.htu(url), now: now, jti: JWS.randomID(), accessTokenHash: accessTokenHash, nonce: chosen)
-        let input = encodedHeader + Base64URL.encode(Array(JOSEValue.object(claims).json.utf8))
+        var out = encodedHeader
+        out.reserveCapacity(encodedHeader.count + 400)
+        Base64URL.encode(JOSEValue.object(claims).jsonBytes, into: &out)
         // An ECDSA signature over a valid key does not fail; an empty signature would be refused upstream.
-        let signature = (try? key.signature(for: Array(input.utf8)).rawRepresentation).map(Array.init) ?? []
-        return input + "." + Base64URL.encode(signature)
+        let signature = (try? key.signature(for: out).rawRepresentation).map(Array.init) ?? []
+        out.append(UInt8(ascii: "."))
+        Base64URL.encode(signature, into: &out)
+        return out
     }
 
     /// Remembers the upstream's `DPoP-Nonce` (§9) for later proofs.
@@ -74,7 +85,7 @@ public final class DPoPProver: Sendable, Equatable {
 
     /// `ath` of an access token (§4.2).
     public static func accessTokenHash(_ token: String) -> String {
-        Base64URL.encode(SHA256.hash(data: Array(token.utf8)))
+        Base64URL.encode(Array(SHA256.hash(data: Array(token.utf8))))
     }
 }
 
@@ -91,8 +102,8 @@ public final class DPoPBinding: Sendable {
     }
 
     /// The `DPoP` field's value for one upstream request.
-    public func proof(method: String, url: String, now: Double = Date().timeIntervalSince1970) -> String {
-        prover.proof(method: method, url: url, accessTokenHash: accessTokenHash, now: now)
+    public func proof(method: String, url: String, now: Double = Date().timeIntervalSince1970) -> [UInt8] {
+        prover.proofBytes(method: method, url: url, accessTokenHash: accessTokenHash, now: now)
     }
 }
 

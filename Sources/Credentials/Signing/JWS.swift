@@ -22,69 +22,81 @@ enum JOSEValue: Sendable, Equatable {
         }
     }
 
-    /// Compact JSON (RFC 8259), strings escaped per §7.
-    func json(into out: inout String) {
+    /// Compact JSON (RFC 8259) as UTF-8 bytes, strings escaped per §7. Bytes, not String: a DPoP
+    /// proof is written for every upstream request.
+    func json(into out: inout [UInt8]) {
         switch self {
         case .string(let text):
-            out.append("\"")
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "\"": out.append("\\\"")
-                case "\\": out.append("\\\\")
-                case "\n": out.append("\\n")
-                case "\r": out.append("\\r")
-                case "\t": out.append("\\t")
+            out.append(UInt8(ascii: "\""))
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                    out.append(UInt8(ascii: "\\"))
+                    out.append(byte)
+                case 0..<0x20:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
                 default:
-                    if scalar.value < 0x20 {
-                        let hex = String(scalar.value, radix: 16)
-                        out.append("\\u" + String(repeating: "0", count: 4 - hex.count) + hex)
-                    } else {
-                        out.unicodeScalars.append(scalar)
-                    }
+                    out.append(byte)  // UTF-8 passes through as it is (RFC 8259 §8.1)
                 }
             }
-            out.append("\"")
+            out.append(UInt8(ascii: "\""))
         case .int(let value):
-            out.append(String(value))
+            out.append(contentsOf: String(value).utf8)
         case .object(let members):
-            out.append("{")
+            out.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
-                if index > 0 { out.append(",") }
+                if index > 0 { out.append(UInt8(ascii: ",")) }
                 JOSEValue.string(member.0).json(into: &out)
-                out.append(":")
+                out.append(UInt8(ascii: ":"))
                 member.1.json(into: &out)
             }
-            out.append("}")
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    var json: String {
-        var out = ""
+    var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         json(into: &out)
         return out
     }
+
+    var json: String { String(decoding: jsonBytes, as: UTF8.self) }
 }
 
 enum Base64URL {
-    /// RFC 4648 §5 without padding (RFC 7515 §2).
-    static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        var text = Data(bytes).base64EncodedString()
-        while text.last == "=" { text.removeLast() }
-        return String(
-            text.map { character -> Character in
-                switch character {
-                case "+": return "-"
-                case "/": return "_"
-                default: return character
-                }
-            })
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// RFC 4648 §5 without padding (RFC 7515 §2), appended to `out`.
+    static func encode<Bytes: Collection>(_ bytes: Bytes, into out: inout [UInt8]) where Bytes.Element == UInt8 {
+        out.reserveCapacity(out.count + (bytes.count * 4 + 2) / 3)
+        var index = bytes.startIndex
+        while index != bytes.endIndex {
+            let b0 = bytes[index]
+            index = bytes.index(after: index)
+            let b1: UInt8? = index != bytes.endIndex ? bytes[index] : nil
+            if b1 != nil { index = bytes.index(after: index) }
+            let b2: UInt8? = b1 != nil && index != bytes.endIndex ? bytes[index] : nil
+            if b2 != nil { index = bytes.index(after: index) }
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 0x03) << 4 | (b1 ?? 0) >> 4)])
+            if let b1 { out.append(alphabet[Int((b1 & 0x0F) << 2 | (b2 ?? 0) >> 6)]) }
+            if let b2 { out.append(alphabet[Int(b2 & 0x3F)]) }
+        }
+    }
+
+    static func encode<Bytes: Collection>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        var out: [UInt8] = []
+        encode(bytes, into: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
 /// JWS compact serialization (RFC 7515 §7.1): base64url(header) "." base64url(claims) "." base64url(signature).
 enum JWS {
     static func sign(header: [(String, JOSEValue)], claims: [(String, JOSEValue)], key: SigningKey) throws -> String {
-        let input = Base64URL.encode(Array(JOSEValue.object(header).json.utf8)) + "." + Base64URL.encode(Array(JOSEValue.object(claims).json.utf8))
+        let input = Base64URL.encode(JOSEValue.object(header).jsonBytes) + "." + Base64URL.encode(JOSEValue.object(claims).jsonBytes)
         let signature = try key.sign(Array(input.utf8))
         return input + "." + Base64URL.encode(signature)
     }
@@ -92,7 +104,8 @@ enum JWS {
     /// A random `jti` (RFC 7519 §4.1.7): 128 bits, never reused.
     static func randomID() -> String {
         var generator = SystemRandomNumberGenerator()
-        return Base64URL.encode((0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) })
+        let (high, low) = (generator.next(), generator.next())
+        return Base64URL.encode((0..<16).map { UInt8(truncatingIfNeeded: ($0 < 8 ? high : low) >> (8 * UInt64($0 % 8))) })
     }
 }
 
