@@ -286,6 +286,9 @@ public final class OAuth2Provider: IdentityProvider {
             return .refused("the token endpoint answered the \(call) with \(said)")
         case "access_denied":
             return .refused("the identity provider denied the \(call) (\(said))")
+        case "invalid_dpop_proof", "use_dpop_nonce":
+            // RFC 9449 §5, §8: the proof itself was refused (or a second nonce demand in a row).
+            return .configuration("the identity provider refused the DPoP proof of the \(call) (\(said)); check credentials.dpop")
         case "invalid_client", "unauthorized_client", "invalid_scope", "unsupported_grant_type", "invalid_request",
             "unsupported_token_type", "invalid_target":
             return .configuration("the identity provider blames the client for the \(call) (\(said)); check credentials")

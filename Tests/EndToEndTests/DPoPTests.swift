@@ -123,6 +123,15 @@ struct DPoPTests {
         #expect(proxy.waitForStderr(containing: "answered token_type \"Bearer\""))
     }
 
+    @Test("an identity provider that refuses the proof gets a message naming the reason and credentials.dpop")
+    func refusedProof() throws {
+        let server = try PythonServer("dpop_servers", arguments: ["--refuse-dpop"])
+        let proxy = try ProxyProcess(config: config(server))
+        #expect(proxy.waitForStderr(containing: "refused the DPoP proof"))
+        #expect(proxy.stderr.contains("credentials.dpop"))
+        #expect(try curl([proxy.baseURL + "/x"]).status == 503)
+    }
+
     @Test("check refuses a dpop key_file that is not an EC P-256 key")
     func checkRefusesRSAKey() throws {
         let dir = try TempDir(prefix: "tokenproxy-dpop-check")

@@ -19,7 +19,8 @@ proofs fully (RFC 9449), with joserfc, for tokenproxy's DPoP tests. One process,
   GET /test/stats     {"token_calls", "token_nonce_demands", "api_ok", "api_nonce_demands",
                       "api_refused": {reason: n}, "jkts": [...], "jti_reused", "expected_jkt_seen"}
 Flags: --access-ttl S, --as-nonce, --api-nonce, --bearer, --expect-key PEM (its thumbprint is
-compared with every bound key: expected_jkt_seen).
+compared with every bound key: expected_jkt_seen), --refuse-dpop (every token request: 400
+invalid_dpop_proof).
 """
 import argparse
 import base64
@@ -108,6 +109,8 @@ def token():
         STATS["token_calls"] += 1
     if request.form.get("grant_type") != "client_credentials":
         return jsonify(error="unsupported_grant_type"), 400
+    if OPTS.refuse_dpop:
+        return jsonify(error="invalid_dpop_proof", error_description="DPoP proofs are not accepted here"), 400
     try:
         jkt = check_proof("POST", own_url(), nonce=AS_NONCE if OPTS.as_nonce else None)
     except ProofError as e:
@@ -184,6 +187,7 @@ def main():
     p.add_argument("--api-nonce", action="store_true")
     p.add_argument("--bearer", action="store_true")
     p.add_argument("--expect-key")
+    p.add_argument("--refuse-dpop", action="store_true")
     OPTS = p.parse_args()
     if OPTS.expect_key:
         with open(OPTS.expect_key) as f:
