@@ -342,8 +342,13 @@ extension Connection {
         case .releaseHeld401:
             releaseHeld401(exchange)
         case .retryWithNewToken(let stale):
-            // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
-            acquireToken(for: exchange, staleGeneration: exchange.dpopNonceDemanded ? nil : stale)
+            if exchange.dpopNonceDemanded {
+                // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
+                ctx.metrics.retriedAfter401()
+                acquireToken(for: exchange, staleGeneration: nil)
+            } else {
+                acquireToken(for: exchange, staleGeneration: stale)
+            }
         case .complete(let refusedBody):
             if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(&outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.

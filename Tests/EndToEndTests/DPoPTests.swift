@@ -101,6 +101,8 @@ struct DPoPTests {
         // Two loops: each may meet the demand once before the nonce is known.
         #expect((counted["api_nonce_demands"] as? Int ?? 0) >= 1 && (counted["api_nonce_demands"] as? Int ?? 0) <= 2)
         #expect(counted["token_calls"] as? Int == 1)
+        let metrics = try curl([try #require(proxy.adminURL) + "/metrics"]).bodyString
+        #expect(metrics.contains("tokenproxy_upstream_401_retries_total \(counted["api_nonce_demands"] as? Int ?? -1)\n"))
     }
 
     @Test("dpop.key_file: the tokens are bound to that key")
