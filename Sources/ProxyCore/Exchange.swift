@@ -8,6 +8,8 @@ final class Held401 {
     let head: ResponseHead
     let framing: ResponseBodyFraming
     var body: [UInt8] = []
+    /// The 401 demands a DPoP nonce (RFC 9449 §9): the retry keeps the token.
+    var dpopNonceDemanded = false
     init(head: ResponseHead, framing: ResponseBodyFraming) {
         self.head = head
         self.framing = framing
@@ -69,8 +71,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var bodyBacklogged: Bool { !machine.isWaitingForBody && pendingUpstreamCount >= Connection.bodyHighWater }
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
     var keepsClientAuthorization = false
-    /// The upstream answered 401 `use_dpop_nonce` (RFC 9449 §9): the retry keeps the token.
-    var dpopNonceDemanded = false
 
     init(head: RequestHead, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head
