@@ -1,8 +1,9 @@
 import Config
-import IdentityHTTP
 import Crypto
 import CryptoExtras
 import Foundation
+import IdentityHTTP
+import TestSupport
 import Testing
 
 @testable import Credentials
@@ -206,5 +207,54 @@ struct ClientAuthenticationRequestTests {
         #expect(names(jwt.form) == ["grant_type", "client_id", "client_assertion_type", "client_assertion"])
         #expect(jwt.form.last?.1.contains("very-secret-value") == false)
         #expect(jwt.form[2].1 == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+    }
+}
+
+/// RFC 8705 §2: with `tls_client_auth` the token request really presents the client certificate,
+/// to a server (echo_upstream.py) that demands one signed by its CA.
+@Suite("Mutual TLS to the token endpoint")
+struct MutualTLSTests {
+    @Test("the client certificate and key reach the TLS handshake; without them the server refuses")
+    func clientCertificateIsPresented() throws {
+        let dir = try TempDir(prefix: "tokenproxy-mtls")
+        _ = try dir.write("san.cnf", "subjectAltName=IP:127.0.0.1\n")
+        let ca = dir.file("ca.pem"), caKey = dir.file("ca.key")
+        let steps: [[String]] = [
+            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=mtls test CA",
+             "-keyout", caKey, "-out", ca],
+            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", dir.file("server.key"),
+             "-out", dir.file("server.csr")],
+            ["x509", "-req", "-in", dir.file("server.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-extfile",
+             dir.file("san.cnf"), "-out", dir.file("server.pem")],
+            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=tokenproxy client", "-keyout",
+             dir.file("client.key"), "-out", dir.file("client.csr")],
+            ["x509", "-req", "-in", dir.file("client.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-out",
+             dir.file("client.pem")],
+        ]
+        for step in steps {
+            let result = try runCommand("/usr/bin/openssl", arguments: step, timeout: 30)
+            try #require(result.status == 0, "\(result.stderr)")
+        }
+        let server = try PythonServer(
+            "echo_upstream", arguments: ["--tls-cert", dir.file("server.pem"), "--tls-key", dir.file("server.key"), "--tls-client-ca", ca])
+        var credentials = CredentialsConfiguration(type: .oauth2ClientCredentials)
+        credentials.clientAuth = .tlsClientAuth
+        credentials.secretless.clientCertFile = dir.file("client.pem")
+        credentials.secretless.clientKeyFile = dir.file("client.key")
+        let authentication = try ClientAuthentication(credentials, clientID: "mtls-app", secret: nil)
+        let url = "https://127.0.0.1:\(server.port)/token"
+        var form: [(String, String)] = [("grant_type", "client_credentials")]
+        var headers: [String] = []
+        var request = HTTPCallRequest(url: url, timeout: 10)
+        try authentication.apply(form: &form, headers: &headers, request: &request, tokenEndpoint: url)
+        request.body = Array(form.map { "\($0.0)=\($0.1)" }.joined(separator: "&").utf8)
+        request.headers = headers + ["Content-Type: application/x-www-form-urlencoded"]
+        request.caFile = ca
+        let answer = try BlockingHTTPClient.perform(request)
+        #expect(answer.status == 200)
+        #expect(String(decoding: answer.body, as: UTF8.self).contains("client_id=mtls-app"))
+        var bare = HTTPCallRequest(url: url, timeout: 10)
+        bare.caFile = ca
+        #expect(throws: HTTPCallError.self) { try BlockingHTTPClient.perform(bare) }
     }
 }
