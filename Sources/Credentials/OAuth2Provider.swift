@@ -112,7 +112,8 @@ public final class OAuth2Provider: IdentityProvider {
         if let grant {
             let tokenURL = try endpoint(\.tokenURL, name: "token_url") ?? ""
             let (form, secrets) = try grant.form(clientID: clientID, tokenEndpoint: tokenURL)
-            return try tokenRequest(form, call: grant.call, secrets: secrets)
+            // A nonce retry signs a new assertion: a jti is never sent twice.
+            return try tokenRequest(form, call: grant.call, secrets: secrets) { try grant.form(clientID: self.clientID, tokenEndpoint: tokenURL).0 }
         }
         if fetchesWithoutSession {
             return try tokenRequest([("grant_type", "client_credentials")], call: "client_credentials grant", secrets: [])
@@ -160,7 +161,9 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - Requests
 
     /// One call to the token endpoint and its answer as a token set.
-    func tokenRequest(_ grant: [(String, String)], call: String, secrets: [String]) throws -> IssuedToken {
+    func tokenRequest(
+        _ grant: [(String, String)], call: String, secrets: [String], again: (() throws -> [(String, String)])? = nil
+    ) throws -> IssuedToken {
         guard let url = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
         }
@@ -169,7 +172,7 @@ public final class OAuth2Provider: IdentityProvider {
         if let nonce = response.header("dpop-nonce"), prover != nil {
             let demanded = (400...401).contains(response.status) && JSONValue.parse(response.body)?["error"]?.string == "use_dpop_nonce"
             identityProviderNonce = nonce
-            if demanded { response = try post(url: url, form: grant, call: call, proof: true) }
+            if demanded { response = try post(url: url, form: try again?() ?? grant, call: call, proof: true) }
         }
         guard (200..<300).contains(response.status) else {
             throw failure(response, call: call, secrets: secrets)
