@@ -200,6 +200,16 @@ struct ClientAuthenticationRequestTests {
         #expect(sent.headers.isEmpty)
     }
 
+    @Test("client_assertion_audience replaces the token endpoint as the assertion's aud")
+    func audienceOverride() throws {
+        let sent = try apply(.clientSecretJWT, secret: "s3cret") { $0.clientAssertionAudience = "https://login.example/tenant" }
+        let jwt = try #require(sent.form.last?.1)
+        let payload = try #require(JWT.base64URLDecode(jwt.split(separator: ".")[1]))
+        let claims = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
+        #expect(claims["aud"] as? String == "https://login.example/tenant")
+        #expect(claims["iss"] as? String == "app" && claims["sub"] as? String == "app")
+    }
+
     @Test("none sends client_id only; client_secret_jwt sends client_id and an assertion, never the secret")
     func noneAndSecretJWT() throws {
         #expect(names(try apply(.none, secret: nil).form) == ["grant_type", "client_id"])

@@ -31,6 +31,14 @@ struct SecretlessGrantTests {
         #expect(try curl([proxy.baseURL + "/me"]).status == 200)
         #expect(try world.calls("urn:ietf:params:oauth:grant-type:jwt-bearer") == 2)
         #expect(try world.count("assertion_subjects", "user-42") == 2)
+        // Twenty requests at once meet a revoked token: one new grant between them (single flight).
+        #expect(try curl(["-X", "POST", world.idp.baseURL + "/test/revoke-all"]).status == 200)
+        let statuses = LockedCount()
+        DispatchQueue.concurrentPerform(iterations: 20) { index in
+            if (try? curl([proxy.baseURL + "/me/\(index)"]))?.status == 200 { statuses.add() }
+        }
+        #expect(statuses.value == 20)
+        #expect(try world.calls("urn:ietf:params:oauth:grant-type:jwt-bearer") == 3)
         #expect(try world.stats()["jti_reused"] as? Int == 0)
     }
 
