@@ -117,7 +117,13 @@ final class DPoPKeySource {
 
     init(_ configuration: DPoPConfiguration) throws {
         if let path = configuration.keyFile {
-            file = try KeyFile(path, algorithm: .es256, keyID: nil, keyPath: "credentials.dpop.key_file")
+            do {
+                file = try KeyFile(path, algorithm: .es256, keyID: nil, keyPath: "credentials.dpop.key_file")
+            } catch var error as ConfigurationError where error.reason.contains("RSA key") {
+                // RFC 9449 proofs are ES256 here: an RSA key is no choice.
+                error.reason = "\(path) is an RSA key; DPoP needs an EC P-256 key (ES256)"
+                throw error
+            }
         } else {
             file = nil
         }
