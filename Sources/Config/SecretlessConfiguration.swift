@@ -95,6 +95,22 @@ extension Builder {
             x.dpop = dpop
         }
         c.secretless = x
+        // Keys of one client_auth left beside another: a warning, as for keys of another type.
+        let oauth2: Set<CredentialsType> = [.oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange]
+        if oauth2.contains(c.type) {
+            let signsGrant = c.type == .oauth2JWTBearer && x.assertionFile == nil
+            let unused: [(String, Bool)] = [
+                ("client_key_file", x.clientKeyFile != nil && ![.privateKeyJWT, .tlsClientAuth].contains(c.clientAuth) && !signsGrant),
+                ("client_key_id", x.clientKeyID != nil && c.clientAuth != .privateKeyJWT && !signsGrant),
+                ("client_key_alg", x.clientKeyAlg != nil && c.clientAuth != .privateKeyJWT && !signsGrant),
+                ("client_assertion_audience", x.clientAssertionAudience != nil && ![.privateKeyJWT, .clientSecretJWT].contains(c.clientAuth)),
+                ("client_assertion_file", x.clientAssertionFile != nil && c.clientAuth != .clientAssertion),
+                ("client_cert_file", x.clientCertFile != nil && c.clientAuth != .tlsClientAuth),
+            ]
+            for (key, isUnused) in unused where isUnused {
+                warnings.append("credentials.\(key): not used with client_auth: \(c.clientAuth.rawValue)")
+            }
+        }
     }
 
     /// A path that must name a readable file now (a key or certificate read at start).

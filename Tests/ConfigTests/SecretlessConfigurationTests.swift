@@ -46,6 +46,12 @@ import Testing
         #expect(loaded.configuration.credentials.secretless.dpop == DPoPConfiguration())
     }
 
+    @Test func aKeyOfAnotherClientAuthIsAWarning() throws {
+        let loaded = try parse(
+            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
+        #expect(loaded.warnings.contains("credentials.client_assertion_file: not used with client_auth: none"))
+    }
+
     @Test func theSecretlessTypesLoadWithTheirDefaults() throws {
         let gce = try parse(credentials("type: gce_metadata")).configuration.credentials
         #expect(gce.secretless.serviceAccount == "default")
