@@ -1,5 +1,6 @@
 import Config
 import Logging
+import Sockets
 
 /// A token as a source handed it over, before the manager resolves its expiry.
 public struct IssuedToken: Sendable, Equatable {
@@ -176,6 +177,20 @@ public func credentialFileProblem(_ credentials: CredentialsConfiguration) -> Co
             return error
         } catch {
             return ConfigurationError(keyPath: "credentials", reason: "\(error)")
+        }
+        // A file that must hold a JWT and is there already, but holds none (one that is not there
+        // yet, such as a projected token before the pod starts, is read at the first token request).
+        let x = credentials.secretless
+        var jwtFiles: [(String, String?)] = [("assertion_file", x.assertionFile)]
+        if credentials.clientAuth == .clientAssertion { jwtFiles.append(("client_assertion_file", x.clientAssertionFile)) }
+        if x.subjectTokenType == TokenTypeURI.jwt { jwtFiles.append(("subject_token_file", x.subjectTokenFile)) }
+        if x.actorTokenType == TokenTypeURI.jwt { jwtFiles.append(("actor_token_file", x.actorTokenFile)) }
+        for case (let key, let path?) in jwtFiles {
+            guard case .success(let bytes) = SmallFile.read(path, limit: 1 << 20) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
+            if !text.isEmpty, JWT.claims(of: text) == nil {
+                return ConfigurationError(keyPath: "credentials.\(key)", reason: "\(path) does not hold a JWT (header.payload.signature)")
+            }
         }
         return nil
     case .cognito, .jsonRefresh, .static, .file, .exec, .gceMetadata, .azureManagedIdentity:

@@ -178,6 +178,31 @@ struct ClientAuthTests {
         #expect(!proxy.stderr.contains(stale))
     }
 
+    @Test("check names an assertion file that holds no JWT")
+    func checkRefusesAnAssertionFileWithoutAJWT() throws {
+        let dir = try TempDir(prefix: "tokenproxy-assertioncheck")
+        _ = try dir.write("token", "not-a-jwt\n")
+        let path = try dir.write(
+            "tokenproxy.yaml",
+            """
+            upstream: http://127.0.0.1:9
+            credentials:
+              type: oauth2_client_credentials
+              token_url: http://127.0.0.1:9/token
+              client_id: svc
+              client_auth: client_assertion
+              client_assertion_file: ./token
+            """)
+        let result = try ProxyProcess.run(args: ["check", "--config", path])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("credentials.client_assertion_file"), "\(result.stderr)")
+        #expect(result.stderr.contains("does not hold a JWT"), "\(result.stderr)")
+        #expect(!result.stderr.contains("not-a-jwt"))
+        // Not there yet (a projected token before the pod starts): check passes.
+        try FileManager.default.removeItem(atPath: dir.file("token"))
+        #expect(try ProxyProcess.run(args: ["check", "--config", path]).status == 0)
+    }
+
     @Test(
         "check names the key and the reason for a key file that cannot sign",
         arguments: [
