@@ -58,6 +58,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),
+                // RSA (RS256, PS256) for the JWTs the proxy signs (CONTRACT.md "Secretless credentials").
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -84,9 +86,15 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
-        .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport"]),
+        .testTarget(
+            name: "CredentialsTests",
+            dependencies: [
+                "Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport",
+                // The signature checks of the JWTs the proxy signs use the public halves of the keys.
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials"]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),

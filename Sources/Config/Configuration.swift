@@ -81,6 +81,11 @@ public enum CredentialsType: String, Sendable, Equatable, CaseIterable {
     case `static`
     case file
     case exec
+    // CONTRACT.md "Secretless credentials"
+    case oauth2JWTBearer = "oauth2_jwt_bearer"
+    case oauth2TokenExchange = "oauth2_token_exchange"
+    case gceMetadata = "gce_metadata"
+    case azureManagedIdentity = "azure_managed_identity"
 }
 
 /// A secret and where it came from (for `check`'s masked output and for warnings).
@@ -148,10 +153,19 @@ public struct CredentialsConfiguration: Sendable, Equatable {
     // exec
     public var command: [String] = []
     public var execTimeout: Double = 10
+    /// client_auth keys, the jwt-bearer, token-exchange and cloud-identity types, `dpop`
+    /// (SecretlessConfiguration.swift).
+    public var secretless = SecretlessConfiguration()
+    /// Variables named by `*_env` keys the type does not use: still secrets, withheld from `exec`.
+    public var unusedSecretVariables: Set<String> = []
 
     public init(type: CredentialsType) { self.type = type }
 
-    public enum ClientAuth: String, Sendable, Equatable, CaseIterable { case basic, post }
+    public enum ClientAuth: String, Sendable, Equatable, CaseIterable {
+        case basic, post
+        case privateKeyJWT = "private_key_jwt", clientSecretJWT = "client_secret_jwt", clientAssertion = "client_assertion"
+        case tlsClientAuth = "tls_client_auth", none
+    }
     public enum LoginFlow: String, Sendable, Equatable, CaseIterable { case password, device, browser, srp, none }
     public enum CognitoTokenUse: String, Sendable, Equatable, CaseIterable { case access, id }
     public enum RefreshTokenPlacement: String, Sendable, Equatable, CaseIterable { case header, body }

@@ -115,7 +115,7 @@ enum Keys {
     static let credentialsCommon = ["type", "refresh_margin", "default_lifetime"]
     static let clientSecret = ["client_secret", "client_secret_env", "client_secret_file"]
     static let seedRefreshToken = ["refresh_token_env", "refresh_token_file"]
-    static let oauth2Common = ["issuer_url", "token_url", "client_id"] + clientSecret + ["client_auth", "scope", "audience", "extra_params"]
+    static let oauth2Common = ["issuer_url", "token_url", "client_id"] + clientSecret + ["client_auth", "scope", "audience", "extra_params"] + clientAuth
     static let oauth2RefreshOnly = seedRefreshToken + ["login", "device_authorization_url", "revocation_url"] + browserLogin
     static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin
     static let jsonRefresh =
@@ -134,6 +134,10 @@ enum Keys {
         case .static: return staticToken
         case .file: return file
         case .exec: return exec
+        case .oauth2JWTBearer: return oauth2Common + jwtBearer
+        case .oauth2TokenExchange: return oauth2Common + tokenExchange
+        case .gceMetadata: return gceMetadata
+        case .azureManagedIdentity: return azureManagedIdentity
         }
     }
 
@@ -447,7 +451,9 @@ struct Builder {
         c.audience = found.collect { try s.nonEmptyString("audience") }
         found.collect {
             guard let params = try s.stringMap("extra_params") else { return }
-            let reserved = ["grant_type", "refresh_token", "client_id", "client_secret", "scope", "audience", "username", "password", "device_code"]
+            let reserved = ["grant_type", "refresh_token", "client_id", "client_secret", "scope", "audience", "username", "password", "device_code",
+                "client_assertion", "client_assertion_type", "assertion", "subject_token", "subject_token_type", "actor_token",
+                "actor_token_type", "requested_token_type"]
             for name in params.keys.sorted() where reserved.contains(name) {
                 throw ConfigurationError(
                     keyPath: "credentials.extra_params.\(name)", reason: "is set by the proxy itself (use the credentials key of that name, if any)")
@@ -485,6 +491,7 @@ struct Builder {
         c.path = found.collect { try pathValue(s, "path") }
         found.collect { try parseCommand(s, into: &c) }
         if let value = found.collect({ try positiveDuration(s, "exec_timeout") }) { c.execTimeout = value }
+        parseSecretless(s, into: &c)
 
         // Secrets are read only for the keys the type uses: an unused, unset variable is no reason to refuse to start.
         if used.contains("client_secret") { c.clientSecret = found.collect { try readSecret(s, "client_secret", literal: true) } }
@@ -492,10 +499,14 @@ struct Builder {
             c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
         }
         if used.contains("token_env") { c.token = found.collect { try readSecret(s, "token", literal: false) } }
+        for key in ["client_secret_env", "refresh_token_env", "token_env"] where !used.contains(key) {
+            if let name = try? s.nonEmptyString(key) { c.unusedSecretVariables.insert(name.trimmingWhitespace()) }
+        }
 
         // A key already found wrong would be reported again as missing.
         if found.errors.count == errorsBefore {
             found.collect { try checkRequired(c, s) }
+            if found.errors.count == errorsBefore { found.collect { try checkSecretless(c) } }
             checkLoginFlow(c)
         }
         return c
@@ -525,6 +536,10 @@ struct Builder {
             ConfigurationError(keyPath: "credentials.\(key)", reason: "required for type \(typeName)\(extra)")
         }
         switch c.type {
+        case .oauth2JWTBearer, .oauth2TokenExchange:
+            guard c.tokenURL != nil || c.issuerURL != nil else { throw missing("token_url", " (or set issuer_url for OpenID discovery)") }
+        case .gceMetadata, .azureManagedIdentity:
+            break
         case .oauth2Refresh, .oauth2ClientCredentials:
             // Each missing key is named (`check`), not only the first.
             if c.clientID == nil { found.record(missing("client_id")) }

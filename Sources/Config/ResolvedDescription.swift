@@ -52,6 +52,18 @@ extension Configuration {
         credential("path", c.path)
         credential("command", c.command.isEmpty ? nil : list(c.command))
         credential("exec_timeout", Units.formatDuration(c.execTimeout))
+        let x = c.secretless
+        credential("client_key_file", x.clientKeyFile)
+        credential("client_key_id", x.clientKeyID.map(quoted))
+        credential("client_key_alg", x.clientKeyAlg?.rawValue)
+        credential("client_assertion_audience", x.clientAssertionAudience.map(quoted))
+        credential("client_assertion_file", x.clientAssertionFile)
+        credential("client_cert_file", x.clientCertFile)
+        credential("assertion_file", x.assertionFile)
+        credential("subject_token_file", x.subjectTokenFile)
+        credential("actor_token_file", x.actorTokenFile)
+        credential("resource", x.resource.map(quoted))
+        if used.contains("dpop"), let dpop = x.dpop { add("credentials.dpop.key_file", dpop.keyFile ?? "made once, kept in the store") }
 
         add("upstream_tls.ca_file", upstreamTLS.caFile ?? "system CAs")
         add("upstream_tls.client_cert_file", upstreamTLS.clientCertFile)

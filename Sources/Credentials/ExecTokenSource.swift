@@ -12,9 +12,12 @@ final class ExecTokenSource: TokenSource {
     let defaultLifetime: Double?
     let command: [String]
     let timeout: Double
+    /// The variables that `*_env` keys name: secrets the command must not inherit.
+    let withheld: Set<String>
     static let outputLimit = 64 << 10
 
-    init(_ credentials: CredentialsConfiguration) throws {
+    init(_ credentials: CredentialsConfiguration, withholding withheld: Set<String> = []) throws {
+        self.withheld = withheld
         guard let program = credentials.command.first, !program.isEmpty, !program.utf8.contains(0) else {
             throw ConfigurationError(keyPath: "credentials.command", reason: "an exec source needs a command")
         }
@@ -31,7 +34,7 @@ final class ExecTokenSource: TokenSource {
     func fetch(current: TokenSnapshot?) throws -> IssuedToken {
         let outcome: ProcessRunner.Outcome
         do {
-            outcome = try ProcessRunner.run(command, timeout: timeout, outputLimit: Self.outputLimit)
+            outcome = try ProcessRunner.run(command, timeout: timeout, outputLimit: Self.outputLimit, withholding: withheld)
         } catch let error as ProcessRunner.LaunchError {
             throw TokenSourceError.passing("exec: \(error.description)")
         }

@@ -87,4 +87,11 @@ public protocol IdentityProvider: AnyObject {
 
     /// Revokes a refresh token (RFC 7009) where the provider supports it; otherwise does nothing.
     func revoke(refreshToken: String) throws
+
+    /// The DPoP key of a stored session's token (RFC 9449), for the types that use `dpop`.
+    func dpopProver(for session: StoredSession) -> DPoPProver?
+}
+
+extension IdentityProvider {
+    public func dpopProver(for session: StoredSession) -> DPoPProver? { nil }
 }

@@ -1,15 +1,17 @@
 import Config
 import Foundation
 import IdentityHTTP
+import Logging
 import Sockets
 
-/// `type: oauth2_refresh` and `type: oauth2_client_credentials` (RFC 6749).
+/// `type: oauth2_refresh`, `oauth2_client_credentials` (RFC 6749), `oauth2_jwt_bearer` (RFC 7523
+/// §2.1) and `oauth2_token_exchange` (RFC 8693); the last three fetch a new token each time.
 ///
 /// - refresh: the refresh_token grant (§6); client_credentials: §4.4 (no session: every fetch asks
 ///   for a new token, and a refusal is a passing failure, CONTRACT.md point 5).
 /// - login: the password grant (§4.3) or the device authorization grant (RFC 8628).
-/// - client authentication: `client_secret_basic` (§2.3.1: id and secret form-urlencoded, then
-///   Basic) or `client_secret_post`; a client without a secret sends `client_id` in the form.
+/// - client authentication: `ClientAuthentication` (`client_auth`: basic, post, private_key_jwt,
+///   client_secret_jwt, client_assertion, tls_client_auth, none), the same for every call.
 /// - `scope`, `audience` and `extra_params` go with every token request.
 /// - OpenID discovery (`issuer_url`) fills token_url, device_authorization_url and revocation_url
 ///   when they are absent; fetched on first need and cached; a failure is passing and retried.
@@ -21,9 +23,19 @@ public final class OAuth2Provider: IdentityProvider {
     public let fetchesWithoutSession: Bool
 
     let issuerURL: String?
-    let clientID: String
+    let type: CredentialsType
+    let clientID: String?
     let clientSecret: String?
-    let clientAuth: CredentialsConfiguration.ClientAuth
+    let clientAuthentication: ClientAuthentication
+    /// The grant of oauth2_jwt_bearer and oauth2_token_exchange.
+    let grant: SecretlessGrant?
+    /// `credentials.dpop` (RFC 9449): proofs on token requests, and the key DPoP tokens are bound to.
+    let dpop: DPoPKeySource?
+    /// The key of the token request in progress.
+    private var prover: DPoPProver?
+    /// The identity provider's newest `DPoP-Nonce` (RFC 9449 §8).
+    private var identityProviderNonce: String?
+    private var warnedBearer = false
     let scope: String?
     let audience: String?
     let extraParams: [(String, String)]
@@ -50,8 +62,10 @@ public final class OAuth2Provider: IdentityProvider {
 
     public init(_ credentials: CredentialsConfiguration) throws {
         kind = credentials.type.rawValue
-        fetchesWithoutSession = credentials.type == .oauth2ClientCredentials
-        guard let clientID = credentials.clientID, !clientID.isEmpty else {
+        type = credentials.type
+        fetchesWithoutSession = [.oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange].contains(credentials.type)
+        let clientID = credentials.clientID.flatMap { $0.isEmpty ? nil : $0 }
+        if clientID == nil, credentials.type == .oauth2Refresh || credentials.type == .oauth2ClientCredentials {
             throw ConfigurationError(keyPath: "credentials.client_id", reason: "\(credentials.type.rawValue) needs client_id")
         }
         for (key, value) in [
@@ -65,14 +79,16 @@ public final class OAuth2Provider: IdentityProvider {
         guard credentials.tokenURL != nil || credentials.issuerURL != nil else {
             throw ConfigurationError(keyPath: "credentials.token_url", reason: "\(credentials.type.rawValue) needs token_url (or issuer_url for discovery)")
         }
-        if fetchesWithoutSession, credentials.clientSecret == nil {
+        if type == .oauth2ClientCredentials, credentials.clientSecret == nil, [.basic, .post, .clientSecretJWT].contains(credentials.clientAuth) {
             throw ConfigurationError(
                 keyPath: "credentials.client_secret_env", reason: "oauth2_client_credentials needs a client secret (client_secret_env or client_secret_file)")
         }
         self.clientID = clientID
         self.clientSecret = credentials.clientSecret.map(\.value).flatMap { $0.isEmpty ? nil : $0 }
         if let clientSecret { registerSecret(clientSecret) }
-        self.clientAuth = credentials.clientAuth
+        self.clientAuthentication = try ClientAuthentication(credentials, clientID: clientID, secret: clientSecret)
+        self.grant = try SecretlessGrant(credentials)
+        self.dpop = try credentials.secretless.dpop.map(DPoPKeySource.init)
         self.scope = credentials.scope.flatMap { $0.isEmpty ? nil : $0 }
         self.audience = credentials.audience.flatMap { $0.isEmpty ? nil : $0 }
         self.extraParams = credentials.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
@@ -85,6 +101,10 @@ public final class OAuth2Provider: IdentityProvider {
         self.authorizationParams = credentials.authorizationParams
     }
 
+    public func dpopProver(for session: StoredSession) -> DPoPProver? {
+        try? dpop?.prover(for: session)
+    }
+
     /// Whether `logout` has an endpoint to revoke at (configured, or discovered).
     public var revokes: Bool {
         if revocationURL != nil { return true }
@@ -95,6 +115,13 @@ public final class OAuth2Provider: IdentityProvider {
     // MARK: - IdentityProvider
 
     public func refresh(_ session: StoredSession?) throws -> IssuedToken {
+        prover = try dpop?.prover(for: session)
+        if let grant {
+            let tokenURL = try endpoint(\.tokenURL, name: "token_url") ?? ""
+            let (form, secrets) = try grant.form(clientID: clientID, tokenEndpoint: tokenURL)
+            // A nonce retry signs a new assertion: a jti is never sent twice.
+            return try tokenRequest(form, call: grant.call, secrets: secrets) { try grant.form(clientID: self.clientID, tokenEndpoint: tokenURL).0 }
+        }
         if fetchesWithoutSession {
             return try tokenRequest([("grant_type", "client_credentials")], call: "client_credentials grant", secrets: [])
         }
@@ -106,6 +133,7 @@ public final class OAuth2Provider: IdentityProvider {
     }
 
     public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken {
+        prover = try dpop?.prover(for: nil)
         switch input {
         case .password(let username, let password):
             registerSecret(password)
@@ -128,7 +156,7 @@ public final class OAuth2Provider: IdentityProvider {
     public func revoke(refreshToken: String) throws {
         guard let url = try endpoint(\.revocationURL, name: "revocation_url") else { return }
         var form = [("token", refreshToken), ("token_type_hint", "refresh_token")]
-        let request = makeRequest(url: url, form: &form)
+        let request = try makeRequest(url: url, form: &form)
         let response: HTTPCallResponse
         do {
             response = try BlockingHTTPClient.perform(request)
@@ -146,22 +174,41 @@ public final class OAuth2Provider: IdentityProvider {
     /// One call to the token endpoint and its answer as a token set.
     /// `scopeAndAudience: false` for the code exchange, which takes the scope of the authorization
     /// request (RFC 6749 §4.1.3).
-    func tokenRequest(_ grant: [(String, String)], call: String, secrets: [String], scopeAndAudience: Bool = true) throws -> IssuedToken {
+    func tokenRequest(
+        _ grant: [(String, String)], call: String, secrets: [String], scopeAndAudience: Bool = true,
+        again: (() throws -> [(String, String)])? = nil
+    ) throws -> IssuedToken {
         guard let url = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
         }
-        let response = try post(url: url, form: grant, call: call, scopeAndAudience: scopeAndAudience)
+        var response = try post(url: url, form: grant, call: call, scopeAndAudience: scopeAndAudience, proof: true)
+        // RFC 9449 §8: the identity provider demands a nonce; answered once.
+        if let nonce = response.header("dpop-nonce"), prover != nil {
+            let demanded = (400...401).contains(response.status) && JSONValue.parse(response.body)?["error"]?.string == "use_dpop_nonce"
+            identityProviderNonce = nonce
+            if demanded {
+                response = try post(url: url, form: try again?() ?? grant, call: call, scopeAndAudience: scopeAndAudience, proof: true)
+            }
+        }
         guard (200..<300).contains(response.status) else {
             throw failure(response, call: call, secrets: secrets)
         }
         return try read(response, call: call)
     }
 
-    private func post(url: String, form grant: [(String, String)], call: String, scopeAndAudience: Bool = true) throws -> HTTPCallResponse {
+    private func post(
+        url: String, form grant: [(String, String)], call: String, scopeAndAudience: Bool = true, proof: Bool = false
+    ) throws -> HTTPCallResponse {
         var form = grant
         if scopeAndAudience, let scope { form.append(("scope", scope)) }
         if scopeAndAudience, let audience { form.append(("audience", audience)) }
-        let request = makeRequest(url: url, form: &form)
+        var request = try makeRequest(url: url, form: &form)
+        if proof, let prover {
+            // RFC 9449 §4.2: htm POST, htu the token endpoint; no ath on a token request.
+            let value = prover.proof(
+                method: "POST", url: url, accessTokenHash: nil, nonce: identityProviderNonce, now: Date().timeIntervalSince1970)
+            request.headers.append("DPoP: \(value)")
+        }
         do {
             return try BlockingHTTPClient.perform(request)
         } catch {
@@ -170,25 +217,16 @@ public final class OAuth2Provider: IdentityProvider {
     }
 
     /// Adds the extra parameters and the client authentication.
-    private func makeRequest(url: String, form: inout [(String, String)]) -> HTTPCallRequest {
+    private func makeRequest(url: String, form: inout [(String, String)]) throws -> HTTPCallRequest {
         for (name, value) in extraParams where !form.contains(where: { $0.0 == name }) { form.append((name, value)) }
         var headers = ["Content-Type: application/x-www-form-urlencoded", "Accept: application/json"]
-        if let clientSecret {
-            switch clientAuth {
-            case .basic:
-                let pair = Self.formEncode(clientID) + ":" + Self.formEncode(clientSecret)
-                let encoded = Data(pair.utf8).base64EncodedString()
-                registerSecret(encoded)
-                headers.append("Authorization: Basic \(encoded)")
-            case .post:
-                form.append(("client_id", clientID))
-                form.append(("client_secret", clientSecret))
-            }
-        } else {
-            form.append(("client_id", clientID))
-        }
+        var request = HTTPCallRequest(url: url, timeout: timeout)
+        let tokenEndpoint = (try? endpoint(\.tokenURL, name: "token_url")).flatMap { $0 } ?? url
+        try clientAuthentication.apply(form: &form, headers: &headers, request: &request, tokenEndpoint: tokenEndpoint)
         let body = form.map { Self.formEncode($0.0) + "=" + Self.formEncode($0.1) }.joined(separator: "&")
-        return HTTPCallRequest(url: url, headers: headers, body: Array(body.utf8), timeout: timeout)
+        request.headers = headers
+        request.body = Array(body.utf8)
+        return request
     }
 
     /// The token set of a 2xx answer (RFC 6749 §5.1).
@@ -203,7 +241,21 @@ public final class OAuth2Provider: IdentityProvider {
             throw TokenSourceError.passing("the access_token in the answer to the \(call) contains spaces, control characters or non-ASCII bytes")
         }
         registerSecret(accessToken)
-        if let type = answer["token_type"]?.string, type.lowercased() != "bearer" {
+        var boundTo: DPoPProver? = nil
+        if let type = answer["token_type"]?.string, type.lowercased() == "dpop" {
+            // RFC 9449 §5: bound to the key of this request's proof.
+            guard let prover else {
+                throw TokenSourceError.configuration("the token endpoint issued a DPoP token, but credentials.dpop is not set")
+            }
+            boundTo = prover
+        } else if dpop != nil, !warnedBearer {
+            warnedBearer = true
+            Logger(label: "tokenproxy").warning("\(kind): dpop is set, but the token endpoint answered token_type \"Bearer\"; the token goes upstream as it was issued")
+        }
+        // RFC 8693 §2.2.1: "N_A" when the issued token is not an access token.
+        if boundTo == nil, let type = answer["token_type"]?.string, type.lowercased() != "bearer",
+            !(grant?.isExchange == true && type == "N_A")
+        {
             let shown = type.utf8.count <= 20 && type.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) ? type : "?"
             throw TokenSourceError.configuration("the token endpoint issued a \(shown) token, not a Bearer token")
         }
@@ -224,6 +276,7 @@ public final class OAuth2Provider: IdentityProvider {
         }
         var issued = IssuedToken(accessToken: accessToken, refreshToken: refreshToken, serverDate: response.date)
         issued.person = LoginIdentity.person(idToken: answer["id_token"]?.string, accessToken: accessToken)
+        issued.dpop = boundTo
         if let value = answer["expires_in"], value != .null {
             guard let seconds = value.number, seconds > 0, seconds <= Self.longestLifetime else {
                 throw TokenSourceError.passing("the expires_in in the answer to the \(call) is not a number of seconds between 0 and 10 years")
@@ -255,6 +308,9 @@ public final class OAuth2Provider: IdentityProvider {
             return .refused("the token endpoint answered the \(call) with \(said)")
         case "access_denied":
             return .refused("the identity provider denied the \(call) (\(said))")
+        case "invalid_dpop_proof", "use_dpop_nonce":
+            // RFC 9449 §5, §8: the proof itself was refused (or a second nonce demand in a row).
+            return .configuration("the identity provider refused the DPoP proof of the \(call) (\(said)); check credentials.dpop")
         case "invalid_client", "unauthorized_client", "invalid_scope", "unsupported_grant_type", "invalid_request",
             "unsupported_token_type", "invalid_target":
             return .configuration("the identity provider blames the client for the \(call) (\(said)); check credentials")
@@ -302,7 +358,7 @@ public final class OAuth2Provider: IdentityProvider {
             }
             let response: HTTPCallResponse
             do {
-                response = try post(url: tokenURL, form: grant, call: "device login")
+                response = try post(url: tokenURL, form: grant, call: "device login", proof: true)
             } catch {
                 continue  // a passing failure: polled again at the interval until the code expires
             }

@@ -116,7 +116,7 @@ public final class SessionTokenSource: TokenSource {
 
     /// The stored token as an answer, when it is still valid.
     private func reusable(_ stored: StoredSession, token: String, now: Double) -> IssuedToken? {
-        let issued = Self.issued(from: stored, now: now)
+        let issued = bound(Self.issued(from: stored, now: now), stored)
         guard let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: defaultLifetime) else { return issued }
         return expiresAt > now + 1 ? issued : nil
     }
@@ -169,7 +169,15 @@ public final class SessionTokenSource: TokenSource {
         }
         storeMetrics.race(.won)
         seed = nil
-        return Self.issued(from: saved, now: now)
+        return bound(Self.issued(from: saved, now: now), saved)
+    }
+
+    /// A stored DPoP-bound token gets its key back (RFC 9449: it is useless without it).
+    private func bound(_ issued: IssuedToken, _ stored: StoredSession) -> IssuedToken {
+        guard stored.tokenType == "DPoP" else { return issued }
+        var issued = issued
+        issued.dpop = provider.dpopProver(for: stored)
+        return issued
     }
 
     /// Builds the session for a new token set and saves it durably; on a failed save the session is
@@ -197,6 +205,8 @@ public final class SessionTokenSource: TokenSource {
         session.deviceKey = issued.deviceKey ?? previous?.deviceKey
         session.lastRefreshAt = now
         session.lastRefreshOutcome = outcome
+        session.tokenType = issued.dpop == nil ? nil : "DPoP"
+        session.dpopKey = issued.dpop?.storedPEM ?? previous?.dpopKey
         do {
             try store.save(session)
             unsaved = nil

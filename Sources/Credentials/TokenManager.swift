@@ -278,11 +278,13 @@ public final class TokenManager: @unchecked Sendable {
                     current.expiresAt == expiresAt
                     ? current
                     : TokenSnapshot(
-                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation)
+                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
+                        dpop: current.dpop?.prover)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
                 let issuedAt = min(issued.issuedAt ?? now, now)
-                snapshot = TokenSnapshot(accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation)
+                snapshot = TokenSnapshot(
+                    accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation, dpop: issued.dpop)
                 let what = issued.fromStore ? "picked up the stored token" : "refresh (\(reason.rawValue)) succeeded"
                 logger.info("\(kind): \(what) in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
             }

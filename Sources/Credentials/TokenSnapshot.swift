@@ -10,10 +10,14 @@ public final class TokenSnapshot: Sendable {
     public let issuedAt: Double
     /// Grows by one with every new token; a 401 names the generation it was sent with.
     public let generation: UInt64
+    /// Set for a DPoP-bound token (RFC 9449 §7.1): `authorizationValue` is `DPoP <token>` and every
+    /// request carries a fresh proof. nil for a Bearer token: the request path tests only this.
+    public let dpop: DPoPBinding?
 
-    public init(accessToken: String, expiresAt: Double?, issuedAt: Double, generation: UInt64) {
+    public init(accessToken: String, expiresAt: Double?, issuedAt: Double, generation: UInt64, dpop: DPoPProver? = nil) {
         self.accessToken = accessToken
-        self.authorizationValue = Array("Bearer \(accessToken)".utf8)
+        self.dpop = dpop.map { DPoPBinding(prover: $0, accessToken: accessToken) }
+        self.authorizationValue = Array("\(dpop == nil ? "Bearer" : "DPoP") \(accessToken)".utf8)
         self.expiresAt = expiresAt
         self.issuedAt = issuedAt
         self.generation = generation

@@ -1,5 +1,6 @@
 import Config
 import Logging
+import Sockets
 
 /// A token as a source handed it over, before the manager resolves its expiry.
 public struct IssuedToken: Sendable, Equatable {
@@ -29,6 +30,8 @@ public struct IssuedToken: Sendable, Equatable {
     /// Cognito with device tracking: the login's `NewDeviceMetadata.DeviceKey`, kept in the store and
     /// sent as DEVICE_KEY with every refresh.
     public var deviceKey: String?
+    /// Set for a token issued with `token_type: DPoP` (RFC 9449 §5): the key it is bound to.
+    public var dpop: DPoPProver?
 
     public init(
         accessToken: String,
@@ -114,18 +117,35 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .file:
         return try FileTokenSource(credentials)
     case .exec:
-        return try ExecTokenSource(credentials)
-    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+        return try ExecTokenSource(credentials, withholding: secretVariables(configuration))
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity:
         return try makeSessionTokenSource(configuration, logger: logger)
     }
+}
+
+/// The environment variables that the configuration's `*_env` keys name (read or not: a key the
+/// type does not use still names a secret).
+func secretVariables(_ configuration: Configuration) -> Set<String> {
+    var names = Set<String>()
+    let secrets = [
+        configuration.credentials.clientSecret, configuration.credentials.seedRefreshToken, configuration.credentials.token,
+        configuration.access.requireValue, configuration.store.redis?.password,
+    ]
+    for secret in secrets {
+        if case .env(let name)? = secret?.origin { names.insert(name) }
+    }
+    return names.union(configuration.credentials.unusedSecretVariables)
 }
 
 /// The provider that `configuration.credentials.type` names, for the types that call an identity
 /// provider (oauth2_refresh, oauth2_client_credentials, cognito, json_refresh).
 public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws -> any IdentityProvider {
     switch credentials.type {
-    case .oauth2Refresh, .oauth2ClientCredentials:
+    case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
         return try OAuth2Provider(credentials)
+    case .gceMetadata, .azureManagedIdentity:
+        return try CloudIdentityProvider(credentials)
     case .cognito:
         return try CognitoProvider(credentials)
     case .jsonRefresh:
@@ -149,4 +169,37 @@ public func makeSessionTokenSource(_ configuration: Configuration, logger: Logge
         refreshMargin: credentials.refreshMargin,
         logger: logger
     )
+}
+
+/// What `check` can know about the credentials' files before start beyond the loader's checks (a
+/// key file that holds no usable key, an algorithm the key cannot sign), as the error the server
+/// would stop with; nil when there is nothing wrong. Makes no network call.
+public func credentialFileProblem(_ credentials: CredentialsConfiguration) -> ConfigurationError? {
+    switch credentials.type {
+    case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
+        do {
+            _ = try OAuth2Provider(credentials)
+        } catch let error as ConfigurationError {
+            return error
+        } catch {
+            return ConfigurationError(keyPath: "credentials", reason: "\(error)")
+        }
+        // A file that must hold a JWT and is there already, but holds none (one that is not there
+        // yet, such as a projected token before the pod starts, is read at the first token request).
+        let x = credentials.secretless
+        var jwtFiles: [(String, String?)] = [("assertion_file", x.assertionFile)]
+        if credentials.clientAuth == .clientAssertion { jwtFiles.append(("client_assertion_file", x.clientAssertionFile)) }
+        if x.subjectTokenType == TokenTypeURI.jwt { jwtFiles.append(("subject_token_file", x.subjectTokenFile)) }
+        if x.actorTokenType == TokenTypeURI.jwt { jwtFiles.append(("actor_token_file", x.actorTokenFile)) }
+        for case (let key, let path?) in jwtFiles {
+            guard case .success(let bytes) = SmallFile.read(path, limit: 1 << 20) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
+            if !text.isEmpty, JWT.claims(of: text) == nil {
+                return ConfigurationError(keyPath: "credentials.\(key)", reason: "\(path) does not hold a JWT (header.payload.signature)")
+            }
+        }
+        return nil
+    case .cognito, .jsonRefresh, .static, .file, .exec, .gceMetadata, .azureManagedIdentity:
+        return nil
+    }
 }

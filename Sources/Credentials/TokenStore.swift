@@ -27,6 +27,11 @@ public struct StoredSession: Codable, Sendable, Equatable {
     public var clockSkew: Double?
     /// Cognito with device tracking: the device key that every REFRESH_TOKEN_AUTH carries.
     public var deviceKey: String?
+    /// "DPoP" when the access token is bound to the DPoP key (RFC 9449 §5); nil: Bearer.
+    public var tokenType: String?
+    /// The DPoP key (EC P-256, PEM) made at the first token request when `dpop.key_file` is not
+    /// set: kept so that a restart and every proxy of a fleet prove possession of the same key.
+    public var dpopKey: String?
 
     public init(
         kind: String,
@@ -61,6 +66,8 @@ public struct StoredSession: Codable, Sendable, Equatable {
         case endedReason = "ended_reason"
         case clockSkew = "clock_skew"
         case deviceKey = "device_key"
+        case tokenType = "token_type"
+        case dpopKey = "dpop_key"
     }
 }
 

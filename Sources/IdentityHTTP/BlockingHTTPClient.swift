@@ -11,6 +11,11 @@ public struct HTTPCallRequest: Sendable {
     public var headers: [String]
     public var body: [UInt8]
     public var timeout: Double
+    /// RFC 8705 mutual TLS (`client_auth: tls_client_auth`): the client certificate and key, PEM.
+    public var clientCertificateFile: String? = nil
+    public var clientKeyFile: String? = nil
+    /// Trust this CA bundle instead of the system's (no configuration key sets it yet; tests use it).
+    public var caFile: String? = nil
 
     public init(url: String, method: String = "POST", headers: [String] = [], body: [UInt8] = [], timeout: Double = 30) {
         self.url = url
@@ -68,6 +73,11 @@ public enum BlockingHTTPClient {
             try easy.set(.total, milliseconds: Int(request.timeout * 1000))
             try easy.set(.connect, milliseconds: Int(min(request.timeout, 10) * 1000))
             try easy.setTransferDelegate(state)
+            if let caFile = request.caFile { try easy.set(.caFile, caFile) }
+            if let certificate = request.clientCertificateFile, let key = request.clientKeyFile {
+                try easy.set(.clientCertFile, certificate)
+                try easy.set(.clientKeyFile, key)
+            }
             if request.method == "POST" || !request.body.isEmpty {
                 try easy.set(.post, true)
                 try easy.setRequestBodySize(Int64(request.body.count))

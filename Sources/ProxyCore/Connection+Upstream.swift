@@ -15,11 +15,12 @@ extension Connection {
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let forwarder = ctx.forwarder
         let peerHost = peerHostBytes
+        let dpopEnabled = ctx.dpopEnabled
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
                 authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
-                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength)
+                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: dpopEnabled ? token?.dpop : nil)
         }
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
@@ -224,8 +225,20 @@ extension Connection {
         flush()
     }
 
+    /// RFC 9449 §9: the upstream's newest `DPoP-Nonce` goes into later proofs; true for a 401 with
+    /// `error="use_dpop_nonce"`, retried once with it (the request's one retry).
+    private func noteDPoPNonce(_ head: ResponseHead, _ dpop: DPoPBinding) -> Bool {
+        guard let nonce = head.fields.first("dpop-nonce") else { return false }
+        dpop.prover.upstreamGave(nonce: nonce)
+        guard head.status == 401, let challenge = head.fields.first("www-authenticate") else { return false }
+        return challenge.contains("use_dpop_nonce")
+    }
+
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
+        var nonceDemanded = false
+        if ctx.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop) }
         let action = exchange.machine.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: ctx.tokenCanChange,
             refusingGoodTokens: head.status == 401 && ctx.shared.refusingGoodTokens(now: ctx.loop.now))
@@ -236,6 +249,7 @@ extension Connection {
             startTunnel(exchange, head)
         case .hold401:
             exchange.held401 = Held401(head: head, framing: framing)
+            if nonceDemanded { exchange.held401?.dpopNonceDemanded = true }
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
             if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
@@ -331,7 +345,13 @@ extension Connection {
         case .releaseHeld401:
             releaseHeld401(exchange)
         case .retryWithNewToken(let stale):
-            acquireToken(for: exchange, staleGeneration: stale)
+            if exchange.held401?.dpopNonceDemanded == true {
+                // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
+                ctx.metrics.retriedAfter401()
+                acquireToken(for: exchange, staleGeneration: nil)
+            } else {
+                acquireToken(for: exchange, staleGeneration: stale)
+            }
         case .complete(let refusedBody):
             if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(&outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.

@@ -8,6 +8,8 @@ final class Held401 {
     let head: ResponseHead
     let framing: ResponseBodyFraming
     var body: [UInt8] = []
+    /// The 401 demands a DPoP nonce (RFC 9449 §9): the retry keeps the token.
+    var dpopNonceDemanded = false
     init(head: ResponseHead, framing: ResponseBodyFraming) {
         self.head = head
         self.framing = framing

@@ -1,4 +1,5 @@
 import Config
+import Credentials
 import HTTP1
 import Upstream
 
@@ -54,7 +55,7 @@ final class Forwarder {
     /// chunked body that goes whole, with Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        peerHost: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil
+        peerHost: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { out.append(contentsOf: hostFieldLine) }
@@ -78,9 +79,16 @@ final class Forwarder {
                 break
             }
             if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
+            // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
+            if dpop != nil, fields.nameEquals(i, "dpop") { continue }
             fields.copyField(i, to: &out)
         }
         if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
+        // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
+        // test a Bearer token pays.
+        if let dpop {
+            RequestWriter.appendField(&out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
+        }
         if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
         RequestWriter.appendFieldLine(&out, "X-Forwarded-Proto: http\r\n")
         if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }

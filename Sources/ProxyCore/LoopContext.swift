@@ -22,6 +22,8 @@ final class LoopContext {
     let timeouts: ExchangeMachine.Timeouts
     /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
     let sessionNeedsLogin: Bool
+    /// `credentials.dpop` is set: only then can a token carry a DPoP binding (RFC 9449).
+    let dpopEnabled: Bool
     var connections: [Int32: Connection] = [:]
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
@@ -49,12 +51,14 @@ final class LoopContext {
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = configuration.credentials.type != .static
+        dpopEnabled = configuration.credentials.secretless.dpop != nil
         timeouts = ExchangeMachine.Timeouts(
             upstreamTimeout: configuration.limits.upstreamTimeout, upstreamIdleTimeout: configuration.limits.upstreamIdleTimeout,
             clientIdleTimeout: configuration.limits.clientIdleTimeout)
         switch configuration.credentials.type {
         case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
-        case .oauth2ClientCredentials, .static, .file, .exec: sessionNeedsLogin = false
+        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
+            sessionNeedsLogin = false
         }
     }
 

@@ -55,6 +55,10 @@ enum TokenMetrics {
             out += "tokenproxy_next_refresh_timestamp_seconds \(Int(next))\n"
         }
         if let store = tokens.storeMetrics { out += storeSeries(store) }
+        out += "# HELP tokenproxy_assertions_refused_total Assertions read from a file that were not sent: expired, or no JWT.\n# TYPE tokenproxy_assertions_refused_total counter\n"
+        for reason in AssertionMetrics.Reason.allCases {
+            out += "tokenproxy_assertions_refused_total{reason=\"\(reason.rawValue)\"} \(AssertionMetrics.shared.count(reason))\n"
+        }
         if let last = stats.lastRefreshAt {
             out += "# HELP tokenproxy_last_refresh_timestamp_seconds When the token source last answered.\n# TYPE tokenproxy_last_refresh_timestamp_seconds gauge\n"
             out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"

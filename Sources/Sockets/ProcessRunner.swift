@@ -25,7 +25,9 @@ public enum ProcessRunner {
 
     public static let killGrace: Double = 1
 
-    public static func run(_ argv: [String], timeout: Double, outputLimit: Int) throws -> Outcome {
+    /// Runs `argv` with the proxy's environment less the variables named in `withholding` (the
+    /// ones that hold secrets: a command needs none of them).
+    public static func run(_ argv: [String], timeout: Double, outputLimit: Int, withholding: Set<String> = []) throws -> Outcome {
         precondition(!argv.isEmpty)
         var pipeFDs: [Int32] = [-1, -1]
         guard pipe(&pipeFDs) == 0 else {
@@ -38,7 +40,7 @@ public enum ProcessRunner {
         let writeFD = pipeFDs[1]
         defer { close(readFD) }
 
-        let spawnResult = spawn(argv, stdout: writeFD)
+        let spawnResult = spawn(argv, stdout: writeFD, withholding: withholding)
         close(writeFD)
         guard case .success(let pid) = spawnResult else {
             if case .failure(let error) = spawnResult { throw error }
@@ -102,8 +104,8 @@ public enum ProcessRunner {
     /// Starts `argv` (searched in PATH when it has no "/") in a process group of its own (a Ctrl-C
     /// meant for tokenproxy does not reach it), with stdin and stderr on /dev/null, stdout on
     /// `stdout` (or /dev/null), no descriptor of ours inherited, no signal blocked and the usual ones
-    /// at their defaults.
-    private static func spawn(_ argv: [String], stdout: Int32?) -> Result<pid_t, LaunchError> {
+    /// at their defaults, and the proxy's environment less the variables named in `withholding`.
+    private static func spawn(_ argv: [String], stdout: Int32?, withholding: Set<String> = []) -> Result<pid_t, LaunchError> {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -135,11 +137,25 @@ public enum ProcessRunner {
         var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
         cArguments.append(nil)
         defer { for pointer in cArguments { free(pointer) } }
+        // The environment, without the withheld variables: pointers into `environ`, which the token
+        // thread (the only one that spawns or changes it) leaves alone meanwhile.
+        var environment: [UnsafeMutablePointer<CChar>?] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            let text = String(cString: variable)
+            let name = text.firstIndex(of: "=").map { String(text[..<$0]) } ?? text
+            if !withholding.contains(name) { environment.append(variable) }
+            entry += 1
+        }
+        environment.append(nil)
+
         var pid: pid_t = 0
         let result = cArguments.withUnsafeBufferPointer { arguments -> Int32 in
-            argv[0].contains("/")
-                ? posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
-                : posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, environ)
+            environment.withUnsafeBufferPointer { envp -> Int32 in
+                argv[0].contains("/")
+                    ? posix_spawn(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, envp.baseAddress!)
+                    : posix_spawnp(&pid, argv[0], &actions, &attributes, arguments.baseAddress!, envp.baseAddress!)
+            }
         }
         guard result == 0 else {
             return .failure(LaunchError(description: "cannot start \(argv[0]): \(Syscall.describe(errno: result))"))

@@ -198,6 +198,10 @@ struct Check: ParsableCommand {
         if let problem = unsupportedStoreSettings(loaded.configuration.store) {
             fail("configuration error: \(problem)", status: Exit.badConfiguration)
         }
+        // Key files and the like that only the credentials code can judge (a PEM that holds no usable key).
+        if let problem = credentialFileProblem(loaded.configuration.credentials) {
+            fail("configuration error: \(problem)", status: Exit.badConfiguration)
+        }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
         print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
         print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
@@ -209,7 +213,8 @@ struct Check: ParsableCommand {
 func sessionSource(_ loaded: LoadedConfiguration, logger: Logger, command: String) -> SessionTokenSource {
     let type = loaded.configuration.credentials.type
     switch type {
-    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity:
         do {
             return try makeSessionTokenSource(loaded.configuration, logger: logger)
         } catch {
@@ -307,7 +312,8 @@ struct Token: ParsableCommand {
         let loaded = options.load()
         let logger = startLogging(loaded)
         switch loaded.configuration.credentials.type {
-        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh:
+        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity:
             let source = sessionSource(loaded, logger: logger, command: "token")
             do {
                 print(try source.validToken())

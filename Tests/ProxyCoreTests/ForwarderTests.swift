@@ -1,4 +1,6 @@
 import Config
+import Credentials
+import Foundation
 import HTTP1
 import Testing
 
@@ -32,12 +34,37 @@ import Testing
         return head
     }
 
-    func upstreamHead(_ head: RequestHead, authorization: String? = "Bearer tok", wholeBodyLength: Int? = nil, upgrade: Bool = false) throws -> String {
+    func upstreamHead(
+        _ head: RequestHead, authorization: String? = "Bearer tok", wholeBodyLength: Int? = nil, upgrade: Bool = false, dpop: DPoPBinding? = nil
+    ) throws -> String {
         var out: [UInt8] = []
         try Self.forwarder().writeRequestHead(
             into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array($0.utf8) },
-            peerHost: Array("127.0.0.1".utf8), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength)
+            peerHost: Array("127.0.0.1".utf8), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// RFC 9449 §7.1: `Authorization: DPoP` and one proof of the proxy's for this method and the
+    /// upstream URL without its query; a proof the client sent does not go up beside it.
+    @Test func aDPoPBoundTokenGoesWithOneFreshProofForTheUpstreamURL() throws {
+        let head = Self.request("POST /items?a=1 HTTP/1.1\r\nHost: h\r\nDPoP: client-made\r\nContent-Length: 0\r\n\r\n")
+        let binding = DPoPBinding(prover: DPoPProver.generate(), accessToken: "tok")
+        let text = try upstreamHead(head, authorization: "DPoP tok", dpop: binding)
+        #expect(text.contains("Authorization: DPoP tok\r\n"))
+        #expect(!text.contains("client-made"))
+        let proofs = text.split(separator: "\r\n").filter { $0.hasPrefix("DPoP: ") }
+        try #require(proofs.count == 1)
+        let parts = proofs[0].dropFirst("DPoP: ".count).split(separator: ".")
+        try #require(parts.count == 3)
+        var payload = String(parts[1]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while payload.count % 4 != 0 { payload += "=" }
+        let data = try #require(Data(base64Encoded: payload))
+        let claims = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(claims["htm"] as? String == "POST")
+        #expect(claims["htu"] as? String == "https://api.example.com:8443/v1/items")
+        #expect(claims["ath"] as? String == binding.accessTokenHash)
+        // Without a binding the client's own DPoP field is an ordinary field.
+        #expect(try upstreamHead(head).contains("DPoP: client-made\r\n"))
     }
 
     // MARK: request

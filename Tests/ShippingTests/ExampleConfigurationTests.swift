@@ -61,6 +61,9 @@ import Testing
             "oauth2-client-credentials.yaml": .oauth2ClientCredentials, "cognito.yaml": .cognito,
             "cognito-with-secret.yaml": .cognito, "json-refresh.yaml": .jsonRefresh, "static.yaml": .static,
             "file.yaml": .file, "exec.yaml": .exec, "oauth2-refresh-browser.yaml": .oauth2Refresh, "cognito-srp.yaml": .cognito,
+            "oauth2-client-assertion.yaml": .oauth2ClientCredentials, "oauth2-jwt-bearer.yaml": .oauth2JWTBearer,
+            "oauth2-token-exchange.yaml": .oauth2TokenExchange, "gce-metadata.yaml": .gceMetadata,
+            "azure-managed-identity.yaml": .azureManagedIdentity,
         ]
         var covered = Set<CredentialsType>()
         for (name, type) in expected.sorted(by: { $0.key < $1.key }) {

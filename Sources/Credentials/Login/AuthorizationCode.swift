@@ -29,16 +29,6 @@ enum LoginRandom {
     }
 }
 
-enum Base64URL {
-    /// RFC 4648 §5, without padding (RFC 7636 Appendix A).
-    static func encode(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
-    }
-}
-
 /// The authorization request (RFC 6749 §4.1.1, RFC 7636 §4.3): the address the browser opens.
 struct AuthorizationRequest: Sendable {
     var endpoint: String

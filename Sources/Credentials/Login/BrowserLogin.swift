@@ -11,6 +11,7 @@ extension OAuth2Provider {
         guard let endpoint = try endpoint(\.authorizationURL, name: "authorization_url") else {
             throw TokenSourceError.configuration("login: browser needs credentials.authorization_url (or an issuer that names one)")
         }
+        guard let clientID else { throw TokenSourceError.configuration("login: browser needs credentials.client_id") }
         // Bound before any browser opens: a taken port ends the login here (RFC 8252 §8.3).
         let listener = try LoopbackListener.bind(redirect)
         defer { listener.close() }

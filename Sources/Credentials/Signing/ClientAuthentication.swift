@@ -1,0 +1,130 @@
+import Config
+import FoundationEssentials
+import IdentityHTTP
+import Synchronization
+
+/// How every token request of the oauth2_* types authenticates the client (`client_auth`,
+/// CONTRACT.md "Secretless credentials"): the same for the login, refresh, client_credentials,
+/// device, jwt-bearer, token-exchange and revocation calls.
+final class ClientAuthentication {
+    enum Method {
+        /// RFC 6749 §2.3.1: Basic with the form-encoded id and secret; without a secret, client_id in the form.
+        case basic
+        /// RFC 6749 §2.3.1: client_id and client_secret in the form.
+        case post
+        /// RFC 7523 §2.2: private_key_jwt (RSA or EC key) or client_secret_jwt (HS256 with the secret).
+        case signed(KeyFile?, hmac: SigningKey?)
+        /// A ready JWT read from a file for every request (a projected service-account token).
+        case assertion(WatchedFile)
+        /// RFC 8705 §2: the client is the TLS client certificate; client_id in the form.
+        case tls(certificate: String, key: String)
+        /// A public client: client_id in the form.
+        case none
+    }
+
+    static let assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+    let clientID: String?
+    let secret: String?
+    let method: Method
+    let audience: String?
+    var now: () -> Double = { Date().timeIntervalSince1970 }
+
+    init(_ credentials: CredentialsConfiguration, clientID: String?, secret: String?) throws {
+        self.clientID = clientID
+        self.secret = secret
+        let x = credentials.secretless
+        audience = x.clientAssertionAudience
+        switch credentials.clientAuth {
+        case .basic: method = .basic
+        case .post: method = .post
+        case .none: method = .none
+        case .privateKeyJWT:
+            guard let path = x.clientKeyFile else {
+                throw ConfigurationError(keyPath: "credentials.client_key_file", reason: "required for client_auth: private_key_jwt")
+            }
+            method = .signed(try KeyFile(path, algorithm: x.clientKeyAlg, keyID: x.clientKeyID, keyPath: "credentials.client_key_file"), hmac: nil)
+        case .clientSecretJWT:
+            guard let secret else {
+                throw ConfigurationError(keyPath: "credentials.client_secret_env", reason: "required for client_auth: client_secret_jwt")
+            }
+            method = .signed(nil, hmac: SigningKey.hmac(secret: secret))
+        case .clientAssertion:
+            guard let path = x.clientAssertionFile else {
+                throw ConfigurationError(keyPath: "credentials.client_assertion_file", reason: "required for client_auth: client_assertion")
+            }
+            method = .assertion(WatchedFile(path, keyPath: "credentials.client_assertion_file"))
+        case .tlsClientAuth:
+            guard let certificate = x.clientCertFile, let key = x.clientKeyFile else {
+                throw ConfigurationError(keyPath: "credentials.client_cert_file", reason: "client_auth: tls_client_auth needs client_cert_file and client_key_file")
+            }
+            method = .tls(certificate: certificate, key: key)
+        }
+        guard clientID != nil || { if case .basic = method { return true } else { return false } }() else {
+            throw ConfigurationError(keyPath: "credentials.client_id", reason: "required for client_auth: \(credentials.clientAuth.rawValue)")
+        }
+    }
+
+    /// Adds what authenticates the client to a request for `tokenEndpoint` (the default `aud` of a
+    /// signed assertion, whatever endpoint the request goes to: OpenID Connect Core §9).
+    func apply(form: inout [(String, String)], headers: inout [String], request: inout HTTPCallRequest, tokenEndpoint: String) throws {
+        switch method {
+        case .basic:
+            if let secret, let clientID {
+                let pair = OAuth2Provider.formEncode(clientID) + ":" + OAuth2Provider.formEncode(secret)
+                let encoded = Data(pair.utf8).base64EncodedString()
+                registerSecret(encoded)
+                headers.append("Authorization: Basic \(encoded)")
+            } else if let clientID {
+                form.append(("client_id", clientID))
+            }
+        case .post:
+            if let clientID { form.append(("client_id", clientID)) }
+            if let secret { form.append(("client_secret", secret)) }
+        case .signed(let file, let hmac):
+            let key = try hmac ?? file!.current()
+            let jwt = try ClientAssertionClaims.sign(clientID: clientID!, audience: audience ?? tokenEndpoint, key: key, now: now())
+            registerSecret(jwt)
+            form += [("client_id", clientID!), ("client_assertion_type", Self.assertionType), ("client_assertion", jwt)]
+        case .assertion(let file):
+            let jwt = try file.read()
+            try Self.checkAssertion(jwt, path: file.path, now: now())
+            form += [("client_id", clientID!), ("client_assertion_type", Self.assertionType), ("client_assertion", jwt)]
+        case .tls(let certificate, let key):
+            form.append(("client_id", clientID!))
+            request.clientCertificateFile = certificate
+            request.clientKeyFile = key
+        case .none:
+            form.append(("client_id", clientID!))
+        }
+    }
+
+    /// A ready assertion must be a JWT whose `exp`, when it has one, is still ahead: an expired one
+    /// is refused here, counted, and never sent (the identity provider would only refuse it).
+    static func checkAssertion(_ jwt: String, path: String, now: Double) throws {
+        guard let claims = JWT.claims(of: jwt) else {
+            AssertionMetrics.shared.refused(.notJWT)
+            throw TokenSourceError.passing("the assertion in \(path) is not a JWT (header.payload.signature); not sent")
+        }
+        if let exp = claims.expiresAt, exp <= now {
+            AssertionMetrics.shared.refused(.expired)
+            throw TokenSourceError.passing(
+                "the assertion in \(path) expired \(Int(now - exp)) s ago; not sent (is the projected token still being renewed?)")
+        }
+    }
+}
+
+/// Assertions read from files that were refused before sending, for
+/// `tokenproxy_assertions_refused_total{reason}`.
+public final class AssertionMetrics: Sendable {
+    public enum Reason: String, Sendable, CaseIterable {
+        case expired
+        case notJWT = "not_jwt"
+    }
+    public static let shared = AssertionMetrics()
+    private let counts = Mutex([Reason: UInt64]())
+
+    func refused(_ reason: Reason) { counts.withLock { $0[reason, default: 0] += 1 } }
+
+    public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] ?? 0 } }
+}

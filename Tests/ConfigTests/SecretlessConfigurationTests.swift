@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+@testable import Config
+
+/// The `credentials:` keys of CONTRACT.md "Secretless credentials".
+@Suite struct SecretlessConfigurationTests {
+    func credentials(_ lines: String) -> String {
+        "upstream: https://api.example.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+    }
+
+    @Test func privateKeyJWTNeedsAKeyFileThatExists() throws {
+        let missing = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt"))
+        #expect(missing?.keyPath == "credentials.client_key_file")
+        let absent = parseError(
+            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./no.pem"))
+        #expect(absent?.keyPath == "credentials.client_key_file")
+        #expect(absent?.reason.contains("no such file") == true)
+    }
+
+    @Test func anUnknownAlgorithmIsNamed() {
+        let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_key_alg: HS512"))
+        #expect(error?.keyPath == "credentials.client_key_alg")
+    }
+
+    @Test func anActorTokenNeedsItsType() {
+        let error = parseError(
+            credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s\nactor_token_file: ./a"))
+        #expect(error?.keyPath == "credentials.actor_token_type")
+    }
+
+    @Test func tokenExchangeNeedsASubjectTokenAndJWTBearerAnAssertion() {
+        #expect(parseError(credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t"))?.keyPath == "credentials.subject_token_file")
+        #expect(parseError(credentials("type: oauth2_jwt_bearer\ntoken_url: https://idp/t"))?.keyPath == "credentials.assertion_file")
+    }
+
+    @Test func azureTakesResourceOrScopeNotBoth() {
+        #expect(parseError(credentials("type: azure_managed_identity"))?.keyPath == "credentials.resource")
+        #expect(parseError(credentials("type: azure_managed_identity\nresource: r\nscope: s"))?.keyPath == "credentials.scope")
+    }
+
+    @Test func dpopIsAMappingOfKnownKeys() throws {
+        let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {keyfile: x}"))
+        #expect(error?.keyPath == "credentials.dpop.keyfile")
+        let loaded = try parse(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {}"))
+        #expect(loaded.configuration.credentials.secretless.dpop == DPoPConfiguration())
+    }
+
+    @Test func aKeyOfAnotherClientAuthIsAWarning() throws {
+        let loaded = try parse(
+            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
+        #expect(loaded.warnings.contains("credentials.client_assertion_file: not used with client_auth: none"))
+    }
+
+    @Test func theSecretlessTypesLoadWithTheirDefaults() throws {
+        let gce = try parse(credentials("type: gce_metadata")).configuration.credentials
+        #expect(gce.secretless.serviceAccount == "default")
+        let exchange = try parse(credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s"))
+        #expect(exchange.configuration.credentials.secretless.subjectTokenType == "urn:ietf:params:oauth:token-type:jwt")
+        #expect(exchange.configuration.credentials.secretless.subjectTokenFile == "/etc/tokenproxy/s")
+        let bearer = try parse(credentials("type: oauth2_jwt_bearer\ntoken_url: https://idp/t\nassertion_file: ./a"))
+        #expect(bearer.configuration.credentials.secretless.assertionLifetime == 300)
+    }
+}

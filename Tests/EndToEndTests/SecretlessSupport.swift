@@ -1,0 +1,99 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The world of the secretless-credentials tests: Authlib's authorization server with its RFC 7523
+/// classes (`secretless_idp.py`, which is also the protected API at `/api/`), keys made by the
+/// `openssl` command, a folder for the configuration, and the real `tokenproxy` binary.
+final class SecretlessWorld: Sendable {
+    let idp: PythonServer
+    let dir: TempDir
+
+    init(clients: [String], keys: [String: String] = [:], dir: TempDir? = nil) throws {
+        self.dir = try dir ?? TempDir(prefix: "tokenproxy-secretless")
+        idp = try PythonServer("secretless_idp", arguments: clients.flatMap { ["--client", $0] })
+    }
+
+    var tokenURL: String { idp.baseURL + "/oauth/token" }
+
+    /// A new private key in PEM, made by openssl: "rsa" (2048 bits) or "ec" (P-256).
+    static func makeKey(_ kind: String, in dir: TempDir, name: String) throws -> String {
+        let path = dir.file(name)
+        let arguments =
+            kind == "rsa"
+            ? ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", path]
+            : ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path]
+        let result = try runCommand("/usr/bin/openssl", arguments: arguments)
+        guard result.status == 0 else { throw HarnessError("openssl genpkey failed: \(result.stderr)") }
+        return path
+    }
+
+    /// A JWT of the IdP's "cluster" issuer, as a projected service-account token.
+    func mint(sub: String = "system:serviceaccount:default:app", aud: String? = nil, ttl: Int = 600) throws -> String {
+        var url = idp.baseURL + "/test/mint?sub=\(sub)&ttl=\(ttl)"
+        if let aud { url += "&aud=\(aud)" }
+        let result = try curl(["-X", "POST", url])
+        guard result.status == 200 else { throw HarnessError("mint answered \(result.status)") }
+        return result.bodyString
+    }
+
+    /// Writes `content` the way the kubelet updates a projected volume: a new timestamped folder,
+    /// a `..data` symlink swapped atomically by rename, and `name` a symlink through `..data`.
+    func project(_ name: String, _ content: String, folder: String = "projected") throws -> String {
+        let root = dir.file(folder)
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let version = "..\(UUID().uuidString)"
+        try fm.createDirectory(atPath: root + "/" + version, withIntermediateDirectories: true)
+        try Data(content.utf8).write(to: URL(fileURLWithPath: root + "/" + version + "/" + name))
+        let temporary = root + "/..data_tmp"
+        try? fm.removeItem(atPath: temporary)
+        try fm.createSymbolicLink(atPath: temporary, withDestinationPath: version)
+        guard rename(temporary, root + "/..data") == 0 else { throw HarnessError("rename ..data failed") }
+        let link = root + "/" + name
+        if (try? fm.destinationOfSymbolicLink(atPath: link)) == nil {
+            try fm.createSymbolicLink(atPath: link, withDestinationPath: "..data/" + name)
+        }
+        return link
+    }
+
+    func stats() throws -> [String: Any] {
+        let result = try curl([idp.baseURL + "/test/stats"])
+        return try #require(result.json)
+    }
+
+    func calls(_ grant: String, _ outcome: String = "ok") throws -> Int {
+        ((try stats()["calls"] as? [String: Any])?[grant] as? [String: Any])?[outcome] as? Int ?? 0
+    }
+
+    func count(_ table: String, _ key: String) throws -> Int {
+        (try stats()[table] as? [String: Any])?[key] as? Int ?? 0
+    }
+
+    /// The proxy's configuration: `credentials` lines indented by two spaces.
+    func config(credentials: String, upstream: String? = nil) -> String {
+        """
+        listen: 127.0.0.1:0
+        upstream: \(upstream ?? idp.baseURL + "/api")
+        workers: 1
+        drain_timeout: 1s
+        admin:
+          listen: 127.0.0.1:0
+        credentials:
+        \(credentials.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+        log:
+          level: debug
+        """
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes (waiting for an event another process
+/// causes, such as a refresh the admin listener started); returns whether it held.
+func eventually(timeout: TimeInterval = 15, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(50_000)
+    }
+    return try condition()
+}
