@@ -68,10 +68,10 @@ count() {
     pids+=("$pid")
     for _ in $(seq 100); do curl -sf -o /dev/null "$url" && break; sleep 0.2; done
     taskset -c 1 wrk -t1 -c16 -d2s "$url" >/dev/null  # warm: connections made, caches filled
-    callgrind_control -i on "$pid" >/dev/null
+    callgrind_control -i on "$pid" >/dev/null 2>&1
     local requests
     requests=$(taskset -c 1 wrk -t1 -c16 -d8s "$url" | awk '/requests in/ {print $1}')
-    callgrind_control -i off "$pid" >/dev/null
+    callgrind_control -i off "$pid" >/dev/null 2>&1
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
     local total
     total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
