@@ -3,21 +3,22 @@
 /// "Tokens off the hot path").
 public final class TokenSnapshot: Sendable {
     public let accessToken: String
-    /// `Bearer <token>` as bytes, built once so the hot path copies bytes and formats nothing.
-    public let authorizationValue: [UInt8]
+    /// `Authorization: Bearer <token>\r\n` as bytes, built once so the hot path copies one line and
+    /// formats nothing.
+    public let authorizationField: [UInt8]
     /// Seconds since the epoch; nil when the token does not expire (static tokens).
     public let expiresAt: Double?
     public let issuedAt: Double
     /// Grows by one with every new token; a 401 names the generation it was sent with.
     public let generation: UInt64
-    /// Set for a DPoP-bound token (RFC 9449 §7.1): `authorizationValue` is `DPoP <token>` and every
+    /// Set for a DPoP-bound token (RFC 9449 §7.1): `authorizationField` says `DPoP <token>` and every
     /// request carries a fresh proof. nil for a Bearer token: the request path tests only this.
     public let dpop: DPoPBinding?
 
     public init(accessToken: String, expiresAt: Double?, issuedAt: Double, generation: UInt64, dpop: DPoPProver? = nil) {
         self.accessToken = accessToken
         self.dpop = dpop.map { DPoPBinding(prover: $0, accessToken: accessToken) }
-        self.authorizationValue = Array("\(dpop == nil ? "Bearer" : "DPoP") \(accessToken)".utf8)
+        self.authorizationField = Array("Authorization: \(dpop == nil ? "Bearer" : "DPoP") \(accessToken)\r\n".utf8)
         self.expiresAt = expiresAt
         self.issuedAt = issuedAt
         self.generation = generation

@@ -14,12 +14,12 @@ extension Connection {
     /// connection when there is one (`fresh`: never), else on a new one.
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let forwarder = ctx.forwarder
-        let peerHost = peerHostBytes
+        let forwardedFor = forwardedForLines
         let dpopEnabled = ctx.dpopEnabled
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
-                authorization: token?.authorizationValue, peerHost: peerHost, forwardedHost: exchange.forwardedHost,
+                authorization: token?.authorizationField, forwardedFor: forwardedFor, forwardedHost: exchange.forwardedHost,
                 upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: dpopEnabled ? token?.dpop : nil)
         }
         responseParser.reset()

@@ -11,8 +11,8 @@ import Upstream
 final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
-    /// The peer's address as the X-Forwarded-For value (empty for a unix socket), made once.
-    let peerHostBytes: [UInt8]
+    /// The X-Forwarded-For and X-Forwarded-Proto lines for this client, made once.
+    let forwardedForLines: [UInt8]
     /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext
@@ -41,7 +41,7 @@ final class Connection: EventHandler, LoopTask {
     init(fd: Int32, peer: SocketAddress, ctx: LoopContext) {
         self.fd = fd
         self.peer = peer
-        peerHostBytes = Array(peer.host.utf8)
+        forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host)
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))

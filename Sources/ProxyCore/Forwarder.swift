@@ -51,11 +51,13 @@ final class Forwarder {
     /// upstream's base path, Host, the client's fields in order and byte for byte (hop-by-hop fields,
     /// the proxy's own and the access header left out), Authorization, X-Forwarded-*, and for an
     /// upgrade `Connection: upgrade` with the client's Upgrade field. `authorization` is the
-    /// `Bearer …` value to inject, or nil to send the client's own (keep mode). `wholeBodyLength`: a
-    /// chunked body that goes whole, with Content-Length (CONTRACT point 8); nil: it goes chunked.
+    /// `Authorization: Bearer …` line to inject (`TokenSnapshot.authorizationField`), or nil to send
+    /// the client's own (keep mode); `forwardedFor` the client's lines from
+    /// ``forwardedForLines(peerHost:)``. `wholeBodyLength`: a chunked body that goes whole, with
+    /// Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        peerHost: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
+        forwardedFor: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { out.append(contentsOf: hostFieldLine) }
@@ -83,14 +85,13 @@ final class Forwarder {
             if dpop != nil, fields.nameEquals(i, "dpop") { continue }
             fields.copyField(i, to: &out)
         }
-        if let authorization { RequestWriter.appendField(&out, name: "Authorization", value: authorization) }
+        if let authorization { out.append(contentsOf: authorization) }
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {
             RequestWriter.appendField(&out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
         }
-        if !peerHost.isEmpty { RequestWriter.appendField(&out, name: "X-Forwarded-For", value: peerHost) }
-        RequestWriter.appendFieldLine(&out, "X-Forwarded-Proto: http\r\n")
+        out.append(contentsOf: forwardedFor)
         if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
         if head.framing == .chunked {
@@ -105,6 +106,15 @@ final class Forwarder {
             fields.copyField(upgradeField, to: &out)
         }
         RequestWriter.appendEndOfHead(&out)
+    }
+
+    /// `X-Forwarded-For` with the client's address (none for a unix socket's client) and
+    /// `X-Forwarded-Proto: http`, as field lines: made once per client connection.
+    static func forwardedForLines(peerHost: String) -> [UInt8] {
+        var lines: [UInt8] = []
+        if !peerHost.isEmpty { RequestWriter.appendField(&lines, name: "X-Forwarded-For", value: peerHost) }
+        RequestWriter.appendFieldLine(&lines, "X-Forwarded-Proto: http\r\n")
+        return lines
     }
 
     private enum RequestFieldRole { case host, authorization, replaced, other }

@@ -215,7 +215,7 @@ struct TokenManagerTests {
         let snapshot = try #require(manager.current().snapshot)
         #expect(snapshot.accessToken == "static-secret")
         #expect(snapshot.expiresAt == nil)
-        #expect(snapshot.authorizationValue == Array("Bearer static-secret".utf8))
+        #expect(snapshot.authorizationField == Array("Authorization: Bearer static-secret\r\n".utf8))
 
         let box = OutcomeBox()
         for _ in 0..<5 { manager.refresh(staleGeneration: 1, reason: .unauthorized) { box.append($0) } }

@@ -39,8 +39,8 @@ import Testing
     ) throws -> String {
         var out: [UInt8] = []
         try Self.forwarder().writeRequestHead(
-            into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array($0.utf8) },
-            peerHost: Array("127.0.0.1".utf8), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
+            into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
+            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out, as: UTF8.self)
     }
 
