@@ -15,11 +15,12 @@ extension Connection {
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let forwarder = ctx.forwarder
         let forwardedFor = forwardedForLines
+        let forwardedHost = exchange.forwardedHost.map { forwardedHostLine.line(for: $0) }
         let dpopEnabled = ctx.dpopEnabled
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
-                authorization: token?.authorizationField, forwardedFor: forwardedFor, forwardedHost: exchange.forwardedHost,
+                authorization: token?.authorizationField, forwardedFor: forwardedFor, forwardedHost: forwardedHost,
                 upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: dpopEnabled ? token?.dpop : nil)
         }
         responseParser.reset()

@@ -13,6 +13,8 @@ final class Connection: EventHandler, LoopTask {
     let peer: SocketAddress
     /// The X-Forwarded-For and X-Forwarded-Proto lines for this client, made once.
     let forwardedForLines: [UInt8]
+    /// The X-Forwarded-Host line, made again only when the client names another host.
+    var forwardedHostLine = RepeatedFieldLine(name: "X-Forwarded-Host")
     /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext

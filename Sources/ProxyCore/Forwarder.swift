@@ -53,11 +53,12 @@ final class Forwarder {
     /// upgrade `Connection: upgrade` with the client's Upgrade field. `authorization` is the
     /// `Authorization: Bearer …` line to inject (`TokenSnapshot.authorizationField`), or nil to send
     /// the client's own (keep mode); `forwardedFor` the client's lines from
-    /// ``forwardedForLines(peerHost:)``. `wholeBodyLength`: a chunked body that goes whole, with
+    /// ``forwardedForLines(peerHost:)``; `forwardedHost` the X-Forwarded-Host line
+    /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        forwardedFor: [UInt8], forwardedHost: String?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
+        forwardedFor: [UInt8], forwardedHost: [UInt8]?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
         RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { out.append(contentsOf: hostFieldLine) }
@@ -92,7 +93,7 @@ final class Forwarder {
             RequestWriter.appendField(&out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
         }
         out.append(contentsOf: forwardedFor)
-        if let forwardedHost { RequestWriter.appendField(&out, name: "X-Forwarded-Host", value: forwardedHost) }
+        if let forwardedHost { out.append(contentsOf: forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
         if head.framing == .chunked {
             if let wholeBodyLength {
@@ -149,7 +150,7 @@ final class Forwarder {
         case .chunked, .close: dropsContentLength = true
         case .none, .length: dropsContentLength = false
         }
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
+        appendStatusLine(&out, response)
         let fields = response.fields
         // Fields that go as they came are copied in runs (one copy for a run of a normalised block).
         var runStart = 0
@@ -214,6 +215,21 @@ final class Forwarder {
         return response
     }
 
+    /// The last status line written, kept while the answers repeat it (nearly always `200 OK`).
+    private var lastStatus = 0
+    private var lastReason = ""
+    private var lastStatusLine: [UInt8] = []
+
+    private func appendStatusLine(_ out: inout [UInt8], _ response: ResponseHead) {
+        if response.status != lastStatus || response.reason != lastReason {
+            lastStatus = response.status
+            lastReason = response.reason
+            lastStatusLine.removeAll(keepingCapacity: true)
+            ResponseWriter.appendStatusLine(&lastStatusLine, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
+        }
+        out.append(contentsOf: lastStatusLine)
+    }
+
     private static func reason(of head: ResponseHead) -> String {
         head.reason.isEmpty ? ResponseWriter.reasonPhrase(for: head.status) : head.reason
     }
@@ -230,5 +246,24 @@ final class Forwarder {
             return "http://\(clientHost)\(path)"
         }
         return nil
+    }
+}
+
+/// A field line kept for as long as its value repeats (a client connection names the same Host
+/// request after request): made once, then one copy per request.
+struct RepeatedFieldLine {
+    private let name: StaticString
+    private var value: String?
+    private var line: [UInt8] = []
+
+    init(name: StaticString) { self.name = name }
+
+    mutating func line(for value: String) -> [UInt8] {
+        if value != self.value {
+            self.value = value
+            line.removeAll(keepingCapacity: true)
+            RequestWriter.appendField(&line, name: name, value: value)
+        }
+        return line
     }
 }

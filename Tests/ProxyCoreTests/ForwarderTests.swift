@@ -40,7 +40,7 @@ import Testing
         var out: [UInt8] = []
         try Self.forwarder().writeRequestHead(
             into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: "localhost:8080", upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
+            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: Array("X-Forwarded-Host: localhost:8080\r\n".utf8), upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out, as: UTF8.self)
     }
 
@@ -104,6 +104,26 @@ import Testing
         try Self.forwarder().writeResponseHead(
             into: &out, response, framing: framing, closing: closing, clientVersion: clientVersion, clientHost: "localhost:8080")
         return String(decoding: out, as: UTF8.self)
+    }
+
+    @Test func oneForwarderWritesEachAnswersOwnStatusLineWhileItKeepsTheLastOne() throws {
+        let forwarder = try Self.forwarder()
+        var lines: [String] = []
+        for text in ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 Fine", "HTTP/1.1 200 ", "HTTP/1.1 200 OK"] {
+            var out: [UInt8] = []
+            forwarder.writeResponseHead(
+                into: &out, Self.response(text + "\r\nContent-Length: 0\r\n\r\n"), framing: .length(0), closing: false,
+                clientVersion: .http1_1, clientHost: nil)
+            lines.append(String(decoding: out, as: UTF8.self).components(separatedBy: "\r\n")[0])
+        }
+        #expect(lines == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 Fine", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK"])
+    }
+
+    @Test func aRepeatedFieldLineIsMadeAgainWhenItsValueChanges() {
+        var line = RepeatedFieldLine(name: "X-Forwarded-Host")
+        #expect(line.line(for: "a.example") == Array("X-Forwarded-Host: a.example\r\n".utf8))
+        #expect(line.line(for: "a.example") == Array("X-Forwarded-Host: a.example\r\n".utf8))
+        #expect(line.line(for: "b.example:8080") == Array("X-Forwarded-Host: b.example:8080\r\n".utf8))
     }
 
     @Test func theAnswerKeepsItsFieldsInOrderWithoutHopByHopOnes() throws {
