@@ -340,21 +340,19 @@ func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) ->
     var k = range.lowerBound
     let end = range.upperBound
     if let base = bytes.baseAddress {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         while end - k >= 8 {
-            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: k, as: UInt64.self))
-            // Nonzero exactly when some byte is below 0x20, or is 0x7F (the classic "has a byte less
-            // than n" and "has a zero byte" tests); such a word is checked byte by byte, letting HTAB pass.
-            let below20 = (word &- ones &* 0x20) & ~word & highs
-            let del = word ^ (ones &* 0x7F)
-            let isDel = (del &- ones) & ~del & highs
-            if below20 | isDel != 0 {
+            if mayHoldControlByte(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: k, as: UInt64.self))) {
                 for j in k..<(k + 8) where !isFieldValueByte(bytes[j]) {
                     return false
                 }
             }
             k += 8
+        }
+        // The last few bytes as one word that overlaps bytes already checked.
+        if k < end && end - range.lowerBound >= 8
+            && !mayHoldControlByte(UInt64(littleEndian: base.loadUnaligned(fromByteOffset: end - 8, as: UInt64.self)))
+        {
+            return true
         }
     }
     while k < end {
@@ -362,4 +360,17 @@ func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) ->
         k += 1
     }
     return true
+}
+
+/// False only when no byte of `word` is below 0x20 or is 0x7F (the classic "has a byte less than n"
+/// and "has a zero byte" tests, exact about whether there is one); a word that may hold one is
+/// checked byte by byte, which lets HTAB pass.
+@inline(__always)
+func mayHoldControlByte(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highs: UInt64 = 0x8080_8080_8080_8080
+    let below20 = (word &- ones &* 0x20) & ~word & highs
+    let del = word ^ (ones &* 0x7F)
+    let isDel = (del &- ones) & ~del & highs
+    return below20 | isDel != 0
 }

@@ -81,3 +81,26 @@ struct WordComparisonTests {
         }
     }
 }
+
+@Suite("Field values eight bytes at a time")
+struct FieldValueWordTests {
+    @Test("every value length from 0 to 24, with a control byte or DEL in every position, is refused; HTAB and obs-text pass")
+    func everyPositionOfEveryLength() {
+        for length in 0...24 {
+            let clean = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+            clean.withUnsafeBytes { #expect(allFieldValueBytes($0, 0..<length), "clean length \(length)") }
+            for position in 0..<length {
+                for bad: UInt8 in [0x00, 0x0A, 0x0D, 0x1F, 0x7F] {
+                    var value = clean
+                    value[position] = bad
+                    value.withUnsafeBytes { #expect(!allFieldValueBytes($0, 0..<length), "byte \(bad) at \(position) of \(length)") }
+                }
+                for good: UInt8 in [0x09, 0x20, 0x80, 0xFF] {
+                    var value = clean
+                    value[position] = good
+                    value.withUnsafeBytes { #expect(allFieldValueBytes($0, 0..<length), "byte \(good) at \(position) of \(length)") }
+                }
+            }
+        }
+    }
+}
