@@ -137,6 +137,12 @@ public struct RouteTable: Sendable {
         return true
     }
 
+    /// Whether `name` ends with the lowercase `suffix`, ASCII capitals folded.
+    public static func endsWithFolded(_ name: UnsafeBufferPointer<UInt8>, _ suffix: [UInt8]) -> Bool {
+        guard suffix.count <= name.count else { return false }
+        return equalsFolded(suffix, name[(name.count - suffix.count)...])
+    }
+
     static func hasPrefix(_ path: UnsafeBufferPointer<UInt8>, _ prefix: [UInt8]) -> Bool {
         guard prefix.count <= path.count else { return false }
         var k = 0

@@ -17,18 +17,32 @@ final class AccessPolicy {
     let rejectClientAuthorization: Bool
     let maxBodyBytes: Int
     let upstream: UpstreamURL
+    /// A route matched by host: the route table has already checked an absolute-form target's authority.
+    let routedByHost: Bool
+    /// `*.example.com` names of a host route, as the suffix `.example.com`: allowed Host values too.
+    private let allowedSuffixes: [[UInt8]]
 
     init(configuration c: Configuration) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
+        var allowed: [[UInt8]]
         if let hosts = c.access.allowHosts {
-            allowedHosts = hosts.map { Array($0.lowercased().utf8) }
+            allowed = hosts.map { Array($0.lowercased().utf8) }
         } else {
             var hosts = ["localhost", "127.0.0.1", "[::1]"]
-            if case .tcp(let host, _) = c.listen {
+            if case .tcp(let host, _) = c.routes[0].match?.listen ?? c.listen {
                 hosts.append(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host.lowercased())]" : host.lowercased())
             }
-            allowedHosts = hosts.map { Array($0.utf8) }
+            allowed = hosts.map { Array($0.utf8) }
         }
+        // A host route's names count as allowed Host values for that route (CONTRACT "Several APIs").
+        let routeHosts = c.routes[0].match?.hosts ?? []
+        let names = routeHosts.map { host -> String in
+            if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
+            return host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host
+        }
+        allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        allowedSuffixes = names.filter { $0.hasPrefix("*.") }.map { Array($0.dropFirst().utf8) }
+        routedByHost = !routeHosts.isEmpty
         allowedOrigins = c.access.allowOrigins
         requiredHeader = c.access.requireHeader?.lowercased()
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
@@ -50,7 +64,8 @@ final class AccessPolicy {
     }
 
     /// Returns the first error that applies, or the normalized path and query to forward.
-    func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
+    /// `strip`: how many leading bytes of the path the route removes (its `path_prefix`).
+    func check(_ head: RequestHead, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
         // CONNECT first (point 10), in any target form.
         if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
         guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
@@ -70,12 +85,16 @@ final class AccessPolicy {
             let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
             authority = port.map { "\(bracketed):\($0)" } ?? bracketed
             let effectivePort = port ?? (scheme == "https" ? 443 : 80)
-            targetMatchesUpstream = scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port
+            targetMatchesUpstream = routedByHost || (scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port)
         case .authority, .asterisk:
             return .failure(.badRequest("this request-target form is only for CONNECT or OPTIONS *"))
         }
-        guard let path = removeDotSegments(rawPath) else {
+        guard var path = removeDotSegments(rawPath) else {
             return .failure(.badRequest("the path climbs above the root"))
+        }
+        if strip > 0 {
+            let rest = path.utf8.dropFirst(strip)
+            path = rest.first == UInt8(ascii: "/") ? String(Substring(rest)) : "/" + String(Substring(rest))
         }
         // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
         if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
@@ -118,6 +137,9 @@ final class AccessPolicy {
                 var k = 0
                 while k < host.count && allowed[k] == (host[k] >= 65 && host[k] <= 90 ? host[k] | 0x20 : host[k]) { k += 1 }
                 if k == host.count { return true }
+            }
+            for suffix in allowedSuffixes where suffix.count < host.count {
+                if RouteTable.endsWithFolded(host, suffix) { return true }
             }
             return false
         }

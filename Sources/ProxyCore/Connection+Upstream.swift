@@ -13,7 +13,8 @@ extension Connection {
     /// Sends the request with `token` (nil: the client's own Authorization goes), on an idle pooled
     /// connection when there is one (`fresh`: never), else on a new one.
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
-        let forwarder = ctx.forwarder
+        let route = exchange.route!
+        let forwarder = route.forwarder
         let peerHost = peerHostBytes
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
@@ -24,12 +25,12 @@ extension Connection {
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
-        if !fresh, let idle = ctx.upstream.takeIdle() {
+        if !fresh, let idle = route.upstream.takeIdle() {
             upstreamConnected(exchange, idle)
             return
         }
         do {
-            exchange.attempt = try ctx.upstream.connect(exchange)
+            exchange.attempt = try route.upstream.connect(exchange)
         } catch {
             ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
             respond(.badGateway("the upstream connection could not be started: \(error)"), to: exchange)
@@ -227,8 +228,8 @@ extension Connection {
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
         let action = exchange.machine.onFinalHead(
-            status: head.status, upstreamFraming: framing, tokenCanChange: ctx.tokenCanChange,
-            refusingGoodTokens: head.status == 401 && ctx.shared.refusingGoodTokens(now: ctx.loop.now))
+            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route.tokenCanChange,
+            refusingGoodTokens: head.status == 401 && exchange.route.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why)
@@ -238,7 +239,7 @@ extension Connection {
             exchange.held401 = Held401(head: head, framing: framing)
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            if startStormGuard { exchange.route.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
             writeHead(exchange, head, framing: clientFraming)
         }
     }
@@ -248,7 +249,7 @@ extension Connection {
         exchange.status = response.status
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
-        ctx.forwarder.writeResponseHead(
+        exchange.route.forwarder.writeResponseHead(
             into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
@@ -322,7 +323,7 @@ extension Connection {
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
             if reuse {
-                ctx.upstream.putIdle(upstream)
+                exchange.route.upstream.putIdle(upstream)
             } else {
                 upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
             }

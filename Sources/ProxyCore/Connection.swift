@@ -38,8 +38,12 @@ final class Connection: EventHandler, LoopTask {
     static let bodyHighWater = FixedLimits.bodyHighWater
     static let inHighWater = FixedLimits.unparsedClientHighWater
 
-    init(fd: Int32, peer: SocketAddress, ctx: LoopContext) {
+    /// The route of a route's own listener; nil on the shared listener (the route table decides).
+    let ownRoute: String?
+
+    init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil) {
         self.fd = fd
+        self.ownRoute = ownRoute
         self.peer = peer
         peerHostBytes = Array(peer.host.utf8)
         self.ctx = ctx
@@ -206,7 +210,22 @@ final class Connection: EventHandler, LoopTask {
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
-        switch ctx.policy.check(head) {
+        let route: LoopRoute
+        var strip = 0
+        if let single = ctx.routes.single, ownRoute == nil {
+            route = single
+        } else {
+            switch ctx.routes.select(head, ownRoute: ownRoute) {
+            case .failure(let error):
+                respond(error, to: exchange)
+                return
+            case .success(let (selected, prefix)):
+                route = selected
+                strip = prefix
+            }
+        }
+        exchange.route = route
+        switch route.policy.check(head, strip: strip) {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
@@ -214,10 +233,10 @@ final class Connection: EventHandler, LoopTask {
             exchange.query = target.query
             exchange.forwardedHost = target.authority ?? head.first("host")
             exchange.logPath = target.path
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: ctx.configuration.forward.retryMemory)
-            exchange.keepsClientAuthorization = ctx.forwarder.keepsClientAuthorization(head)
-            exchange.prepareReplay(
-                enabled: ctx.tokenCanChange && !exchange.keepsClientAuthorization, limit: ctx.configuration.forward.retryBodyLimit)
+            let settings = route.configuration.forward
+            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: settings.retryMemory)
+            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
+            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: settings.retryBodyLimit)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !exchange.machine.isWaitingForBody { forward(exchange) }
         }
@@ -234,7 +253,8 @@ final class Connection: EventHandler, LoopTask {
 
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
-        let view = ctx.tokens.current()
+        let route = exchange.route!
+        let view = route.tokens.current()
         if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
             if staleGeneration != nil { ctx.metrics.retriedAfter401() }
@@ -245,7 +265,7 @@ final class Connection: EventHandler, LoopTask {
         case .ended:
             respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
             return
-        case .none where ctx.sessionNeedsLogin:
+        case .none where route.sessionNeedsLogin:
             respond(.loginRequired("no session: run `tokenproxy login`"), to: exchange)
             return
         case .none, .active:
@@ -260,7 +280,7 @@ final class Connection: EventHandler, LoopTask {
             self.tokenWaitEnded(exchange, outcome: nil)
         }
         let waiter = LoopBound(self), waiting = LoopBound(exchange)
-        ctx.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
+        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
             loop.execute {
                 guard let self = waiter.object, let exchange = waiting.object, exchange.waitingForToken, !self.closed else { return }
                 exchange.waitingForToken = false
@@ -294,7 +314,7 @@ final class Connection: EventHandler, LoopTask {
         case .loginRequired:
             respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
-            let view = ctx.tokens.current()
+            let view = exchange.route.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
             respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
@@ -320,7 +340,14 @@ final class Connection: EventHandler, LoopTask {
         exchange.held401 = nil
         exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.status = error.status
-        let bytes = error.response(keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD)
+        let fromTokenState: Bool
+        switch error {
+        case .loginRequired, .tokenUnavailable: fromTokenState = true
+        default: fromTokenState = false
+        }
+        let bytes = error.response(
+            keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD,
+            route: fromTokenState ? exchange.route?.errorName : nil)
         exchange.bytesOut += bytes.count
         appendOut(bytes)
         responseDone(exchange)

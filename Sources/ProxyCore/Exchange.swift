@@ -26,6 +26,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
     var connection: Connection?
+    /// The route the request was matched to; kept until the exchange ends, also across a reload.
+    var route: LoopRoute!
     var path = ""
     var query: String?
     /// The authority the client addressed: the absolute-form target's, else its Host field.
