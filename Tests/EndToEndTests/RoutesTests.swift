@@ -275,4 +275,74 @@ struct RoutesTests {
         proxy.terminate()
         #expect(try proxy.waitForExit() == 0)
     }
+
+    @Test("20 reloads under a steady load, alternating two valid files and an invalid one: no request fails, no connection is reset")
+    func reloadsUnderLoad() throws {
+        let apis = try TwoAPIs()
+        defer { apis.stop() }
+        let first = apis.config()
+        // The second file adds a route with a listener of its own and moves b to a path prefix.
+        let second = apis.config(
+            extraRoutes: """
+                - name: c
+                  match: {listen: 127.0.0.1:0}
+                  upstream: \(apis.b.api.baseURL)
+                  credentials: {type: static, token_env: A_SECRET}
+              """
+        ).replacingOccurrences(of: "match: {host: b.example.test}", with: "match: {path_prefix: /b/}")
+        let invalid = first + "\n  - name: a\n    upstream: nowhere\n"
+        _ = try apis.write(first)
+        try apis.loginBoth()
+        let proxy = try apis.serve(first)
+        let admin = proxy.adminURL!
+
+        // Eight keep-alive clients send to route a without pause until told to stop.
+        let stop = Atomic<Bool>(false)
+        let served = Atomic<Int>(0)
+        let failures = Mutex<[String]>([])
+        let clients = DispatchGroup()
+        for _ in 0..<8 {
+            clients.enter()
+            Thread.detachNewThread {
+                defer { clients.leave() }
+                do {
+                    var client = try RawHTTPClient(port: proxy.port, timeout: 30)
+                    var onConnection = 0
+                    while !stop.load(ordering: .relaxed) {
+                        try client.send(rawRequest("GET", "/a/data", host: proxy.address, headers: []))
+                        let response = try client.readResponse(method: "GET")
+                        if response.status != 200 { failures.withLock { $0.append("status \(response.status)") } }
+                        served.add(1, ordering: .relaxed)
+                        onConnection += 1
+                        if onConnection == 200 {
+                            client.close()
+                            client = try RawHTTPClient(port: proxy.port, timeout: 30)
+                            onConnection = 0
+                        }
+                    }
+                    client.close()
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        #expect(within(20) { served.load(ordering: .relaxed) > 50 })
+        var statuses: [Int] = []
+        for round in 0..<20 {
+            let file = [first, second, invalid][round % 3]
+            _ = try apis.write(file)
+            let before = served.load(ordering: .relaxed)
+            statuses.append(try curl(["-sS", "-X", "POST", admin + "/reload"]).status)
+            // Some requests are served under each configuration before the next reload.
+            #expect(within(20) { served.load(ordering: .relaxed) > before + 20 })
+        }
+        stop.store(true, ordering: .relaxed)
+        clients.wait()
+        #expect(failures.withLock { $0 } == [], "no failed request, no reset")
+        #expect(statuses == (0..<20).map { $0 % 3 == 2 ? 422 : 200 })
+        #expect(try apis.a.idpCalls("refresh_token") == 0, "route a kept its token through every reload")
+        #expect(try apis.a.idpCalls("password") == 1)
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
 }
