@@ -388,6 +388,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
+        if let route = exchange.route, route.errorName != nil { route.state.countRequest(status: exchange.status) }
         if ctx.configuration.log.accessLog {
             let ms = Int(((ctx.loop.now - exchange.startedAt) * 1000).rounded())
             ctx.logger.info("\(exchange.head.method) \(exchange.logPath) \(exchange.status) \(ms)ms \(exchange.bytesOut)B")

@@ -165,6 +165,8 @@ struct RoutesTests {
         let metrics = try curl([proxy.adminURL! + "/metrics"]).bodyString
         #expect(metrics.contains(#"tokenproxy_refreshes_total{route="a",source="oauth2_refresh",outcome="success"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("refreshes_total") })")
         #expect(metrics.contains(#"tokenproxy_refreshes_total{route="b",source="oauth2_refresh",outcome="success"} 1"#))
+        #expect(metrics.contains(#"tokenproxy_requests_total{route="a",code="200"} 50"#))
+        #expect(metrics.contains(#"tokenproxy_requests_total{route="b",code="200"} 50"#))
         proxy.terminate()
         #expect(try proxy.waitForExit() == 0)
     }
