@@ -347,4 +347,43 @@ struct RoutesTests {
         proxy.terminate()
         #expect(try proxy.waitForExit() == 0)
     }
+
+    @Test("an http_proxy client's plain-http request goes upstream over TLS when its host route's upstream is https")
+    func httpProxyToATLSUpstream() throws {
+        let pki = try TestPKI()
+        let upstream = try PythonServer("echo_upstream", arguments: ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey])
+        defer { upstream.stop() }
+        let token = "route-tls-token-\(UUID().uuidString.lowercased())"
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                workers: 1
+                drain_timeout: 2s
+                routes:
+                  - name: secure
+                    match: {host: [api.example.test, "*.example.test"]}
+                    upstream: https://127.0.0.1:\(upstream.port)/base
+                    upstream_tls: {ca_file: \(pki.caFile)}
+                    credentials: {type: static, token_env: ROUTE_TOKEN}
+                  - name: other
+                    match: {path_prefix: /other/}
+                    upstream: http://127.0.0.1:9
+                    credentials: {type: static, token_env: ROUTE_TOKEN}
+                """,
+            environment: ["ROUTE_TOKEN": token])
+        for host in ["api.example.test", "deep.sub.example.test"] {
+            let response = try Self.proxiedCurl("http://\(host)/hello", environment: ["http_proxy": "http://\(proxy.address)"])
+            #expect(response.status == 200, "\(response.body)")
+            #expect(response.body.contains("Bearer \(token)"))
+            #expect(response.body.contains("/base/hello"))
+        }
+        // The route's names are allowed Host values: an origin-form request with one reaches it too.
+        let client = try RawHTTPClient(port: proxy.port, timeout: 30)
+        defer { client.close() }
+        try client.send(rawRequest("GET", "/hello", host: "API.example.test", headers: [("Connection", "close")]))
+        #expect(try client.readResponse(method: "GET").status == 200)
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+        #expect(!proxy.stderr.contains(token))
+    }
 }
