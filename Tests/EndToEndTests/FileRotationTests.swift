@@ -92,4 +92,48 @@ struct FileRotationTests {
         #expect(try proxy.waitForExit() == 0)
         #expect(!proxy.stderr.contains(life.clientSecret))
     }
+
+    @Test("watch_config: a ConfigMap-style ..data swap of the configuration file is reloaded; an invalid one is refused and counted")
+    func watchedConfigurationFollowsTheSymlinkSwap() throws {
+        let upstream = try PythonServer("echo_upstream")
+        defer { upstream.stop() }
+        let dir = try TempDir(prefix: "tokenproxy-watch")
+        var volume = try SecretVolume(in: dir)
+        func file(_ routes: String) -> String {
+            """
+            listen: 127.0.0.1:0
+            workers: 1
+            drain_timeout: 2s
+            watch_config: true
+            admin:
+              listen: 127.0.0.1:0
+            routes:
+            \(routes)
+            """
+        }
+        let one = "  - {name: one, match: {path_prefix: /one/}, upstream: \"\(upstream.baseURL)\", credentials: {type: static, token_env: W_TOKEN}}"
+        let two = "  - {name: two, match: {path_prefix: /two/}, upstream: \"\(upstream.baseURL)\", credentials: {type: static, token_env: W_TOKEN}}"
+        try volume.publish(["tokenproxy.yaml": file(one)], links: ["tokenproxy.yaml"])
+        let proxy = try ProxyProcess(
+            config: "", directory: dir, environment: ["W_TOKEN": "watch-token"], expectAdmin: true,
+            arguments: ["serve", "--config", "\(volume.path)/tokenproxy.yaml"])
+        func status(_ path: String) -> Int {
+            (try? curl([proxy.baseURL + path]).status) ?? -1
+        }
+        #expect(status("/one/x") == 200)
+        #expect(status("/two/x") == 404)
+
+        try volume.publish(["tokenproxy.yaml": file(one + "\n" + two)], links: ["tokenproxy.yaml"])
+        #expect(within(15) { status("/two/x") == 200 }, "\(proxy.stderr)")
+        #expect(status("/one/x") == 200)
+
+        try volume.publish(["tokenproxy.yaml": file(one + "\n" + two + "\n  - {name: one}")], links: ["tokenproxy.yaml"])
+        #expect(proxy.waitForStderr(containing: "reload refused", timeout: 15))
+        #expect(status("/two/x") == 200, "an invalid file changes nothing")
+        let metrics = try curl(["http://\(try #require(proxy.adminAddress))/metrics"]).bodyString
+        #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="failed"} 1"#))
+        #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="success"} 1"#))
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
 }
