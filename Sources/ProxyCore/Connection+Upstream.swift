@@ -228,8 +228,8 @@ extension Connection {
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
         let action = exchange.machine.onFinalHead(
-            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route.tokenCanChange,
-            refusingGoodTokens: head.status == 401 && exchange.route.state.refusingGoodTokens(now: ctx.loop.now))
+            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
+            refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why)
@@ -239,7 +239,7 @@ extension Connection {
             exchange.held401 = Held401(head: head, framing: framing)
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { exchange.route.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            if startStormGuard { exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
             writeHead(exchange, head, framing: clientFraming)
         }
     }
@@ -249,7 +249,7 @@ extension Connection {
         exchange.status = response.status
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
-        exchange.route.forwarder.writeResponseHead(
+        exchange.route!.forwarder.writeResponseHead(
             into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
@@ -323,7 +323,7 @@ extension Connection {
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
             if reuse {
-                exchange.route.upstream.putIdle(upstream)
+                exchange.route!.upstream.putIdle(upstream)
             } else {
                 upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
             }

@@ -204,28 +204,31 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
+        // The route first (CONTRACT point 10: no_route comes before the access checks); a file
+        // without routes has one, taken without a lookup.
+        var route = ctx.routes.single
+        var routed: LoopRoutes.Selection?
+        var refused: ProxyError?
+        if route == nil {
+            switch ctx.routes.select(head, ownRoute: ownRoute) {
+            case .failure(let error): refused = error
+            case .success(let selection):
+                route = selection.route
+                routed = selection
+            }
+        }
         let exchange = Exchange(
-            head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: ctx.configuration.forward.requestBuffering)
+            head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
+            requestBuffering: route?.requestBuffering ?? 0)
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
-        let route: LoopRoute
-        var strip = 0
-        if let single = ctx.routes.single, ownRoute == nil {
-            route = single
-        } else {
-            switch ctx.routes.select(head, ownRoute: ownRoute) {
-            case .failure(let error):
-                respond(error, to: exchange)
-                return
-            case .success(let (selected, prefix)):
-                route = selected
-                strip = prefix
-            }
+        guard let route else {
+            respond(refused ?? .noRoute, to: exchange)
+            return
         }
-        exchange.route = route
-        switch route.policy.check(head, strip: strip) {
+        let checked = routed.map { route.policy.check(head, $0.target, strip: $0.strip) } ?? route.policy.check(head)
+        switch checked {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
@@ -233,10 +236,9 @@ final class Connection: EventHandler, LoopTask {
             exchange.query = target.query
             exchange.forwardedHost = target.authority ?? head.first("host")
             exchange.logPath = target.path
-            let settings = route.configuration.forward
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: settings.retryMemory)
+            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
             exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
-            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: settings.retryBodyLimit)
+            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !exchange.machine.isWaitingForBody { forward(exchange) }
         }
@@ -314,7 +316,7 @@ final class Connection: EventHandler, LoopTask {
         case .loginRequired:
             respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
-            let view = exchange.route.tokens.current()
+            let view = exchange.route!.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
             respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
@@ -388,7 +390,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
-        if let route = exchange.route, route.errorName != nil { route.state.countRequest(status: exchange.status) }
+        if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
         if ctx.configuration.log.accessLog {
             let ms = Int(((ctx.loop.now - exchange.startedAt) * 1000).rounded())
             ctx.logger.info("\(exchange.head.method) \(exchange.logPath) \(exchange.status) \(ms)ms \(exchange.bytesOut)B")
