@@ -94,7 +94,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials"]),
+        .testTarget(
+            name: "ProxyCoreTests",
+            dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),

@@ -3,27 +3,68 @@
 /// resolved against the config file's folder. Secrets named by `*_env` / `*_file` are already read.
 public struct Configuration: Sendable, Equatable {
     public var listen: ListenAddress = .tcp(host: "127.0.0.1", port: 8080)
-    public var upstream: UpstreamURL
     public var allowRemote: Bool = false
     public var drainTimeout: Double = 10
     public var workers: Int = 0
     public var admin: AdminConfiguration? = nil
-    public var credentials: CredentialsConfiguration
-    public var upstreamTLS: UpstreamTLSConfiguration = .init()
-    public var sink: SinkConfiguration? = nil
-    public var store: StoreConfiguration
-    public var access: AccessConfiguration = .init()
-    public var forward: ForwardConfiguration = .init()
+    /// Every protected API of the file, in file order; never empty. A file without `routes:` is the
+    /// one route named `default`, with no `match` (CONTRACT.md "Several APIs in one process").
+    public var routes: [RouteConfiguration]
+    /// Whether the file has `routes:` (errors from a route's token state then name it).
+    public var hasRoutes: Bool = false
+    /// `watch_config`: reload when the file changes (CONTRACT.md "Reload without a restart").
+    public var watchConfig: Bool = false
     public var limits: LimitsConfiguration = .init()
     public var log: LogConfiguration = .init()
     /// The folder of the config file; relative paths were resolved against it.
     public var baseDirectory: String
 
     public init(upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration, baseDirectory: String) {
-        self.upstream = upstream
-        self.credentials = credentials
-        self.store = store
+        self.routes = [RouteConfiguration(name: RouteConfiguration.defaultName, upstream: upstream, credentials: credentials, store: store)]
         self.baseDirectory = baseDirectory
+    }
+
+    // The first route's settings: for a one-API file, its only route. Each is stored once, in `routes`.
+    public var upstream: UpstreamURL {
+        get { routes[0].upstream }
+        set { routes[0].upstream = newValue }
+    }
+    public var credentials: CredentialsConfiguration {
+        get { routes[0].credentials }
+        set { routes[0].credentials = newValue }
+    }
+    public var upstreamTLS: UpstreamTLSConfiguration {
+        get { routes[0].upstreamTLS }
+        set { routes[0].upstreamTLS = newValue }
+    }
+    public var sink: SinkConfiguration? {
+        get { routes[0].sink }
+        set { routes[0].sink = newValue }
+    }
+    public var store: StoreConfiguration {
+        get { routes[0].store }
+        set { routes[0].store = newValue }
+    }
+    public var access: AccessConfiguration {
+        get { routes[0].access }
+        set { routes[0].access = newValue }
+    }
+    public var forward: ForwardConfiguration {
+        get { routes[0].forward }
+        set { routes[0].forward = newValue }
+    }
+
+    /// The same configuration reduced to one route (its settings then read as the top-level ones):
+    /// what a route's token manager, access policy and forwarder are built from.
+    public func selecting(route index: Int) -> Configuration {
+        var one = self
+        one.routes = [routes[index]]
+        return one
+    }
+
+    /// The index of the route named `name`, or nil.
+    public func routeIndex(named name: String) -> Int? {
+        routes.firstIndex { $0.name == name }
     }
 }
 

@@ -7,6 +7,10 @@ import Yams
 public struct LoadedConfiguration: Sendable {
     public var configuration: Configuration
     public var warnings: [String]
+    /// The file's text and folder, so that its `*_file` secrets can be read again without reading
+    /// a file that may have changed since (`load` sets them).
+    public var sourceText: String = ""
+    public var sourceFolder: String = ""
 
     public init(configuration: Configuration, warnings: [String]) {
         self.configuration = configuration
@@ -50,7 +54,10 @@ public enum ConfigurationLoader {
             throw ConfigurationError(keyPath: "", reason: "the configuration file \(absolute) is not UTF-8 text")
         }
         let folder = Paths.folder(of: absolute)
-        return try parse(yaml: text, baseDirectory: folder, environment: environment)
+        var loaded = try parse(yaml: text, baseDirectory: folder, environment: environment)
+        loaded.sourceText = text
+        loaded.sourceFolder = folder
+        return loaded
     }
 
     /// Like `load`, for YAML already in memory; relative paths are resolved against `baseDirectory`.
@@ -110,8 +117,11 @@ public enum ConfigurationLoader {
 enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
-        "store", "access", "forward", "limits", "log",
+        "store", "access", "forward", "limits", "log", "routes", "watch_config",
     ]
+    /// The keys of one entry of `routes:`.
+    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward"]
+    static let match = ["listen", "host", "path_prefix", "strip_prefix"]
     static let credentialsCommon = ["type", "refresh_margin", "default_lifetime"]
     static let clientSecret = ["client_secret", "client_secret_env", "client_secret_file"]
     static let seedRefreshToken = ["refresh_token_env", "refresh_token_file"]
@@ -225,32 +235,7 @@ struct Builder {
             }
         }
         let allowRemote = found.collect { try root.bool("allow_remote") } ?? false
-
-        let upstream: UpstreamURL? = found.collect {
-            if let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
-                return try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
-            } else if let value = try root.string("upstream") {
-                return try parseUpstream(value, keyPath: "upstream")
-            } else {
-                throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
-            }
-        }
-
-        let credentials: CredentialsConfiguration? = found.collect {
-            guard let credentialsSection = try root.section("credentials") else {
-                throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
-            }
-            return try parseCredentials(credentialsSection)
-        }
-
-        let store = found.collect { try parseStore(try root.section("store")) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
-
-        // Without an upstream or credentials the file is invalid already (recorded above); the rest
-        // is still read, for its own errors, into a configuration that is never returned.
-        var config = Configuration(
-            upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
-            credentials: credentials ?? CredentialsConfiguration(type: .static), store: store, baseDirectory: baseDirectory)
-        config.allowRemote = allowRemote
+        let hasRoutes = root.has("routes")
 
         let listen: ListenAddress? = found.collect {
             if let value = env(ConfigurationLoader.listenEnvironmentKey) {
@@ -260,7 +245,28 @@ struct Builder {
             }
             return nil
         }
+
+        // The one-API file is the route `default`; with `routes:` the top-level sections are every route's defaults.
+        let routes: [RouteConfiguration]
+        if hasRoutes {
+            for key in ["upstream", "credentials"] where root.has(key) {
+                found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
+            }
+            let defaults = parseRouteSections(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: false)
+            routes = parseRoutes(root, defaults: defaults, allowRemote: allowRemote)
+        } else {
+            routes = [parseRouteSections(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true)]
+        }
+
+        var config = Configuration(upstream: routes[0].upstream, credentials: routes[0].credentials, store: routes[0].store, baseDirectory: baseDirectory)
+        config.routes = routes
+        config.hasRoutes = hasRoutes
+        config.allowRemote = allowRemote
         if let listen { config.listen = listen }
+        if hasRoutes {
+            for problem in Configuration.routeProblems(routes, sharedListen: config.listen) { found.record(problem) }
+        }
+        if let value = found.collect({ try root.bool("watch_config") }) { config.watchConfig = value }
 
         if let value = found.collect({ try root.duration("drain_timeout") }) { config.drainTimeout = value }
         found.collect {
@@ -282,26 +288,150 @@ struct Builder {
             }
             config.admin = AdminConfiguration(listen: address)
         }
-
-        found.collect {
-            guard let tls = try root.section("upstream_tls") else { return }
-            config.upstreamTLS = parseUpstreamTLS(tls, upstream: upstream)
-        }
-        found.collect {
-            guard let sink = try root.section("sink") else { return }
-            found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
-            guard let path = try pathValue(sink, "path") else {
-                throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
-            }
-            config.sink = SinkConfiguration(path: path)
-        }
-        if let access = found.collect({ try root.section("access") }) { config.access = parseAccess(access) }
-        if let forward = found.collect({ try root.section("forward") }) { config.forward = parseForward(forward) }
         if let limits = found.collect({ try root.section("limits") }) { config.limits = parseLimits(limits) }
         if let log = found.collect({ try root.section("log") }) { config.log = parseLog(log) }
 
         if let error = ConfigurationError(every: found.errors) { throw error }
         return config
+    }
+
+    /// The sections a route has: `upstream` and `credentials` (required when `requireAPI`), and
+    /// `upstream_tls`, `sink`, `store`, `access`, `forward`, each replacing the one of `defaults` as a whole.
+    mutating func parseRouteSections(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool) -> RouteConfiguration {
+        let upstream: UpstreamURL? = found.collect {
+            if defaults == nil, requireAPI, let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
+                return try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
+            } else if let value = try s.string("upstream") {
+                return try parseUpstream(value, keyPath: "upstream")
+            } else if requireAPI {
+                throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
+            }
+            return nil
+        }
+        let credentials: CredentialsConfiguration? = found.collect {
+            guard let credentialsSection = try s.section("credentials") else {
+                guard requireAPI else { return nil }
+                throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
+            }
+            return try parseCredentials(credentialsSection)
+        }
+        let ownStore = found.collect { try s.section("store") }
+        let store: StoreConfiguration
+        if let ownStore {
+            store = found.collect { try parseStore(ownStore) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+        } else if let defaults {
+            store = defaults.store.forRoute(name)
+        } else {
+            store = found.collect { try parseStore(nil) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+        }
+        // Without an upstream or credentials the file is invalid already (recorded above); the rest
+        // is still read, for its own errors, into a route that is never used.
+        var route = RouteConfiguration(
+            name: name,
+            upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
+            credentials: credentials ?? CredentialsConfiguration(type: .static), store: store)
+        if let defaults {
+            route.upstreamTLS = defaults.upstreamTLS
+            route.sink = defaults.sink
+            route.access = defaults.access
+            route.forward = defaults.forward
+        }
+        found.collect {
+            guard let tls = try s.section("upstream_tls") else { return }
+            route.upstreamTLS = parseUpstreamTLS(tls, upstream: upstream)
+        }
+        found.collect {
+            guard let sink = try s.section("sink") else { return }
+            found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
+            guard let path = try pathValue(sink, "path") else {
+                throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
+            }
+            route.sink = SinkConfiguration(path: path)
+        }
+        if let access = found.collect({ try s.section("access") }) { route.access = parseAccess(access) }
+        if let forward = found.collect({ try s.section("forward") }) { route.forward = parseForward(forward) }
+        return route
+    }
+
+    /// `routes:`: each entry read by a builder of its own, whose errors and warnings are then named
+    /// `routes[i].…`, so that every route's errors are found (`check`).
+    mutating func parseRoutes(_ root: YAMLSection, defaults: RouteConfiguration, allowRemote: Bool) -> [RouteConfiguration] {
+        guard let node = root.node("routes") else { return [defaults] }
+        guard case .sequence(let sequence) = node, !sequence.isEmpty else {
+            found.record(ConfigurationError(keyPath: "routes", reason: "must be a list of routes, each with name, match, upstream and credentials"))
+            return [defaults]
+        }
+        var routes: [RouteConfiguration] = []
+        for (i, entry) in sequence.enumerated() {
+            let prefix = "routes[\(i)]"
+            var sub = Builder(baseDirectory: baseDirectory, environment: environment)
+            var route = defaults
+            route.name = ""
+            if let section = sub.found.collect({ try YAMLSection(node: entry, keyPath: "") }) {
+                sub.found.collect { try section.rejectUnknownKeys(Keys.route) }
+                let name = sub.found.collect { try section.string("name") } ?? nil
+                if name == nil {
+                    sub.found.record(ConfigurationError(keyPath: "name", reason: "required: the route's name ([a-z0-9_-], 1 to 32 characters)"))
+                }
+                route = sub.parseRouteSections(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true)
+                route.name = name ?? ""
+                route.match = sub.parseMatch(section, allowRemote: allowRemote)
+            }
+            for error in sub.found.errors {
+                found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))
+            }
+            warnings += sub.warnings.map { "\(prefix).\($0)" }
+            routes.append(route)
+        }
+        return routes
+    }
+
+    /// A route's `match:`; nil when it has none (the fallback route).
+    func parseMatch(_ route: YAMLSection, allowRemote: Bool) -> RouteMatch? {
+        guard let s = found.collect({ try route.section("match") }) else { return nil }
+        found.collect { try s.rejectUnknownKeys(Keys.match) }
+        var match = RouteMatch()
+        found.collect {
+            guard let value = try s.string("listen") else { return }
+            match.listen = try parseListen(value, keyPath: "match.listen", allowRemote: allowRemote)
+        }
+        found.collect {
+            guard let node = s.node("host") else { return }
+            let names: [String]
+            var isList = false
+            if case .sequence = node { isList = true }
+            if isList {
+                names = try s.stringList("host", example: "[api.example.com, \"*.example.com\"]") ?? []
+            } else {
+                names = [try s.nonEmptyString("host") ?? ""]
+            }
+            for (index, name) in names.enumerated() {
+                let key = !isList ? "match.host" : "match.host[\(index)]"
+                let (bare, _) = RouteTable.splitPort(Array(name.utf8)[...])
+                let label = bare.starts(with: "*.".utf8) ? Array(bare.dropFirst(2)) : Array(bare)
+                let nameOK = !label.isEmpty && label.allSatisfy { b in
+                    (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5B || b == 0x5D || b == 0x3A
+                }
+                if !nameOK {
+                    throw ConfigurationError(keyPath: key, reason: "\"\(name)\" is not a host name (a name, \"*.\" and a name, or either with :port)")
+                }
+            }
+            match.hosts = names.map { $0.lowercased() }
+        }
+        found.collect {
+            guard let prefix = try s.nonEmptyString("path_prefix") else { return }
+            guard prefix.hasPrefix("/") else { throw ConfigurationError(keyPath: "match.path_prefix", reason: "\"\(prefix)\" must start with /") }
+            match.pathPrefix = prefix
+        }
+        if let strip = found.collect({ try s.bool("strip_prefix") }) { match.stripPrefix = strip }
+        if match.listen == nil, match.hosts.isEmpty, match.pathPrefix == nil {
+            found.record(ConfigurationError(keyPath: "match", reason: "needs listen, host or path_prefix (leave match out for the fallback route)"))
+        }
+        if match.listen != nil, !match.hosts.isEmpty || match.pathPrefix != nil {
+            found.record(ConfigurationError(
+                keyPath: "match.listen", reason: "a route on a listener of its own takes every request there; host and path_prefix do not go with it"))
+        }
+        return match
     }
 
     // MARK: - Addresses

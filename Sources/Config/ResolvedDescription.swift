@@ -8,97 +8,119 @@ extension Configuration {
         func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
 
         add("listen", listen.description)
-        add("upstream", upstream.description)
+        if !hasRoutes { add("upstream", upstream.description) }
         add("allow_remote", String(allowRemote))
         add("drain_timeout", Units.formatDuration(drainTimeout))
         add("workers", workers == 0 ? "0 (one per CPU)" : String(workers))
         add("admin.listen", admin?.listen.description ?? "none")
 
-        let c = credentials
-        let used = Set(ConfigurationLoader.credentialsKeys(usedBy: c.type))
-        func credential(_ key: String, _ value: String?) { if used.contains(key) { add("credentials.\(key)", value) } }
-        add("credentials.type", c.type.rawValue)
-        add("credentials.refresh_margin", Units.formatDuration(c.refreshMargin))
-        add("credentials.default_lifetime", Units.formatDuration(c.defaultLifetime))
-        credential("issuer_url", c.issuerURL)
-        credential("token_url", c.tokenURL)
-        credential("region", c.region)
-        credential("endpoint", c.endpoint)
-        credential("client_id", c.clientID.map(quoted))
-        credential("client_secret", c.clientSecret?.description ?? "none")
-        credential("client_auth", c.clientAuth.rawValue)
-        credential("scope", c.scope.map(quoted))
-        credential("audience", c.audience.map(quoted))
-        if used.contains("extra_params"), !c.extraParams.isEmpty {
-            let pairs = c.extraParams.sorted { $0.key < $1.key }.map { "\(quoted($0.key)): \(quoted($0.value))" }
-            add("credentials.extra_params", "{" + pairs.joined(separator: ", ") + "}")
-        }
-        credential("use_token", c.useToken.rawValue)
-        credential("login_url", c.loginURL)
-        credential("refresh_url", c.refreshURL)
-        credential("refresh_token_in", c.refreshTokenIn.rawValue)
-        credential("access_token_path", c.accessTokenPath)
-        credential("refresh_token_path", c.refreshTokenPath)
-        credential("expires_in_path", c.expiresInPath)
-        credential("expires_at_path", c.expiresAtPath)
-        if used.contains("refresh_token_env") {
-            add("credentials.seed_refresh_token", c.seedRefreshToken?.description ?? "none")
-        }
-        credential("login", c.login.rawValue)
-        credential("device_authorization_url", c.deviceAuthorizationURL)
-        describeLoginKeys(c, credential)
-        credential("revocation_url", c.revocationURL)
-        if used.contains("token_env") { add("credentials.token", c.token?.description ?? "none") }
-        credential("path", c.path)
-        credential("command", c.command.isEmpty ? nil : list(c.command))
-        credential("exec_timeout", Units.formatDuration(c.execTimeout))
-        let x = c.secretless
-        credential("client_key_file", x.clientKeyFile)
-        credential("client_key_id", x.clientKeyID.map(quoted))
-        credential("client_key_alg", x.clientKeyAlg?.rawValue)
-        credential("client_assertion_audience", x.clientAssertionAudience.map(quoted))
-        credential("client_assertion_file", x.clientAssertionFile)
-        credential("client_cert_file", x.clientCertFile)
-        credential("assertion_file", x.assertionFile)
-        credential("subject_token_file", x.subjectTokenFile)
-        credential("actor_token_file", x.actorTokenFile)
-        credential("resource", x.resource.map(quoted))
-        if used.contains("dpop"), let dpop = x.dpop { add("credentials.dpop.key_file", dpop.keyFile ?? "made once, kept in the store") }
+        func describe(_ route: RouteConfiguration, _ p: String) {
+            let c = route.credentials
+            let used = Set(ConfigurationLoader.credentialsKeys(usedBy: c.type))
+            func credential(_ key: String, _ value: String?) { if used.contains(key) { add(p + "credentials.\(key)", value) } }
+            add(p + "credentials.type", c.type.rawValue)
+            add(p + "credentials.refresh_margin", Units.formatDuration(c.refreshMargin))
+            add(p + "credentials.default_lifetime", Units.formatDuration(c.defaultLifetime))
+            credential("issuer_url", c.issuerURL)
+            credential("token_url", c.tokenURL)
+            credential("region", c.region)
+            credential("endpoint", c.endpoint)
+            credential("client_id", c.clientID.map(quoted))
+            credential("client_secret", c.clientSecret?.description ?? "none")
+            credential("client_auth", c.clientAuth.rawValue)
+            credential("scope", c.scope.map(quoted))
+            credential("audience", c.audience.map(quoted))
+            if used.contains("extra_params"), !c.extraParams.isEmpty {
+                let pairs = c.extraParams.sorted { $0.key < $1.key }.map { "\(quoted($0.key)): \(quoted($0.value))" }
+                add(p + "credentials.extra_params", "{" + pairs.joined(separator: ", ") + "}")
+            }
+            credential("use_token", c.useToken.rawValue)
+            credential("login_url", c.loginURL)
+            credential("refresh_url", c.refreshURL)
+            credential("refresh_token_in", c.refreshTokenIn.rawValue)
+            credential("access_token_path", c.accessTokenPath)
+            credential("refresh_token_path", c.refreshTokenPath)
+            credential("expires_in_path", c.expiresInPath)
+            credential("expires_at_path", c.expiresAtPath)
+            if used.contains("refresh_token_env") {
+                add(p + "credentials.seed_refresh_token", c.seedRefreshToken?.description ?? "none")
+            }
+            credential("login", c.login.rawValue)
+            credential("device_authorization_url", c.deviceAuthorizationURL)
+            describeLoginKeys(c, credential)
+            credential("revocation_url", c.revocationURL)
+            if used.contains("token_env") { add(p + "credentials.token", c.token?.description ?? "none") }
+            credential("path", c.path)
+            credential("command", c.command.isEmpty ? nil : list(c.command))
+            credential("exec_timeout", Units.formatDuration(c.execTimeout))
+            let x = c.secretless
+            credential("client_key_file", x.clientKeyFile)
+            credential("client_key_id", x.clientKeyID.map(quoted))
+            credential("client_key_alg", x.clientKeyAlg?.rawValue)
+            credential("client_assertion_audience", x.clientAssertionAudience.map(quoted))
+            credential("client_assertion_file", x.clientAssertionFile)
+            credential("client_cert_file", x.clientCertFile)
+            credential("assertion_file", x.assertionFile)
+            credential("subject_token_file", x.subjectTokenFile)
+            credential("actor_token_file", x.actorTokenFile)
+            credential("resource", x.resource.map(quoted))
+            if used.contains("dpop"), let dpop = x.dpop { add(p + "credentials.dpop.key_file", dpop.keyFile ?? "made once, kept in the store") }
 
-        add("upstream_tls.ca_file", upstreamTLS.caFile ?? "system CAs")
-        add("upstream_tls.client_cert_file", upstreamTLS.clientCertFile)
-        add("upstream_tls.client_key_file", upstreamTLS.clientKeyFile)
-        add("upstream_tls.insecure_skip_verify", String(upstreamTLS.insecureSkipVerify))
-        add("sink.path", sink?.path ?? "none")
-        add("store.backend", store.backend.rawValue)
-        if let redis = store.redis {
-            add("store.url", redis.url)
-            add("store.database", String(redis.database))
-            add("store.user", redis.user ?? "default")
-            add("store.password", redis.password?.description ?? "none")
-            add("store.key", redis.key)
-            if redis.tls { add("store.ca_file", redis.caFile ?? "system CAs") }
-            add("store.connect_timeout", Units.formatDuration(redis.connectTimeout))
-            add("store.command_timeout", Units.formatDuration(redis.commandTimeout))
-            add("store.lease_time", Units.formatDuration(redis.leaseTime))
+            add(p + "upstream_tls.ca_file", route.upstreamTLS.caFile ?? "system CAs")
+            add(p + "upstream_tls.client_cert_file", route.upstreamTLS.clientCertFile)
+            add(p + "upstream_tls.client_key_file", route.upstreamTLS.clientKeyFile)
+            add(p + "upstream_tls.insecure_skip_verify", String(route.upstreamTLS.insecureSkipVerify))
+            add("sink.path", route.sink?.path ?? "none")
+            add("store.backend", route.store.backend.rawValue)
+            if let redis = route.store.redis {
+                add("store.url", redis.url)
+                add("store.database", String(redis.database))
+                add("store.user", redis.user ?? "default")
+                add("store.password", redis.password?.description ?? "none")
+                add("store.key", redis.key)
+                if redis.tls { add("store.ca_file", redis.caFile ?? "system CAs") }
+                add("store.connect_timeout", Units.formatDuration(redis.connectTimeout))
+                add("store.command_timeout", Units.formatDuration(redis.commandTimeout))
+                add("store.lease_time", Units.formatDuration(redis.leaseTime))
+            } else {
+                add("store.path", route.store.path)
+            }
+
+            add("access.require_header", route.access.requireHeader ?? "none")
+            add("access.require_value", route.access.requireValue?.description)
+            add("access.allow_paths", route.access.allowPaths.map(list) ?? "any")
+            add("access.allow_methods", route.access.allowMethods.map(list) ?? "any")
+            add("access.allow_hosts", route.access.allowHosts.map(list) ?? "default (localhost, 127.0.0.1, [::1] and the listen address)")
+            add("access.allow_origins", list(route.access.allowOrigins))
+            let mode = String(route.access.unixMode, radix: 8)
+            add("access.unix_mode", "\"" + String(repeating: "0", count: max(0, 4 - mode.count)) + mode + "\"")
+
+            add("forward.client_authorization", route.forward.clientAuthorization.rawValue)
+            add("forward.preserve_host", String(route.forward.preserveHost))
+            add("forward.retry_body_limit", Units.formatSize(route.forward.retryBodyLimit))
+            add("forward.retry_memory", Units.formatSize(route.forward.retryMemory))
+            add("forward.request_buffering", route.forward.requestBuffering == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBuffering))
+
+        }
+        if hasRoutes {
+            add("watch_config", String(watchConfig))
+            for route in routes {
+                let p = "routes.\(route.name)."
+                lines.append("route \(route.name):")
+                if let match = route.match {
+                    add(p + "match.listen", match.listen?.description)
+                    if !match.hosts.isEmpty { add(p + "match.host", list(match.hosts)) }
+                    add(p + "match.path_prefix", match.pathPrefix)
+                    if match.pathPrefix != nil { add(p + "match.strip_prefix", String(match.stripPrefix)) }
+                } else {
+                    add(p + "match", "none (the fallback route)")
+                }
+                add(p + "upstream", route.upstream.description)
+                describe(route, p)
+            }
         } else {
-            add("store.path", store.path)
+            describe(routes[0], "")
         }
-
-        add("access.require_header", access.requireHeader ?? "none")
-        add("access.require_value", access.requireValue?.description)
-        add("access.allow_paths", access.allowPaths.map(list) ?? "any")
-        add("access.allow_methods", access.allowMethods.map(list) ?? "any")
-        add("access.allow_hosts", access.allowHosts.map(list) ?? "default (localhost, 127.0.0.1, [::1] and the listen address)")
-        add("access.allow_origins", list(access.allowOrigins))
-        let mode = String(access.unixMode, radix: 8)
-        add("access.unix_mode", "\"" + String(repeating: "0", count: max(0, 4 - mode.count)) + mode + "\"")
-
-        add("forward.client_authorization", forward.clientAuthorization.rawValue)
-        add("forward.preserve_host", String(forward.preserveHost))
-        add("forward.retry_body_limit", Units.formatSize(forward.retryBodyLimit))
-        add("forward.retry_memory", Units.formatSize(forward.retryMemory))
-        add("forward.request_buffering", forward.requestBuffering == 0 ? "0 (off)" : Units.formatSize(forward.requestBuffering))
 
         for key in Limits.keys { add(key.keyPath, key.format(limits)) }
 

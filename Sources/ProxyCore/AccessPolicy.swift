@@ -17,18 +17,32 @@ final class AccessPolicy {
     let rejectClientAuthorization: Bool
     let maxBodyBytes: Int
     let upstream: UpstreamURL
+    /// A route matched by host: the route table has already checked an absolute-form target's authority.
+    let routedByHost: Bool
+    /// `*.example.com` names of a host route, as the suffix `.example.com`: allowed Host values too.
+    private let allowedSuffixes: [[UInt8]]
 
     init(configuration c: Configuration) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
+        var allowed: [[UInt8]]
         if let hosts = c.access.allowHosts {
-            allowedHosts = hosts.map { Array($0.lowercased().utf8) }
+            allowed = hosts.map { Array($0.lowercased().utf8) }
         } else {
             var hosts = ["localhost", "127.0.0.1", "[::1]"]
-            if case .tcp(let host, _) = c.listen {
+            if case .tcp(let host, _) = c.routes[0].match?.listen ?? c.listen {
                 hosts.append(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host.lowercased())]" : host.lowercased())
             }
-            allowedHosts = hosts.map { Array($0.utf8) }
+            allowed = hosts.map { Array($0.utf8) }
         }
+        // A host route's names count as allowed Host values for that route (CONTRACT "Several APIs").
+        let routeHosts = c.routes[0].match?.hosts ?? []
+        let names = routeHosts.map { host -> String in
+            if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
+            return host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host
+        }
+        allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        allowedSuffixes = names.filter { $0.hasPrefix("*.") }.map { Array($0.dropFirst().utf8) }
+        routedByHost = !routeHosts.isEmpty
         allowedOrigins = c.access.allowOrigins
         requiredHeader = c.access.requireHeader?.lowercased()
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
@@ -49,33 +63,71 @@ final class AccessPolicy {
         var authority: String?
     }
 
-    /// Returns the first error that applies, or the normalized path and query to forward.
-    func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
-        // CONNECT first (point 10), in any target form.
-        if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
-        guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
-        var rawPath: String
+    /// A request target read once: what the route table and the checks both need.
+    struct ParsedTarget {
+        /// Without dot-segments (RFC 3986 §5.2.4).
+        var path: String
         var query: String?
-        var isAbsolute = false
+        /// An absolute-form target's scheme, host (without brackets) and port as written.
+        var absolute: AbsoluteTarget?
+        /// An absolute-form target's authority (host, and port when given).
         var authority: String?
-        var targetMatchesUpstream = true
+    }
+
+    struct AbsoluteTarget {
+        var scheme: String
+        var host: String
+        var port: Int?
+    }
+
+    /// CONNECT, the target's form and its path: the errors that come before any route (point 10).
+    @inline(__always)
+    static func parse(_ head: RequestHead) throws(ProxyError) -> ParsedTarget {
+        // CONNECT first (point 10), in any target form.
+        if head.method == "CONNECT" { throw .methodNotAllowed }
+        guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }
         switch target {
         case .origin(let p, let q):
-            rawPath = p
-            query = q
+            guard let path = removeDotSegments(p) else { throw .badRequest("the path climbs above the root") }
+            return ParsedTarget(path: path, query: q, absolute: nil, authority: nil)
         case .absolute(let scheme, let host, let port, let p, let q):
-            isAbsolute = true
-            rawPath = p.isEmpty ? "/" : p
-            query = q
+            guard let path = removeDotSegments(p.isEmpty ? "/" : p) else { throw .badRequest("the path climbs above the root") }
             let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-            authority = port.map { "\(bracketed):\($0)" } ?? bracketed
-            let effectivePort = port ?? (scheme == "https" ? 443 : 80)
-            targetMatchesUpstream = scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port
+            return ParsedTarget(
+                path: path, query: q, absolute: AbsoluteTarget(scheme: scheme, host: host, port: port),
+                authority: port.map { "\(bracketed):\($0)" } ?? bracketed)
         case .authority, .asterisk:
-            return .failure(.badRequest("this request-target form is only for CONNECT or OPTIONS *"))
+            throw .badRequest("this request-target form is only for CONNECT or OPTIONS *")
         }
-        guard let path = removeDotSegments(rawPath) else {
-            return .failure(.badRequest("the path climbs above the root"))
+    }
+
+    /// Returns the first error that applies, or the normalized path and query to forward.
+    func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
+        do {
+            return check(head, try AccessPolicy.parse(head))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The checks after the route is known, for a target already parsed. `strip`: how many leading
+    /// bytes of the path the route removes (its `path_prefix`).
+    @inline(__always)
+    func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
+        var path = target.path
+        let isAbsolute = target.absolute != nil
+        var targetMatchesUpstream = true
+        if let absolute = target.absolute {
+            let effectivePort = absolute.port ?? (absolute.scheme == "https" ? 443 : 80)
+            targetMatchesUpstream =
+                routedByHost || (absolute.scheme == upstream.scheme && absolute.host == upstream.host && effectivePort == upstream.port)
+        }
+        if strip > 0 {
+            // The rest keeps a leading slash: the prefix's own last one when it ends with "/".
+            let utf8 = path.utf8
+            let prefixEndsWithSlash = utf8[utf8.index(utf8.startIndex, offsetBy: strip - 1)] == UInt8(ascii: "/")
+            let rest = Substring(utf8.dropFirst(prefixEndsWithSlash ? strip - 1 : strip))
+            path = rest.first == "/" ? String(rest) : "/" + rest
         }
         // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
         if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
@@ -99,7 +151,7 @@ final class AccessPolicy {
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success(CheckedTarget(path: path, query: query, authority: authority))
+        return .success(CheckedTarget(path: path, query: target.query, authority: target.authority))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
@@ -118,6 +170,9 @@ final class AccessPolicy {
                 var k = 0
                 while k < host.count && allowed[k] == (host[k] >= 65 && host[k] <= 90 ? host[k] | 0x20 : host[k]) { k += 1 }
                 if k == host.count { return true }
+            }
+            for suffix in allowedSuffixes where suffix.count < host.count {
+                if RouteTable.endsWithFolded(host, suffix) { return true }
             }
             return false
         }

@@ -64,53 +64,101 @@ final class AdminConnection: EventHandler {
 
     private func answer() {
         guard let head else { return }
-        let path = head.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.target
+        let parts = head.target.split(separator: "?", maxSplits: 1)
+        let path = parts.first.map(String.init) ?? head.target
+        // `?route=NAME` (CONTRACT "Several APIs"): names are [a-z0-9_-], so no decoding is needed.
+        let route = parts.count == 2 ? parts[1].split(separator: "&").first { $0.hasPrefix("route=") }.map { String($0.dropFirst(6)) } : nil
         switch (head.method, path) {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             reply(200, "ok\n", head: head)
         case ("GET", "/readyz"), ("HEAD", "/readyz"):
-            if server.isReady {
+            let (ready, why) = server.readiness(route: route)
+            if ready {
                 reply(200, "ready\n", head: head)
             } else {
-                let view = ctx.tokens.current()
-                reply(503, "not ready: \(server.shared.draining.load(ordering: .relaxed) ? "draining" : (view.failure ?? "no usable token"))\n", head: head)
+                reply(503, "not ready: \(why)\n", head: head)
             }
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
             reply(200, server.metricsText(), head: head, contentType: "text/plain; version=0.0.4; charset=utf-8")
         case ("POST", "/refresh"):
-            if server.forceRefresh() {
+            switch server.forceRefresh(route: route) {
+            case nil:
+                reply(404, #"{"error":"no_route","message":"no route of this name"}"# + "\n", head: head, contentType: "application/json")
+            case let without? where without.isEmpty || (route == nil && without.count < server.routeStates.count):
                 reply(202, #"{"status":"refresh started"}"# + "\n", head: head, contentType: "application/json")
-            } else {
-                reply(ProxyError.loginRequired("no session: run `tokenproxy login`"), status: 409)
+            case let without?:
+                let named = server.configuration.hasRoutes ? without.first : nil
+                var bytes = ProxyError.loginRequired("no session: run `tokenproxy login`").response(keepAlive: false, isHead: false, route: named)
+                replaceStatus(&bytes, 409)
+                out = bytes
+                flush()
             }
-        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/refresh"):
+        case ("POST", "/reload"):
+            guard let reload = server.reloadHandler else {
+                reply(404, #"{"error":"not_found","message":"reload is not available"}"# + "\n", head: head, contentType: "application/json")
+                return
+            }
+            // Answered when the new file is in effect (or refused); the loop thread waits for it, as a
+            // reload is rare and swaps every loop's routes, this one's included, so it runs elsewhere.
+            let fd = self.fd
+            let loop = ctx.loop
+            let me = LoopBound(self)
+            let isHead = head.method == "HEAD"
+            let started = try? OSThread.start(name: "tp-reload") {
+                let outcome = reload()
+                loop.execute {
+                    guard let connection = me.object, connection.fd == fd else { return }
+                    switch outcome {
+                    case .success:
+                        connection.reply(200, #"{"status":"reloaded"}"# + "\n", isHead: isHead, contentType: "application/json")
+                    case .failure(let errors):
+                        var body = #"{"error":"invalid_configuration","message":"the configuration was not reloaded","errors":["#
+                        var escaped: [UInt8] = []
+                        for (i, e) in errors.enumerated() {
+                            escaped.removeAll()
+                            appendJSONEscaped(&escaped, e)
+                            body += (i > 0 ? "," : "") + "\"" + String(decoding: escaped, as: UTF8.self) + "\""
+                        }
+                        body += "]}\n"
+                        connection.reply(422, body, isHead: isHead, contentType: "application/json")
+                    }
+                }
+            }
+            if started == nil { reply(503, #"{"error":"overloaded","message":"no thread for the reload"}"# + "\n", head: head, contentType: "application/json") }
+        case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/refresh"), (_, "/reload"):
             reply(ProxyError.methodNotAllowed)
         default:
-            reply(404, #"{"error":"not_found","message":"admin paths: /healthz /readyz /metrics /refresh"}"# + "\n", head: head, contentType: "application/json")
+            reply(404, #"{"error":"not_found","message":"admin paths: /healthz /readyz /metrics /refresh /reload"}"# + "\n", head: head, contentType: "application/json")
         }
     }
 
+    private func replaceStatus(_ bytes: inout [UInt8], _ status: Int) {
+        var line: [UInt8] = []
+        ResponseWriter.appendStatusLine(&line, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        let end = bytes.firstIndex(of: 10)! + 1
+        bytes.replaceSubrange(0..<end, with: line)
+    }
+
     private func reply(_ status: Int, _ body: String, head: RequestHead, contentType: String = "text/plain; charset=utf-8") {
+        reply(status, body, isHead: head.method == "HEAD", contentType: contentType)
+    }
+
+    private func reply(_ status: Int, _ body: String, isHead: Bool, contentType: String) {
+        guard !closed else { return }
         var bytes: [UInt8] = []
         ResponseWriter.appendStatusLine(&bytes, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
         ResponseWriter.appendField(&bytes, name: "Content-Type", value: contentType)
         ResponseWriter.appendField(&bytes, name: "Content-Length", value: String(body.utf8.count))
         ResponseWriter.appendField(&bytes, name: "Connection", value: "close")
         ResponseWriter.appendEndOfHead(&bytes)
-        if head.method != "HEAD" { bytes.append(contentsOf: body.utf8) }
+        if !isHead { bytes.append(contentsOf: body.utf8) }
         out = bytes
         flush()
     }
 
     private func reply(_ error: ProxyError, status: Int? = nil) {
         var bytes = error.response(keepAlive: false, isHead: head?.method == "HEAD")
-        if let status {
-            // Same body, another status (409 for POST /refresh without a session).
-            var line: [UInt8] = []
-            ResponseWriter.appendStatusLine(&line, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
-            let end = bytes.firstIndex(of: 10)! + 1
-            bytes.replaceSubrange(0..<end, with: line)
-        }
+        if let status { replaceStatus(&bytes, status) }
         out = bytes
         flush()
     }

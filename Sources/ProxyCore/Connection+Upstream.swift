@@ -13,10 +13,11 @@ extension Connection {
     /// Sends the request with `token` (nil: the client's own Authorization goes), on an idle pooled
     /// connection when there is one (`fresh`: never), else on a new one.
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
-        let forwarder = ctx.forwarder
+        let route = exchange.route!
+        let forwarder = route.forwarder
         let forwardedFor = forwardedForLines
         let forwardedHost = exchange.forwardedHost.map { forwardedHostLine.line(for: $0) }
-        let dpopEnabled = ctx.dpopEnabled
+        let dpopEnabled = route.dpopEnabled
         exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
             forwarder.writeRequestHead(
                 into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
@@ -26,12 +27,12 @@ extension Connection {
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
-        if !fresh, let idle = ctx.upstream.takeIdle() {
+        if !fresh, let idle = route.upstream.takeIdle() {
             upstreamConnected(exchange, idle)
             return
         }
         do {
-            exchange.attempt = try ctx.upstream.connect(exchange)
+            exchange.attempt = try route.upstream.connect(exchange)
         } catch {
             ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
             respond(.badGateway("the upstream connection could not be started: \(error)"), to: exchange)
@@ -239,10 +240,10 @@ extension Connection {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
-        if ctx.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop) }
+        if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop) }
         let action = exchange.machine.onFinalHead(
-            status: head.status, upstreamFraming: framing, tokenCanChange: ctx.tokenCanChange,
-            refusingGoodTokens: head.status == 401 && ctx.shared.refusingGoodTokens(now: ctx.loop.now))
+            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
+            refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why)
@@ -253,7 +254,7 @@ extension Connection {
             if nonceDemanded { exchange.held401?.dpopNonceDemanded = true }
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { ctx.shared.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            if startStormGuard { exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
             writeHead(exchange, head, framing: clientFraming)
         }
     }
@@ -263,7 +264,7 @@ extension Connection {
         exchange.status = response.status
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
-        ctx.forwarder.writeResponseHead(
+        exchange.route!.forwarder.writeResponseHead(
             into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
@@ -337,7 +338,7 @@ extension Connection {
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
             if reuse {
-                ctx.upstream.putIdle(upstream)
+                exchange.route!.upstream.putIdle(upstream)
             } else {
                 upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
             }

@@ -40,8 +40,12 @@ final class Connection: EventHandler, LoopTask {
     static let bodyHighWater = FixedLimits.bodyHighWater
     static let inHighWater = FixedLimits.unparsedClientHighWater
 
-    init(fd: Int32, peer: SocketAddress, ctx: LoopContext) {
+    /// The route of a route's own listener; nil on the shared listener (the route table decides).
+    let ownRoute: String?
+
+    init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil) {
         self.fd = fd
+        self.ownRoute = ownRoute
         self.peer = peer
         forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host)
         self.ctx = ctx
@@ -202,24 +206,47 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
+        // A file without routes has one route, taken without a lookup.
+        if let single = ctx.routes.single {
+            let exchange = open(head, route: single)
+            proceed(exchange, route: single, checked: single.policy.check(head))
+            return
+        }
+        // The route first (CONTRACT point 10: no_route comes before the access checks).
+        switch ctx.routes.select(head, ownRoute: ownRoute) {
+        case .failure(let error):
+            respond(error, to: open(head, route: nil))
+        case .success(let selection):
+            let route = selection.route
+            let exchange = open(head, route: route)
+            proceed(exchange, route: route, checked: route.policy.check(head, selection.target, strip: selection.strip))
+        }
+    }
+
+    @inline(__always)
+    private func open(_ head: RequestHead, route: LoopRoute?) -> Exchange {
         let exchange = Exchange(
-            head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: ctx.configuration.forward.requestBuffering)
+            head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
+            requestBuffering: route?.requestBuffering ?? 0)
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
-        switch ctx.policy.check(head) {
+        return exchange
+    }
+
+    @inline(__always)
+    private func proceed(_ exchange: Exchange, route: LoopRoute, checked: Result<AccessPolicy.CheckedTarget, ProxyError>) {
+        switch checked {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
             exchange.path = target.path
             exchange.query = target.query
-            exchange.forwardedHost = target.authority ?? head.first("host")
+            exchange.forwardedHost = target.authority ?? exchange.head.first("host")
             exchange.logPath = target.path
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: ctx.configuration.forward.retryMemory)
-            exchange.keepsClientAuthorization = ctx.forwarder.keepsClientAuthorization(head)
-            exchange.prepareReplay(
-                enabled: ctx.tokenCanChange && !exchange.keepsClientAuthorization, limit: ctx.configuration.forward.retryBodyLimit)
+            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
+            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(exchange.head)
+            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !exchange.machine.isWaitingForBody { forward(exchange) }
         }
@@ -236,7 +263,8 @@ final class Connection: EventHandler, LoopTask {
 
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
-        let view = ctx.tokens.current()
+        let route = exchange.route!
+        let view = route.tokens.current()
         if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
             if staleGeneration != nil { ctx.metrics.retriedAfter401() }
@@ -247,7 +275,7 @@ final class Connection: EventHandler, LoopTask {
         case .ended:
             respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
             return
-        case .none where ctx.sessionNeedsLogin:
+        case .none where route.sessionNeedsLogin:
             respond(.loginRequired("no session: run `tokenproxy login`"), to: exchange)
             return
         case .none, .active:
@@ -262,7 +290,7 @@ final class Connection: EventHandler, LoopTask {
             self.tokenWaitEnded(exchange, outcome: nil)
         }
         let waiter = LoopBound(self), waiting = LoopBound(exchange)
-        ctx.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
+        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
             loop.execute {
                 guard let self = waiter.object, let exchange = waiting.object, exchange.waitingForToken, !self.closed else { return }
                 exchange.waitingForToken = false
@@ -296,7 +324,7 @@ final class Connection: EventHandler, LoopTask {
         case .loginRequired:
             respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
-            let view = ctx.tokens.current()
+            let view = exchange.route!.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
             respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
@@ -322,7 +350,14 @@ final class Connection: EventHandler, LoopTask {
         exchange.held401 = nil
         exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.status = error.status
-        let bytes = error.response(keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD)
+        let fromTokenState: Bool
+        switch error {
+        case .loginRequired, .tokenUnavailable: fromTokenState = true
+        default: fromTokenState = false
+        }
+        let bytes = error.response(
+            keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD,
+            route: fromTokenState ? exchange.route?.errorName : nil)
         exchange.bytesOut += bytes.count
         appendOut(bytes)
         responseDone(exchange)
@@ -363,6 +398,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
+        if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
         if ctx.configuration.log.accessLog {
             let ms = Int(((ctx.loop.now - exchange.startedAt) * 1000).rounded())
             ctx.logger.info("\(exchange.head.method) \(exchange.logPath) \(exchange.status) \(ms)ms \(exchange.bytesOut)B")

@@ -8,22 +8,15 @@ import Upstream
 /// (apart from the Sendable parts: tokens, metrics, shared state).
 final class LoopContext {
     let loop: EventLoop
-    let configuration: Configuration
-    let upstream: UpstreamConnector
-    let tokens: TokenManager
-    let policy: AccessPolicy
-    let forwarder: Forwarder
+    /// The global settings (limits, log); a reload replaces it with `routes`.
+    var configuration: Configuration
+    /// The routes requests are matched to; an exchange keeps the route it started with.
+    var routes: LoopRoutes
     let metrics: LoopMetrics
     let shared: SharedProxyState
     let logger: Logger
-    /// Sources that can produce a different token on demand; a static token cannot.
-    let tokenCanChange: Bool
     /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.
-    let timeouts: ExchangeMachine.Timeouts
-    /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
-    let sessionNeedsLogin: Bool
-    /// `credentials.dpop` is set: only then can a token carry a DPoP binding (RFC 9449).
-    let dpopEnabled: Bool
+    var timeouts: ExchangeMachine.Timeouts
     var connections: [Int32: Connection] = [:]
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
@@ -31,35 +24,30 @@ final class LoopContext {
     /// costs few reads (the answer is parsed and passed on from here).
     let upstreamBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.upstreamReadBytes, alignment: 16)
 
-    init(loop: EventLoop, configuration: Configuration, tokens: TokenManager, metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
+    init(loop: EventLoop, configuration: Configuration, states: [RouteState], metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
         self.loop = loop
         self.configuration = configuration
-        self.tokens = tokens
         self.metrics = metrics
         self.shared = shared
         self.logger = logger
-        let tls = configuration.upstreamTLS
-        upstream = UpstreamConnector(
-            loop: loop,
-            settings: UpstreamSettings(
-                caFile: tls.caFile, clientCertFile: tls.clientCertFile, clientKeyFile: tls.clientKeyFile,
-                insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout,
-                proxy: ProxyEnvironment(scheme: configuration.upstream.scheme)),
-            origin: configuration.upstream.origin, maxIdle: configuration.limits.upstreamKeepalive,
-            idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
-        upstream.retirementObserver = { [metrics] reason in metrics.upstreamRetired(reason) }
-        policy = AccessPolicy(configuration: configuration)
-        forwarder = Forwarder(configuration: configuration)
-        tokenCanChange = configuration.credentials.type != .static
-        dpopEnabled = configuration.credentials.secretless.dpop != nil
-        timeouts = ExchangeMachine.Timeouts(
+        routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
+        timeouts = LoopContext.timeouts(configuration)
+    }
+
+    static func timeouts(_ configuration: Configuration) -> ExchangeMachine.Timeouts {
+        ExchangeMachine.Timeouts(
             upstreamTimeout: configuration.limits.upstreamTimeout, upstreamIdleTimeout: configuration.limits.upstreamIdleTimeout,
             clientIdleTimeout: configuration.limits.clientIdleTimeout)
-        switch configuration.credentials.type {
-        case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
-        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
-            sessionNeedsLogin = false
-        }
+    }
+
+    /// A reload: requests that start from now on use `configuration`'s routes. The old routes' idle
+    /// upstream connections are closed; their exchanges in flight finish with them.
+    func replace(configuration: Configuration, states: [RouteState]) {
+        let old = routes
+        self.configuration = configuration
+        routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
+        timeouts = LoopContext.timeouts(configuration)
+        for route in old.routes { route.upstream.closeIdle() }
     }
 
     deinit {
@@ -88,6 +76,6 @@ final class LoopContext {
     func sweepTimeouts() {
         let now = loop.now
         for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
-        upstream.sweepIdle()
+        for route in routes.routes { route.upstream.sweepIdle() }
     }
 }

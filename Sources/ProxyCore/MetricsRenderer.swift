@@ -3,14 +3,29 @@ import FoundationEssentials
 
 /// The Prometheus text format (version 0.0.4) for every series in `LoopMetrics` and the token state.
 enum MetricsRenderer {
-    static func render(_ c: LoopMetrics.Counters, tokens: TokenManager, openConnections: Int, ready: Bool) -> String {
+    static func render(_ c: LoopMetrics.Counters, routes: [RouteState], openConnections: Int, ready: Bool, named: Bool) -> String {
         var out = ""
         func series(_ name: String, _ type: String, _ help: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         series("tokenproxy_requests_total", "counter", "Requests answered, by HTTP status code.")
-        for (code, n) in c.requestsByCode.enumerated() where n > 0 {
-            out += "tokenproxy_requests_total{code=\"\(code)\"} \(n)\n"
+        if named {
+            // By route; route="" for requests that matched none (or a route a reload removed).
+            var unrouted = c.requestsByCode
+            for state in routes {
+                let counts = state.requestsByCode.withLock { $0 }
+                for (code, n) in counts.enumerated() where n > 0 {
+                    out += "tokenproxy_requests_total{route=\"\(state.name)\",code=\"\(code)\"} \(n)\n"
+                    unrouted[code] -= n
+                }
+            }
+            for (code, n) in unrouted.enumerated() where n > 0 {
+                out += "tokenproxy_requests_total{route=\"\",code=\"\(code)\"} \(n)\n"
+            }
+        } else {
+            for (code, n) in c.requestsByCode.enumerated() where n > 0 {
+                out += "tokenproxy_requests_total{code=\"\(code)\"} \(n)\n"
+            }
         }
         for counter in LoopMetrics.plainCounters {
             series(counter.name, counter.type, counter.help)
@@ -29,13 +44,58 @@ enum MetricsRenderer {
         out += "tokenproxy_open_connections \(openConnections)\n"
         series("tokenproxy_ready", "gauge", "1 while a usable token is held.")
         out += "tokenproxy_ready \(ready ? 1 : 0)\n"
-        let view = tokens.current()
-        series("tokenproxy_token_expiry_seconds", "gauge", "Seconds until the current access token expires (absent for tokens that do not expire).")
-        if let expiresAt = view.snapshot?.expiresAt {
+        // With routes:, each route's token series carry its name (CONTRACT "Several APIs").
+        let perRoute = routes.map { state -> String in
+            let text = tokenSeries(state.tokens)
+            return named ? labelled(text, route: state.name) : text
+        }
+        out += merged(perRoute)
+        return out
+    }
+
+    static func tokenSeries(_ tokens: TokenManager) -> String {
+        var out = "# HELP tokenproxy_token_expiry_seconds Seconds until the current access token expires (absent for tokens that do not expire).\n"
+        out += "# TYPE tokenproxy_token_expiry_seconds gauge\n"
+        if let expiresAt = tokens.current().snapshot?.expiresAt {
             out += "tokenproxy_token_expiry_seconds \(Int((expiresAt - Date().timeIntervalSince1970).rounded(.down)))\n"
         }
-        out += TokenMetrics.render(tokens)
+        return out + TokenMetrics.render(tokens)
+    }
+
+    /// Every sample line of `text` with `route="NAME"` as its first label.
+    static func labelled(_ text: String, route: String) -> String {
+        var out = ""
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            if line.hasPrefix("#") {
+                out += line + "\n"
+            } else if let brace = line.firstIndex(of: "{") {
+                out += line[...brace] + "route=\"\(route)\"," + line[line.index(after: brace)...] + "\n"
+            } else if let space = line.firstIndex(of: " ") {
+                out += line[..<space] + "{route=\"\(route)\"}" + line[space...] + "\n"
+            }
+        }
         return out
+    }
+
+    /// The routes' texts as one exposition: each family's HELP and TYPE once, then its samples from every route.
+    static func merged(_ texts: [String]) -> String {
+        guard texts.count > 1 else { return texts.first ?? "" }
+        var order: [String] = []
+        var headers: [String: String] = [:]
+        var samples: [String: String] = [:]
+        for text in texts {
+            var family = ""
+            for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+                if line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") {
+                    family = String(line.dropFirst(7).prefix { $0 != " " })
+                    if headers[family] == nil { order.append(family) }
+                    if !(headers[family]?.contains(line) ?? false) { headers[family, default: ""] += line + "\n" }
+                } else {
+                    samples[family, default: ""] += line + "\n"
+                }
+            }
+        }
+        return order.map { headers[$0, default: ""] + samples[$0, default: ""] }.joined()
     }
 }
 

@@ -11,6 +11,7 @@ public enum ProxyError: Error, Equatable {
     case forbiddenClient
     case forbiddenPath
     case forbiddenTarget
+    case noRoute
     case methodNotAllowed
     case requestTimeout
     case bodyTooLarge
@@ -26,6 +27,7 @@ public enum ProxyError: Error, Equatable {
         case .badRequest, .clientAuthorizationRejected: return 400
         case .loginRequired: return 401
         case .forbiddenHost, .forbiddenOrigin, .forbiddenClient, .forbiddenPath, .forbiddenTarget: return 403
+        case .noRoute: return 404
         case .methodNotAllowed: return 405
         case .requestTimeout: return 408
         case .bodyTooLarge: return 413
@@ -47,6 +49,7 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenClient: return "forbidden_client"
         case .forbiddenPath: return "forbidden_path"
         case .forbiddenTarget: return "forbidden_target"
+        case .noRoute: return "no_route"
         case .methodNotAllowed: return "method_not_allowed"
         case .requestTimeout: return "request_timeout"
         case .bodyTooLarge: return "body_too_large"
@@ -69,6 +72,7 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenClient: return "the request lacks the proxy's access header or its value is wrong"
         case .forbiddenPath: return "this path or method is not allowed through the proxy"
         case .forbiddenTarget: return "this proxy forwards only to its upstream"
+        case .noRoute: return "no route of this proxy matches the request"
         case .methodNotAllowed: return "CONNECT is not supported"
         case .requestTimeout: return "the request did not arrive in time"
         case .bodyTooLarge: return "the request body is larger than this proxy accepts"
@@ -86,7 +90,7 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest, .requestTimeout, .bodyTooLarge, .headersTooLarge, .notImplemented, .overloaded: return true
         case .clientAuthorizationRejected, .loginRequired, .forbiddenHost, .forbiddenOrigin, .forbiddenClient,
-            .forbiddenPath, .forbiddenTarget, .methodNotAllowed, .badGateway, .tokenUnavailable, .upstreamTimeout:
+            .forbiddenPath, .forbiddenTarget, .noRoute, .methodNotAllowed, .badGateway, .tokenUnavailable, .upstreamTimeout:
             return false
         }
     }
@@ -100,13 +104,18 @@ public enum ProxyError: Error, Equatable {
         }
     }
 
-    /// The whole response: status line, headers, JSON body (none for HEAD).
-    func response(keepAlive: Bool, isHead: Bool) -> [UInt8] {
+    /// The whole response: status line, headers, JSON body (none for HEAD). `route`: the route
+    /// whose token state the error comes from, named in the body (CONTRACT "Several APIs").
+    func response(keepAlive: Bool, isHead: Bool, route: String? = nil) -> [UInt8] {
         var body: [UInt8] = []
         body.append(contentsOf: #"{"error":""#.utf8)
         body.append(contentsOf: code.utf8)
         body.append(contentsOf: #"","message":""#.utf8)
         appendJSONEscaped(&body, message)
+        if let route {
+            body.append(contentsOf: #"","route":""#.utf8)
+            appendJSONEscaped(&body, route)
+        }
         body.append(contentsOf: #""}"#.utf8)
         body.append(10)
         var out: [UInt8] = []

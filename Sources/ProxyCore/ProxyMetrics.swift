@@ -120,12 +120,7 @@ final class LoopMetrics: Sendable {
 final class SharedProxyState: Sendable {
     let openConnections = Atomic<Int>(0)
     let retryMemoryInUse = Atomic<Int>(0)
-    /// Monotonic time until which upstream 401s are passed through without a refresh (CONTRACT point 3).
-    private let stormGuardUntil = Mutex<Double>(0)
     let draining = Atomic<Bool>(false)
-
-    func refusingGoodTokens(now: Double) -> Bool { stormGuardUntil.withLock { now < $0 } }
-    func upstreamRefusedFreshToken(now: Double) { stormGuardUntil.withLock { $0 = now + FixedLimits.stormGuardSeconds } }
 
     /// Reserves `bytes` of the shared retry budget; false when it would exceed `limit`.
     func reserveRetryMemory(_ bytes: Int, limit: Int) -> Bool {

@@ -26,31 +26,85 @@ final class LoopAcceptors: @unchecked Sendable {
     init(ctx: LoopContext) { self.ctx = ctx }
 }
 
+/// How a reload ended: in effect, or refused with every error of the file (`key: reason`).
+public enum ReloadOutcome: Sendable {
+    case success
+    case failure([String])
+}
+
+/// The sockets of one proxy listen address: one per loop on a TCP port (SO_REUSEPORT; with port 0
+/// the others bind the port the first one got), one shared by every loop on a unix socket.
+final class ListenerGroup: @unchecked Sendable {
+    let configured: ListenAddress
+    /// The route of a route's own listener; nil for the shared one.
+    let ownRoute: String?
+    let sockets: [ListeningSocket]
+    let interest: Interest
+    var address: SocketAddress { sockets[0].address }
+
+    init(_ listen: ListenAddress, ownRoute: String?, loops count: Int, unixMode: UInt32) throws {
+        configured = listen
+        self.ownRoute = ownRoute
+        var sockets: [ListeningSocket] = []
+        var interest: Interest = .accept
+        do {
+            switch listen {
+            case .tcp(let host, let port):
+                let first = try ListeningSocket.tcp(host: host, port: port, reusePort: true, exclusive: true)
+                sockets.append(first)
+                for _ in 1..<max(count, 1) {
+                    sockets.append(try ListeningSocket.tcp(host: host, port: first.address.port ?? port, reusePort: true))
+                }
+            case .unix(let path):
+                sockets.append(try ListeningSocket.unix(path: path, mode: unixMode))
+                if count > 1 { interest = [.accept, .exclusive] }
+            }
+        } catch {
+            for socket in sockets { socket.close() }
+            throw ListenerError(address: "\(listen)", isAdmin: false, reason: "\(error)")
+        }
+        self.sockets = sockets
+        self.interest = interest
+    }
+
+    func socket(forLoop i: Int) -> ListeningSocket { sockets.count == 1 ? sockets[0] : sockets[i] }
+    func close() { for socket in sockets { socket.close() } }
+}
+
 /// The running proxy: one event loop per worker thread, each with its own listener (SO_REUSEPORT)
-/// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handle and its own
+/// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handles and its own
 /// connections; the admin listener lives on loop 0. `@unchecked Sendable`: its mutable fields
-/// (loops, acceptors, listeners, addresses) are written only by `start()`, before any loop thread
-/// runs and before the signal thread may call `drain()`; after that they are only read, and what the
-/// loops share at run time is Sendable on its own (`SharedProxyState`, `LoopMetrics`, `TokenManager`).
+/// (loops, acceptors, listeners, addresses) are written by `start()` before any loop thread runs,
+/// and later only by `reload` under `reloading`; what the loops share at run time is Sendable on
+/// its own (`SharedProxyState`, `LoopMetrics`, `RouteState`).
 public final class Server: @unchecked Sendable {
-    let configuration: Configuration
-    let tokens: TokenManager
     let logger: Logger
     let shared = SharedProxyState()
+    /// The configuration in effect and each route's shared state (same order as its routes).
+    private let current: Mutex<(configuration: Configuration, states: [RouteState])>
+    /// `tokenproxy_config_reloads_total{outcome}`: reloads put in effect, and refused.
+    private let reloads = Mutex<(success: Int, failed: Int)>((0, 0))
+    /// One reload at a time (SIGUSR2, POST /reload and the file watcher may ask together).
+    private let reloading = Mutex<Void>(())
     private var loops: [EventLoop] = []
     private var perLoop: [LoopAcceptors] = []
     private var metrics: [LoopMetrics] = []
-    /// The proxy's listening sockets (one per loop, or one shared): closed when the drain starts.
-    private var listeners: [ListeningSocket] = []
+    /// The proxy's listeners: the shared one first, then the routes' own.
+    private var groups: [ListenerGroup] = []
     private var adminListener: ListeningSocket?
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
+    /// Reads the configuration file again and puts it in effect (`POST /reload`); set before `start`.
+    public var reloadHandler: (@Sendable () -> ReloadOutcome)?
 
-    public init(configuration: Configuration, tokens: TokenManager, logger: Logger) {
-        self.configuration = configuration
-        self.tokens = tokens
+    public init(configuration: Configuration, states: [RouteState], logger: Logger) {
+        precondition(states.count == configuration.routes.count)
+        current = Mutex((configuration, states))
         self.logger = logger
     }
+
+    public var configuration: Configuration { current.withLock { $0.configuration } }
+    public var routeStates: [RouteState] { current.withLock { $0.states } }
 
     public static func workerCount(_ configured: Int) -> Int {
         configured > 0 ? configured : Syscall.usableCPUCount()
@@ -73,46 +127,28 @@ public final class Server: @unchecked Sendable {
                 ctx.loop.run()
             }
         }
-        logger.info("\(perLoop.count) event loop(s); upstream \(configuration.upstream) through \(UpstreamConnector.libcurlVersion)")
+        let configuration = self.configuration
+        let upstreams = configuration.hasRoutes ? "\(configuration.routes.count) routes" : "upstream \(configuration.upstream)"
+        logger.info("\(perLoop.count) event loop(s); \(upstreams) through \(UpstreamConnector.libcurlVersion)")
         if let listenAddress { logger.info("listening on \(listenAddress)") }
+        for group in groups.dropFirst() { logger.info("route \(group.ownRoute ?? "") listening on \(group.address)") }
         if let adminAddress { logger.info("admin listening on \(adminAddress)") }
     }
 
     /// Runs before any loop thread exists, so registering on the loops from here is safe.
     private func bindAndWatch() throws {
+        let configuration = self.configuration
+        let states = routeStates
         let count = Server.workerCount(configuration.workers)
         for i in 0..<count {
             let loop = try EventLoop(index: i)
             let m = LoopMetrics()
             loops.append(loop)
             metrics.append(m)
-            perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, tokens: tokens, metrics: m, shared: shared, logger: logger)))
+            perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
         }
-        let listen = configuration.listen
-        func failure(_ error: any Error, admin: Bool, address: ListenAddress) -> ListenerError {
-            ListenerError(address: "\(address)", isAdmin: admin, reason: "\(error)")
-        }
-        // The proxy's listeners: one per loop on a TCP port (SO_REUSEPORT; with port 0 the others
-        // bind the port the first one got), one shared by every loop on a unix socket.
-        var interest: Interest = .accept
-        do {
-            switch listen {
-            case .tcp(let host, let port):
-                let first = try ListeningSocket.tcp(host: host, port: port, reusePort: true, exclusive: true)
-                listeners.append(first)
-                for _ in 1..<max(count, 1) {
-                    listeners.append(try ListeningSocket.tcp(host: host, port: first.address.port ?? port, reusePort: true))
-                }
-                listenAddress = first.address
-            case .unix(let path):
-                let socket = try ListeningSocket.unix(path: path, mode: configuration.access.unixMode)
-                listeners.append(socket)
-                if count > 1 { interest = [.accept, .exclusive] }
-                listenAddress = socket.address
-            }
-        } catch {
-            throw failure(error, admin: false, address: listen)
-        }
+        groups = try Server.bindGroups(configuration, loops: count, keeping: [])
+        listenAddress = groups[0].address
         if let admin = configuration.admin {
             do {
                 switch admin.listen {
@@ -120,39 +156,69 @@ public final class Server: @unchecked Sendable {
                 case .unix(let path): adminListener = try ListeningSocket.unix(path: path, mode: 0o660)
                 }
             } catch {
-                throw failure(error, admin: true, address: admin.listen)
+                throw ListenerError(address: "\(admin.listen)", isAdmin: true, reason: "\(error)")
             }
             adminAddress = adminListener?.address
         }
         for (i, mine) in perLoop.enumerated() {
-            let ctx = mine.ctx
-            let listener = listeners.count == 1 ? listeners[0] : listeners[i]
-            let acceptor = Acceptor(listener: listener, interest: interest, ctx: ctx) { [unowned self, unowned ctx] fd, peer in
-                self.accepted(fd: fd, peer: peer, ctx: ctx)
-            }
-            do {
-                try acceptor.watch()
-            } catch {
-                throw failure(error, admin: false, address: listen)
-            }
-            mine.acceptors.append(acceptor)
+            for group in groups { try watch(group, loop: i) }
             if i == 0, let adminListener, let admin = configuration.admin {
+                let ctx = mine.ctx
                 let acceptor = Acceptor(listener: adminListener, interest: .accept, ctx: ctx) { [unowned self, unowned ctx] fd, _ in
                     self.acceptedAdmin(fd: fd, ctx: ctx)
                 }
                 do {
                     try acceptor.watch()
                 } catch {
-                    throw failure(error, admin: true, address: admin.listen)
+                    throw ListenerError(address: "\(admin.listen)", isAdmin: true, reason: "\(error)")
                 }
                 mine.acceptors.append(acceptor)
             }
         }
     }
 
+    /// The listener groups `configuration` needs: the shared one, then one per route with its own
+    /// `listen`. A group of `keeping` with the same address and route is reused, not bound again.
+    private static func bindGroups(_ configuration: Configuration, loops: Int, keeping: [ListenerGroup]) throws -> [ListenerGroup] {
+        var wanted: [(ListenAddress, String?)] = [(configuration.listen, nil)]
+        for route in configuration.routes {
+            if let listen = route.match?.listen { wanted.append((listen, route.name)) }
+        }
+        var groups: [ListenerGroup] = []
+        do {
+            for (listen, route) in wanted {
+                if let kept = keeping.first(where: { $0.configured == listen && $0.ownRoute == route }) {
+                    groups.append(kept)
+                } else {
+                    groups.append(try ListenerGroup(listen, ownRoute: route, loops: loops, unixMode: configuration.access.unixMode))
+                }
+            }
+        } catch {
+            for group in groups where !keeping.contains(where: { $0 === group }) { group.close() }
+            throw error
+        }
+        return groups
+    }
+
+    /// Adds an acceptor for `group` on loop `i`: before the loops run, or on the loop's own thread.
+    private func watch(_ group: ListenerGroup, loop i: Int) throws {
+        let mine = perLoop[i]
+        let ctx = mine.ctx
+        let route = group.ownRoute
+        let acceptor = Acceptor(listener: group.socket(forLoop: i), interest: group.interest, ctx: ctx) { [unowned self, unowned ctx] fd, peer in
+            self.accepted(fd: fd, peer: peer, ctx: ctx, ownRoute: route)
+        }
+        do {
+            try acceptor.watch()
+        } catch {
+            throw ListenerError(address: "\(group.configured)", isAdmin: false, reason: "\(error)")
+        }
+        mine.acceptors.append(acceptor)
+    }
+
     /// Closes every listening socket (removing a unix socket's file). Only once no loop watches them.
     private func closeListeners() {
-        for listener in listeners { listener.close() }
+        for group in groups { group.close() }
         adminListener?.close()
     }
 
@@ -164,16 +230,16 @@ public final class Server: @unchecked Sendable {
         }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext) -> Admission {
+    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String?) -> Admission {
         let open = shared.openConnections.add(1, ordering: .relaxed).newValue
-        if open > configuration.limits.maxConnections || shared.draining.load(ordering: .relaxed) {
+        if open > ctx.configuration.limits.maxConnections || shared.draining.load(ordering: .relaxed) {
             shared.openConnections.subtract(1, ordering: .relaxed)
             // Refused promptly with a 503 (CONTRACT: overloaded), closed without a reset (Acceptor).
             let bytes = ProxyError.overloaded.response(keepAlive: false, isHead: false)
             ctx.metrics.requestFinished(status: 503, bytesIn: 0, bytesOut: bytes.count)
             return .refused(answer: bytes)
         }
-        let connection = Connection(fd: fd, peer: peer, ctx: ctx)
+        let connection = Connection(fd: fd, peer: peer, ctx: ctx, ownRoute: ownRoute)
         do {
             try ctx.loop.register(fd, .read, connection)
         } catch {
@@ -209,14 +275,15 @@ public final class Server: @unchecked Sendable {
             mine.ctx.loop.execute {
                 for acceptor in mine.acceptors where acceptor.listener !== admin { acceptor.stop() }
                 for connection in Array(mine.ctx.connections.values) { connection.beginDrain() }
-                mine.ctx.upstream.closeIdle()
+                for route in mine.ctx.routes.routes { route.upstream.closeIdle() }
                 unwatched.leave()
             }
         }
         if unwatched.wait(timeout: .now() + 2) == .timedOut {
             logger.warning("draining: an event loop did not answer within 2 s")
         }
-        for listener in listeners { listener.close() }
+        for group in groups { group.close() }
+        let configuration = self.configuration
         logger.info("draining: no new connections; waiting up to \(configuration.drainTimeout)s for \(shared.openConnections.load(ordering: .relaxed)) open")
         let deadline = Date().addingTimeInterval(configuration.drainTimeout)
         while shared.openConnections.load(ordering: .relaxed) > 0 && Date() < deadline {
@@ -242,26 +309,108 @@ public final class Server: @unchecked Sendable {
         closeListeners()
     }
 
-    /// Whether the proxy could serve a request now: a usable token and not draining.
-    var isReady: Bool {
-        if shared.draining.load(ordering: .relaxed) { return false }
-        let view = tokens.current()
-        return view.session == .active && view.usableSnapshot(at: Date().timeIntervalSince1970) != nil
+    /// Whether the proxy could serve a request now: not draining, and every route (or the route
+    /// `name`) holds a usable token. The reason when not.
+    func readiness(route name: String?) -> (ready: Bool, why: String) {
+        if shared.draining.load(ordering: .relaxed) { return (false, "draining") }
+        let states = routeStates
+        let chosen = name.map { n in states.filter { $0.name == n } } ?? states
+        if let name, chosen.isEmpty { return (false, "no route named \(name)") }
+        let now = Date().timeIntervalSince1970
+        for state in chosen {
+            let view = state.tokens.current()
+            if !(view.session == .active && view.usableSnapshot(at: now) != nil) {
+                let why = view.failure ?? "no usable token"
+                return (false, states.count > 1 ? "route \(state.name): \(why)" : why)
+            }
+        }
+        return (true, "")
     }
+
+    var isReady: Bool { readiness(route: nil).ready }
 
     func metricsText() -> String {
         var total = LoopMetrics.Counters()
         for m in metrics {
             total.add(m.counters.withLock { $0 })
         }
-        return MetricsRenderer.render(total, tokens: tokens, openConnections: shared.openConnections.load(ordering: .relaxed), ready: isReady)
+        let (configuration, states) = current.withLock { $0 }
+        let (succeeded, failed) = reloads.withLock { $0 }
+        return MetricsRenderer.render(
+            total, routes: states, openConnections: shared.openConnections.load(ordering: .relaxed), ready: isReady, named: configuration.hasRoutes)
+            + "# HELP tokenproxy_config_reloads_total Configuration reloads, by outcome.\n# TYPE tokenproxy_config_reloads_total counter\n"
+            + "tokenproxy_config_reloads_total{outcome=\"success\"} \(succeeded)\ntokenproxy_config_reloads_total{outcome=\"failed\"} \(failed)\n"
     }
 
-    /// SIGHUP and admin POST /refresh: one forced refresh (single-flight rules apply).
-    public func forceRefresh() -> Bool {
-        let view = tokens.current()
-        guard view.session == .active else { return false }
-        tokens.refresh(staleGeneration: nil, reason: .forced) { _ in }
-        return true
+    /// Counts one reload attempt (CONTRACT: every refused attempt counts once).
+    public func countReload(succeeded: Bool) {
+        reloads.withLock { if succeeded { $0.success += 1 } else { $0.failed += 1 } }
+    }
+
+    /// SIGHUP and admin POST /refresh: one forced refresh of each route, or of the route `name`
+    /// (single-flight rules apply). The routes that had no session to refresh; nil when `name` is no route.
+    public func forceRefresh(route name: String? = nil) -> [String]? {
+        let states = routeStates.filter { name == nil || $0.name == name }
+        if name != nil, states.isEmpty { return nil }
+        var without: [String] = []
+        for state in states {
+            guard state.tokens.current().session == .active else {
+                without.append(state.name)
+                continue
+            }
+            state.tokens.refresh(staleGeneration: nil, reason: .forced) { _ in }
+        }
+        return without
+    }
+
+    // MARK: reload
+
+    /// Puts `configuration` in effect (CONTRACT "Reload without a restart"): new listeners are bound
+    /// first (a failed bind throws and changes nothing), then every loop takes the new routes for
+    /// the requests that start after it, then listeners that left the file stop and close; their
+    /// connections finish the exchange in progress. Returns when every loop has the new routes.
+    public func reload(configuration new: Configuration, states: [RouteState]) throws {
+        try reloading.withLock { _ in
+            let count = perLoop.count
+            let old = groups
+            let fresh = try Server.bindGroups(new, loops: count, keeping: old)
+            let added = fresh.filter { group in !old.contains { $0 === group } }
+            let removed = old.filter { group in !fresh.contains { $0 === group } }
+            current.withLock { $0 = (new, states) }
+            let done = DispatchGroup()
+            for (i, mine) in perLoop.enumerated() {
+                done.enter()
+                mine.ctx.loop.execute { [self] in
+                    mine.ctx.replace(configuration: new, states: states)
+                    for group in added {
+                        do {
+                            try watch(group, loop: i)
+                        } catch {
+                            logger.error("reload: \(error)")
+                        }
+                    }
+                    let closing = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
+                    for acceptor in mine.acceptors where closing.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
+                    mine.acceptors.removeAll { closing.contains(ObjectIdentifier($0.listener)) }
+                    // Connections of a listener that left the file finish their exchange, then close.
+                    let gone = Set(removed.compactMap(\.ownRoute))
+                    for connection in Array(mine.ctx.connections.values) where connection.ownRoute.map(gone.contains) ?? false {
+                        connection.beginDrain()
+                    }
+                    done.leave()
+                }
+            }
+            done.wait()
+            for group in removed { group.close() }
+            groups = fresh
+            listenAddress = fresh[0].address
+            for group in added {
+                if let route = group.ownRoute {
+                    logger.info("route \(route) listening on \(group.address)")
+                } else {
+                    logger.info("listening on \(group.address)")
+                }
+            }
+        }
     }
 }

@@ -30,11 +30,17 @@ struct ConfigOption: ParsableArguments {
     var config: String?
 
     /// Loads and validates the file; a bad one ends the process with status 2 and a line per error, naming its key.
-    func load() -> LoadedConfiguration {
-        let environment = ProcessInfo.processInfo.environment
-        guard let path = config ?? environment["TOKENPROXY_CONFIG"], !path.isEmpty else {
+    /// The configuration file's path, from --config or TOKENPROXY_CONFIG.
+    var path: String {
+        guard let path = config ?? ProcessInfo.processInfo.environment["TOKENPROXY_CONFIG"], !path.isEmpty else {
             fail("no configuration: pass --config FILE or set TOKENPROXY_CONFIG", status: Exit.badConfiguration)
         }
+        return path
+    }
+
+    func load() -> LoadedConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        let path = self.path
         do {
             return try ConfigurationLoader.load(path: path, environment: environment)
         } catch let error as ConfigurationError {
@@ -56,9 +62,51 @@ func fail(_ message: String, status: Int32) -> Never {
 
 /// Every secret the configuration holds is known to the log redactor before the first log line.
 func registerConfiguredSecrets(_ configuration: Configuration) {
-    let c = configuration.credentials
-    for secret in [c.clientSecret, c.seedRefreshToken, c.token, configuration.access.requireValue, configuration.store.redis?.password] {
-        if let value = secret?.value { SecretRegistry.shared.register(value) }
+    for route in configuration.routes {
+        let c = route.credentials
+        for secret in [c.clientSecret, c.seedRefreshToken, c.token, route.access.requireValue, route.store.redis?.password] {
+            if let value = secret?.value { SecretRegistry.shared.register(value) }
+        }
+    }
+}
+
+/// `--route NAME` (CONTRACT "Several APIs in one process").
+struct RouteOption: ParsableArguments {
+    @Option(name: .long, help: "The route whose session to use, when the file has routes:.") var route: String?
+
+    /// The file reduced to the route the command works on: the one named, or the only one that keeps
+    /// a session (the only one at all, for `token`); otherwise the command fails naming the routes.
+    func select(_ loaded: LoadedConfiguration, command: String) -> LoadedConfiguration {
+        let configuration = loaded.configuration
+        let names = configuration.routes.map(\.name).joined(separator: ", ")
+        var chosen: Int
+        if let route {
+            guard let index = configuration.routeIndex(named: route) else {
+                fail("\(command): no route named \(route); the routes are: \(names)", status: Exit.badConfiguration)
+            }
+            chosen = index
+        } else if configuration.routes.count == 1 {
+            chosen = 0
+        } else {
+            let withSession = configuration.routes.indices.filter { keepsSession(configuration.routes[$0].credentials.type) }
+            guard withSession.count == 1 else {
+                let which = withSession.isEmpty ? "" : " (routes that keep a session: \(withSession.map { configuration.routes[$0].name }.joined(separator: ", ")))"
+                fail("\(command): the file has several routes; name one with --route NAME\(which); the routes are: \(names)", status: Exit.badConfiguration)
+            }
+            chosen = withSession[0]
+        }
+        var one = loaded
+        one.configuration = configuration.selecting(route: chosen)
+        return one
+    }
+}
+
+func keepsSession(_ type: CredentialsType) -> Bool {
+    switch type {
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity:
+        return true
+    case .static, .file, .exec: return false
     }
 }
 
@@ -108,7 +156,7 @@ struct Serve: ParsableCommand {
         // Signals are taken by one thread with sigwait; block them before any other thread exists.
         var signals = sigset_t()
         sigemptyset(&signals)
-        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, s) }
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR2] { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -117,25 +165,29 @@ struct Serve: ParsableCommand {
         if configuration.upstreamTLS.insecureSkipVerify {
             logger.warning("upstream_tls.insecure_skip_verify is true: the upstream's certificate is not checked")
         }
-        let tokens: TokenManager
+        let plan: RouteStatePlan
         do {
-            tokens = try TokenManager(configuration: configuration, logger: logger)
+            plan = try RouteStatePlan(configuration, previous: nil) { try TokenManager(configuration: $0, logger: logger) }
         } catch {
             fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
         }
-        tokens.start()
-        let server = Server(configuration: configuration, tokens: tokens, logger: logger)
+        for tokens in plan.created { tokens.start() }
+        let stopTokens = { for state in plan.created { state.stop() } }
+        let server = Server(configuration: configuration, states: plan.states, logger: logger)
+        let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger)
+        server.reloadHandler = { reloader.reload() }
         do {
             try server.start()
         } catch let error as ListenerError {
             logger.error("\(error)")
-            tokens.stop()
+            stopTokens()
             Glibc.exit(Exit.runtimeFailure)
         } catch {
             logger.error("cannot start serving: \(error)")
-            tokens.stop()
+            stopTokens()
             Glibc.exit(Exit.runtimeFailure)
         }
+        reloader.watch(configFile: configuration.watchConfig)
         let stop = DispatchSemaphore(value: 0)
         let waitForSignals = {
             var stopping = false
@@ -145,7 +197,12 @@ struct Serve: ParsableCommand {
                 switch received {
                 case SIGHUP:
                     logger.info("SIGHUP: forcing a refresh")
-                    if !server.forceRefresh() { logger.warning("SIGHUP: no session to refresh") }
+                    if let without = server.forceRefresh(), !without.isEmpty {
+                        logger.warning("SIGHUP: no session to refresh\(server.configuration.hasRoutes ? " for \(without.joined(separator: ", "))" : "")")
+                    }
+                case SIGUSR2:
+                    logger.info("SIGUSR2: reloading the configuration")
+                    DispatchQueue.global().async { _ = reloader.reload() }
                 default:
                     if stopping {
                         logger.warning("second stop signal: exiting at once")
@@ -161,19 +218,17 @@ struct Serve: ParsableCommand {
             try OSThread.start(name: "tp-signals", waitForSignals)
         } catch {
             logger.error("cannot start the signal thread: \(error)")
-            tokens.stop()
+            stopTokens()
             Glibc.exit(Exit.runtimeFailure)
         }
         stop.wait()
         server.drain()
-        tokens.stop()
+        for state in server.routeStates { state.tokens.stop() }
         logger.info("stopped")
         Glibc.exit(0)
     }
 }
 
-/// CONTRACT: a proxy in effect for upstream calls is logged at start: the one the event loops give
-/// libcurl (`ProxyEnvironment`, read as curl reads the variables), with any password masked.
 func logProxyEnvironment(_ configuration: Configuration, logger: Logger) {
     let environment = ProxyEnvironment(scheme: configuration.upstream.scheme)
     guard let source = environment.proxy.isEmpty ? nil : environment.source else { return }
@@ -195,8 +250,10 @@ struct Check: ParsableCommand {
 
     func run() throws {
         let loaded = options.load()
-        if let problem = unsupportedStoreSettings(loaded.configuration.store) {
-            fail("configuration error: \(problem)", status: Exit.badConfiguration)
+        for route in loaded.configuration.routes {
+            if let problem = unsupportedStoreSettings(route.store) {
+                fail("configuration error: \(problem)", status: Exit.badConfiguration)
+            }
         }
         // Key files and the like that only the credentials code can judge (a PEM that holds no usable key).
         if let problem = credentialFileProblem(loaded.configuration.credentials) {
@@ -232,6 +289,7 @@ func say(_ text: String) {
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Obtain a first token set with the configured login flow and save it to the store.")
     @OptionGroup var options: ConfigOption
+    @OptionGroup var route: RouteOption
     @Option(help: "The user name for a password login; the login_hint of a browser login.") var username: String?
     @Flag(help: "Read the password, then the answer to each later question, from standard input (one line each).") var passwordStdin = false
     @Flag(help: "Browser login: open no browser; print the address and accept the final address pasted on standard input.")
@@ -239,7 +297,7 @@ struct Login: ParsableCommand {
     @Option(help: "Browser login: how long to wait for the sign-in (default 5m).") var timeout: String = "5m"
 
     func run() throws {
-        let loaded = options.load()
+        let loaded = route.select(options.load(), command: "login")
         guard let waitLimit = Units.parseDuration(timeout), waitLimit > 0 else {
             fail("login: --timeout \(timeout) is not a duration such as 90s or 5m", status: Exit.badConfiguration)
         }
@@ -307,9 +365,10 @@ struct Login: ParsableCommand {
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print a currently valid access token, refreshing first if needed.")
     @OptionGroup var options: ConfigOption
+    @OptionGroup var route: RouteOption
 
     func run() throws {
-        let loaded = options.load()
+        let loaded = route.select(options.load(), command: "token")
         let logger = startLogging(loaded)
         switch loaded.configuration.credentials.type {
         case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
@@ -358,48 +417,85 @@ struct Token: ParsableCommand {
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the store's state without secrets.")
+    static let configuration = CommandConfiguration(abstract: "Print the store's state without secrets (every route's, without --route).")
     @OptionGroup var options: ConfigOption
-    @Flag(help: "Print one JSON object.") var json = false
+    @OptionGroup var route: RouteOption
+    @Flag(help: "Print one JSON object (keyed by route name when the file has routes: and no --route is given).") var json = false
 
     func run() throws {
-        let loaded = options.load()
-        let logger = startLogging(loaded)
+        let all = options.load()
+        let logger = startLogging(all)
+        guard all.configuration.hasRoutes, route.route == nil else {
+            let loaded = route.select(all, command: "status")
+            let fields = statusFields(loaded, logger: logger)
+            if json {
+                print(object(fields))
+            } else {
+                for (name, value) in fields where value != nil || name != "ended_reason" { print("\(name): \(value ?? "-")") }
+            }
+            if fields.first(where: { $0.0 == "session" })?.1 != "active" { Glibc.exit(1) }
+            return
+        }
+        // Every route (CONTRACT "Several APIs"): text blocks, or one object keyed by route name.
+        var members: [String] = []
+        var anyInactive = false
+        for i in all.configuration.routes.indices {
+            var one = all
+            one.configuration = all.configuration.selecting(route: i)
+            let name = one.configuration.routes[0].name
+            let fields: [(String, String?)]
+            if keepsSession(one.configuration.credentials.type) {
+                fields = statusFields(one, logger: logger)
+                if fields.first(where: { $0.0 == "session" })?.1 != "active" { anyInactive = true }
+            } else {
+                fields = [("kind", one.configuration.credentials.type.rawValue), ("session", "none")]
+            }
+            if json {
+                members.append("\(TokenproxyLogHandler.jsonString(name)):\(object(fields))")
+            } else {
+                print("route \(name):")
+                for (key, value) in fields where value != nil || key != "ended_reason" { print("  \(key): \(value ?? "-")") }
+            }
+        }
+        if json { print("{" + members.joined(separator: ",") + "}") }
+        if anyInactive { Glibc.exit(1) }
+    }
+
+    private func object(_ fields: [(String, String?)]) -> String {
+        let members = fields.map { name, value in "\(TokenproxyLogHandler.jsonString(name)):\(value.map(TokenproxyLogHandler.jsonString) ?? "null")" }
+        return "{" + members.joined(separator: ",") + "}"
+    }
+
+    private func statusFields(_ loaded: LoadedConfiguration, logger: Logger) -> [(String, String?)] {
         let source = sessionSource(loaded, logger: logger, command: "status")
         let status: SessionStatus
         do {
             status = try source.status()
         } catch let error as TokenSourceError {
             fail("status: \(error.reason)", status: 1)
+        } catch {
+            fail("status: \(error)", status: 1)
         }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         func time(_ value: Double?) -> String? { value.map { formatter.string(from: Date(timeIntervalSince1970: $0)) } }
-        let fields: [(String, String?)] = [
+        return [
             ("kind", status.kind), ("session", status.session.rawValue), ("subject", status.subject),
             ("issued_at", time(status.issuedAt)), ("expires_at", time(status.expiresAt)),
             ("refreshable", status.refreshable.map { $0 ? "yes" : "no" }),
             ("last_refresh_at", time(status.lastRefreshAt)), ("last_refresh_outcome", status.lastRefreshOutcome),
             ("ended_reason", status.endedReason),
         ]
-        if json {
-            let members = fields.map { name, value in "\(TokenproxyLogHandler.jsonString(name)):\(value.map(TokenproxyLogHandler.jsonString) ?? "null")" }
-            print("{" + members.joined(separator: ",") + "}")
-        } else {
-            for (name, value) in fields where value != nil || name != "ended_reason" {
-                print("\(name): \(value ?? "-")")
-            }
-        }
-        if status.session != .active { Glibc.exit(1) }
     }
 }
 
 struct Logout: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Delete the stored tokens (and revoke the refresh token where configured).")
     @OptionGroup var options: ConfigOption
+    @OptionGroup var route: RouteOption
 
     func run() throws {
-        let loaded = options.load()
+        let loaded = route.select(options.load(), command: "logout")
         let logger = startLogging(loaded)
         let source = sessionSource(loaded, logger: logger, command: "logout")
         do {
@@ -434,5 +530,152 @@ final class TerminalQuestions: LoginQuestions {
         }
         if question.secret, let answer { SecretRegistry.shared.register(answer) }
         return answer
+    }
+}
+
+
+/// Reads the configuration file again and puts it in effect (CONTRACT.md "Reload without a
+/// restart", docs/ROUTES.md): SIGUSR2, `POST /reload` and `watch_config`; and reads every `*_file`
+/// again when one changes, with the file's text in effect (not a newer file). An invalid file
+/// changes nothing; routes whose credentials did not change keep their token managers.
+final class Reloader: @unchecked Sendable {
+    let path: String
+    let server: Server
+    let logger: Logger
+    /// Serialises reloads; guards the fields below.
+    private let lock = NSLock()
+    private var configSignature: FileSignature?
+    /// The text and folder of the file in effect: what a `*_file` change is applied to.
+    private var text: String
+    private var folder: String
+    private var fileSignatures: [String: FileSignature?] = [:]
+
+    init(path: String, loaded: LoadedConfiguration, server: Server, logger: Logger) {
+        self.path = path
+        self.server = server
+        self.logger = logger
+        text = loaded.sourceText
+        folder = loaded.sourceFolder
+        configSignature = FileSignature.of(path)
+        fileSignatures = Reloader.signatures(loaded.configuration.watchedFiles)
+    }
+
+    static func signatures(_ files: [String]) -> [String: FileSignature?] {
+        var all: [String: FileSignature?] = [:]
+        for file in files { all[file] = FileSignature.of(file) }
+        return all
+    }
+
+    /// SIGUSR2, POST /reload, watch_config: the configuration file, read again.
+    func reload() -> ReloadOutcome {
+        lock.lock()
+        defer { lock.unlock() }
+        configSignature = FileSignature.of(path)
+        let outcome = apply(fromFile: true)
+        server.countReload(succeeded: { if case .success = outcome { return true } else { return false } }())
+        return outcome
+    }
+
+    /// A `*_file` changed: the configuration in effect with its files read again. A file that
+    /// vanished or is empty keeps the last good value (nothing changes), with a warning.
+    func rereadFiles() {
+        lock.lock()
+        defer { lock.unlock() }
+        _ = apply(fromFile: false)
+    }
+
+    private func apply(fromFile: Bool) -> ReloadOutcome {
+        let loaded: LoadedConfiguration
+        let environment = ProcessInfo.processInfo.environment
+        do {
+            if fromFile {
+                loaded = try ConfigurationLoader.load(path: path, environment: environment)
+            } else {
+                var again = try ConfigurationLoader.parse(yaml: text, baseDirectory: folder, environment: environment)
+                again.sourceText = text
+                again.sourceFolder = folder
+                loaded = again
+            }
+        } catch let error as ConfigurationError {
+            let all = error.all.map { $0.keyPath.isEmpty ? $0.reason : "\($0.keyPath): \($0.reason)" }
+            for line in all {
+                if fromFile {
+                    logger.error("reload refused: \(line)")
+                } else {
+                    logger.warning("\(line); keeping the last good value")
+                }
+            }
+            return .failure(all)
+        } catch {
+            logger.error("reload refused: \(error)")
+            return .failure(["\(error)"])
+        }
+        let old = server.configuration
+        var new = loaded.configuration
+        // The loops and the admin listener are made once (CONTRACT: they wait for a restart).
+        if new.workers != old.workers {
+            logger.warning("reload: workers changed; it takes effect after a restart")
+            new.workers = old.workers
+        }
+        if new.admin != old.admin {
+            logger.warning("reload: admin changed; it takes effect after a restart")
+            new.admin = old.admin
+        }
+        registerConfiguredSecrets(new)
+        if fromFile { for warning in loaded.warnings { logger.warning("\(warning)") } }
+        let plan: RouteStatePlan
+        do {
+            plan = try RouteStatePlan(new, previous: (old, server.routeStates)) { try TokenManager(configuration: $0, logger: logger) }
+        } catch {
+            logger.error("reload refused: cannot set up credentials: \(error)")
+            return .failure(["cannot set up credentials: \(error)"])
+        }
+        for tokens in plan.created { tokens.start() }
+        do {
+            try server.reload(configuration: new, states: plan.states)
+        } catch {
+            for tokens in plan.created { tokens.stop() }
+            logger.error("reload refused: \(error)")
+            return .failure(["\(error)"])
+        }
+        // Stopped off this thread: a retired manager may be inside a slow identity-provider call,
+        // and the reload is in effect already.
+        let retired = plan.retired
+        if !retired.isEmpty { DispatchQueue.global().async { for tokens in retired { tokens.stop() } } }
+        text = loaded.sourceText
+        folder = loaded.sourceFolder
+        fileSignatures = Reloader.signatures(new.watchedFiles)
+        if fromFile {
+            logger.info("configuration reloaded: \(new.routes.count) route(s), \(plan.created.count) new token manager(s)")
+        } else {
+            logger.info("a credential or certificate file changed: read again (\(plan.created.count) new token manager(s))")
+        }
+        return .success
+    }
+
+    /// Once a second: every `*_file` of the configuration in effect, and with `watch_config` the
+    /// configuration file, by `stat`, which follows symlinks (a Kubernetes volume swaps its `..data`
+    /// link, which changes the file the path resolves to).
+    func watch(configFile: Bool) {
+        do {
+            try OSThread.start(name: "tp-watch-files") { [self] in
+                while true {
+                    Syscall.sleep(1)
+                    lock.lock()
+                    let configChanged = configFile && FileSignature.of(path).map { $0 != configSignature } ?? false
+                    let filesChanged = fileSignatures.contains { file, last in FileSignature.of(file) != last }
+                    if filesChanged { fileSignatures = Reloader.signatures(Array(fileSignatures.keys)) }
+                    lock.unlock()
+                    if configChanged {
+                        logger.info("the configuration file changed: reloading")
+                        _ = reload()
+                    } else if filesChanged {
+                        rereadFiles()
+                    }
+                }
+            }
+        } catch {
+            logger.error("cannot watch the configuration's files: \(error)")
+        }
     }
 }

@@ -1,0 +1,201 @@
+import Config
+import Credentials
+import HTTP1
+import Sockets
+import Synchronization
+import Upstream
+
+/// What every loop shares about one route (docs/ROUTES.md): its token manager and its 401 storm
+/// guard. Kept across reloads while the route's credentials stay the same.
+public final class RouteState: Sendable {
+    public let name: String
+    public let tokens: TokenManager
+    /// Monotonic time until which upstream 401s are passed through without a refresh (CONTRACT point 3).
+    private let stormGuardUntil = Mutex<Double>(0)
+    /// Requests answered for this route, by status (with `routes:` only: `tokenproxy_requests_total{route,code}`).
+    let requestsByCode = Mutex<[Int]>([Int](repeating: 0, count: 1000))
+
+    func countRequest(status: Int) {
+        requestsByCode.withLock { $0[min(max(status, 0), 999)] += 1 }
+    }
+
+    public init(name: String, tokens: TokenManager) {
+        self.name = name
+        self.tokens = tokens
+    }
+
+    func refusingGoodTokens(now: Double) -> Bool { stormGuardUntil.withLock { now < $0 } }
+    func upstreamRefusedFreshToken(now: Double) { stormGuardUntil.withLock { $0 = now + FixedLimits.stormGuardSeconds } }
+}
+
+/// One route as one event loop serves it: its checks, its head rewriting, its upstream pool and
+/// its shared state. Touched only on the loop's thread.
+final class LoopRoute {
+    let state: RouteState
+    let configuration: Configuration
+    let policy: AccessPolicy
+    let forwarder: Forwarder
+    let upstream: UpstreamConnector
+    /// Sources that can produce a different token on demand; a static token cannot.
+    let tokenCanChange: Bool
+    /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
+    let sessionNeedsLogin: Bool
+    /// `credentials.dpop` is set: only then can a token carry a DPoP binding (RFC 9449).
+    let dpopEnabled: Bool
+    /// The name that errors from this route's token state carry, and that labels its series (nil
+    /// for the file without `routes:`).
+    let errorName: String?
+    /// With `routes:`, requests are counted per route too.
+    let countsRequests: Bool
+    // `forward:` values each request reads, kept apart from the configuration (reading them from
+    // it would copy the route's whole settings per request).
+    let requestBuffering: Int
+    let retryMemory: Int
+    let retryBodyLimit: Int
+
+    var tokens: TokenManager { state.tokens }
+
+    /// `configuration`: the file reduced to this route (`Configuration.selecting(route:)`).
+    init(state: RouteState, configuration: Configuration, named: Bool, loop: EventLoop, metrics: LoopMetrics) {
+        self.state = state
+        self.configuration = configuration
+        let route = configuration.routes[0]
+        let tls = route.upstreamTLS
+        upstream = UpstreamConnector(
+            loop: loop,
+            settings: UpstreamSettings(
+                caFile: tls.caFile, clientCertFile: tls.clientCertFile, clientKeyFile: tls.clientKeyFile,
+                insecureSkipVerify: tls.insecureSkipVerify, headTimeout: configuration.limits.upstreamTimeout,
+                proxy: ProxyEnvironment(scheme: route.upstream.scheme)),
+            origin: route.upstream.origin, maxIdle: configuration.limits.upstreamKeepalive,
+            idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
+        upstream.retirementObserver = { [metrics] reason in metrics.upstreamRetired(reason) }
+        policy = AccessPolicy(configuration: configuration)
+        forwarder = Forwarder(configuration: configuration)
+        tokenCanChange = route.credentials.type != .static
+        switch route.credentials.type {
+        case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
+        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
+            sessionNeedsLogin = false
+        }
+        dpopEnabled = route.credentials.secretless.dpop != nil
+        errorName = named ? route.name : nil
+        countsRequests = named
+        requestBuffering = route.forward.requestBuffering
+        retryMemory = route.forward.retryMemory
+        retryBodyLimit = route.forward.retryBodyLimit
+    }
+}
+
+/// The routes of one configuration as one loop serves them, and the table that picks one. A reload
+/// gives the loop a new one; an exchange keeps the `LoopRoute` it started with.
+final class LoopRoutes {
+    let table: RouteTable
+    let routes: [LoopRoute]
+    /// The one route of a file without `routes:`: no lookup per request.
+    let single: LoopRoute?
+    private let byName: [String: LoopRoute]
+
+    init(configuration: Configuration, states: [RouteState], loop: EventLoop, metrics: LoopMetrics) {
+        table = RouteTable(configuration.routes)
+        routes = states.indices.map { i in
+            LoopRoute(state: states[i], configuration: configuration.selecting(route: i), named: configuration.hasRoutes, loop: loop, metrics: metrics)
+        }
+        single = table.isSingle ? routes[0] : nil
+        var byName: [String: LoopRoute] = [:]
+        for route in routes { byName[route.state.name] = route }
+        self.byName = byName
+    }
+
+    func named(_ name: String) -> LoopRoute? { byName[name] }
+
+    /// The route of a request on the shared listener (`ownRoute` nil) or on a route's own listener,
+    /// with the length of path prefix to strip and the target as parsed; or the error that comes
+    /// first (CONTRACT point 10: 400, CONNECT, `no_route`; `forbidden_target` for an absolute-form
+    /// request no host route names).
+    struct Selection {
+        let route: LoopRoute
+        /// How many leading bytes of the path the route strips.
+        let strip: Int
+        let target: AccessPolicy.ParsedTarget
+    }
+
+    func select(_ head: RequestHead, ownRoute: String?) -> Result<Selection, ProxyError> {
+        let target: AccessPolicy.ParsedTarget
+        do {
+            target = try AccessPolicy.parse(head)
+        } catch {
+            return .failure(error)
+        }
+        if let ownRoute {
+            guard let route = byName[ownRoute] else { return .failure(.noRoute) }
+            return .success(Selection(route: route, strip: 0, target: target))
+        }
+        var host = target.authority ?? head.first("host")
+        let defaultPort = target.absolute?.scheme == "https" ? 443 : 80
+        var path = target.path
+        let outcome = path.withUTF8 { p -> RouteTable.Outcome in
+            guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
+            return host!.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
+        }
+        switch outcome {
+        case .route(let index, let strip): return .success(Selection(route: routes[index], strip: strip, target: target))
+        case .noRoute: return .failure(.noRoute)
+        case .forbiddenTarget: return .failure(.forbiddenTarget)
+        }
+    }
+}
+
+/// The token managers a configuration's routes need, reusing the ones of the configuration in
+/// effect where a route's credentials, store and sink are the same (so a reload keeps its session
+/// and token, docs/ROUTES.md), and sharing one between routes with the same credential set.
+public struct RouteStatePlan {
+    public var states: [RouteState]
+    /// Managers made for this configuration: start them before it takes effect.
+    public var created: [TokenManager]
+    /// Managers of the old configuration no route uses any more: stop them after.
+    public var retired: [TokenManager]
+
+    /// `make` builds a manager from the file reduced to one route.
+    public init(
+        _ configuration: Configuration, previous: (configuration: Configuration, states: [RouteState])?,
+        make: (Configuration) throws -> TokenManager
+    ) rethrows {
+        var known: [(route: RouteConfiguration, tokens: TokenManager)] = []
+        if let previous {
+            for (route, state) in zip(previous.configuration.routes, previous.states) { known.append((route, state.tokens)) }
+        }
+        var states: [RouteState] = []
+        var created: [TokenManager] = []
+        for i in configuration.routes.indices {
+            let route = configuration.routes[i]
+            let tokens: TokenManager
+            if let same = known.first(where: { RouteStatePlan.sameSession($0.route, route) }) {
+                tokens = same.tokens
+            } else {
+                tokens = try make(configuration.selecting(route: i))
+                created.append(tokens)
+                known.append((route, tokens))
+            }
+            // A route whose manager did not change keeps its storm guard too.
+            if let previous, let old = previous.states.first(where: { $0.name == route.name && $0.tokens === tokens }) {
+                states.append(old)
+            } else {
+                states.append(RouteState(name: route.name, tokens: tokens))
+            }
+        }
+        let used = Set(states.map { ObjectIdentifier($0.tokens) })
+        var retired: [TokenManager] = []
+        for state in previous?.states ?? [] where !used.contains(ObjectIdentifier(state.tokens)) {
+            if !retired.contains(where: { $0 === state.tokens }) { retired.append(state.tokens) }
+        }
+        self.states = states
+        self.created = created
+        self.retired = retired
+    }
+
+    /// Whether two routes keep one session: the same credentials, store and sink.
+    static func sameSession(_ a: RouteConfiguration, _ b: RouteConfiguration) -> Bool {
+        a.credentials == b.credentials && a.store == b.store && a.sink == b.sink
+    }
+}

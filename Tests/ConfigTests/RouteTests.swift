@@ -1,0 +1,200 @@
+import Testing
+
+@testable import Config
+
+/// CONTRACT.md "Several APIs in one process: routes": the file's `routes:` and the table that picks a route.
+@Suite struct RouteTests {
+    static let environment = ["TOKEN": "t1", "GH": "t2"]
+
+    static func routesFile(_ routes: String, top: String = "") -> String {
+        """
+        listen: 127.0.0.1:8080
+        store:
+          path: ./state/tokens.json
+        \(top)
+        routes:
+        \(routes)
+        """
+    }
+
+    static let three = routesFile(
+        """
+          - name: orders
+            match: {path_prefix: /orders/}
+            upstream: https://orders.internal/v1
+            credentials: {type: static, token_env: TOKEN}
+          - name: github
+            match: {host: api.github.com}
+            upstream: https://api.github.com
+            credentials: {type: static, token_env: GH}
+          - name: wild
+            match: {host: "*.example.com"}
+            upstream: https://wild.example.net
+            credentials: {type: static, token_env: GH}
+          - name: billing
+            match: {listen: 127.0.0.1:8081}
+            upstream: https://billing.example.com/api
+            credentials: {type: static, token_env: TOKEN}
+            access: {allow_paths: [/invoices/]}
+          - name: rest
+            upstream: https://rest.example.com
+            credentials: {type: static, token_env: TOKEN}
+        """)
+
+    @Test func aFileWithoutRoutesIsTheRouteNamedDefault() throws {
+        let c = try parse(minimalYAML).configuration
+        #expect(c.routes.map(\.name) == ["default"])
+        #expect(c.routes[0].match == nil)
+        #expect(!c.hasRoutes)
+        #expect(RouteTable(c.routes).isSingle)
+    }
+
+    @Test func routesAreReadWithTheirMatchesAndStores() throws {
+        let c = try parse(Self.three, environment: Self.environment).configuration
+        #expect(c.hasRoutes)
+        #expect(c.routes.map(\.name) == ["orders", "github", "wild", "billing", "rest"])
+        #expect(c.routes[0].match?.pathPrefix == "/orders/")
+        #expect(c.routes[0].match?.stripPrefix == true)
+        #expect(c.routes[1].match?.hosts == ["api.github.com"])
+        #expect(c.routes[3].match?.listen == .tcp(host: "127.0.0.1", port: 8081))
+        #expect(c.routes[3].access.allowPaths == ["/invoices/"])
+        #expect(c.routes[0].access.allowPaths == nil)
+        #expect(c.routes[0].store.path == "/etc/tokenproxy/state/orders.json")
+        #expect(c.routes[4].store.path == "/etc/tokenproxy/state/rest.json")
+        #expect(c.routes[1].credentials.token?.value == "t2")
+        let printed = c.resolvedDescription()
+        for name in ["orders", "github", "wild", "billing", "rest"] { #expect(printed.contains("route \(name):")) }
+        #expect(printed.contains("routes.orders.match.path_prefix: /orders/"))
+    }
+
+    @Test func aTopLevelSectionIsEveryRoutesDefaultAndARouteSectionReplacesItWhole() throws {
+        let c = try parse(
+            Self.routesFile(
+                """
+                  - name: a
+                    match: {path_prefix: /a/}
+                    upstream: https://a.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: b
+                    upstream: https://b.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                    forward: {preserve_host: true}
+                """,
+                top: "forward: {client_authorization: keep}"), environment: Self.environment
+        ).configuration
+        #expect(c.routes[0].forward.clientAuthorization == .keep)
+        #expect(c.routes[1].forward.clientAuthorization == .replace)
+        #expect(c.routes[1].forward.preserveHost)
+    }
+
+    @Test func everyRouteErrorIsFoundAtOnce() throws {
+        let error = try #require(
+            parseError(
+                """
+                upstream: https://top.example.com
+                credentials: {type: static, token_env: TOKEN}
+                routes:
+                  - name: Bad Name
+                    match: {path_prefix: /a/}
+                    upstream: https://a.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: twin
+                    match: {host: api.example.com}
+                    upstream: https://b.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: twin
+                    match: {host: api.example.com}
+                    upstream: https://c.example.com
+                    credentials: {type: static, token_env: GH}
+                  - name: x
+                    upstream: https://d.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                    store: {path: /tmp/shared.json}
+                  - name: y
+                    upstream: https://e.example.com
+                    credentials: {type: static, token_env: GH}
+                    store: {path: /tmp/shared.json}
+                  - name: z
+                    match: {path_prefix: nope}
+                    credentials: {type: static, token_env: TOKEN}
+                """, environment: Self.environment))
+        let keys = error.all.map(\.keyPath)
+        #expect(keys.contains("upstream"), "\(error)")
+        #expect(keys.contains("credentials"))
+        #expect(keys.contains("routes[0].name"))
+        #expect(keys.contains("routes[2].name"))
+        #expect(keys.contains("routes[2].match.host"))
+        #expect(keys.contains("routes[4].match"), "a second route without match")
+        #expect(keys.contains("routes[4].store"), "a store shared with other credentials")
+        #expect(keys.contains("routes[5].upstream"))
+        #expect(keys.contains("routes[5].match.path_prefix"))
+    }
+
+    @Test func theTablePicksExactHostThenWildcardThenLongestPathThenFallback() throws {
+        let c = try parse(
+            Self.routesFile(
+                """
+                  - name: short
+                    match: {path_prefix: /api/}
+                    upstream: https://a.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: long
+                    match: {path_prefix: /api/v2/, strip_prefix: false}
+                    upstream: https://b.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: exact
+                    match: {host: [API.example.com, other.test:8443]}
+                    upstream: https://c.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: wild
+                    match: {host: "*.example.com"}
+                    upstream: https://d.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: fallback
+                    upstream: https://e.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                """), environment: Self.environment
+        ).configuration
+        let table = RouteTable(c.routes)
+        #expect(!table.isSingle)
+        #expect(table.match(host: "api.example.com", path: "/api/x") == .route(2, strip: 0))
+        #expect(table.match(host: "Api.Example.COM:80", path: "/") == .route(2, strip: 0))
+        #expect(table.match(host: "x.y.example.com", path: "/api/x") == .route(3, strip: 0))
+        #expect(table.match(host: "example.com", path: "/api/x") == .route(0, strip: 5), "*. needs a label before the suffix")
+        #expect(table.match(host: "localhost:8080", path: "/api/v2/z") == .route(1, strip: 0), "the longest prefix, kept")
+        #expect(table.match(host: "localhost:8080", path: "/api/v1") == .route(0, strip: 5))
+        #expect(table.match(host: "localhost:8080", path: "/other") == .route(4, strip: 0))
+        #expect(table.match(host: "other.test:8443", path: "/") == .route(2, strip: 0))
+        #expect(table.match(host: "other.test", path: "/") == .route(4, strip: 0), "the port must match when given")
+        #expect(table.match(host: "nobody.test", path: "/api/x", absoluteForm: true) == .forbiddenTarget)
+        #expect(table.match(host: "api.example.com", path: "/x", absoluteForm: true) == .route(2, strip: 0))
+    }
+
+    @Test func noRouteWithoutAFallback() throws {
+        let c = try parse(
+            Self.routesFile(
+                """
+                  - name: only
+                    match: {path_prefix: /only/}
+                    upstream: https://a.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: own
+                    match: {listen: 127.0.0.1:0}
+                    upstream: https://b.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                """), environment: Self.environment
+        ).configuration
+        let table = RouteTable(c.routes)
+        #expect(table.match(host: "localhost", path: "/only") == .noRoute, "a prefix is matched whole")
+        #expect(table.match(host: "localhost", path: "/only/x") == .route(0, strip: 6))
+        #expect(table.ownListeners.map(\.route) == [1])
+    }
+
+    @Test func aRouteAloneIsAFileOfItsOwn() throws {
+        let c = try parse(Self.three, environment: Self.environment).configuration
+        let one = c.selecting(route: 1)
+        #expect(one.routes.count == 1)
+        #expect(one.upstream.host == "api.github.com")
+        #expect(one.store.path.hasSuffix("/state/github.json"))
+    }
+}
