@@ -26,10 +26,12 @@ extension Connection {
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
         if !fresh, let idle = route.upstream.takeIdle() {
+            ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
             upstreamConnected(exchange, idle)
             return
         }
         do {
+            exchange.connectStartedAt = ctx.loop.now
             exchange.attempt = try route.upstream.connect(exchange)
         } catch {
             ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
@@ -38,6 +40,13 @@ extension Connection {
     }
 
     func upstreamConnected(_ exchange: Exchange, _ upstream: UpstreamConnection) {
+        if exchange.connectStartedAt > 0 {
+            // A new connection: TCP, TLS and any proxy tunnel (`tokenproxy_upstream_connect_seconds`).
+            let route = exchange.route!
+            ctx.metrics.counters.routes[route.metricsSlot].connectionsOpened += 1
+            ctx.metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(ctx.loop.now - exchange.connectStartedAt)
+            exchange.connectStartedAt = 0
+        }
         upstream.owner = exchange
         exchange.upstream = upstream
         pumpUpstream(exchange)
@@ -45,6 +54,7 @@ extension Connection {
     }
 
     func upstreamFailed(_ exchange: Exchange, _ failure: UpstreamFailure) {
+        exchange.connectStartedAt = 0
         ctx.noteUpstreamFailure("\(failure)")
         switch failure {
         case .timedOut: respond(.upstreamTimeout, to: exchange)
@@ -68,6 +78,7 @@ extension Connection {
             let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
             switch result {
             case .done(let n):
+                ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamSentBytes += n
                 exchange.sent(n, now: ctx.loop.now)
             case .wouldBlock:
                 break
@@ -122,6 +133,7 @@ extension Connection {
         while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
+                ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamReceivedBytes += n
                 exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
@@ -227,6 +239,11 @@ extension Connection {
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        // From the request's last byte written (its head, for most) to the answer's head.
+        let upstreamSeconds = ctx.loop.now - exchange.machine.lastUpstreamWrite
+        ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        exchange.upstreamSeconds = upstreamSeconds
+        if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
         let action = exchange.machine.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route.tokenCanChange,
             refusingGoodTokens: head.status == 401 && exchange.route.state.refusingGoodTokens(now: ctx.loop.now))
@@ -239,7 +256,10 @@ extension Connection {
             exchange.held401 = Held401(head: head, framing: framing)
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { exchange.route.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            if startStormGuard {
+                exchange.route.state.upstreamRefusedFreshToken(now: ctx.loop.now)
+                ctx.metrics.counters.routes[exchange.route.metricsSlot].stormGuardActivations += 1
+            }
             writeHead(exchange, head, framing: clientFraming)
         }
     }

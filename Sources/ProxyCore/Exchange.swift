@@ -37,6 +37,21 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var bytesOut = 0
     var recorded = false
 
+    // For the metrics and the access log (docs/OBSERVABILITY.md).
+    /// When the current connect attempt started (0: none, or the connection came from the pool).
+    var connectStartedAt = 0.0
+    /// When the current wait for a token started (0: not waiting).
+    var tokenWaitStartedAt = 0.0
+    /// Seconds spent waiting for a token, over every wait.
+    var tokenWaitSeconds = 0.0
+    /// Seconds from the last request written to the response head (nil: no head came).
+    var upstreamSeconds: Double?
+    /// The status the upstream answered (0: none), before any retry's.
+    var upstreamStatus = 0
+    var retriedAfter401 = false
+    /// The contract's error code when the proxy answered itself.
+    var refusal: String?
+
     // Request body
     var bodyBytesSeen = 0
     var maxBodyBytes = 0
