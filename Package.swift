@@ -86,7 +86,9 @@ let package = Package(
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(name: "CredentialsTests", dependencies: ["Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream"]),
+        .testTarget(
+            name: "ProxyCoreTests",
+            dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),

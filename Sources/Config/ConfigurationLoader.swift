@@ -7,6 +7,10 @@ import Yams
 public struct LoadedConfiguration: Sendable {
     public var configuration: Configuration
     public var warnings: [String]
+    /// The file's text and folder, so that its `*_file` secrets can be read again without reading
+    /// a file that may have changed since (`load` sets them).
+    public var sourceText: String = ""
+    public var sourceFolder: String = ""
 
     public init(configuration: Configuration, warnings: [String]) {
         self.configuration = configuration
@@ -50,7 +54,10 @@ public enum ConfigurationLoader {
             throw ConfigurationError(keyPath: "", reason: "the configuration file \(absolute) is not UTF-8 text")
         }
         let folder = Paths.folder(of: absolute)
-        return try parse(yaml: text, baseDirectory: folder, environment: environment)
+        var loaded = try parse(yaml: text, baseDirectory: folder, environment: environment)
+        loaded.sourceText = text
+        loaded.sourceFolder = folder
+        return loaded
     }
 
     /// Like `load`, for YAML already in memory; relative paths are resolved against `baseDirectory`.

@@ -129,3 +129,26 @@ extension StoreConfiguration {
         return store
     }
 }
+
+extension Configuration {
+    /// Every file a `*_file` key names (secrets, TLS certificates, keys and CAs), each once: read
+    /// again when it changes (CONTRACT.md "Reload without a restart").
+    public var watchedFiles: [String] {
+        var files: [String] = []
+        func add(_ path: String?) { if let path, !files.contains(path) { files.append(path) } }
+        func add(_ secret: Secret?) { if case .file(let path)? = secret?.origin { add(path) } }
+        for route in routes {
+            let c = route.credentials
+            add(c.clientSecret)
+            add(c.seedRefreshToken)
+            add(c.token)
+            add(route.access.requireValue)
+            add(route.store.redis?.password)
+            add(route.store.redis?.caFile)
+            add(route.upstreamTLS.caFile)
+            add(route.upstreamTLS.clientCertFile)
+            add(route.upstreamTLS.clientKeyFile)
+        }
+        return files
+    }
+}

@@ -413,6 +413,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
+        if let route = exchange.route, route.errorName != nil { route.state.countRequest(status: exchange.status) }
         let seconds = ctx.loop.now - exchange.startedAt
         if let route = exchange.route {
             ctx.metrics.counters.routes[route.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)

@@ -12,7 +12,7 @@ struct MetricFamily: Sendable {
 enum MetricCatalog {
     static let families: [MetricFamily] = [
         // Requests and clients
-        MetricFamily(name: "tokenproxy_requests_total", type: "counter", labels: ["code"], help: "Requests answered, by HTTP status code."),
+        MetricFamily(name: "tokenproxy_requests_total", type: "counter", labels: ["route", "code"], help: "Requests answered, by HTTP status code."),
         MetricFamily(
             name: "tokenproxy_request_duration_seconds", type: "histogram", labels: ["route", "code_class"],
             help: "Time from a request's head to the last byte of its answer queued for the client, by the status's class."),

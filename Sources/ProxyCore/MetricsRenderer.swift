@@ -12,8 +12,23 @@ enum MetricsRenderer {
     ) -> String {
         var out = ""
         out += MetricCatalog.header("tokenproxy_requests_total")
-        for (code, n) in c.requestsByCode.enumerated() where n > 0 {
-            out += "tokenproxy_requests_total{code=\"\(code)\"} \(n)\n"
+        if named {
+            // By route; route="" for requests that matched none (or a route a reload removed).
+            var unrouted = c.requestsByCode
+            for state in routes {
+                let counts = state.requestsByCode.withLock { $0 }
+                for (code, n) in counts.enumerated() where n > 0 {
+                    out += "tokenproxy_requests_total{route=\"\(state.name)\",code=\"\(code)\"} \(n)\n"
+                    unrouted[code] -= n
+                }
+            }
+            for (code, n) in unrouted.enumerated() where n > 0 {
+                out += "tokenproxy_requests_total{route=\"\",code=\"\(code)\"} \(n)\n"
+            }
+        } else {
+            for (code, n) in c.requestsByCode.enumerated() where n > 0 {
+                out += "tokenproxy_requests_total{code=\"\(code)\"} \(n)\n"
+            }
         }
         for counter in LoopMetrics.plainCounters {
             out += MetricCatalog.header(counter.name)

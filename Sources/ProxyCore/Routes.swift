@@ -12,6 +12,12 @@ public final class RouteState: Sendable {
     public let tokens: TokenManager
     /// Monotonic time until which upstream 401s are passed through without a refresh (CONTRACT point 3).
     private let stormGuardUntil = Mutex<Double>(0)
+    /// Requests answered for this route, by status (with `routes:` only: `tokenproxy_requests_total{route,code}`).
+    let requestsByCode = Mutex<[Int]>([Int](repeating: 0, count: 1000))
+
+    func countRequest(status: Int) {
+        requestsByCode.withLock { $0[min(max(status, 0), 999)] += 1 }
+    }
 
     public init(name: String, tokens: TokenManager) {
         self.name = name
@@ -34,7 +40,8 @@ final class LoopRoute {
     let tokenCanChange: Bool
     /// Sources whose sessions begin with `tokenproxy login`: without one, requests get 401 login_required.
     let sessionNeedsLogin: Bool
-    /// The name that errors from this route's token state carry (nil for the file without `routes:`).
+    /// The name that errors from this route's token state carry, and that labels its series (nil
+    /// for the file without `routes:`).
     let errorName: String?
     /// Where this route's counters are in `LoopMetrics.Counters.routes`.
     let metricsSlot: Int

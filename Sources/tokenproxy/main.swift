@@ -172,7 +172,7 @@ struct Serve: ParsableCommand {
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
         let server = Server(configuration: configuration, states: plan.states, logger: logger)
-        let reloader = Reloader(path: options.path, server: server, logger: logger)
+        let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger)
         server.reloadHandler = { reloader.reload() }
         do {
             try server.start()
@@ -185,7 +185,7 @@ struct Serve: ParsableCommand {
             stopTokens()
             Glibc.exit(Exit.runtimeFailure)
         }
-        if configuration.watchConfig { reloader.watch() }
+        reloader.watch(configFile: configuration.watchConfig)
         let stop = DispatchSemaphore(value: 0)
         let waitForSignals = {
             var stopping = false
@@ -527,39 +527,76 @@ final class TerminalQuestions: LoginQuestions {
 
 
 /// Reads the configuration file again and puts it in effect (CONTRACT.md "Reload without a
-/// restart", docs/ROUTES.md): SIGUSR2, `POST /reload` and `watch_config`. An invalid file changes
-/// nothing; routes whose credentials did not change keep their token managers.
+/// restart", docs/ROUTES.md): SIGUSR2, `POST /reload` and `watch_config`; and reads every `*_file`
+/// again when one changes, with the file's text in effect (not a newer file). An invalid file
+/// changes nothing; routes whose credentials did not change keep their token managers.
 final class Reloader: @unchecked Sendable {
     let path: String
     let server: Server
     let logger: Logger
-    /// Serialises reloads; guards `lastSignature`.
+    /// Serialises reloads; guards the fields below.
     private let lock = NSLock()
-    private var lastSignature: FileSignature?
+    private var configSignature: FileSignature?
+    /// The text and folder of the file in effect: what a `*_file` change is applied to.
+    private var text: String
+    private var folder: String
+    private var fileSignatures: [String: FileSignature?] = [:]
 
-    init(path: String, server: Server, logger: Logger) {
+    init(path: String, loaded: LoadedConfiguration, server: Server, logger: Logger) {
         self.path = path
         self.server = server
         self.logger = logger
-        lastSignature = FileSignature.of(path)
+        text = loaded.sourceText
+        folder = loaded.sourceFolder
+        configSignature = FileSignature.of(path)
+        fileSignatures = Reloader.signatures(loaded.configuration.watchedFiles)
     }
 
+    static func signatures(_ files: [String]) -> [String: FileSignature?] {
+        var all: [String: FileSignature?] = [:]
+        for file in files { all[file] = FileSignature.of(file) }
+        return all
+    }
+
+    /// SIGUSR2, POST /reload, watch_config: the configuration file, read again.
     func reload() -> ReloadOutcome {
         lock.lock()
         defer { lock.unlock() }
-        lastSignature = FileSignature.of(path)
-        let outcome = apply()
+        configSignature = FileSignature.of(path)
+        let outcome = apply(fromFile: true)
         server.countReload(succeeded: { if case .success = outcome { return true } else { return false } }())
         return outcome
     }
 
-    private func apply() -> ReloadOutcome {
+    /// A `*_file` changed: the configuration in effect with its files read again. A file that
+    /// vanished or is empty keeps the last good value (nothing changes), with a warning.
+    func rereadFiles() {
+        lock.lock()
+        defer { lock.unlock() }
+        _ = apply(fromFile: false)
+    }
+
+    private func apply(fromFile: Bool) -> ReloadOutcome {
         let loaded: LoadedConfiguration
+        let environment = ProcessInfo.processInfo.environment
         do {
-            loaded = try ConfigurationLoader.load(path: path, environment: ProcessInfo.processInfo.environment)
+            if fromFile {
+                loaded = try ConfigurationLoader.load(path: path, environment: environment)
+            } else {
+                var again = try ConfigurationLoader.parse(yaml: text, baseDirectory: folder, environment: environment)
+                again.sourceText = text
+                again.sourceFolder = folder
+                loaded = again
+            }
         } catch let error as ConfigurationError {
             let all = error.all.map { $0.keyPath.isEmpty ? $0.reason : "\($0.keyPath): \($0.reason)" }
-            for line in all { logger.error("reload refused: \(line)") }
+            for line in all {
+                if fromFile {
+                    logger.error("reload refused: \(line)")
+                } else {
+                    logger.warning("\(line); keeping the last good value")
+                }
+            }
             return .failure(all)
         } catch {
             logger.error("reload refused: \(error)")
@@ -577,7 +614,7 @@ final class Reloader: @unchecked Sendable {
             new.admin = old.admin
         }
         registerConfiguredSecrets(new)
-        for warning in loaded.warnings { logger.warning("\(warning)") }
+        if fromFile { for warning in loaded.warnings { logger.warning("\(warning)") } }
         let plan: RouteStatePlan
         do {
             plan = try RouteStatePlan(new, previous: (old, server.routeStates)) { try TokenManager(configuration: $0, logger: logger) }
@@ -594,29 +631,40 @@ final class Reloader: @unchecked Sendable {
             return .failure(["\(error)"])
         }
         for tokens in plan.retired { tokens.stop() }
-        logger.info("configuration reloaded: \(new.routes.count) route(s), \(plan.created.count) new token manager(s)")
+        text = loaded.sourceText
+        folder = loaded.sourceFolder
+        fileSignatures = Reloader.signatures(new.watchedFiles)
+        if fromFile {
+            logger.info("configuration reloaded: \(new.routes.count) route(s), \(plan.created.count) new token manager(s)")
+        } else {
+            logger.info("a credential or certificate file changed: read again (\(plan.created.count) new token manager(s))")
+        }
         return .success
     }
 
-    /// `watch_config: true`: checks the file once a second, following symlinks (a ConfigMap swaps
-    /// its `..data` link, which changes what the path resolves to), and reloads when it changed.
-    func watch() {
+    /// Once a second: every `*_file` of the configuration in effect, and with `watch_config` the
+    /// configuration file, by `stat`, which follows symlinks (a Kubernetes volume swaps its `..data`
+    /// link, which changes the file the path resolves to).
+    func watch(configFile: Bool) {
         do {
-            try OSThread.start(name: "tp-watch-config") { [self] in
+            try OSThread.start(name: "tp-watch-files") { [self] in
                 while true {
                     Syscall.sleep(1)
-                    let signature = FileSignature.of(path)
                     lock.lock()
-                    let changed = signature != nil && signature != lastSignature
+                    let configChanged = configFile && FileSignature.of(path).map { $0 != configSignature } ?? false
+                    let filesChanged = fileSignatures.contains { file, last in FileSignature.of(file) != last }
+                    if filesChanged { fileSignatures = Reloader.signatures(Array(fileSignatures.keys)) }
                     lock.unlock()
-                    if changed {
+                    if configChanged {
                         logger.info("the configuration file changed: reloading")
                         _ = reload()
+                    } else if filesChanged {
+                        rereadFiles()
                     }
                 }
             }
         } catch {
-            logger.error("cannot watch the configuration file: \(error)")
+            logger.error("cannot watch the configuration's files: \(error)")
         }
     }
 }
