@@ -6,7 +6,7 @@
 # the machine. Needs nginx and Python's matplotlib (pip install matplotlib).
 #   bench/latency-plot.sh [PATH-TO-RELEASE-tokenproxy]   (default .build-release/release/tokenproxy)
 #   RATES=250,500,1000 SECONDS=10 bench/latency-plot.sh
-# Writes bench/latency-vs-rate.png and .json.
+# Writes bench/latency-vs-rate.png and .json (OUT=path.png elsewhere).
 set -Eeuo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -51,5 +51,5 @@ for port in $up $px $tp; do
 done
 python3 "$HERE/latency_plot.py" --direct-port "$up" --nginx-port "$px" --nginx-pid "$nginx_pid" \
   --tokenproxy-port "$tp" --tokenproxy-pid "$tp_pid" --rates "${RATES:-250,500,1000,2000,3000}" \
-  --seconds "${SECONDS_PER_STEP:-10}" --out "$HERE/latency-vs-rate.png" \
+  --seconds "${SECONDS_PER_STEP:-10}" --out "${OUT:-$HERE/latency-vs-rate.png}" \
   --title "added latency and RSS vs rate ($(date -u +%Y-%m-%d), $(nproc) cores; $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
