@@ -63,4 +63,5 @@ count() {  # name port cmd...
 ng=$(count nginx 18581 nginx -p "$d" -c "$d/px.conf")
 tp=$(count tokenproxy 18582 "$d/tp" serve --config "$d/tp.yaml")
 kill "$up" 2>/dev/null; wait "$up" 2>/dev/null
+echo "profiles: $d/nginx.out $d/tokenproxy.out" >&2
 echo "instructions per /p19/small request, 40 routes: nginx $ng, tokenproxy $tp, ratio $(python3 -c "print(f'{$tp/$ng:.2f}')")"

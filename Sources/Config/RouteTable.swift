@@ -81,23 +81,40 @@ public struct RouteTable: Sendable {
         if let host, hasHostRoutes {
             let (name, explicitPort) = RouteTable.splitPort(host)
             let port = explicitPort ?? defaultPort
-            for entry in exact where entry.name.count == name.count && RouteTable.equalsFolded(entry.name, name) {
-                if entry.port.map({ $0 == port }) ?? true, RouteTable.hasPrefix(path, entry.prefix) {
-                    return .route(entry.route, strip: strips[entry.route] ? entry.prefix.count : 0)
+            // Entries are read in place (no copy, so no retain of their arrays per entry).
+            let hit = exact.withUnsafeBufferPointer { entries -> Outcome? in
+                for i in entries.indices where entries[i].name.count == name.count {
+                    if RouteTable.equalsFolded(entries[i].name, name), entries[i].port.map({ $0 == port }) ?? true,
+                        RouteTable.hasPrefix(path, entries[i].prefix)
+                    {
+                        return .route(entries[i].route, strip: strips[entries[i].route] ? entries[i].prefix.count : 0)
+                    }
                 }
+                return nil
             }
-            for entry in wildcard where entry.name.count < name.count {
-                let tail = name[(name.endIndex - entry.name.count)...]
-                if RouteTable.equalsFolded(entry.name, tail), entry.port.map({ $0 == port }) ?? true, RouteTable.hasPrefix(path, entry.prefix) {
-                    return .route(entry.route, strip: strips[entry.route] ? entry.prefix.count : 0)
+            if let hit { return hit }
+            let wildHit = wildcard.withUnsafeBufferPointer { entries -> Outcome? in
+                for i in entries.indices where entries[i].name.count < name.count {
+                    let tail = name[(name.endIndex - entries[i].name.count)...]
+                    if RouteTable.equalsFolded(entries[i].name, tail), entries[i].port.map({ $0 == port }) ?? true,
+                        RouteTable.hasPrefix(path, entries[i].prefix)
+                    {
+                        return .route(entries[i].route, strip: strips[entries[i].route] ? entries[i].prefix.count : 0)
+                    }
                 }
+                return nil
             }
+            if let wildHit { return wildHit }
         }
         // The proxy never forwards an absolute-form request to a host it was not given.
         if absoluteForm { return .forbiddenTarget }
-        for entry in paths where RouteTable.hasPrefix(path, entry.prefix) {
-            return .route(entry.route, strip: strips[entry.route] ? entry.prefix.count : 0)
+        let pathHit = paths.withUnsafeBufferPointer { entries -> Outcome? in
+            for i in entries.indices where RouteTable.hasPrefix(path, entries[i].prefix) {
+                return .route(entries[i].route, strip: strips[entries[i].route] ? entries[i].prefix.count : 0)
+            }
+            return nil
         }
+        if let pathHit { return pathHit }
         if let fallback { return .route(fallback, strip: 0) }
         return .noRoute
     }

@@ -63,38 +63,71 @@ final class AccessPolicy {
         var authority: String?
     }
 
-    /// Returns the first error that applies, or the normalized path and query to forward.
-    /// `strip`: how many leading bytes of the path the route removes (its `path_prefix`).
-    func check(_ head: RequestHead, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
-        // CONNECT first (point 10), in any target form.
-        if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
-        guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
-        var rawPath: String
+    /// A request target read once: what the route table and the checks both need.
+    struct ParsedTarget {
+        /// Without dot-segments (RFC 3986 §5.2.4).
+        var path: String
         var query: String?
-        var isAbsolute = false
+        /// An absolute-form target's scheme, host (without brackets) and port as written.
+        var absolute: AbsoluteTarget?
+        /// An absolute-form target's authority (host, and port when given).
         var authority: String?
-        var targetMatchesUpstream = true
+    }
+
+    struct AbsoluteTarget {
+        var scheme: String
+        var host: String
+        var port: Int?
+    }
+
+    /// CONNECT, the target's form and its path: the errors that come before any route (point 10).
+    @inline(__always)
+    static func parse(_ head: RequestHead) throws(ProxyError) -> ParsedTarget {
+        // CONNECT first (point 10), in any target form.
+        if head.method == "CONNECT" { throw .methodNotAllowed }
+        guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }
         switch target {
         case .origin(let p, let q):
-            rawPath = p
-            query = q
+            guard let path = removeDotSegments(p) else { throw .badRequest("the path climbs above the root") }
+            return ParsedTarget(path: path, query: q, absolute: nil, authority: nil)
         case .absolute(let scheme, let host, let port, let p, let q):
-            isAbsolute = true
-            rawPath = p.isEmpty ? "/" : p
-            query = q
+            guard let path = removeDotSegments(p.isEmpty ? "/" : p) else { throw .badRequest("the path climbs above the root") }
             let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
-            authority = port.map { "\(bracketed):\($0)" } ?? bracketed
-            let effectivePort = port ?? (scheme == "https" ? 443 : 80)
-            targetMatchesUpstream = routedByHost || (scheme == upstream.scheme && host == upstream.host && effectivePort == upstream.port)
+            return ParsedTarget(
+                path: path, query: q, absolute: AbsoluteTarget(scheme: scheme, host: host, port: port),
+                authority: port.map { "\(bracketed):\($0)" } ?? bracketed)
         case .authority, .asterisk:
-            return .failure(.badRequest("this request-target form is only for CONNECT or OPTIONS *"))
+            throw .badRequest("this request-target form is only for CONNECT or OPTIONS *")
         }
-        guard var path = removeDotSegments(rawPath) else {
-            return .failure(.badRequest("the path climbs above the root"))
+    }
+
+    /// Returns the first error that applies, or the normalized path and query to forward.
+    func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
+        do {
+            return check(head, try AccessPolicy.parse(head))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The checks after the route is known, for a target already parsed. `strip`: how many leading
+    /// bytes of the path the route removes (its `path_prefix`).
+    @inline(__always)
+    func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
+        var path = target.path
+        let isAbsolute = target.absolute != nil
+        var targetMatchesUpstream = true
+        if let absolute = target.absolute {
+            let effectivePort = absolute.port ?? (absolute.scheme == "https" ? 443 : 80)
+            targetMatchesUpstream =
+                routedByHost || (absolute.scheme == upstream.scheme && absolute.host == upstream.host && effectivePort == upstream.port)
         }
         if strip > 0 {
-            let rest = path.utf8.dropFirst(strip)
-            path = rest.first == UInt8(ascii: "/") ? String(Substring(rest)) : "/" + String(Substring(rest))
+            // The rest keeps a leading slash: the prefix's own last one when it ends with "/".
+            let utf8 = path.utf8
+            let prefixEndsWithSlash = utf8[utf8.index(utf8.startIndex, offsetBy: strip - 1)] == UInt8(ascii: "/")
+            let rest = Substring(utf8.dropFirst(prefixEndsWithSlash ? strip - 1 : strip))
+            path = rest.first == "/" ? String(rest) : "/" + rest
         }
         // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
         if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
@@ -118,7 +151,7 @@ final class AccessPolicy {
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success(CheckedTarget(path: path, query: query, authority: authority))
+        return .success(CheckedTarget(path: path, query: target.query, authority: target.authority))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).

@@ -78,7 +78,7 @@ extension Connection {
             let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
             switch result {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamSentBytes += n
+                ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamSentBytes += n
                 exchange.sent(n, now: ctx.loop.now)
             case .wouldBlock:
                 break
@@ -133,7 +133,7 @@ extension Connection {
         while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamReceivedBytes += n
+                ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamReceivedBytes += n
                 exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
@@ -241,12 +241,12 @@ extension Connection {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - exchange.machine.lastUpstreamWrite
-        ctx.metrics.counters.routes[exchange.route.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamResponse.observe(upstreamSeconds)
         exchange.upstreamSeconds = upstreamSeconds
         if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
         let action = exchange.machine.onFinalHead(
-            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route.tokenCanChange,
-            refusingGoodTokens: head.status == 401 && exchange.route.state.refusingGoodTokens(now: ctx.loop.now))
+            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
+            refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why)
@@ -257,8 +257,8 @@ extension Connection {
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
             if startStormGuard {
-                exchange.route.state.upstreamRefusedFreshToken(now: ctx.loop.now)
-                ctx.metrics.counters.routes[exchange.route.metricsSlot].stormGuardActivations += 1
+                exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
+                ctx.metrics.counters.routes[exchange.route!.metricsSlot].stormGuardActivations += 1
             }
             writeHead(exchange, head, framing: clientFraming)
         }
@@ -269,7 +269,7 @@ extension Connection {
         exchange.status = response.status
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
-        exchange.route.forwarder.writeResponseHead(
+        exchange.route!.forwarder.writeResponseHead(
             into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
@@ -343,7 +343,7 @@ extension Connection {
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
         if let upstream = exchange.detachUpstream() {
             if reuse {
-                exchange.route.upstream.putIdle(upstream)
+                exchange.route!.upstream.putIdle(upstream)
             } else {
                 upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
             }

@@ -204,28 +204,31 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
+        // The route first (CONTRACT point 10: no_route comes before the access checks); a file
+        // without routes has one, taken without a lookup.
+        var route = ctx.routes.single
+        var routed: LoopRoutes.Selection?
+        var refused: ProxyError?
+        if route == nil {
+            switch ctx.routes.select(head, ownRoute: ownRoute) {
+            case .failure(let error): refused = error
+            case .success(let selection):
+                route = selection.route
+                routed = selection
+            }
+        }
         let exchange = Exchange(
-            head: head, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: ctx.configuration.forward.requestBuffering)
+            head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
+            requestBuffering: route?.requestBuffering ?? 0)
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
-        let route: LoopRoute
-        var strip = 0
-        if let single = ctx.routes.single, ownRoute == nil {
-            route = single
-        } else {
-            switch ctx.routes.select(head, ownRoute: ownRoute) {
-            case .failure(let error):
-                respond(error, to: exchange)
-                return
-            case .success(let (selected, prefix)):
-                route = selected
-                strip = prefix
-            }
+        guard let route else {
+            respond(refused ?? .noRoute, to: exchange)
+            return
         }
-        exchange.route = route
-        switch route.policy.check(head, strip: strip) {
+        let checked = routed.map { route.policy.check(head, $0.target, strip: $0.strip) } ?? route.policy.check(head)
+        switch checked {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
@@ -233,10 +236,9 @@ final class Connection: EventHandler, LoopTask {
             exchange.query = target.query
             exchange.forwardedHost = target.authority ?? head.first("host")
             exchange.logPath = target.path
-            let settings = route.configuration.forward
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: settings.retryMemory)
+            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
             exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
-            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: settings.retryBodyLimit)
+            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !exchange.machine.isWaitingForBody { forward(exchange) }
         }
@@ -299,7 +301,7 @@ final class Connection: EventHandler, LoopTask {
             let waited = ctx.loop.now - exchange.tokenWaitStartedAt
             exchange.tokenWaitStartedAt = 0
             exchange.tokenWaitSeconds += waited
-            ctx.metrics.counters.routes[exchange.route.metricsSlot].tokenWait.observe(waited)
+            ctx.metrics.counters.routes[exchange.route!.metricsSlot].tokenWait.observe(waited)
         }
         // A held 401 means this wait was for its retry (CONTRACT point 3).
         let after401 = exchange.held401 != nil
@@ -332,7 +334,7 @@ final class Connection: EventHandler, LoopTask {
             respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
             if after401 { count401(exchange, .unavailable) }
-            let view = exchange.route.tokens.current()
+            let view = exchange.route!.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
             respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
@@ -341,7 +343,7 @@ final class Connection: EventHandler, LoopTask {
 
     /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
     func count401(_ exchange: Exchange, _ result: Upstream401Result) {
-        ctx.metrics.counters.routes[exchange.route.metricsSlot].upstream401[result.rawValue] += 1
+        ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstream401[result.rawValue] += 1
         if result == .retried { exchange.retriedAfter401 = true }
     }
 
@@ -413,7 +415,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
-        if let route = exchange.route, route.errorName != nil { route.state.countRequest(status: exchange.status) }
+        if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
         let seconds = ctx.loop.now - exchange.startedAt
         if let route = exchange.route {
             ctx.metrics.counters.routes[route.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)

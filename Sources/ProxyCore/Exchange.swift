@@ -26,8 +26,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
     var connection: Connection?
-    /// The route the request was matched to; kept until the exchange ends, also across a reload.
-    var route: LoopRoute!
+    /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
+    /// until the exchange ends, also across a reload.
+    let route: LoopRoute?
     var path = ""
     var query: String?
     /// The authority the client addressed: the absolute-form target's, else its Host field.
@@ -87,8 +88,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
     var keepsClientAuthorization = false
 
-    init(head: RequestHead, startedAt: Double, draining: Bool, requestBuffering: Int) {
+    init(head: RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head
+        self.route = route
         self.startedAt = startedAt
         machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
     }

@@ -47,6 +47,13 @@ final class LoopRoute {
     let metricsSlot: Int
     /// `tokenproxy_upstream_connect_seconds{tls}`: index 1 for an https upstream.
     let tlsIndex: Int
+    /// With `routes:`, requests are counted per route too.
+    let countsRequests: Bool
+    // `forward:` values each request reads, kept apart from the configuration (reading them from
+    // it would copy the route's whole settings per request).
+    let requestBuffering: Int
+    let retryMemory: Int
+    let retryBodyLimit: Int
 
     var tokens: TokenManager { state.tokens }
 
@@ -76,6 +83,10 @@ final class LoopRoute {
         case .oauth2ClientCredentials, .static, .file, .exec: sessionNeedsLogin = false
         }
         errorName = named ? route.name : nil
+        countsRequests = named
+        requestBuffering = route.forward.requestBuffering
+        retryMemory = route.forward.retryMemory
+        retryBodyLimit = route.forward.retryBodyLimit
     }
 }
 
@@ -102,39 +113,36 @@ final class LoopRoutes {
     func named(_ name: String) -> LoopRoute? { byName[name] }
 
     /// The route of a request on the shared listener (`ownRoute` nil) or on a route's own listener,
-    /// with the length of path prefix to strip; or the error that comes first (CONTRACT point 10:
-    /// 400, CONNECT, `no_route`; `forbidden_target` for an absolute-form request no host route names).
-    func select(_ head: RequestHead, ownRoute: String?) -> Result<(LoopRoute, strip: Int), ProxyError> {
-        if head.method == "CONNECT" { return .failure(.methodNotAllowed) }
+    /// with the length of path prefix to strip and the target as parsed; or the error that comes
+    /// first (CONTRACT point 10: 400, CONNECT, `no_route`; `forbidden_target` for an absolute-form
+    /// request no host route names).
+    struct Selection {
+        let route: LoopRoute
+        /// How many leading bytes of the path the route strips.
+        let strip: Int
+        let target: AccessPolicy.ParsedTarget
+    }
+
+    func select(_ head: RequestHead, ownRoute: String?) -> Result<Selection, ProxyError> {
+        let target: AccessPolicy.ParsedTarget
+        do {
+            target = try AccessPolicy.parse(head)
+        } catch {
+            return .failure(error)
+        }
         if let ownRoute {
             guard let route = byName[ownRoute] else { return .failure(.noRoute) }
-            return .success((route, 0))
+            return .success(Selection(route: route, strip: 0, target: target))
         }
-        guard let target = RequestTarget.parse(head.target) else { return .failure(.badRequest("malformed request target")) }
-        var host: String?
-        var rawPath: String
-        var absolute = false
-        var defaultPort = 80
-        switch target {
-        case .origin(let p, _):
-            rawPath = p
-            host = head.first("host")
-        case .absolute(let scheme, let name, let port, let p, _):
-            absolute = true
-            rawPath = p.isEmpty ? "/" : p
-            host = name.utf8.contains(UInt8(ascii: ":")) ? "[\(name)]" : name
-            if let port { host! += ":\(port)" }
-            if scheme == "https" { defaultPort = 443 }
-        case .authority, .asterisk:
-            return .failure(.badRequest("this request-target form is only for CONNECT or OPTIONS *"))
-        }
-        guard var path = removeDotSegments(rawPath) else { return .failure(.badRequest("the path climbs above the root")) }
+        var host = target.authority ?? head.first("host")
+        let defaultPort = target.absolute?.scheme == "https" ? 443 : 80
+        var path = target.path
         let outcome = path.withUTF8 { p -> RouteTable.Outcome in
-            guard var host else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: absolute) }
-            return host.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: absolute) }
+            guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
+            return host!.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
         }
         switch outcome {
-        case .route(let index, let strip): return .success((routes[index], strip))
+        case .route(let index, let strip): return .success(Selection(route: routes[index], strip: strip, target: target))
         case .noRoute: return .failure(.noRoute)
         case .forbiddenTarget: return .failure(.forbiddenTarget)
         }

@@ -410,6 +410,11 @@ public final class Server: @unchecked Sendable {
                     let closing = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
                     for acceptor in mine.acceptors where closing.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
                     mine.acceptors.removeAll { closing.contains(ObjectIdentifier($0.listener)) }
+                    // Connections of a listener that left the file finish their exchange, then close.
+                    let gone = Set(removed.compactMap(\.ownRoute))
+                    for connection in Array(mine.ctx.connections.values) where connection.ownRoute.map(gone.contains) ?? false {
+                        connection.beginDrain()
+                    }
                     done.leave()
                 }
             }

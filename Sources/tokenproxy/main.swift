@@ -630,7 +630,10 @@ final class Reloader: @unchecked Sendable {
             logger.error("reload refused: \(error)")
             return .failure(["\(error)"])
         }
-        for tokens in plan.retired { tokens.stop() }
+        // Stopped off this thread: a retired manager may be inside a slow identity-provider call,
+        // and the reload is in effect already.
+        let retired = plan.retired
+        if !retired.isEmpty { DispatchQueue.global().async { for tokens in retired { tokens.stop() } } }
         text = loaded.sourceText
         folder = loaded.sourceFolder
         fileSignatures = Reloader.signatures(new.watchedFiles)

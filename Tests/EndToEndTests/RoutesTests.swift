@@ -386,4 +386,37 @@ struct RoutesTests {
         #expect(try proxy.waitForExit() == 0)
         #expect(!proxy.stderr.contains(token))
     }
+
+    @Test("a reload that removes a route's own listener closes it; its kept-alive connections close once idle")
+    func removedListenerCloses() throws {
+        let upstream = try PythonServer("echo_upstream")
+        defer { upstream.stop() }
+        func file(withOwn: Bool) -> String {
+            """
+            listen: 127.0.0.1:0
+            workers: 1
+            drain_timeout: 2s
+            admin:
+              listen: 127.0.0.1:0
+            routes:
+              - {name: main, upstream: "\(upstream.baseURL)", credentials: {type: static, token_env: L_TOKEN}}
+            \(withOwn ? "  - {name: own, match: {listen: 127.0.0.1:0}, upstream: \"\(upstream.baseURL)\", credentials: {type: static, token_env: L_TOKEN}}" : "")
+            """
+        }
+        let proxy = try ProxyProcess(config: file(withOwn: true), environment: ["L_TOKEN": "listener-token"])
+        let line = try #require(proxy.stderr.split(separator: "\n").first { $0.contains("route own listening on ") })
+        let port = ProxyProcess.port(of: String(line.split(separator: " ").last!))
+        let client = try RawHTTPClient(port: port, timeout: 10)
+        defer { client.close() }
+        try client.send(rawRequest("GET", "/kept", host: "127.0.0.1", headers: []))
+        #expect(try client.readResponse(method: "GET").status == 200)
+
+        _ = try proxy.directory.write("tokenproxy.yaml", file(withOwn: false))
+        #expect(try curl(["-sS", "-X", "POST", proxy.adminURL! + "/reload"]).status == 200)
+        #expect(client.waitForClose(timeout: 10), "the idle kept-alive connection of the removed listener is closed")
+        #expect(throws: (any Error).self) { _ = try RawHTTPClient(port: port, timeout: 2) }
+        #expect(try curl([proxy.baseURL + "/x"]).status == 200)
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
 }

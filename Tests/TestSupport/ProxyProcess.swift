@@ -161,7 +161,7 @@ public final class ProxyProcess: Sendable {
         return address.isEmpty ? nil : String(address)
     }
 
-    static func port(of address: String) -> Int {
+    public static func port(of address: String) -> Int {
         if address.hasPrefix("unix:") { return 0 }
         guard let colon = address.lastIndex(of: ":") else { return 0 }
         return Int(address[address.index(after: colon)...]) ?? 0
