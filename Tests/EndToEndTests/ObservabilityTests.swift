@@ -114,3 +114,54 @@ import Testing
         #expect(line.contains("path=/big") && line.contains("route=default") && line.contains("status=200"), "\(line)")
     }
 }
+
+/// Issue 22 point 2: the token life cycle as /metrics tells it, against a real OAuth 2.0 server.
+@Suite struct TokenLifecycleMetricsTests {
+    @Test func aFailedFetchIsCountedByItsReasonAndEveryCallIsTimed() throws {
+        let idp = try OAuthServer.start()
+        defer { idp.stop() }
+        // The first call to the token endpoint answers 503; the backoff's retry gets a token.
+        try idp.control("/test/fail", query: ["status": "503", "count": "1"])
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                upstream: http://127.0.0.1:9/base
+                workers: 1
+                admin:
+                  listen: 127.0.0.1:0
+                credentials:
+                  type: oauth2_client_credentials
+                  token_url: \(idp.tokenURL)
+                  client_id: app
+                  client_secret_env: OAUTH_SECRET
+                """,
+            environment: ["OAUTH_SECRET": "secret"])
+        defer {
+            proxy.terminate()
+            _ = try? proxy.waitForExit()
+        }
+        let admin = try #require(proxy.adminURL)
+        var text = ""
+        let deadline = Date().addingTimeInterval(30)
+        repeat {
+            text = try curl([admin + "/metrics"]).bodyString
+            if text.contains(#"tokenproxy_refreshes_total{source="oauth2_client_credentials",outcome="success"} 1"#) { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while Date() < deadline
+        #expect(text.contains(#"tokenproxy_token_fetch_failures_total{reason="http_5xx"} 1"#), "\(text)")
+        #expect(text.contains(#"tokenproxy_token_fetch_failures_total{reason="network"} 0"#))
+        #expect(text.contains("tokenproxy_token_refresh_seconds_count 2"), "\(text)")
+        #expect(text.contains("tokenproxy_token_last_success_age_seconds "), "\(text)")
+
+        let dir = try TempDir(prefix: "tokenproxy-metrics")
+        let file = dir.url.appendingPathComponent("metrics.txt")
+        try text.write(to: file, atomically: true, encoding: .utf8)
+        let check = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3",
+            arguments: [
+                RepositoryPaths.servers.appendingPathComponent("check_metrics.py").path, file.path,
+                RepositoryPaths.root.appendingPathComponent("docs/OBSERVABILITY.md").path, "tokenproxy_token_refresh_seconds",
+            ])
+        #expect(check.status == 0, "\(check.output)")
+    }
+}
