@@ -260,6 +260,9 @@ extension Connection {
                 exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
                 ctx.metrics.counters.routes[exchange.route!.metricsSlot].stormGuardActivations += 1
             }
+            // A 401 to a token that goes to the client as it came: a static token, the storm guard,
+            // or the retry's own 401 (each upstream 401 counts once).
+            if head.status == 401 && exchange.sentToken != nil { count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming)
         }
     }
@@ -289,6 +292,7 @@ extension Connection {
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
             if let held = exchange.held401 {
                 exchange.held401 = nil
+                count401(exchange, .passedThrough)
                 let framing = exchange.machine.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing)
                 held.body.withUnsafeBytes { writeBody(exchange, $0) }

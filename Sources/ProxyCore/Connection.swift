@@ -327,7 +327,6 @@ final class Connection: EventHandler, LoopTask {
             send(exchange, token: token)
         case .releaseHeld401:
             // No other token (or the one the upstream refused): its 401 goes on as it came.
-            count401(exchange, .passedThrough)
             releaseHeld401(exchange)
         case .loginRequired:
             if after401 { count401(exchange, .loginRequired) }
@@ -350,6 +349,7 @@ final class Connection: EventHandler, LoopTask {
     func releaseHeld401(_ exchange: Exchange) {
         guard let held = exchange.held401 else { return }
         exchange.held401 = nil
+        count401(exchange, .passedThrough)
         // The framing of what we hold is known exactly now.
         let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
         let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
