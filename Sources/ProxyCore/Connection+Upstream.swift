@@ -78,7 +78,7 @@ extension Connection {
             let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
             switch result {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamSentBytes += n
+                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
                 exchange.sent(n, now: ctx.loop.now)
             case .wouldBlock:
                 break
@@ -133,7 +133,7 @@ extension Connection {
         while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamReceivedBytes += n
+                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
                 exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
@@ -241,7 +241,7 @@ extension Connection {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - exchange.machine.lastUpstreamWrite
-        ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
         exchange.upstreamSeconds = upstreamSeconds
         if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
         let action = exchange.machine.onFinalHead(
@@ -258,7 +258,7 @@ extension Connection {
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
             if startStormGuard {
                 exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
-                ctx.metrics.counters.routes[exchange.route!.metricsSlot].stormGuardActivations += 1
+                ctx.metrics.counters.routes[exchange.metricsSlot].stormGuardActivations += 1
             }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).

@@ -301,7 +301,7 @@ final class Connection: EventHandler, LoopTask {
             let waited = ctx.loop.now - exchange.tokenWaitStartedAt
             exchange.tokenWaitStartedAt = 0
             exchange.tokenWaitSeconds += waited
-            ctx.metrics.counters.routes[exchange.route!.metricsSlot].tokenWait.observe(waited)
+            ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
         }
         // A held 401 means this wait was for its retry (CONTRACT point 3).
         let after401 = exchange.held401 != nil
@@ -342,7 +342,7 @@ final class Connection: EventHandler, LoopTask {
 
     /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
     func count401(_ exchange: Exchange, _ result: Upstream401Result) {
-        ctx.metrics.counters.routes[exchange.route!.metricsSlot].upstream401[result.rawValue] += 1
+        ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
         if result == .retried { exchange.retriedAfter401 = true }
     }
 
@@ -417,8 +417,8 @@ final class Connection: EventHandler, LoopTask {
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
         if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
         let seconds = ctx.loop.now - exchange.startedAt
-        if let route = exchange.route {
-            ctx.metrics.counters.routes[route.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)
+        if exchange.metricsSlot >= 0 {
+            ctx.metrics.counters.routes[exchange.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
     }

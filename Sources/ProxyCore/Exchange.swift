@@ -39,6 +39,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var recorded = false
 
     // For the metrics and the access log (docs/OBSERVABILITY.md).
+    /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
+    let metricsSlot: Int
     /// When the current connect attempt started (0: none, or the connection came from the pool).
     var connectStartedAt = 0.0
     /// When the current wait for a token started (0: not waiting).
@@ -91,6 +93,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     init(head: RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head
         self.route = route
+        metricsSlot = route?.metricsSlot ?? -1
         self.startedAt = startedAt
         machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
     }
