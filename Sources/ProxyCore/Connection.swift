@@ -204,40 +204,46 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: RequestHead) {
-        // The route first (CONTRACT point 10: no_route comes before the access checks); a file
-        // without routes has one, taken without a lookup.
-        var route = ctx.routes.single
-        var routed: LoopRoutes.Selection?
-        var refused: ProxyError?
-        if route == nil {
-            switch ctx.routes.select(head, ownRoute: ownRoute) {
-            case .failure(let error): refused = error
-            case .success(let selection):
-                route = selection.route
-                routed = selection
-            }
+        // A file without routes has one route, taken without a lookup.
+        if let single = ctx.routes.single {
+            let exchange = open(head, route: single)
+            proceed(exchange, route: single, checked: single.policy.check(head))
+            return
         }
+        // The route first (CONTRACT point 10: no_route comes before the access checks).
+        switch ctx.routes.select(head, ownRoute: ownRoute) {
+        case .failure(let error):
+            respond(error, to: open(head, route: nil))
+        case .success(let selection):
+            let route = selection.route
+            let exchange = open(head, route: route)
+            proceed(exchange, route: route, checked: route.policy.check(head, selection.target, strip: selection.strip))
+        }
+    }
+
+    @inline(__always)
+    private func open(_ head: RequestHead, route: LoopRoute?) -> Exchange {
         let exchange = Exchange(
             head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
             requestBuffering: route?.requestBuffering ?? 0)
         swap(&exchange.upOut, &spareUpOut)
         self.exchange = exchange
         if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
-        guard let route else {
-            respond(refused ?? .noRoute, to: exchange)
-            return
-        }
-        let checked = routed.map { route.policy.check(head, $0.target, strip: $0.strip) } ?? route.policy.check(head)
+        return exchange
+    }
+
+    @inline(__always)
+    private func proceed(_ exchange: Exchange, route: LoopRoute, checked: Result<AccessPolicy.CheckedTarget, ProxyError>) {
         switch checked {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
             exchange.path = target.path
             exchange.query = target.query
-            exchange.forwardedHost = target.authority ?? head.first("host")
+            exchange.forwardedHost = target.authority ?? exchange.head.first("host")
             exchange.logPath = target.path
             exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
-            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
+            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(exchange.head)
             exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !exchange.machine.isWaitingForBody { forward(exchange) }
