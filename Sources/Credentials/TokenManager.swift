@@ -258,6 +258,7 @@ public final class TokenManager: @unchecked Sendable {
         let decision: RefreshPolicy.Decision
         var sessionEnded: String? = nil
         var failure: String? = nil
+        var failureReason: FetchFailureReason? = nil
         let fetchStarted = Date()
         /// For the one log line per refresh: how long the source took.
         func took() -> String { "\(Int((Date().timeIntervalSince(fetchStarted) * 1000).rounded())) ms" }
@@ -304,6 +305,7 @@ public final class TokenManager: @unchecked Sendable {
                 view = TokenView(snapshot: snapshot, session: .active, failure: message, retryAfter: retryAfter)
                 outcome = .unavailable(message, retryAfter: retryAfter)
                 result = .failure
+                failureReason = .badAnswer
                 failure = message
                 logFailure(message, level: .warning)
             }
@@ -311,6 +313,7 @@ public final class TokenManager: @unchecked Sendable {
             let now = clock()
             // Another error type could carry an answer's text: only its type is told.
             let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
+            failureReason = FetchFailureReason.of(sourceError)
             switch sourceError {
             case .refused(let reason):
                 let message = "the identity provider refused the refresh: \(reason); log in again"
@@ -374,7 +377,7 @@ public final class TokenManager: @unchecked Sendable {
             consecutiveFailures = 0
         }
         statistics.withLock { stats in
-            stats.record(result, at: now)
+            stats.record(result, reason: failureReason, seconds: Date().timeIntervalSince(fetchStarted), at: now)
             stats.nextRefreshAt = nextRefreshAt
             stats.consecutiveFailures = consecutiveFailures
         }

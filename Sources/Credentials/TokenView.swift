@@ -1,3 +1,4 @@
+import Logs
 /// Whether the proxy holds a session it can refresh. To choose between 401 `login_required` and
 /// 503 `token_unavailable` when no valid token is held, ask `TokenManager.refresh`: its outcome
 /// says which.
@@ -71,8 +72,52 @@ public enum RefreshResult: String, Sendable, CaseIterable {
     case reused
 }
 
+/// Why a call to the token source failed (`tokenproxy_token_fetch_failures_total{reason}`, issue 22).
+public enum FetchFailureReason: String, Sendable, CaseIterable {
+    /// The identity provider could not be reached (DNS, TCP, TLS).
+    case network
+    case timeout
+    case http5xx = "http_5xx"
+    case http429 = "http_429"
+    /// The provider refused the refresh: the session ends (CONTRACT point 5).
+    case refused
+    /// An answer that holds no usable token, or one already expired, or that cannot be read.
+    case badAnswer = "bad_answer"
+    /// The provider blames the client's configuration (invalid_client, invalid_scope, …).
+    case clientMisconfigured = "client_misconfigured"
+
+    /// The reason of a failure. `.passing` failures carry only their message, which the providers
+    /// word the same way for each kind (IdentityProvider.swift, OAuth2Provider.swift): read from it.
+    public static func of(_ error: TokenSourceError) -> FetchFailureReason {
+        switch error {
+        case .refused, .loginRequired: return .refused
+        case .configuration: return .clientMisconfigured
+        case .passing(let message): return classify(passing: message)
+        }
+    }
+
+    static func classify(passing message: String) -> FetchFailureReason {
+        let m = message.lowercased()
+        if m.contains("http 429") || m.contains("toomanyrequests") { return .http429 }
+        if m.contains("timed out") || m.contains("timeout") { return .timeout }
+        if let range = m.range(of: "http 5"), m[range.upperBound...].prefix(2).allSatisfy(\.isNumber) { return .http5xx }
+        if m.contains("unavailable") { return .http5xx }
+        if m.contains("cannot reach") || m.contains("could not connect") || m.contains("couldn't connect") || m.contains("resolve") {
+            return .network
+        }
+        return .badAnswer
+    }
+}
+
 /// Counters for metrics and `status`.
 public struct TokenStats: Sendable, Equatable {
+    /// Failed calls by reason (indexed as `FetchFailureReason.allCases`).
+    public var failureReasons = [UInt64](repeating: 0, count: FetchFailureReason.allCases.count)
+    /// How long each call to the source took, successful or not.
+    public var refreshDuration = Histogram()
+    /// Seconds since the epoch of the last call that handed over a usable token.
+    public var lastSuccessAt: Double? = nil
+
     public var successes: UInt64 = 0
     public var refusals: UInt64 = 0
     public var failures: UInt64 = 0
@@ -95,6 +140,17 @@ public struct TokenStats: Sendable, Equatable {
         case .failure: return failures
         case .reused: return reuses
         }
+    }
+
+    public func failures(_ reason: FetchFailureReason) -> UInt64 {
+        failureReasons[FetchFailureReason.allCases.firstIndex(of: reason)!]
+    }
+
+    mutating func record(_ result: RefreshResult, reason: FetchFailureReason?, seconds: Double, at time: Double) {
+        if let reason { failureReasons[FetchFailureReason.allCases.firstIndex(of: reason)!] += 1 }
+        refreshDuration.observe(seconds)
+        if result == .success || result == .reused { lastSuccessAt = time }
+        record(result, at: time)
     }
 
     mutating func record(_ result: RefreshResult, at time: Double) {

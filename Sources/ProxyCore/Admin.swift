@@ -79,7 +79,17 @@ final class AdminConnection: EventHandler {
                 reply(503, "not ready: \(why)\n", head: head)
             }
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
-            reply(200, server.metricsText(), head: head, contentType: "text/plain; version=0.0.4; charset=utf-8")
+            // Answered once every loop has handed over its counts (`Server.collectMetrics`).
+            let fd = self.fd
+            let loop = ctx.loop
+            let me = LoopBound(self)
+            let isHead = head.method == "HEAD"
+            server.collectMetrics { text in
+                loop.execute {
+                    guard let connection = me.object, connection.fd == fd else { return }
+                    connection.reply(200, text, isHead: isHead, contentType: "text/plain; version=0.0.4; charset=utf-8")
+                }
+            }
         case ("POST", "/refresh"):
             switch server.forceRefresh(route: route) {
             case nil:

@@ -28,10 +28,12 @@ extension Connection {
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
         if !fresh, let idle = route.upstream.takeIdle() {
+            ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
             upstreamConnected(exchange, idle)
             return
         }
         do {
+            exchange.connectStartedAt = ctx.loop.now
             exchange.attempt = try route.upstream.connect(exchange)
         } catch {
             ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
@@ -40,6 +42,13 @@ extension Connection {
     }
 
     func upstreamConnected(_ exchange: Exchange, _ upstream: UpstreamConnection) {
+        if exchange.connectStartedAt > 0 {
+            // A new connection: TCP, TLS and any proxy tunnel (`tokenproxy_upstream_connect_seconds`).
+            let route = exchange.route!
+            ctx.metrics.counters.routes[route.metricsSlot].connectionsOpened += 1
+            ctx.metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(ctx.loop.now - exchange.connectStartedAt)
+            exchange.connectStartedAt = 0
+        }
         upstream.owner = exchange
         exchange.upstream = upstream
         pumpUpstream(exchange)
@@ -47,6 +56,7 @@ extension Connection {
     }
 
     func upstreamFailed(_ exchange: Exchange, _ failure: UpstreamFailure) {
+        exchange.connectStartedAt = 0
         ctx.noteUpstreamFailure("\(failure)")
         switch failure {
         case .timedOut: respond(.upstreamTimeout, to: exchange)
@@ -70,6 +80,7 @@ extension Connection {
             let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
             switch result {
             case .done(let n):
+                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
                 exchange.sent(n, now: ctx.loop.now)
             case .wouldBlock:
                 break
@@ -124,6 +135,7 @@ extension Connection {
         while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
+                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
                 exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
@@ -238,6 +250,11 @@ extension Connection {
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
         ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        // From the request's last byte written (its head, for most) to the answer's head.
+        let upstreamSeconds = ctx.loop.now - exchange.machine.lastUpstreamWrite
+        ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        exchange.upstreamSeconds = upstreamSeconds
+        if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop) }
@@ -254,7 +271,13 @@ extension Connection {
             if nonceDemanded { exchange.held401?.dpopNonceDemanded = true }
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now) }
+            if startStormGuard {
+                exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
+                ctx.metrics.counters.routes[exchange.metricsSlot].stormGuardActivations += 1
+            }
+            // A 401 to a token that goes to the client as it came: a static token, the storm guard,
+            // or the retry's own 401 (each upstream 401 counts once).
+            if head.status == 401 && exchange.sentToken != nil { count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming)
         }
     }
@@ -284,6 +307,7 @@ extension Connection {
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
             if let held = exchange.held401 {
                 exchange.held401 = nil
+                count401(exchange, .passedThrough)
                 let framing = exchange.machine.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing)
                 held.body.withUnsafeBytes { writeBody(exchange, $0) }

@@ -267,7 +267,10 @@ final class Connection: EventHandler, LoopTask {
         let view = route.tokens.current()
         if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
-            if staleGeneration != nil { ctx.metrics.retriedAfter401() }
+            if staleGeneration != nil {
+                ctx.metrics.retriedAfter401()
+                count401(exchange, .retried)
+            }
             send(exchange, token: snapshot)
             return
         }
@@ -283,6 +286,7 @@ final class Connection: EventHandler, LoopTask {
         }
         ctx.metrics.waitedForToken()
         exchange.waitingForToken = true
+        exchange.tokenWaitStartedAt = ctx.loop.now
         let loop = ctx.loop
         exchange.tokenTimer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
             guard let self, let exchange, exchange.waitingForToken, !self.closed else { return }
@@ -301,6 +305,14 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
+        if exchange.tokenWaitStartedAt > 0 {
+            let waited = ctx.loop.now - exchange.tokenWaitStartedAt
+            exchange.tokenWaitStartedAt = 0
+            exchange.tokenWaitSeconds += waited
+            ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
+        }
+        // A held 401 means this wait was for its retry (CONTRACT point 3).
+        let after401 = exchange.held401 != nil
         let arrived: ExchangeMachine.TokenArrived
         var token: TokenSnapshot?
         var loginWhy = ""
@@ -316,14 +328,19 @@ final class Connection: EventHandler, LoopTask {
         }
         switch exchange.machine.onTokenArrived(arrived) {
         case .send(let isRetryAfter401):
-            if isRetryAfter401 { ctx.metrics.retriedAfter401() }
+            if isRetryAfter401 {
+                ctx.metrics.retriedAfter401()
+                count401(exchange, .retried)
+            }
             send(exchange, token: token)
         case .releaseHeld401:
             // No other token (or the one the upstream refused): its 401 goes on as it came.
             releaseHeld401(exchange)
         case .loginRequired:
+            if after401 { count401(exchange, .loginRequired) }
             respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
+            if after401 { count401(exchange, .unavailable) }
             let view = exchange.route!.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
@@ -331,9 +348,16 @@ final class Connection: EventHandler, LoopTask {
         }
     }
 
+    /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
+    func count401(_ exchange: Exchange, _ result: Upstream401Result) {
+        ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
+        if result == .retried { exchange.retriedAfter401 = true }
+    }
+
     func releaseHeld401(_ exchange: Exchange) {
         guard let held = exchange.held401 else { return }
         exchange.held401 = nil
+        count401(exchange, .passedThrough)
         // The framing of what we hold is known exactly now.
         let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
         let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
@@ -350,6 +374,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.held401 = nil
         exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.status = error.status
+        exchange.refusal = error.code
         let fromTokenState: Bool
         switch error {
         case .loginRequired, .tokenUnavailable: fromTokenState = true
@@ -399,10 +424,29 @@ final class Connection: EventHandler, LoopTask {
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
         if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
-        if ctx.configuration.log.accessLog {
-            let ms = Int(((ctx.loop.now - exchange.startedAt) * 1000).rounded())
-            ctx.logger.info("\(exchange.head.method) \(exchange.logPath) \(exchange.status) \(ms)ms \(exchange.bytesOut)B")
+        let seconds = ctx.loop.now - exchange.startedAt
+        if exchange.metricsSlot >= 0 {
+            ctx.metrics.counters.routes[exchange.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)
         }
+        if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
+    }
+
+    /// One access-log line (docs/OBSERVABILITY.md "Access log").
+    func logAccess(_ exchange: Exchange, event: String, seconds: Double) {
+        var record = AccessRecord(
+            event: event, route: exchange.route?.state.name, method: exchange.head.method,
+            path: exchange.logPath.isEmpty ? String(exchange.head.target.prefix { $0 != "?" }) : exchange.logPath, status: exchange.status)
+        record.upstreamStatus = exchange.upstreamStatus
+        record.bytesIn = exchange.bodyBytesSeen
+        record.bytesOut = exchange.bytesOut
+        record.seconds = seconds
+        record.upstreamSeconds = exchange.upstreamSeconds
+        record.tokenWaitSeconds = exchange.tokenWaitSeconds
+        record.retriedAfter401 = exchange.retriedAfter401
+        record.error = exchange.refusal
+        record.tokenGeneration = exchange.sentToken?.generation
+        record.traceID = AccessRecord.traceID(fromTraceparent: exchange.head.first("traceparent"))
+        ctx.logger.info(record.message, metadata: record.metadata)
     }
 
     /// Both halves of the exchange are over: go on with the next pipelined request.
@@ -506,6 +550,16 @@ final class Connection: EventHandler, LoopTask {
             exchange.connection = nil
             if exchange.machine.responseStarted && !exchange.machine.responseDone { exchange.status = exchange.status == 0 ? 499 : exchange.status }
             if exchange.machine.isTunnel { ctx.metrics.tunnelClosed() }
+            // Every request has its access-log line: a tunnel's end, or a client gone (or cut by
+            // `client_send_timeout`) before its answer's end, which `recordFinished` never saw.
+            if ctx.configuration.log.accessLog {
+                if exchange.machine.isTunnel {
+                    logAccess(exchange, event: "tunnel_closed", seconds: ctx.loop.now - exchange.startedAt)
+                } else if !exchange.recorded {
+                    if exchange.status == 0 { exchange.status = 499 }
+                    logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
+                }
+            }
             exchange.releaseReplay()
         }
         exchange = nil

@@ -40,6 +40,23 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var bytesOut = 0
     var recorded = false
 
+    // For the metrics and the access log (docs/OBSERVABILITY.md).
+    /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
+    let metricsSlot: Int
+    /// When the current connect attempt started (0: none, or the connection came from the pool).
+    var connectStartedAt = 0.0
+    /// When the current wait for a token started (0: not waiting).
+    var tokenWaitStartedAt = 0.0
+    /// Seconds spent waiting for a token, over every wait.
+    var tokenWaitSeconds = 0.0
+    /// Seconds from the last request written to the response head (nil: no head came).
+    var upstreamSeconds: Double?
+    /// The status the upstream answered (0: none), before any retry's.
+    var upstreamStatus = 0
+    var retriedAfter401 = false
+    /// The contract's error code when the proxy answered itself.
+    var refusal: String?
+
     // Request body
     var bodyBytesSeen = 0
     var maxBodyBytes = 0
@@ -78,6 +95,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     init(head: RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int) {
         self.head = head
         self.route = route
+        metricsSlot = route?.metricsSlot ?? -1
         self.startedAt = startedAt
         machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
     }

@@ -1,14 +1,17 @@
 import Credentials
 import FoundationEssentials
+import Logs
+import Upstream
 
-/// The Prometheus text format (version 0.0.4) for every series in `LoopMetrics` and the token state.
+/// The Prometheus text format (version 0.0.4) for every series in `LoopMetrics` and the token
+/// state. Each family's `# HELP` and `# TYPE` lines come from `MetricCatalog`.
 enum MetricsRenderer {
-    static func render(_ c: LoopMetrics.Counters, routes: [RouteState], openConnections: Int, ready: Bool, named: Bool) -> String {
+    /// `routeNames[i]` names `c.routes[i]` (`SharedProxyState.routeNames`).
+    static func render(
+        _ c: LoopMetrics.Counters, routeNames: [String], routes: [RouteState], openConnections: Int, ready: Bool, named: Bool
+    ) -> String {
         var out = ""
-        func series(_ name: String, _ type: String, _ help: String) {
-            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-        }
-        series("tokenproxy_requests_total", "counter", "Requests answered, by HTTP status code.")
+        out += MetricCatalog.header("tokenproxy_requests_total")
         if named {
             // By route; route="" for requests that matched none (or a route a reload removed).
             var unrouted = c.requestsByCode
@@ -28,22 +31,23 @@ enum MetricsRenderer {
             }
         }
         for counter in LoopMetrics.plainCounters {
-            series(counter.name, counter.type, counter.help)
+            out += MetricCatalog.header(counter.name)
             out += "\(counter.name) \(c[keyPath: counter.field])\n"
         }
-        series("tokenproxy_open_tunnels", "gauge", "Tunnels open now.")
+        out += MetricCatalog.header("tokenproxy_open_tunnels")
         out += "tokenproxy_open_tunnels \(c.tunnelsOpened - c.tunnelsClosed)\n"
-        series("tokenproxy_upstream_latency_seconds", "histogram", "Time from sending a request upstream to its response head.")
+        out += MetricCatalog.header("tokenproxy_upstream_latency_seconds")
         for (bound, count) in zip(LoopMetrics.latencyBounds, c.cumulativeLatencyBuckets) {
             out += "tokenproxy_upstream_latency_seconds_bucket{le=\"\(bound)\"} \(count)\n"
         }
         out += "tokenproxy_upstream_latency_seconds_bucket{le=\"+Inf\"} \(c.latencyCount)\n"
         out += "tokenproxy_upstream_latency_seconds_sum \(c.latencySum)\n"
         out += "tokenproxy_upstream_latency_seconds_count \(c.latencyCount)\n"
-        series("tokenproxy_open_connections", "gauge", "Client connections open now.")
+        out += MetricCatalog.header("tokenproxy_open_connections")
         out += "tokenproxy_open_connections \(openConnections)\n"
-        series("tokenproxy_ready", "gauge", "1 while a usable token is held.")
+        out += MetricCatalog.header("tokenproxy_ready")
         out += "tokenproxy_ready \(ready ? 1 : 0)\n"
+        out += routeSeries(c.routes, names: routeNames)
         // With routes:, each route's token series carry its name (CONTRACT "Several APIs").
         let perRoute = routes.map { state -> String in
             let text = tokenSeries(state.tokens)
@@ -53,12 +57,79 @@ enum MetricsRenderer {
         return out
     }
 
-    static func tokenSeries(_ tokens: TokenManager) -> String {
-        var out = "# HELP tokenproxy_token_expiry_seconds Seconds until the current access token expires (absent for tokens that do not expire).\n"
-        out += "# TYPE tokenproxy_token_expiry_seconds gauge\n"
-        if let expiresAt = tokens.current().snapshot?.expiresAt {
-            out += "tokenproxy_token_expiry_seconds \(Int((expiresAt - Date().timeIntervalSince1970).rounded(.down)))\n"
+    /// The per-route series of issue 22; every sample carries `route`.
+    static func routeSeries(_ routes: [RouteCounters], names: [String]) -> String {
+        let all = Array(zip(names, routes))
+        var out = ""
+        func family(_ name: String, _ sample: (String, RouteCounters) -> String) {
+            out += MetricCatalog.header(name)
+            for (route, counters) in all { out += sample("route=\"\(route)\"", counters) }
         }
+        family("tokenproxy_request_duration_seconds") { route, c in
+            c.requestDuration.indices.map { i in
+                histogram("tokenproxy_request_duration_seconds", "\(route),code_class=\"\(i + 1)xx\"", c.requestDuration[i])
+            }.joined()
+        }
+        family("tokenproxy_upstream_response_seconds") { route, c in histogram("tokenproxy_upstream_response_seconds", route, c.upstreamResponse) }
+        family("tokenproxy_upstream_connect_seconds") { route, c in
+            histogram("tokenproxy_upstream_connect_seconds", "\(route),tls=\"false\"", c.upstreamConnect[0])
+                + histogram("tokenproxy_upstream_connect_seconds", "\(route),tls=\"true\"", c.upstreamConnect[1])
+        }
+        family("tokenproxy_token_wait_seconds") { route, c in histogram("tokenproxy_token_wait_seconds", route, c.tokenWait) }
+        family("tokenproxy_upstream_401_total") { route, c in
+            Upstream401Result.allCases.map { "tokenproxy_upstream_401_total{\(route),result=\"\($0.label)\"} \(c.upstream401[$0.rawValue])\n" }.joined()
+        }
+        family("tokenproxy_storm_guard_activations_total") { route, c in "tokenproxy_storm_guard_activations_total{\(route)} \(c.stormGuardActivations)\n" }
+        family("tokenproxy_upstream_connections_opened_total") { route, c in
+            "tokenproxy_upstream_connections_opened_total{\(route)} \(c.connectionsOpened)\n"
+        }
+        family("tokenproxy_upstream_connections_reused_total") { route, c in
+            "tokenproxy_upstream_connections_reused_total{\(route)} \(c.connectionsReused)\n"
+        }
+        family("tokenproxy_upstream_connections_retired_total") { route, c in
+            UpstreamRetirement.allCases.map {
+                "tokenproxy_upstream_connections_retired_total{\(route),reason=\"\($0.label)\"} \(c.retirements[$0.rawValue])\n"
+            }.joined()
+        }
+        family("tokenproxy_upstream_idle_connections") { route, c in "tokenproxy_upstream_idle_connections{\(route)} \(c.idleConnections)\n" }
+        family("tokenproxy_upstream_sent_bytes_total") { route, c in "tokenproxy_upstream_sent_bytes_total{\(route)} \(c.upstreamSentBytes)\n" }
+        family("tokenproxy_upstream_received_bytes_total") { route, c in
+            "tokenproxy_upstream_received_bytes_total{\(route)} \(c.upstreamReceivedBytes)\n"
+        }
+        return out
+    }
+
+    /// One histogram's `_bucket` (cumulative, then `+Inf`), `_sum` and `_count` samples.
+    static func histogram(_ name: String, _ labels: String, _ h: Histogram) -> String {
+        let sep = labels.isEmpty ? "" : ","
+        var out = ""
+        for (bound, count) in zip(Histogram.bounds, h.cumulative) {
+            out += "\(name)_bucket{\(labels)\(sep)le=\"\(bound)\"} \(count)\n"
+        }
+        out += "\(name)_bucket{\(labels)\(sep)le=\"+Inf\"} \(h.count)\n"
+        let braces = labels.isEmpty ? "" : "{\(labels)}"
+        out += "\(name)_sum\(braces) \(h.sum)\n"
+        out += "\(name)_count\(braces) \(h.count)\n"
+        return out
+    }
+
+    static func tokenSeries(_ tokens: TokenManager) -> String {
+        var out = MetricCatalog.header("tokenproxy_token_expiry_seconds")
+        let now = Date().timeIntervalSince1970
+        if let expiresAt = tokens.current().snapshot?.expiresAt {
+            out += "tokenproxy_token_expiry_seconds \(Int((expiresAt - now).rounded(.down)))\n"
+        }
+        let stats = tokens.stats
+        out += MetricCatalog.header("tokenproxy_token_last_success_age_seconds")
+        if let last = stats.lastSuccessAt {
+            out += "tokenproxy_token_last_success_age_seconds \(Int(max(now - last, 0).rounded(.down)))\n"
+        }
+        out += MetricCatalog.header("tokenproxy_token_fetch_failures_total")
+        for reason in FetchFailureReason.allCases {
+            out += "tokenproxy_token_fetch_failures_total{reason=\"\(reason.rawValue)\"} \(stats.failures(reason))\n"
+        }
+        out += MetricCatalog.header("tokenproxy_token_refresh_seconds")
+        out += histogram("tokenproxy_token_refresh_seconds", "", stats.refreshDuration)
         return out + TokenMetrics.render(tokens)
     }
 
@@ -103,15 +174,15 @@ enum MetricsRenderer {
 enum TokenMetrics {
     static func render(_ tokens: TokenManager) -> String {
         let stats = tokens.stats
-        var out = "# HELP tokenproxy_refreshes_total Calls to the token source, by outcome.\n# TYPE tokenproxy_refreshes_total counter\n"
+        var out = MetricCatalog.header("tokenproxy_refreshes_total")
         for result in RefreshResult.allCases {
             out += "tokenproxy_refreshes_total{source=\"\(tokens.kind)\",outcome=\"\(result.rawValue)\"} \(stats.count(of: result))\n"
         }
         // Backoff state: how many passing failures in a row, and when the next try (or proactive refresh) is due.
-        out += "# HELP tokenproxy_refresh_consecutive_failures Passing refresh failures in a row (0 after a success).\n# TYPE tokenproxy_refresh_consecutive_failures gauge\n"
+        out += MetricCatalog.header("tokenproxy_refresh_consecutive_failures")
         out += "tokenproxy_refresh_consecutive_failures \(stats.consecutiveFailures)\n"
         if let next = stats.nextRefreshAt {
-            out += "# HELP tokenproxy_next_refresh_timestamp_seconds When the next refresh (proactive, or a retry after a failure) is due.\n# TYPE tokenproxy_next_refresh_timestamp_seconds gauge\n"
+            out += MetricCatalog.header("tokenproxy_next_refresh_timestamp_seconds")
             out += "tokenproxy_next_refresh_timestamp_seconds \(Int(next))\n"
         }
         if let store = tokens.storeMetrics { out += storeSeries(store) }
@@ -120,7 +191,7 @@ enum TokenMetrics {
             out += "tokenproxy_assertions_refused_total{reason=\"\(reason.rawValue)\"} \(AssertionMetrics.shared.count(reason))\n"
         }
         if let last = stats.lastRefreshAt {
-            out += "# HELP tokenproxy_last_refresh_timestamp_seconds When the token source last answered.\n# TYPE tokenproxy_last_refresh_timestamp_seconds gauge\n"
+            out += MetricCatalog.header("tokenproxy_last_refresh_timestamp_seconds")
             out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"
         }
         return out
@@ -132,19 +203,19 @@ extension TokenMetrics {
     static func storeSeries(_ store: StoreMetrics) -> String {
         let counts = store.snapshot
         let backend = "backend=\"\(store.backend)\""
-        var out = "# HELP tokenproxy_store_operations_total Session store operations, by operation and result.\n# TYPE tokenproxy_store_operations_total counter\n"
+        var out = MetricCatalog.header("tokenproxy_store_operations_total")
         for operation in StoreMetrics.Operation.allCases {
             let op = "operation=\"\(operation.rawValue)\""
             out += "tokenproxy_store_operations_total{\(backend),\(op),result=\"ok\"} \(counts.succeeded[operation] ?? 0)\n"
             out += "tokenproxy_store_operations_total{\(backend),\(op),result=\"error\"} \(counts.failed[operation] ?? 0)\n"
         }
-        out += "# HELP tokenproxy_store_available 1 while the last store operation reached the store.\n# TYPE tokenproxy_store_available gauge\n"
+        out += MetricCatalog.header("tokenproxy_store_available")
         out += "tokenproxy_store_available{\(backend)} \(counts.available ? 1 : 0)\n"
-        out += "# HELP tokenproxy_store_lease_waits_total Refreshes that waited for the lease another process held.\n# TYPE tokenproxy_store_lease_waits_total counter\n"
+        out += MetricCatalog.header("tokenproxy_store_lease_waits_total")
         out += "tokenproxy_store_lease_waits_total{\(backend)} \(counts.leaseWaits)\n"
-        out += "# HELP tokenproxy_store_lease_wait_seconds_total Time spent waiting for the lease.\n# TYPE tokenproxy_store_lease_wait_seconds_total counter\n"
+        out += MetricCatalog.header("tokenproxy_store_lease_wait_seconds_total")
         out += "tokenproxy_store_lease_wait_seconds_total{\(backend)} \(counts.leaseWaitSeconds)\n"
-        out += "# HELP tokenproxy_refresh_races_total How refreshes under the store's lock ended: won (this process called the identity provider), lost (another process had refreshed), fenced (a stale write refused).\n# TYPE tokenproxy_refresh_races_total counter\n"
+        out += MetricCatalog.header("tokenproxy_refresh_races_total")
         for outcome in StoreMetrics.LeaseOutcome.allCases {
             out += "tokenproxy_refresh_races_total{\(backend),outcome=\"\(outcome.rawValue)\"} \(counts.races[outcome] ?? 0)\n"
         }

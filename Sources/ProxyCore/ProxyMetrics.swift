@@ -1,11 +1,15 @@
 import Config
+import Logs
 import Synchronization
 import Upstream
 
-/// Every series /metrics exposes, in one place (Envoy's habit). Counters that the request path
-/// bumps live per event loop behind an uncontended Mutex; the admin handler sums them.
-final class LoopMetrics: Sendable {
-    struct Counters {
+/// The counters of one event loop. Touched only on its loop's thread: the request path bumps plain
+/// fields (no lock, no atomic, nothing another core writes), and a scrape reads a copy through the
+/// loop's own task queue (`Server.collectMetrics`), then sums the loops. Every series is declared
+/// once, in `MetricCatalog`.
+// @unchecked: see above; it crosses threads only as a reference handed to its own loop.
+final class LoopMetrics: @unchecked Sendable {
+    struct Counters: Sendable {
         /// Requests answered, indexed by status code (100 to 999: an upstream's status passes as it
         /// came): a dictionary cost about 150 instructions a request in hashing.
         var requestsByCode = [Int](repeating: 0, count: 1000)
@@ -19,24 +23,23 @@ final class LoopMetrics: Sendable {
         var retriesOnFreshConnection = 0
         /// Request fields left out because their names hold an underscore.
         var droppedUnderscoreFields = 0
-        /// Upstream connections closed, by reason (indexed by `UpstreamRetirement.rawValue`; not in
-        /// /metrics yet).
-        var upstreamRetirements = [Int](repeating: 0, count: UpstreamRetirement.allCases.count)
-        /// Upstream latency (to the response head): the requests in each bucket alone (one increment per
-        /// request); `MetricsRenderer` makes them cumulative as Prometheus wants them.
+        /// Upstream latency (to the response head), with the bounds the series had before issue 22.
         var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
         var latencyCount = 0
         var latencySum = 0.0
+        /// Per route, at the index `SharedProxyState.routeSlot` gave its name.
+        var routes: [RouteCounters] = []
 
         /// Adds another loop's counts (the admin handler sums the loops).
         mutating func add(_ other: Counters) {
             for code in requestsByCode.indices { requestsByCode[code] += other.requestsByCode[code] }
             for series in LoopMetrics.plainCounters { self[keyPath: series.field] += other[keyPath: series.field] }
             tunnelsClosed += other.tunnelsClosed  // only for tokenproxy_open_tunnels
-            for i in upstreamRetirements.indices { upstreamRetirements[i] += other.upstreamRetirements[i] }
             for i in 0..<latencyBuckets.count { latencyBuckets[i] += other.latencyBuckets[i] }
             latencyCount += other.latencyCount
             latencySum += other.latencySum
+            while routes.count < other.routes.count { routes.append(RouteCounters()) }
+            for i in other.routes.indices { routes[i].add(other.routes[i]) }
         }
 
         /// The latency buckets as Prometheus counts them: each bound's count includes every lower one.
@@ -45,75 +48,122 @@ final class LoopMetrics: Sendable {
             return latencyBuckets.map { total += $0; return total }
         }
 
-        /// Upstream connections closed for `reason`.
-        func upstreamRetirements(_ reason: UpstreamRetirement) -> Int { upstreamRetirements[reason.rawValue] }
+        /// Upstream connections closed for `reason`, over every route.
+        func upstreamRetirements(_ reason: UpstreamRetirement) -> Int { routes.reduce(0) { $0 + $1.retirements[reason.rawValue] } }
     }
 
-    /// One plain counter: its series, the help /metrics prints, and the field that counts it.
+    /// One plain counter: its series (declared in `MetricCatalog`) and the field that counts it.
     struct CounterSeries {
         let name: String
-        let type: String
-        let help: String
         let field: WritableKeyPath<Counters, Int>
     }
 
-    /// The loops' plain counters, each declared once here; `Counters.add` sums them and
-    /// `MetricsRenderer` prints them in this order. (Labelled series and the histogram are written
-    /// out in `MetricsRenderer`.)
+    /// The loops' plain counters; `Counters.add` sums them and `MetricsRenderer` prints them in this order.
     static var plainCounters: [CounterSeries] {
         [
-            CounterSeries(
-                name: "tokenproxy_upstream_401_retries_total", type: "counter", help: "Requests retried once after an upstream 401.",
-                field: \.upstream401Retries),
-            CounterSeries(
-                name: "tokenproxy_requests_waited_for_token_total", type: "counter", help: "Requests that had to wait for a refresh.",
-                field: \.requestsWaitedForToken),
-            CounterSeries(
-                name: "tokenproxy_client_received_bytes_total", type: "counter", help: "Request body bytes received from clients.",
-                field: \.bytesFromClients),
-            CounterSeries(
-                name: "tokenproxy_client_sent_bytes_total", type: "counter", help: "Response bytes sent to clients.", field: \.bytesToClients),
-            CounterSeries(
-                name: "tokenproxy_tunnels_total", type: "counter",
-                help: "Connections that became a tunnel after 101 Switching Protocols (WebSocket).", field: \.tunnelsOpened),
-            CounterSeries(
-                name: "tokenproxy_upstream_fresh_connection_retries_total", type: "counter",
-                help: "Requests sent again on a fresh upstream connection after a reused one closed before answering.",
-                field: \.retriesOnFreshConnection),
-            CounterSeries(
-                name: "tokenproxy_dropped_header_fields_total", type: "counter",
-                help: "Request header fields not forwarded because their names hold an underscore (spoofable through WSGI/CGI).",
-                field: \.droppedUnderscoreFields),
+            CounterSeries(name: "tokenproxy_upstream_401_retries_total", field: \.upstream401Retries),
+            CounterSeries(name: "tokenproxy_requests_waited_for_token_total", field: \.requestsWaitedForToken),
+            CounterSeries(name: "tokenproxy_client_received_bytes_total", field: \.bytesFromClients),
+            CounterSeries(name: "tokenproxy_client_sent_bytes_total", field: \.bytesToClients),
+            CounterSeries(name: "tokenproxy_tunnels_total", field: \.tunnelsOpened),
+            CounterSeries(name: "tokenproxy_upstream_fresh_connection_retries_total", field: \.retriesOnFreshConnection),
+            CounterSeries(name: "tokenproxy_dropped_header_fields_total", field: \.droppedUnderscoreFields),
         ]
     }
 
     static let latencyBounds: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
-    let counters = Mutex(Counters())
+    var counters = Counters()
+    private let shared: SharedProxyState
+
+    init(shared: SharedProxyState) { self.shared = shared }
+
+    /// The metrics slot of route `name` on this loop (called on the loop's thread, when a route is built).
+    func slot(for name: String) -> Int {
+        let slot = shared.routeSlot(name)
+        while counters.routes.count <= slot { counters.routes.append(RouteCounters()) }
+        return slot
+    }
 
     func requestFinished(status: Int, bytesIn: Int, bytesOut: Int) {
-        counters.withLock {
-            $0.requestsByCode[min(max(status, 0), 999)] += 1
-            $0.bytesFromClients += bytesIn
-            $0.bytesToClients += bytesOut
-        }
+        counters.requestsByCode[min(max(status, 0), 999)] += 1
+        counters.bytesFromClients += bytesIn
+        counters.bytesToClients += bytesOut
     }
 
     func upstreamLatency(_ seconds: Double) {
-        counters.withLock {
-            if let i = LoopMetrics.latencyBounds.firstIndex(where: { seconds <= $0 }) { $0.latencyBuckets[i] += 1 }
-            $0.latencyCount += 1
-            $0.latencySum += seconds
-        }
+        if let i = LoopMetrics.latencyBounds.firstIndex(where: { seconds <= $0 }) { counters.latencyBuckets[i] += 1 }
+        counters.latencyCount += 1
+        counters.latencySum += seconds
     }
 
-    func tunnelOpened() { counters.withLock { $0.tunnelsOpened += 1 } }
-    func tunnelClosed() { counters.withLock { $0.tunnelsClosed += 1 } }
-    func retriedOnFreshConnection() { counters.withLock { $0.retriesOnFreshConnection += 1 } }
-    func upstreamRetired(_ reason: UpstreamRetirement) { counters.withLock { $0.upstreamRetirements[reason.rawValue] += 1 } }
-    func retriedAfter401() { counters.withLock { $0.upstream401Retries += 1 } }
-    func waitedForToken() { counters.withLock { $0.requestsWaitedForToken += 1 } }
-    func droppedUnderscoreFields(_ n: Int) { counters.withLock { $0.droppedUnderscoreFields += n } }
+    func tunnelOpened() { counters.tunnelsOpened += 1 }
+    func tunnelClosed() { counters.tunnelsClosed += 1 }
+    func retriedOnFreshConnection() { counters.retriesOnFreshConnection += 1 }
+    func retriedAfter401() { counters.upstream401Retries += 1 }
+    func waitedForToken() { counters.requestsWaitedForToken += 1 }
+    func droppedUnderscoreFields(_ n: Int) { counters.droppedUnderscoreFields += n }
+}
+
+/// What happened to a request whose upstream answered 401 (CONTRACT point 3), for
+/// `tokenproxy_upstream_401_total{result}`.
+enum Upstream401Result: Int, CaseIterable, Sendable {
+    /// Sent again with another token.
+    case retried
+    /// The upstream's 401 went to the client: no other token came, or the storm guard was on.
+    case passedThrough
+    /// The refresh said the session is over: 401 login_required.
+    case loginRequired
+    /// No token within `refresh_wait`: 503 token_unavailable.
+    case unavailable
+
+    var label: String {
+        switch self {
+        case .retried: return "retried"
+        case .passedThrough: return "passed_through"
+        case .loginRequired: return "login_required"
+        case .unavailable: return "token_unavailable"
+        }
+    }
+}
+
+/// One route's counters on one loop (issue 22): latency histograms, the upstream pool, 401s.
+struct RouteCounters: Sendable {
+    /// `tokenproxy_request_duration_seconds`, by the status's class (index 0: 1xx … 4: 5xx).
+    var requestDuration = [Histogram](repeating: Histogram(), count: 5)
+    var upstreamResponse = Histogram()
+    /// `tokenproxy_upstream_connect_seconds`: index 0 plain TCP, 1 TLS.
+    var upstreamConnect = [Histogram](repeating: Histogram(), count: 2)
+    var tokenWait = Histogram()
+    var connectionsOpened = 0
+    var connectionsReused = 0
+    /// Upstream connections closed, indexed by `UpstreamRetirement.rawValue`.
+    var retirements = [Int](repeating: 0, count: UpstreamRetirement.allCases.count)
+    /// Idle upstream connections: filled in when the loop is asked for its counts, not counted.
+    var idleConnections = 0
+    var upstreamSentBytes = 0
+    var upstreamReceivedBytes = 0
+    /// Indexed by `Upstream401Result.rawValue`.
+    var upstream401 = [Int](repeating: 0, count: Upstream401Result.allCases.count)
+    var stormGuardActivations = 0
+
+    /// The index of a status's class in `requestDuration` (a status outside 100…599 counts as 5xx).
+    static func codeClass(_ status: Int) -> Int { (100..<600).contains(status) ? status / 100 - 1 : 4 }
+
+    mutating func add(_ other: RouteCounters) {
+        for i in requestDuration.indices { requestDuration[i].add(other.requestDuration[i]) }
+        upstreamResponse.add(other.upstreamResponse)
+        for i in upstreamConnect.indices { upstreamConnect[i].add(other.upstreamConnect[i]) }
+        tokenWait.add(other.tokenWait)
+        connectionsOpened += other.connectionsOpened
+        connectionsReused += other.connectionsReused
+        for i in retirements.indices { retirements[i] += other.retirements[i] }
+        idleConnections += other.idleConnections
+        upstreamSentBytes += other.upstreamSentBytes
+        upstreamReceivedBytes += other.upstreamReceivedBytes
+        for i in upstream401.indices { upstream401[i] += other.upstream401[i] }
+        stormGuardActivations += other.stormGuardActivations
+    }
 }
 
 /// State shared by all loops: open connections, retry memory, the refresh-storm guard.
@@ -121,6 +171,20 @@ final class SharedProxyState: Sendable {
     let openConnections = Atomic<Int>(0)
     let retryMemoryInUse = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
+    /// Route names in the order their metrics slots were given (slots outlive reloads, so a route
+    /// kept by a reload keeps its counters; a removed route's last counts stay in /metrics).
+    private let routeSlots = Mutex<[String]>([])
+
+    /// The metrics slot of route `name`, given on first use.
+    func routeSlot(_ name: String) -> Int {
+        routeSlots.withLock { names in
+            if let i = names.firstIndex(of: name) { return i }
+            names.append(name)
+            return names.count - 1
+        }
+    }
+
+    var routeNames: [String] { routeSlots.withLock { $0 } }
 
     /// Reserves `bytes` of the shared retry budget; false when it would exceed `limit`.
     func reserveRetryMemory(_ bytes: Int, limit: Int) -> Bool {

@@ -45,6 +45,10 @@ final class LoopRoute {
     /// The name that errors from this route's token state carry, and that labels its series (nil
     /// for the file without `routes:`).
     let errorName: String?
+    /// Where this route's counters are in `LoopMetrics.Counters.routes`.
+    let metricsSlot: Int
+    /// `tokenproxy_upstream_connect_seconds{tls}`: index 1 for an https upstream.
+    let tlsIndex: Int
     /// With `routes:`, requests are counted per route too.
     let countsRequests: Bool
     // `forward:` values each request reads, kept apart from the configuration (reading them from
@@ -69,7 +73,10 @@ final class LoopRoute {
                 proxy: ProxyEnvironment(scheme: route.upstream.scheme)),
             origin: route.upstream.origin, maxIdle: configuration.limits.upstreamKeepalive,
             idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
-        upstream.retirementObserver = { [metrics] reason in metrics.upstreamRetired(reason) }
+        let slot = metrics.slot(for: state.name)
+        metricsSlot = slot
+        tlsIndex = route.upstream.scheme == "https" ? 1 : 0
+        upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
         tokenCanChange = route.credentials.type != .static

@@ -142,7 +142,7 @@ public final class Server: @unchecked Sendable {
         let count = Server.workerCount(configuration.workers)
         for i in 0..<count {
             let loop = try EventLoop(index: i)
-            let m = LoopMetrics()
+            let m = LoopMetrics(shared: shared)
             loops.append(loop)
             metrics.append(m)
             perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
@@ -329,16 +329,34 @@ public final class Server: @unchecked Sendable {
 
     var isReady: Bool { readiness(route: nil).ready }
 
-    func metricsText() -> String {
-        var total = LoopMetrics.Counters()
-        for m in metrics {
-            total.add(m.counters.withLock { $0 })
+    /// The /metrics text, built when every loop has handed over a copy of its counts: each loop
+    /// copies its own on its own thread (through its task queue), so the request path takes no
+    /// lock and no loop writes another's memory. `done` runs on the last loop to answer.
+    func collectMetrics(_ done: @escaping @Sendable (String) -> Void) {
+        let gathered = Mutex<(left: Int, total: LoopMetrics.Counters)>((perLoop.count, LoopMetrics.Counters()))
+        for mine in perLoop {
+            mine.ctx.loop.execute { [self] in
+                var counts = mine.ctx.metrics.counters
+                for route in mine.ctx.routes.routes where route.metricsSlot < counts.routes.count {
+                    counts.routes[route.metricsSlot].idleConnections += route.upstream.idleCount
+                }
+                let last = gathered.withLock { g -> LoopMetrics.Counters? in
+                    g.total.add(counts)
+                    g.left -= 1
+                    return g.left == 0 ? g.total : nil
+                }
+                if let total = last { done(metricsText(total)) }
+            }
         }
+    }
+
+    private func metricsText(_ total: LoopMetrics.Counters) -> String {
         let (configuration, states) = current.withLock { $0 }
         let (succeeded, failed) = reloads.withLock { $0 }
         return MetricsRenderer.render(
-            total, routes: states, openConnections: shared.openConnections.load(ordering: .relaxed), ready: isReady, named: configuration.hasRoutes)
-            + "# HELP tokenproxy_config_reloads_total Configuration reloads, by outcome.\n# TYPE tokenproxy_config_reloads_total counter\n"
+            total, routeNames: shared.routeNames, routes: states, openConnections: shared.openConnections.load(ordering: .relaxed),
+            ready: isReady, named: configuration.hasRoutes)
+            + MetricCatalog.header("tokenproxy_config_reloads_total")
             + "tokenproxy_config_reloads_total{outcome=\"success\"} \(succeeded)\ntokenproxy_config_reloads_total{outcome=\"failed\"} \(failed)\n"
     }
 

@@ -56,6 +56,8 @@ public final class UpstreamConnector {
     var watchers: [Int32: CurlSocketWatcher] = [:]
     /// Inside a libcurl call (which may call back): an attempt cancelled now is released once it returns.
     var callbackDepth = 0
+    /// Idle connections in the pool now, for the metrics.
+    public var idleCount: Int { pool.idleCount }
     /// Connections open now (idle or in use), for the metrics.
     public private(set) var openCount = 0
 

@@ -93,6 +93,9 @@ struct TokenLifecycleTests {
         #expect(stats["unauthorized"] as? Int == 50)
         #expect(stats["ok"] as? Int == 50)
         #expect(try metric(proxy, "tokenproxy_upstream_401_retries_total") == 50)
+        // Each upstream 401 counted once by what followed (issue 22 point 2): all 50 retried.
+        #expect(try metric(proxy, #"tokenproxy_upstream_401_total{route="default",result="retried"}"#) == 50)
+        #expect(try metric(proxy, #"tokenproxy_upstream_401_total{route="default",result="passed_through"}"#) == 0)
         proxy.terminate()
         _ = try proxy.waitForExit()
         life.assertNoLeaks([proxy])

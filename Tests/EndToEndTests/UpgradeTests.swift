@@ -87,6 +87,14 @@ import Testing
         let stats = try f.stats()
         #expect(stats["upgrades"] as? Int == 2)
         #expect(stats["authorizations"] as? [String] == ["Bearer \(e2eToken)", "Bearer \(e2eToken)"], "\(stats)")
+        // Each tunnel has its access-log line when it closes, besides the 101's (issue 22 point 4).
+        func lines(_ marks: String...) -> Int {
+            f.proxy.stderr.split(separator: "\n").filter { line in marks.allSatisfy { line.contains($0) } }.count
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while lines("access=tunnel_closed") < 2 && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(lines("access=tunnel_closed", "route=default", "status=101") == 2, "\(f.proxy.stderr)")
+        #expect(lines("access=request", "status=101") == 2, "\(f.proxy.stderr)")
         try f.finish()
     }
 

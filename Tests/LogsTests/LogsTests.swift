@@ -237,3 +237,38 @@ let sampleJWT =
         }
     }
 }
+
+@Suite struct HistogramTests {
+    @Test func anObservationCountsInTheFirstBucketWhoseBoundHoldsIt() {
+        var h = Histogram()
+        h.observe(0.0001)  // a bound holds its own value
+        h.observe(0.00011)
+        h.observe(31)  // above every bound: +Inf only
+        h.observe(-1)  // a clock step back counts as 0
+        #expect(h.count == 4)
+        #expect(h.buckets[0] == 2)
+        #expect(h.buckets[1] == 1)
+        #expect(h.buckets[Histogram.bounds.count] == 1)
+        #expect(h.cumulative.last == h.count)
+        #expect(h.cumulative == h.cumulative.sorted())
+    }
+
+    @Test func addingSumsEveryBucket() {
+        var a = Histogram()
+        var b = Histogram()
+        a.observe(0.002)
+        b.observe(0.002)
+        b.observe(5)
+        a.add(b)
+        #expect(a.count == 3)
+        #expect(abs(a.sum - 5.004) < 1e-9)
+        #expect(a.buckets[Histogram.bounds.firstIndex(of: 0.0025)!] == 2)
+        #expect(a.buckets[Histogram.bounds.firstIndex(of: 5)!] == 1)
+    }
+
+    @Test func theBoundsRunFrom100MicrosecondsTo30Seconds() {
+        #expect(Histogram.bounds.first == 0.0001)
+        #expect(Histogram.bounds.last == 30)
+        #expect(Histogram.bounds == Histogram.bounds.sorted())
+    }
+}

@@ -1,0 +1,39 @@
+/// One Prometheus histogram's counts on one event loop (docs/OBSERVABILITY.md): an increment per
+/// observation into its own bucket; made cumulative only when rendered (the exposition format's
+/// `_bucket{le}` counts every observation at or below `le`). Loops' histograms are summed at a scrape.
+public struct Histogram: Sendable, Equatable {
+    /// Upper bounds in seconds, from 100 µs to 30 s (issue 22), roughly 1-2.5-5 per decade.
+    public static let bounds: [Double] = [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+    ]
+
+    /// Observations in each bucket alone; the last slot holds those above every bound (`+Inf`).
+    public private(set) var buckets = [Int](repeating: 0, count: Histogram.bounds.count + 1)
+    public private(set) var count = 0
+    public private(set) var sum = 0.0
+
+    public init() {}
+
+    public mutating func observe(_ seconds: Double) {
+        let value = max(seconds, 0)
+        // Most observations are short: a linear scan from the smallest bound ends after a few steps.
+        var i = 0
+        let bounds = Histogram.bounds
+        while i < bounds.count && value > bounds[i] { i += 1 }
+        buckets[i] += 1
+        count += 1
+        sum += value
+    }
+
+    public mutating func add(_ other: Histogram) {
+        for i in buckets.indices { buckets[i] += other.buckets[i] }
+        count += other.count
+        sum += other.sum
+    }
+
+    /// The count at or below each bound, then `+Inf` (equal to `count`).
+    public var cumulative: [Int] {
+        var total = 0
+        return buckets.map { total += $0; return total }
+    }
+}

@@ -1,0 +1,73 @@
+import Logging
+
+/// One line of the access log (`log.access_log: true`; fields in docs/OBSERVABILITY.md), as
+/// metadata that the log handler writes as `key=value` pairs or JSON members (`log.format`). Holds
+/// the token's generation, never the token.
+struct AccessRecord {
+    /// `request`; `client_gone` when the client closed (or `client_send_timeout` cut it) before the
+    /// answer's end; `tunnel_closed` when a tunnel that began with a 101 ends.
+    var event = "request"
+    var route: String?
+    var method: String
+    /// The path without its query (queries may carry secrets).
+    var path: String
+    var status: Int
+    var upstreamStatus = 0
+    var bytesIn = 0
+    var bytesOut = 0
+    var seconds = 0.0
+    var upstreamSeconds: Double?
+    var tokenWaitSeconds = 0.0
+    var retriedAfter401 = false
+    /// The contract's error code of the proxy's own answer.
+    var error: String?
+    var tokenGeneration: UInt64?
+    var traceID: String?
+
+    /// The human part of the line, as it was before the fields came (`GET /x 200 3ms 120B`).
+    var message: Logger.Message {
+        "\(method) \(path) \(status) \(Int((seconds * 1000).rounded()))ms \(bytesOut)B"
+    }
+
+    var metadata: Logger.Metadata {
+        var m: Logger.Metadata = [
+            "access": .string(event),
+            "method": .string(method),
+            "path": .string(path),
+            "status": .stringConvertible(status),
+            "bytes_in": .stringConvertible(bytesIn),
+            "bytes_out": .stringConvertible(bytesOut),
+            "duration_ms": .string(AccessRecord.milliseconds(seconds)),
+            "token_wait_ms": .string(AccessRecord.milliseconds(tokenWaitSeconds)),
+            "retried_401": .string(retriedAfter401 ? "true" : "false"),
+        ]
+        if let route { m["route"] = .string(route) }
+        if upstreamStatus > 0 { m["upstream_status"] = .stringConvertible(upstreamStatus) }
+        if let upstreamSeconds { m["upstream_ms"] = .string(AccessRecord.milliseconds(upstreamSeconds)) }
+        if let error { m["error"] = .string(error) }
+        if let tokenGeneration { m["token_generation"] = .stringConvertible(tokenGeneration) }
+        if let traceID { m["trace_id"] = .string(traceID) }
+        return m
+    }
+
+    /// Milliseconds with microsecond precision: `0.250`.
+    static func milliseconds(_ seconds: Double) -> String {
+        let micros = Int((max(seconds, 0) * 1_000_000).rounded())
+        let fraction = String(micros % 1000)
+        return "\(micros / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
+    }
+
+    /// The trace id of a W3C `traceparent` field (Trace Context §3.2: `version-traceid-parentid-flags`,
+    /// lowercase hex, 2-32-16-2 digits; an all-zero trace id is invalid), or nil.
+    static func traceID(fromTraceparent value: String?) -> String? {
+        guard let value else { return nil }
+        let parts = value.utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[0].count == 2, parts[1].count == 32, parts[2].count == 16, parts[3].count == 2 else { return nil }
+        func isHex(_ b: UInt8) -> Bool { (b >= 0x30 && b <= 0x39) || (b >= 0x61 && b <= 0x66) }
+        guard parts[0].elementsEqual("ff".utf8) == false, parts.prefix(4).allSatisfy({ $0.allSatisfy(isHex) }) else { return nil }
+        // Version 00 has exactly four parts; later versions may add more (§3.2.4).
+        if parts[0].elementsEqual("00".utf8) && parts.count != 4 { return nil }
+        guard parts[1].contains(where: { $0 != UInt8(ascii: "0") }) else { return nil }
+        return String(decoding: parts[1], as: UTF8.self)
+    }
+}
