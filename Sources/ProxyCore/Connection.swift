@@ -423,10 +423,9 @@ final class Connection: EventHandler, LoopTask {
         exchange.recorded = true
         exchange.releaseReplay()
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
-        if let route = exchange.route, route.countsRequests { route.state.countRequest(status: exchange.status) }
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
-            ctx.metrics.counters.routes[exchange.metricsSlot].requestDuration[RouteCounters.codeClass(exchange.status)].observe(seconds)
+            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.status, seconds: seconds)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
     }

@@ -76,6 +76,9 @@ enum MetricCatalog {
             help: "Seconds since the token source last handed over a usable token (absent before the first)."),
         MetricFamily(name: "tokenproxy_refreshes_total", type: "counter", labels: ["source", "outcome"], help: "Calls to the token source, by outcome."),
         MetricFamily(
+            name: "tokenproxy_assertions_refused_total", type: "counter", labels: ["reason"],
+            help: "Assertions read from a file (client_assertion_file, assertion_file) that were not sent: expired, or no JWT."),
+        MetricFamily(
             name: "tokenproxy_token_fetch_failures_total", type: "counter", labels: ["reason"],
             help: "Failed calls to the token source, by reason: network, timeout, http_5xx, http_429, refused, bad_answer, client_misconfigured."),
         MetricFamily(

@@ -15,10 +15,9 @@ enum MetricsRenderer {
         if named {
             // By route; route="" for requests that matched none (or a route a reload removed).
             var unrouted = c.requestsByCode
-            for state in routes {
-                let counts = state.requestsByCode.withLock { $0 }
-                for (code, n) in counts.enumerated() where n > 0 {
-                    out += "tokenproxy_requests_total{route=\"\(state.name)\",code=\"\(code)\"} \(n)\n"
+            for (name, counts) in zip(routeNames, c.routes) {
+                for (code, n) in counts.requestsByCode.enumerated() where n > 0 {
+                    out += "tokenproxy_requests_total{route=\"\(name)\",code=\"\(code)\"} \(n)\n"
                     unrouted[code] -= n
                 }
             }
@@ -47,6 +46,11 @@ enum MetricsRenderer {
         out += "tokenproxy_open_connections \(openConnections)\n"
         out += MetricCatalog.header("tokenproxy_ready")
         out += "tokenproxy_ready \(ready ? 1 : 0)\n"
+        // One count for the process (the files are read by whichever route names them).
+        out += MetricCatalog.header("tokenproxy_assertions_refused_total")
+        for reason in AssertionMetrics.Reason.allCases {
+            out += "tokenproxy_assertions_refused_total{reason=\"\(reason.rawValue)\"} \(AssertionMetrics.shared.count(reason))\n"
+        }
         out += routeSeries(c.routes, names: routeNames)
         // With routes:, each route's token series carry its name (CONTRACT "Several APIs").
         let perRoute = routes.map { state -> String in
@@ -186,10 +190,6 @@ enum TokenMetrics {
             out += "tokenproxy_next_refresh_timestamp_seconds \(Int(next))\n"
         }
         if let store = tokens.storeMetrics { out += storeSeries(store) }
-        out += "# HELP tokenproxy_assertions_refused_total Assertions read from a file that were not sent: expired, or no JWT.\n# TYPE tokenproxy_assertions_refused_total counter\n"
-        for reason in AssertionMetrics.Reason.allCases {
-            out += "tokenproxy_assertions_refused_total{reason=\"\(reason.rawValue)\"} \(AssertionMetrics.shared.count(reason))\n"
-        }
         if let last = stats.lastRefreshAt {
             out += MetricCatalog.header("tokenproxy_last_refresh_timestamp_seconds")
             out += "tokenproxy_last_refresh_timestamp_seconds \(Int(last))\n"

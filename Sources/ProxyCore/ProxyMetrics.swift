@@ -146,6 +146,14 @@ struct RouteCounters: Sendable {
     /// Indexed by `Upstream401Result.rawValue`.
     var upstream401 = [Int](repeating: 0, count: Upstream401Result.allCases.count)
     var stormGuardActivations = 0
+    /// Requests answered, by status (`tokenproxy_requests_total{route,code}` with `routes:`): per
+    /// loop like every other count, no lock shared between loops.
+    var requestsByCode = [Int](repeating: 0, count: 1000)
+
+    mutating func requestFinished(status: Int, seconds: Double) {
+        requestDuration[RouteCounters.codeClass(status)].observe(seconds)
+        requestsByCode[min(max(status, 0), 999)] += 1
+    }
 
     /// The index of a status's class in `requestDuration` (a status outside 100…599 counts as 5xx).
     static func codeClass(_ status: Int) -> Int { (100..<600).contains(status) ? status / 100 - 1 : 4 }
@@ -163,6 +171,7 @@ struct RouteCounters: Sendable {
         upstreamReceivedBytes += other.upstreamReceivedBytes
         for i in upstream401.indices { upstream401[i] += other.upstream401[i] }
         stormGuardActivations += other.stormGuardActivations
+        for code in requestsByCode.indices { requestsByCode[code] += other.requestsByCode[code] }
     }
 }
 

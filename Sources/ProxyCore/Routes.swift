@@ -12,13 +12,6 @@ public final class RouteState: Sendable {
     public let tokens: TokenManager
     /// Monotonic time until which upstream 401s are passed through without a refresh (CONTRACT point 3).
     private let stormGuardUntil = Mutex<Double>(0)
-    /// Requests answered for this route, by status (with `routes:` only: `tokenproxy_requests_total{route,code}`).
-    let requestsByCode = Mutex<[Int]>([Int](repeating: 0, count: 1000))
-
-    func countRequest(status: Int) {
-        requestsByCode.withLock { $0[min(max(status, 0), 999)] += 1 }
-    }
-
     public init(name: String, tokens: TokenManager) {
         self.name = name
         self.tokens = tokens
@@ -49,8 +42,6 @@ final class LoopRoute {
     let metricsSlot: Int
     /// `tokenproxy_upstream_connect_seconds{tls}`: index 1 for an https upstream.
     let tlsIndex: Int
-    /// With `routes:`, requests are counted per route too.
-    let countsRequests: Bool
     // `forward:` values each request reads, kept apart from the configuration (reading them from
     // it would copy the route's whole settings per request).
     let requestBuffering: Int
@@ -87,7 +78,6 @@ final class LoopRoute {
         }
         dpopEnabled = route.credentials.secretless.dpop != nil
         errorName = named ? route.name : nil
-        countsRequests = named
         requestBuffering = route.forward.requestBuffering
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
