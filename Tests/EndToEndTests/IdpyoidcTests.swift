@@ -18,8 +18,8 @@ struct IdpyoidcTests {
         let seed: [String: Any]
         let dir: TempDir
 
-        init(dpop: Bool) throws {
-            idp = try PythonServer("idpy_server", arguments: dpop ? ["--dpop"] : [], startupTimeout: 60)
+        init(dpop: Bool, idpArguments: [String] = []) throws {
+            idp = try PythonServer("idpy_server", arguments: (dpop ? ["--dpop"] : []) + idpArguments, startupTimeout: 60)
             api = try PythonServer("dpop_servers", arguments: (dpop ? [] : ["--bearer"]) + ["--jwks-url", idp.baseURL + "/jwks"])
             let login = try curl(["-X", "POST", idp.baseURL + "/test/login"])
             guard login.status == 200, let seed = login.json else { throw HarnessError("idpyoidc's login answered \(login.status): \(login.bodyString)") }
@@ -127,6 +127,62 @@ struct IdpyoidcTests {
         store = try world.store()
         #expect(store["refresh_token"] as? String != rotated)
         #expect(!proxy.stderr.contains(seededRefresh) && !proxy.stderr.contains(rotated))
+    }
+
+    @Test("tokenproxy login with login: browser through idpyoidc's authorization endpoint (PKCE S256): the code grant is DPoP-bound to the proxy's key, and serve and a refresh keep proving that key")
+    func browserLoginWithDPoP() throws {
+        let port = try freePort()
+        let redirect = "http://127.0.0.1:\(port)/callback"
+        let world = try World(dpop: true, idpArguments: ["--redirect-uri", redirect])
+        let config = world.config(
+            """
+            type: oauth2_refresh
+            login: browser
+            authorization_url: \(world.idp.baseURL)/authorization
+            redirect_uri: \(redirect)
+            client_id: proxy
+            scope: "openid read"
+            dpop: {}
+            """)
+        let path = try world.dir.write("tokenproxy.yaml", config)
+        let browserLog = world.dir.file("browser.log")
+        let login = try ProxyProcess.run(
+            args: ["login", "--config", path, "--timeout", "60s"],
+            env: [
+                "BROWSER": RepositoryPaths.servers.appendingPathComponent("scripted_browser.py").path,
+                "SCRIPTED_BROWSER_LOG": browserLog, "DISPLAY": "",
+            ], timeout: 120)
+        #expect(login.status == 0, "\(login.output)")
+        let steps = (try? String(contentsOfFile: browserLog, encoding: .utf8)) ?? ""
+        #expect(steps.contains("\"step\": \"callback\", \"status\": 200"), "\(steps)")
+        #expect((try world.idpStats()["grants"] as? [String: [String: Int]])?["authorization"]?["302"] == 1)
+        // The first code grant is the World's own seed session (another key); the second is the login's.
+        let codes = try world.answers("authorization_code")
+        #expect(codes.count == 2)
+        let code = try #require(codes.last)
+        #expect(code["token_type"] as? String == "DPoP")
+        let jkt = try #require(code["jkt"] as? String)
+        #expect(jkt != world.seed["seed_jkt"] as? String)
+        #expect(try world.store()["token_type"] as? String == "DPoP")
+        let loggedIn = try #require(try world.store()["access_token"] as? String)
+        #expect((try Self.claims(loggedIn)["cnf"] as? [String: Any])?["jkt"] as? String == jkt)
+
+        let proxy = try ProxyProcess(config: config, directory: world.dir)
+        let first = try curl([proxy.baseURL + "/orders/1?page=2"])
+        #expect(first.status == 200, "\(first.bodyString)")
+        #expect(first.json?["jkt"] as? String == jkt)
+        #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
+        #expect(try eventually { try world.answers("refresh_token").count == 1 })
+        let refresh = try #require(try world.answers("refresh_token").first)
+        #expect(refresh["token_type"] as? String == "DPoP")
+        #expect(refresh["jkt"] as? String == jkt)
+        #expect(try eventually { try world.store()["access_token"] as? String != loggedIn })
+        let second = try curl([proxy.baseURL + "/orders/2"])
+        #expect(second.status == 200, "\(second.bodyString)")
+        #expect(second.json?["jkt"] as? String == jkt)
+        let api = try world.apiStats()
+        #expect((api["api_refused"] as? [String: Int])?.isEmpty == true, "\(api)")
+        #expect(api["jti_reused"] as? Int == 0)
     }
 
     @Test("RFC 8693 with idpyoidc's token-exchange helper: an access token it issued is exchanged, the exchanged token reaches the API, and the proxy trusts the JWT's 60 s exp over expires_in 3600")

@@ -10,8 +10,11 @@ are idpyoidc's signed JWTs (`JWTToken`): a DPoP-bound one carries `cnf.jkt`. Pri
                            none): `proxy` (the one tokenproxy is) and `exchanger`. With --dpop every
                            request needs a DPoP proof (idpyoidc checks its signature by the header's
                            jwk, htm and htu).
+  GET  /authorization      idpyoidc's authorization endpoint (response_type code, PKCE required by
+                           its add-on, S256 only); the user is `diana`, signed in by idpyoidc's
+                           NoAuthn method, so it redirects to the client's redirect URI at once
   GET  /jwks               the public keys of the access tokens (JWKS), for a resource server
-  POST /test/login         the test user (`diana`) signs in and authorizes client `proxy` inside this
+  POST /test/login         without a browser: the test user (`diana`) signs in and authorizes client `proxy` inside this
                            process: idpyoidc's session manager makes the grant and an authorization
                            code, which is redeemed at idpyoidc's own token endpoint (with a proof made
                            here by a throwaway key under --dpop). Answers the code grant's JSON
@@ -22,9 +25,11 @@ are idpyoidc's signed JWTs (`JWTToken`): a DPoP-bound one carries `cnf.jkt`. Pri
                            "exchanges": [{"client_id", "subject_token_type", "actor"}]} of the token
                            endpoint
 Flags: --dpop (the add-on on the token endpoint; `dpop_signing_alg_values_supported` is set again
-after `Server()` is built, which the refresh grant needs to bind), --access-ttl S.
+after `Server()` is built, which the refresh grant needs to bind), --access-ttl S, --redirect-uri URI
+(registered for `proxy` besides http://127.0.0.1/callback; idpyoidc matches the port exactly).
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -72,6 +77,11 @@ def build(opts, issuer, workdir):
             "refresh": {"kwargs": {"lifetime": 86400}},
         },
         "endpoint": {
+            "authorization": {
+                "path": "authorization",
+                "class": "idpyoidc.server.oauth2.authorization.Authorization",
+                "kwargs": {"response_types_supported": ["code"], "response_modes_supported": ["query"]},
+            },
             "token": {
                 "path": "token",
                 "class": "idpyoidc.server.oauth2.token.Token",
@@ -95,10 +105,12 @@ def build(opts, issuer, workdir):
             {"type": "OCT", "use": ["enc"], "kid": "password"},
             {"type": "OCT", "use": ["enc"], "kid": "salt"}]}, "iterations": 1}}},
     }
+    conf["add_ons"] = {"pkce": {"function": "idpyoidc.server.oauth2.add_on.pkce.add_support",
+                                "kwargs": {"essential": True, "code_challenge_methods": {"S256": hashlib.sha256}}}}
     if opts.dpop:
-        conf["add_ons"] = {"dpop": {"function": "idpyoidc.server.oauth2.add_on.dpop.add_support",
-                                    "kwargs": {"dpop_signing_alg_values_supported": ["ES256"],
-                                               "dpop_endpoints": ["token"]}}}
+        conf["add_ons"]["dpop"] = {"function": "idpyoidc.server.oauth2.add_on.dpop.add_support",
+                                   "kwargs": {"dpop_signing_alg_values_supported": ["ES256"],
+                                              "dpop_endpoints": ["token"]}}
     server = Server(ASConfiguration(conf, base_path=workdir), cwd=workdir)
     context = server.context
     if opts.dpop:
@@ -109,7 +121,7 @@ def build(opts, issuer, workdir):
             "client_id": client_id,
             "client_secret": None,
             "token_endpoint_auth_method": "none",
-            "redirect_uris": [("http://127.0.0.1/callback", {})],
+            "redirect_uris": [("http://127.0.0.1/callback", {})] + [(uri, {}) for uri in opts.redirect_uri],
             "response_types_supported": ["code"],
             "grant_types": ["authorization_code", "refresh_token",
                             "urn:ietf:params:oauth:grant-type:token-exchange"],
@@ -211,10 +223,34 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/jwks":
             keyjar = STATE["server"].keyjar
             return self.answer(200, json.dumps(keyjar.export_jwks(issuer_id="")))
+        if path == "/authorization":
+            return self.authorize()
         if path == "/test/stats":
             with LOCK:
                 return self.answer(200, json.dumps(STATS))
         self.answer(404, "{}")
+
+    def authorize(self):
+        """idpyoidc's authorization endpoint; the user is signed in by its NoAuthn method."""
+        endpoint = STATE["server"].get_endpoint("authorization")
+        query = {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).items()}
+        http_info = {"headers": {k.lower(): v for k, v in self.headers.items()},
+                     "url": STATE["issuer"] + self.path, "method": "GET"}
+        with LOCK:
+            request = endpoint.parse_request(query, http_info=http_info)
+            if "error" in request:
+                count("authorization", 400)
+                return self.answer(400, request.to_json())
+            args = endpoint.process_request(request, http_info=http_info)
+            if "error" in args:
+                count("authorization", 400)
+                return self.answer(400, json.dumps(args.to_dict() if hasattr(args, "to_dict") else dict(args)))
+            reply = endpoint.do_response(request=request, **args)
+            count("authorization", 302)
+        self.send_response(302)
+        self.send_header("Location", reply["response"])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self):
         path = urllib.parse.urlsplit(self.path).path
@@ -234,6 +270,7 @@ def main():
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--dpop", action="store_true")
     p.add_argument("--access-ttl", type=int, default=3600)
+    p.add_argument("--redirect-uri", action="append", default=[])
     opts = p.parse_args()
     httpd = ThreadingHTTPServer(("127.0.0.1", opts.port), Handler)
     issuer = "http://127.0.0.1:%d" % httpd.server_port
