@@ -17,10 +17,13 @@ proofs fully (RFC 9449), with joserfc, for tokenproxy's DPoP tests. One process,
                       `WWW-Authenticate: DPoP error="use_dpop_nonce"` and DPoP-Nonce (§9). 200
                       {"jkt", "htu"}; a failure is 401 with the reason counted.
   GET /test/stats     {"token_calls", "token_nonce_demands", "api_ok", "api_nonce_demands",
-                      "api_refused": {reason: n}, "jkts": [...], "jti_reused", "expected_jkt_seen"}
+                      "api_refused": {reason: n}, "jkts": [...], "jti_reused", "expected_jkt_seen",
+                      "elsewhere_client_ids": the client_id claim of each --jwks-url token verified}
 Flags: --access-ttl S, --as-nonce, --api-nonce, --bearer, --expect-key PEM (its thumbprint is
 compared with every bound key: expected_jkt_seen), --refuse-dpop (every token request: 400
-invalid_dpop_proof).
+invalid_dpop_proof), --jwks-url URL (the API also accepts JWT access tokens another authorization
+server issued, such as idpyoidc's: signature by a key of that JWKS, exp, and cnf.jkt as the bound
+key; a token without cnf is accepted only as Bearer).
 """
 import argparse
 import base64
@@ -31,8 +34,10 @@ import threading
 import time
 
 from flask import Flask, jsonify, request
-from joserfc import jws
-from joserfc.jwk import ECKey, import_key
+import urllib.request
+
+from joserfc import jws, jwt
+from joserfc.jwk import ECKey, KeySet, import_key
 from werkzeug.serving import make_server
 
 LOCK = threading.Lock()
@@ -42,7 +47,7 @@ SEEN_JTI = set()
 AS_NONCE = secrets.token_urlsafe(16)
 API_NONCE = secrets.token_urlsafe(16)
 STATS = {"token_calls": 0, "token_nonce_demands": 0, "api_ok": 0, "api_nonce_demands": 0, "api_refused": {},
-         "jkts": [], "jti_reused": 0, "expected_jkt_seen": False}
+         "jkts": [], "jti_reused": 0, "expected_jkt_seen": False, "elsewhere_client_ids": []}
 EXPECTED = {"jkt": None}
 
 app = Flask(__name__)
@@ -131,6 +136,23 @@ def token():
     return jsonify(access_token=access, token_type=kind, expires_in=OPTS.access_ttl), 200, headers
 
 
+def issued_elsewhere(access):
+    """(jkt or None, expires_at) of a JWT that the --jwks-url server signed, or None."""
+    if not OPTS.jwks_url:
+        return None
+    with urllib.request.urlopen(OPTS.jwks_url, timeout=10) as answer:
+        keys = KeySet.import_key_set(json.loads(answer.read()))
+    try:
+        claims = jwt.decode(access, keys, algorithms=["ES256", "RS256", "PS256"]).claims
+    except Exception:
+        return None
+    if not isinstance(claims.get("exp"), int):
+        return None
+    with LOCK:
+        STATS["elsewhere_client_ids"].append(claims.get("client_id"))
+    return ((claims.get("cnf") or {}).get("jkt"), claims["exp"])
+
+
 def refuse(reason, status=401, headers=None):
     with LOCK:
         STATS["api_refused"][reason] = STATS["api_refused"].get(reason, 0) + 1
@@ -143,7 +165,12 @@ def refuse(reason, status=401, headers=None):
 def api(rest):
     header = request.headers.get("Authorization", "")
     if OPTS.bearer:
-        entry = TOKENS.get(header[7:]) if header.startswith("Bearer ") else None
+        bearer = header[7:] if header.startswith("Bearer ") else None
+        entry = TOKENS.get(bearer) if bearer else None
+        if bearer and entry is None:
+            entry = issued_elsewhere(bearer)
+            if entry is not None and (entry[0] is not None or entry[1] <= time.time()):
+                entry = None  # a bound or expired token of the other server
         if entry is None:
             return refuse("not_bearer")
         with LOCK:
@@ -152,7 +179,7 @@ def api(rest):
     if not header.startswith("DPoP "):
         return refuse("scheme")
     access = header[5:]
-    entry = TOKENS.get(access)
+    entry = TOKENS.get(access) or issued_elsewhere(access)
     if entry is None or entry[1] <= time.time():
         return refuse("unknown_token")
     try:
@@ -188,6 +215,7 @@ def main():
     p.add_argument("--bearer", action="store_true")
     p.add_argument("--expect-key")
     p.add_argument("--refuse-dpop", action="store_true")
+    p.add_argument("--jwks-url")
     OPTS = p.parse_args()
     if OPTS.expect_key:
         with open(OPTS.expect_key) as f:
