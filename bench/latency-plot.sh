@@ -5,7 +5,7 @@
 # bench/latency_plot.py's paced client. Not run in CI: it takes minutes and its figures depend on
 # the machine. Needs nginx and Python's matplotlib (pip install matplotlib).
 #   bench/latency-plot.sh [PATH-TO-RELEASE-tokenproxy]   (default .build-release/release/tokenproxy)
-#   RATES=250,500,1000 SECONDS=10 bench/latency-plot.sh
+#   RATES=250,500,1000 SECONDS_PER_STEP=10 bench/latency-plot.sh
 # Writes bench/latency-vs-rate.png and .json (OUT=path.png elsewhere).
 set -Eeuo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
