@@ -3,10 +3,11 @@ import Credentials
 import HTTP1
 import Upstream
 
-/// The two head rewritings of a proxied exchange, side by side and pure (bytes in, bytes out;
-/// ProxyCoreTests pin them down): the client's request head into the upstream's, and the upstream's
-/// answer head into the client's (CONTRACT.md points 1 and 7). A class: each request borrows the one
-/// of its loop.
+/// The two head rewritings of a proxied exchange, side by side (bytes in, bytes out; ProxyCoreTests
+/// pin them down): the client's request head into the upstream's, and the upstream's answer head
+/// into the client's (CONTRACT.md points 1 and 7). Nothing here depends on earlier requests; the one
+/// thing kept between them is the last status line written, a cache. A class: each request of a
+/// route borrows the one of its loop.
 final class Forwarder {
     let upstream: UpstreamURL
     let urlPrefix: String
