@@ -167,11 +167,3 @@ public func isValidFieldValue(_ s: String) -> Bool {
     }
     return true
 }
-
-/// Appends a String's UTF-8 bytes through its contiguous storage: appending `string.utf8` walks the
-/// view's generic iterator (callgrind: about 170 instructions for a short value, against about 60).
-@inline(__always)
-public func appendUTF8(_ buf: inout [UInt8], _ string: String) {
-    var string = string
-    string.withUTF8 { buf.append(contentsOf: $0) }
-}

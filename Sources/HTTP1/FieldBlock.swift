@@ -129,37 +129,35 @@ public struct FieldBlock: Sendable {
 
     /// Appends fields `range` as field lines (`Name: value\r\n`), names and values byte for byte; a
     /// normalised block's run goes in one copy.
-    public func copyFields(_ range: Range<Int>, to out: inout [UInt8]) {
+    public func copyFields(_ range: Range<Int>, to out: ByteBuffer) {
         guard !range.isEmpty else { return }
         guard isNormalized else {
-            for index in range { copyField(index, to: &out) }
+            for index in range { copyField(index, to: out) }
             return
         }
         let start = spans[range.lowerBound].start
         let end = spans[range.upperBound - 1].valueEnd + 2
-        bytes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+        bytes.withUnsafeBytes { out.append(UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
     }
 
     /// Appends field `index` as a field line (`Name: value\r\n`), its name and value byte for byte.
-    public func copyField(_ index: Int, to out: inout [UInt8]) {
+    public func copyField(_ index: Int, to out: ByteBuffer) {
         if isNormalized {
-            copyFields(index..<(index + 1), to: &out)
+            copyFields(index..<(index + 1), to: out)
             return
         }
         let span = spans[index]
         bytes.withUnsafeBytes { raw in
             if span.valueStart == span.colon + 2 && raw[span.colon + 1] == asciiSP {
                 // Already "Name: value" (the usual form): one copy.
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.start..<span.valueEnd]))
+                out.append(UnsafeRawBufferPointer(rebasing: raw[span.start..<span.valueEnd]))
             } else {
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.start..<span.colon]))
-                out.append(asciiColon)
-                out.append(asciiSP)
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[span.valueStart..<span.valueEnd]))
+                out.append(UnsafeRawBufferPointer(rebasing: raw[span.start..<span.colon]))
+                out.append(": ")
+                out.append(UnsafeRawBufferPointer(rebasing: raw[span.valueStart..<span.valueEnd]))
             }
         }
-        out.append(asciiCR)
-        out.append(asciiLF)
+        out.appendCRLF()
     }
 
     /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)

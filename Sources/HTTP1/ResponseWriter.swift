@@ -3,10 +3,10 @@
 /// ``isValidFieldValue(_:)`` where they come from outside.
 public enum ResponseWriter {
     /// `HTTP/1.1 200 OK\r\n`
-    public static func appendStatusLine(_ buf: inout [UInt8], version: HTTPVersion, code: Int, reason: String) {
+    public static func appendStatusLine(_ buf: ByteBuffer, version: HTTPVersion, code: Int, reason: String) {
         switch version {
-        case .http1_0: appendLiteral(&buf, "HTTP/1.0 ")
-        case .http1_1: appendLiteral(&buf, "HTTP/1.1 ")
+        case .http1_0: buf.append("HTTP/1.0 ")
+        case .http1_1: buf.append("HTTP/1.1 ")
         }
         if code >= 100 && code <= 999 {
             // The usual three digits, without the divisions of appendDecimal.
@@ -14,55 +14,55 @@ public enum ResponseWriter {
             buf.append(UInt8(truncatingIfNeeded: code / 10 % 10) &+ UInt8(ascii: "0"))
             buf.append(UInt8(truncatingIfNeeded: code % 10) &+ UInt8(ascii: "0"))
         } else {
-            appendDecimal(&buf, code)
+            appendDecimal(buf, code)
         }
         buf.append(asciiSP)
-        appendUTF8(&buf, reason)
-        appendCRLF(&buf)
+        buf.append(utf8: reason)
+        buf.appendCRLF()
     }
 
     /// `name: value\r\n`
-    public static func appendField(_ buf: inout [UInt8], name: String, value: String) {
-        appendUTF8(&buf, name)
+    public static func appendField(_ buf: ByteBuffer, name: String, value: String) {
+        buf.append(utf8: name)
         buf.append(asciiColon)
         buf.append(asciiSP)
-        appendUTF8(&buf, value)
-        appendCRLF(&buf)
+        buf.append(utf8: value)
+        buf.appendCRLF()
     }
 
     /// The blank line that ends the head.
-    public static func appendEndOfHead(_ buf: inout [UInt8]) {
-        appendCRLF(&buf)
+    public static func appendEndOfHead(_ buf: ByteBuffer) {
+        buf.appendCRLF()
     }
 
     /// `size` in lowercase hex, then CRLF. A size of 0 (or less) appends nothing: an empty chunk would be
     /// the last chunk, so skip empty data altogether (or use ``appendChunk(_:_:)``, which does).
-    public static func appendChunkHeader(_ buf: inout [UInt8], size: Int) {
+    public static func appendChunkHeader(_ buf: ByteBuffer, size: Int) {
         guard size > 0 else { return }
         let digits = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4
         for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
             let nibble = UInt8((size >> shift) & 0xF)
             buf.append(nibble < 10 ? nibble + UInt8(ascii: "0") : nibble - 10 + UInt8(ascii: "a"))
         }
-        appendCRLF(&buf)
+        buf.appendCRLF()
     }
 
     /// One whole chunk (size line, data, CRLF); empty data appends nothing.
-    public static func appendChunk(_ buf: inout [UInt8], _ data: UnsafeRawBufferPointer) {
+    public static func appendChunk(_ buf: ByteBuffer, _ data: UnsafeRawBufferPointer) {
         guard !data.isEmpty else { return }
-        appendChunkHeader(&buf, size: data.count)
-        buf.append(contentsOf: data)
-        appendCRLF(&buf)
+        appendChunkHeader(buf, size: data.count)
+        buf.append(data)
+        buf.appendCRLF()
     }
 
     /// The CRLF after a chunk's data.
-    public static func appendChunkEnd(_ buf: inout [UInt8]) {
-        appendCRLF(&buf)
+    public static func appendChunkEnd(_ buf: ByteBuffer) {
+        buf.appendCRLF()
     }
 
     /// `0\r\n\r\n`: the last chunk and an empty trailer section.
-    public static func appendLastChunk(_ buf: inout [UInt8]) {
-        appendLiteral(&buf, "0\r\n\r\n")
+    public static func appendLastChunk(_ buf: ByteBuffer) {
+        buf.append( "0\r\n\r\n")
     }
 
     /// The standard reason phrase (RFC 9110 §15), or "" for a code without one.
@@ -120,29 +120,20 @@ public enum ResponseWriter {
         default: return ""
         }
     }
-
-    private static func appendCRLF(_ buf: inout [UInt8]) {
-        buf.append(asciiCR)
-        buf.append(asciiLF)
-    }
-
-    private static func appendLiteral(_ buf: inout [UInt8], _ literal: StaticString) {
-        buf.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-    }
 }
 
 /// Appends `n` in decimal ASCII, without an intermediate String.
-public func appendDecimal(_ buf: inout [UInt8], _ n: Int) {
+public func appendDecimal(_ buf: ByteBuffer, _ n: Int) {
     if n < 0 {
         buf.append(UInt8(ascii: "-"))
         // Int.min has no positive counterpart; go through its magnitude.
-        appendUnsigned(&buf, n.magnitude)
+        appendUnsigned(buf, n.magnitude)
     } else {
-        appendUnsigned(&buf, UInt(n))
+        appendUnsigned(buf, UInt(n))
     }
 }
 
-private func appendUnsigned(_ buf: inout [UInt8], _ n: UInt) {
+private func appendUnsigned(_ buf: ByteBuffer, _ n: UInt) {
     var divisor: UInt = 1
     while n / divisor >= 10 { divisor *= 10 }
     var rest = n

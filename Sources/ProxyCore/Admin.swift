@@ -143,10 +143,10 @@ final class AdminConnection: EventHandler {
     }
 
     private func replaceStatus(_ bytes: inout [UInt8], _ status: Int) {
-        var line: [UInt8] = []
-        ResponseWriter.appendStatusLine(&line, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        let line = ByteBuffer()
+        ResponseWriter.appendStatusLine(line, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
         let end = bytes.firstIndex(of: 10)! + 1
-        bytes.replaceSubrange(0..<end, with: line)
+        bytes.replaceSubrange(0..<end, with: line.bytes)
     }
 
     private func reply(_ status: Int, _ body: String, head: RequestHead, contentType: String = "text/plain; charset=utf-8") {
@@ -155,14 +155,14 @@ final class AdminConnection: EventHandler {
 
     private func reply(_ status: Int, _ body: String, isHead: Bool, contentType: String) {
         guard !closed else { return }
-        var bytes: [UInt8] = []
-        ResponseWriter.appendStatusLine(&bytes, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
-        ResponseWriter.appendField(&bytes, name: "Content-Type", value: contentType)
-        ResponseWriter.appendField(&bytes, name: "Content-Length", value: String(body.utf8.count))
-        ResponseWriter.appendField(&bytes, name: "Connection", value: "close")
-        ResponseWriter.appendEndOfHead(&bytes)
-        if !isHead { bytes.append(contentsOf: body.utf8) }
-        out = bytes
+        let bytes = ByteBuffer()
+        ResponseWriter.appendStatusLine(bytes, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        ResponseWriter.appendField(bytes, name: "Content-Type", value: contentType)
+        ResponseWriter.appendField(bytes, name: "Content-Length", value: String(body.utf8.count))
+        ResponseWriter.appendField(bytes, name: "Connection", value: "close")
+        ResponseWriter.appendEndOfHead(bytes)
+        if !isHead { bytes.append(utf8: body) }
+        out = bytes.bytes
         flush()
     }
 

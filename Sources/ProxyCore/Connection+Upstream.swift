@@ -15,15 +15,13 @@ extension Connection {
     func send(_ exchange: Exchange, token: TokenSnapshot?, fresh: Bool = false) {
         let route = exchange.route!
         let forwarder = route.forwarder
-        let forwardedFor = forwardedForLines
         let forwardedHost = exchange.forwardedHost.map { forwardedHostLine.line(for: $0) }
-        let dpopEnabled = route.dpopEnabled
-        exchange.startTry(token: token, now: ctx.loop.now) { out, wholeBodyLength in
-            forwarder.writeRequestHead(
-                into: &out, for: exchange.head, path: exchange.path, query: exchange.query,
-                authorization: token?.authorizationField, forwardedFor: forwardedFor, forwardedHost: forwardedHost,
-                upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: dpopEnabled ? token?.dpop : nil)
-        }
+        let wholeBodyLength = exchange.beginTry()
+        forwarder.writeRequestHead(
+            into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
+            authorization: token?.authorizationField, forwardedFor: forwardedForLines, forwardedHost: forwardedHost,
+            upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil)
+        exchange.headWritten(token: token, now: ctx.loop.now)
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
         exchange.connection = self
@@ -77,7 +75,7 @@ extension Connection {
         let wasFull = exchange.pendingUpstreamCount >= Connection.bodyHighWater
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
-            let result = exchange.upOut.withUnsafeBytes { upstream.send(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+            let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
             switch result {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
@@ -233,9 +231,9 @@ extension Connection {
     /// RFC 9110 §15.2: 1xx answers are relayed to HTTP/1.1 clients (never to 1.0 ones).
     private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
         guard exchange.machine.clientVersion == .http1_1 else { return }
-        var bytes: [UInt8] = []
-        Forwarder.writeInformationalHead(into: &bytes, head)
-        appendOut(bytes)
+        let bytes = ByteBuffer()
+        Forwarder.writeInformationalHead(into: bytes, head)
+        appendOut(bytes.bytes)
         flush()
     }
 
@@ -288,7 +286,7 @@ extension Connection {
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
         exchange.route!.forwarder.writeResponseHead(
-            into: &outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
+            into: outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.bytesOut += outBuf.count - before
         // Not flushed here: the body usually follows in the same read, and head and body then leave
@@ -324,7 +322,7 @@ extension Connection {
         case .chunked:
             exchange.bytesOut += bytes.count
             if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
-            ResponseWriter.appendChunk(&outBuf, bytes)
+            ResponseWriter.appendChunk(outBuf, bytes)
             flush()
         case .length, .close:
             exchange.bytesOut += bytes.count
@@ -339,10 +337,10 @@ extension Connection {
             switch Syscall.write(fd, bytes) {
             case .done(let n):
                 machine.onClientTook(now: ctx.loop.now)
-                if n < bytes.count { outBuf.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[n...])) }
+                if n < bytes.count { outBuf.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
             case .wouldBlock:
                 machine.onOutputWaiting(now: ctx.loop.now)
-                outBuf.append(contentsOf: bytes)
+                outBuf.append(bytes)
             case .closed:
                 close()
                 return
@@ -350,7 +348,7 @@ extension Connection {
             updateInterest()
             return
         }
-        outBuf.append(contentsOf: bytes)
+        outBuf.append(bytes)
         flush()
     }
 
@@ -379,7 +377,7 @@ extension Connection {
                 acquireToken(for: exchange, staleGeneration: stale)
             }
         case .complete(let refusedBody):
-            if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(&outBuf) }
+            if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }
             responseDone(exchange)
@@ -390,16 +388,16 @@ extension Connection {
 
     private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
         exchange.status = 101
-        var out: [UInt8] = []
-        Forwarder.writeSwitchingProtocolsHead(into: &out, response)
+        let out = ByteBuffer()
+        Forwarder.writeSwitchingProtocolsHead(into: out, response)
         exchange.bytesOut += out.count
-        appendOut(out)
+        appendOut(out.bytes)
         recordFinished(exchange)
         ctx.metrics.tunnelOpened()
         machine.onTunnel()
         // What the client sent after its request head already belongs to the new protocol.
         if inStart < inBuf.count {
-            inBuf.withUnsafeBytes { exchange.queueRaw(UnsafeRawBufferPointer(rebasing: $0[inStart...])) }
+            inBuf.withUnsafeBytes(from: inStart) { exchange.queueRaw($0) }
             inStart = inBuf.count
             compactInput()
         }

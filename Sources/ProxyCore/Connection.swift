@@ -21,11 +21,14 @@ final class Connection: EventHandler, LoopTask {
     var parser: RequestParser
     /// Parses the current exchange's answer; one per client connection, reset for every try.
     var responseParser: ResponseParser
-    /// The upstream buffer of the last exchange, lent to the next one (no allocation per request).
-    var spareUpOut: [UInt8] = []
-    var inBuf: [UInt8] = []
+    /// The buffer each exchange queues its upstream bytes in, lent to one exchange at a time (no
+    /// allocation per request).
+    let upstreamOut = ByteBuffer()
+    /// Client bytes read and not yet parsed (from `inStart`).
+    let inBuf = ByteBuffer()
     var inStart = 0
-    var outBuf: [UInt8] = []
+    /// Bytes for the client not yet written (from `outStart`).
+    let outBuf = ByteBuffer()
     var outStart = 0
     private var interest: Interest = .read
     /// Where the connection is in its life, and its client-side clocks; decides closing, lingering and
@@ -102,10 +105,10 @@ final class Connection: EventHandler, LoopTask {
                 // client_header_timeout runs from the first byte of a head, blank lines included.
                 machine.onClientBytes(now: ctx.loop.now)
                 if inStart > 0 && inStart == inBuf.count {
-                    inBuf.removeAll(keepingCapacity: true)
+                    inBuf.removeAll()
                     inStart = 0
                 }
-                inBuf.append(contentsOf: UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
+                inBuf.append(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
                 if n < ctx.readBuffer.count {
                     process()
                     return
@@ -144,9 +147,7 @@ final class Connection: EventHandler, LoopTask {
         while more && machine.parsesRequests {
             if let exchange, exchange.bodyBacklogged { break }
             let base = inStart
-            let (consumed, event) = inBuf.withUnsafeBytes { raw in
-                parser.parse(UnsafeRawBufferPointer(rebasing: raw[base...]))
-            }
+            let (consumed, event) = inBuf.withUnsafeBytes(from: base) { parser.parse($0) }
             inStart += consumed
             if let event {
                 handle(event, base: base)
@@ -169,15 +170,15 @@ final class Connection: EventHandler, LoopTask {
         }
     }
 
-    private func handle(_ event: ParseEvent, base: Int) {
-        switch event {
+    private func handle(_ event: consuming ParseEvent, base: Int) {
+        switch consume event {
         case .head(let head):
             machine.onRequestHead()
             begin(head)
         case .body(let range):
             guard let exchange else { return }
-            let buffering = inBuf.withUnsafeBytes { raw in
-                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[(base + range.lowerBound)..<(base + range.upperBound)]))
+            let buffering = inBuf.withUnsafeBytes(from: base) { raw in
+                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]))
             }
             if exchange.overBodyLimit {
                 fail(.bodyTooLarge, exchange: exchange)
@@ -205,11 +206,11 @@ final class Connection: EventHandler, LoopTask {
 
     // MARK: one exchange
 
-    private func begin(_ head: RequestHead) {
+    private func begin(_ head: consuming RequestHead) {
         // A file without routes has one route, taken without a lookup.
         if let single = ctx.routes.single {
-            let exchange = open(head, route: single)
-            proceed(exchange, route: single, checked: single.policy.check(head))
+            let checked = single.policy.check(head)
+            proceed(open(head, route: single), route: single, checked: checked)
             return
         }
         // The route first (CONTRACT point 10: no_route comes before the access checks).
@@ -218,19 +219,19 @@ final class Connection: EventHandler, LoopTask {
             respond(error, to: open(head, route: nil))
         case .success(let selection):
             let route = selection.route
-            let exchange = open(head, route: route)
-            proceed(exchange, route: route, checked: route.policy.check(head, selection.target, strip: selection.strip))
+            let checked = route.policy.check(head, selection.target, strip: selection.strip)
+            proceed(open(head, route: route), route: route, checked: checked)
         }
     }
 
     @inline(__always)
-    private func open(_ head: RequestHead, route: LoopRoute?) -> Exchange {
+    private func open(_ head: consuming RequestHead, route: LoopRoute?) -> Exchange {
+        let dropped = head.droppedFieldCount
         let exchange = Exchange(
             head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: route?.requestBuffering ?? 0)
-        swap(&exchange.upOut, &spareUpOut)
+            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut)
         self.exchange = exchange
-        if head.droppedFieldCount > 0 { ctx.metrics.droppedUnderscoreFields(head.droppedFieldCount) }
+        if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange
     }
 
@@ -453,8 +454,9 @@ final class Connection: EventHandler, LoopTask {
         guard self.exchange === exchange else { return }
         exchange.connection = nil
         self.exchange = nil
-        exchange.upOut.removeAll(keepingCapacity: true)
-        if exchange.upOut.capacity <= 4 * Connection.bodyHighWater { swap(&spareUpOut, &exchange.upOut) }
+        // A token that arrives late finds the exchange over and leaves the buffer to the next one.
+        exchange.waitingForToken = false
+        upstreamOut.removeAll(keepingCapacity: upstreamOut.capacity <= 4 * Connection.bodyHighWater)
         if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
             ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
@@ -465,13 +467,13 @@ final class Connection: EventHandler, LoopTask {
     /// Queues bytes for the client; the send timeout counts from when bytes start to wait.
     func appendOut(_ bytes: [UInt8]) {
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
-        outBuf.append(contentsOf: bytes)
+        outBuf.append(bytes)
     }
 
     func flush() {
         if outStart < outBuf.count {
             while outStart < outBuf.count {
-                let result = outBuf.withUnsafeBytes { raw in Syscall.write(fd, UnsafeRawBufferPointer(rebasing: raw[outStart...])) }
+                let result = outBuf.withUnsafeBytes(from: outStart) { Syscall.write(fd, $0) }
                 switch result {
                 case .done(let n):
                     outStart += n

@@ -79,7 +79,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var upstream: UpstreamConnection?
     var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
-    var upOut: [UInt8] = []
+    /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
+    var upOut: ByteBuffer
     var upOutStart = 0
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     var upHeadEnd = 0
@@ -92,12 +93,13 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
     var keepsClientAuthorization = false
 
-    init(head: RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int) {
+    init(head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer) {
+        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
         self.head = head
+        self.upOut = upOut
         self.route = route
         metricsSlot = route?.metricsSlot ?? -1
         self.startedAt = startedAt
-        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
     }
 
     func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
@@ -137,21 +139,21 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         guard !machine.bodyRefused, !bytes.isEmpty else { return .none }
         if machine.isWaitingForBody {
             // No try has started: `upOut` holds only the body, as it came.
-            upOut.append(contentsOf: bytes)
+            upOut.append(bytes)
             let action = machine.onBodyBuffered(total: upOut.count)
             if action == .send(whole: false) {
                 // Too long to wait for: what came goes up as one chunk, the rest streams.
-                let waited = upOut
-                upOut.removeAll(keepingCapacity: true)
-                waited.withUnsafeBytes { ResponseWriter.appendChunk(&upOut, $0) }
+                let waited = upOut.bytes
+                upOut.removeAll()
+                waited.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
             }
             return action
         }
         compactUpOut()
         if case .chunked = head.framing {
-            ResponseWriter.appendChunk(&upOut, bytes)
+            ResponseWriter.appendChunk(upOut, bytes)
         } else {
-            upOut.append(contentsOf: bytes)
+            upOut.append(bytes)
         }
         return .none
     }
@@ -161,22 +163,22 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     func bodyEnded() -> ExchangeMachine.BufferingAction {
         let action = machine.onRequestBodyEnded()
         guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
-        ResponseWriter.appendLastChunk(&upOut)
+        ResponseWriter.appendLastChunk(upOut)
         return action
     }
 
     /// Tunnel bytes: queued for the upstream as they are.
     func queueRaw(_ bytes: UnsafeRawBufferPointer) {
         compactUpOut()
-        upOut.append(contentsOf: bytes)
+        upOut.append(bytes)
     }
 
     /// The body will not go up after all: what is queued of it goes.
     func dropQueuedBody() {
         if upOutStart <= upHeadEnd {
-            upOut.removeSubrange(upHeadEnd...)
+            upOut.truncate(to: upHeadEnd)
         } else {
-            upOut.removeAll(keepingCapacity: true)
+            upOut.removeAll()
             upOutStart = 0
             upHeadEnd = 0
         }
@@ -189,33 +191,45 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         machine.onReplayKept(false)
     }
 
-    /// Puts a new request head in front of what is queued for the upstream, for a try that starts
-    /// with `token`. Body bytes already sent on an earlier try come again from the replay copy;
-    /// bytes never sent stay queued. `build` writes the head; its second argument is the length of a
-    /// chunked body that goes whole, with Content-Length (CONTRACT point 8), nil when it streams.
-    func startTry(token: TokenSnapshot?, now: Double, _ build: (inout [UInt8], Int?) -> Void) {
-        var body: [UInt8] = []
+    /// Starts a try: empties `upOut` for a new request head, keeping aside the body bytes that go
+    /// after it. Body bytes already sent on an earlier try come again from the replay copy; bytes
+    /// never sent stay. Answers the length of a chunked body that goes whole, with Content-Length
+    /// (CONTRACT point 8); nil when it streams. The caller writes the head, then calls `headWritten`.
+    func beginTry() -> Int? {
         var wholeLength: Int?
+        bodyAfterHead = []
         if machine.bodyOnWire, let replay {
             if case .chunked = head.framing, !machine.requestBodyDone {
-                replay.withUnsafeBytes { ResponseWriter.appendChunk(&body, $0) }
+                let chunk = ByteBuffer()
+                replay.withUnsafeBytes { ResponseWriter.appendChunk(chunk, $0) }
+                bodyAfterHead = chunk.bytes
             } else {
-                body = replay
+                bodyAfterHead = replay
                 if case .chunked = head.framing { wholeLength = replay.count }
             }
         } else if upOutStart <= upHeadEnd && upHeadEnd < upOut.count {
-            body = Array(upOut[upHeadEnd...])
+            bodyAfterHead = upOut.copyBytes(from: upHeadEnd)
         }
-        if machine.bodyBuffering == .whole && wholeLength == nil { wholeLength = body.count }
-        upOut.removeAll(keepingCapacity: true)
+        if machine.bodyBuffering == .whole && wholeLength == nil { wholeLength = bodyAfterHead.count }
+        upOut.removeAll()
         upOutStart = 0
-        build(&upOut, wholeLength)
+        return wholeLength
+    }
+
+    /// The head for the try with `token` is in `upOut`: the kept body follows it.
+    func headWritten(token: TokenSnapshot?, now: Double) {
         upHeadEnd = upOut.count
-        upOut.append(contentsOf: body)
+        if !bodyAfterHead.isEmpty {
+            upOut.append(bodyAfterHead)
+            bodyAfterHead = []
+        }
         sentToken = token
         held401 = nil
         machine.onTryStarted(tokenGeneration: token?.generation, now: now)
     }
+
+    /// The body bytes a try puts after its head (`beginTry`); empty between tries.
+    private var bodyAfterHead: [UInt8] = []
 
     /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
     /// high-water mark the connection keeps.

@@ -83,7 +83,7 @@ struct ExchangeMachine {
     private(set) var lastUpstreamByte = 0.0
 
     /// `requestBuffering`: `forward.request_buffering` (0: off).
-    init(head: RequestHead, draining: Bool, requestBuffering: Int = 0) {
+    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0) {
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none

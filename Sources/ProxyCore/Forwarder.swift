@@ -27,9 +27,9 @@ final class Forwarder {
         let bracketed = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
         upstreamHost = c.upstream.port == (c.upstream.scheme == "https" ? 443 : 80) ? bracketed : "\(bracketed):\(c.upstream.port)"
         preserveHost = c.forward.preserveHost
-        var line: [UInt8] = []
-        RequestWriter.appendField(&line, name: "Host", value: upstreamHost)
-        hostFieldLine = line
+        let line = ByteBuffer()
+        RequestWriter.appendField(line, name: "Host", value: upstreamHost)
+        hostFieldLine = line.bytes
         clientAuthorization = c.forward.clientAuthorization
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
@@ -58,11 +58,11 @@ final class Forwarder {
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
-        into out: inout [UInt8], for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
+        into out: ByteBuffer, for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
         forwardedFor: [UInt8], forwardedHost: [UInt8]?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
-        RequestWriter.appendRequestLine(&out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
-        if !preserveHost { out.append(contentsOf: hostFieldLine) }
+        RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
+        if !preserveHost { out.append(hostFieldLine) }
         let fields = head.fields
         var upgradeField: Int?
         for i in 0..<fields.count {
@@ -72,10 +72,10 @@ final class Forwarder {
             }
             switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if preserveHost { fields.copyField(i, to: &out) }
+                if preserveHost { fields.copyField(i, to: out) }
                 continue
             case .authorization:
-                if authorization == nil { fields.copyField(i, to: &out) }
+                if authorization == nil { fields.copyField(i, to: out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below
@@ -85,38 +85,38 @@ final class Forwarder {
             if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
             // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
             if dpop != nil, fields.nameEquals(i, "dpop") { continue }
-            fields.copyField(i, to: &out)
+            fields.copyField(i, to: out)
         }
-        if let authorization { out.append(contentsOf: authorization) }
+        if let authorization { out.append(authorization) }
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {
-            RequestWriter.appendField(&out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
+            RequestWriter.appendField(out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path))
         }
-        out.append(contentsOf: forwardedFor)
-        if let forwardedHost { out.append(contentsOf: forwardedHost) }
+        out.append(forwardedFor)
+        if let forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
         if head.framing == .chunked {
             if let wholeBodyLength {
-                RequestWriter.appendField(&out, name: "Content-Length", value: String(wholeBodyLength))
+                RequestWriter.appendField(out, name: "Content-Length", value: String(wholeBodyLength))
             } else {
-                RequestWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked")
+                RequestWriter.appendField(out, name: "Transfer-Encoding", value: "chunked")
             }
         }
         if let upgradeField {
-            RequestWriter.appendField(&out, name: "Connection", value: "upgrade")
-            fields.copyField(upgradeField, to: &out)
+            RequestWriter.appendField(out, name: "Connection", value: "upgrade")
+            fields.copyField(upgradeField, to: out)
         }
-        RequestWriter.appendEndOfHead(&out)
+        RequestWriter.appendEndOfHead(out)
     }
 
     /// `X-Forwarded-For` with the client's address (none for a unix socket's client) and
     /// `X-Forwarded-Proto: http`, as field lines: made once per client connection.
     static func forwardedForLines(peerHost: String) -> [UInt8] {
-        var lines: [UInt8] = []
-        if !peerHost.isEmpty { RequestWriter.appendField(&lines, name: "X-Forwarded-For", value: peerHost) }
-        RequestWriter.appendFieldLine(&lines, "X-Forwarded-Proto: http\r\n")
-        return lines
+        let lines = ByteBuffer()
+        if !peerHost.isEmpty { RequestWriter.appendField(lines, name: "X-Forwarded-For", value: peerHost) }
+        RequestWriter.appendFieldLine(lines, "X-Forwarded-Proto: http\r\n")
+        return lines.bytes
     }
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
@@ -143,7 +143,7 @@ final class Forwarder {
     /// `closing`: the client connection closes after this answer; `clientHost`: the Host the client
     /// addressed.
     func writeResponseHead(
-        into out: inout [UInt8], _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool,
+        into out: ByteBuffer, _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool,
         clientVersion: HTTPVersion, clientHost: String?
     ) {
         let dropsContentLength: Bool
@@ -151,7 +151,7 @@ final class Forwarder {
         case .chunked, .close: dropsContentLength = true
         case .none, .length: dropsContentLength = false
         }
-        appendStatusLine(&out, response)
+        appendStatusLine(out, response)
         let fields = response.fields
         // Fields that go as they came are copied in runs (one copy for a run of a normalised block).
         var runStart = 0
@@ -164,43 +164,43 @@ final class Forwarder {
             } else {
                 continue
             }
-            fields.copyFields(runStart..<i, to: &out)
+            fields.copyFields(runStart..<i, to: out)
             runStart = i + 1
-            if let rewritten { ResponseWriter.appendField(&out, name: fields.name(i), value: rewritten) }
+            if let rewritten { ResponseWriter.appendField(out, name: fields.name(i), value: rewritten) }
         }
-        fields.copyFields(runStart..<fields.count, to: &out)
-        if case .chunked = framing { ResponseWriter.appendField(&out, name: "Transfer-Encoding", value: "chunked") }
+        fields.copyFields(runStart..<fields.count, to: out)
+        if case .chunked = framing { ResponseWriter.appendField(out, name: "Transfer-Encoding", value: "chunked") }
         if closing {
-            ResponseWriter.appendField(&out, name: "Connection", value: "close")
+            ResponseWriter.appendField(out, name: "Connection", value: "close")
         } else if clientVersion == .http1_0 {
-            ResponseWriter.appendField(&out, name: "Connection", value: "keep-alive")
+            ResponseWriter.appendField(out, name: "Connection", value: "keep-alive")
         }
-        ResponseWriter.appendEndOfHead(&out)
+        ResponseWriter.appendEndOfHead(out)
     }
 
     /// An interim 1xx head for an HTTP/1.1 client (RFC 9110 §15.2): its end-to-end fields as they came.
-    static func writeInformationalHead(into out: inout [UInt8], _ head: ResponseHead) {
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: head.status, reason: reason(of: head))
+    static func writeInformationalHead(into out: ByteBuffer, _ head: ResponseHead) {
+        ResponseWriter.appendStatusLine(out, version: .http1_1, code: head.status, reason: reason(of: head))
         for i in 0..<head.fields.count where !head.isHopByHop(i) {
-            head.fields.copyField(i, to: &out)
+            head.fields.copyField(i, to: out)
         }
-        ResponseWriter.appendEndOfHead(&out)
+        ResponseWriter.appendEndOfHead(out)
     }
 
     /// `101 Switching Protocols` (RFC 9110 §15.2.2): the end-to-end fields, then `Connection: upgrade`
     /// and the upstream's Upgrade (both hop-by-hop, so set here again).
-    static func writeSwitchingProtocolsHead(into out: inout [UInt8], _ response: ResponseHead) {
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: 101, reason: reason(of: response))
+    static func writeSwitchingProtocolsHead(into out: ByteBuffer, _ response: ResponseHead) {
+        ResponseWriter.appendStatusLine(out, version: .http1_1, code: 101, reason: reason(of: response))
         let fields = response.fields
         var upgrade: String?
         for i in 0..<fields.count {
             if fields.nameEquals(i, "upgrade") { upgrade = fields.value(i) }
             if response.isHopByHop(i) { continue }
-            fields.copyField(i, to: &out)
+            fields.copyField(i, to: out)
         }
-        ResponseWriter.appendField(&out, name: "Connection", value: "upgrade")
-        if let upgrade { ResponseWriter.appendField(&out, name: "Upgrade", value: upgrade) }
-        ResponseWriter.appendEndOfHead(&out)
+        ResponseWriter.appendField(out, name: "Connection", value: "upgrade")
+        if let upgrade { ResponseWriter.appendField(out, name: "Upgrade", value: upgrade) }
+        ResponseWriter.appendEndOfHead(out)
     }
 
     /// A held 401 released as it came, now framed by the length of its body, all of which is at hand.
@@ -219,16 +219,16 @@ final class Forwarder {
     /// The last status line written, kept while the answers repeat it (nearly always `200 OK`).
     private var lastStatus = 0
     private var lastReason = ""
-    private var lastStatusLine: [UInt8] = []
+    private let lastStatusLine = ByteBuffer()
 
-    private func appendStatusLine(_ out: inout [UInt8], _ response: ResponseHead) {
+    private func appendStatusLine(_ out: ByteBuffer, _ response: ResponseHead) {
         if response.status != lastStatus || response.reason != lastReason {
             lastStatus = response.status
             lastReason = response.reason
-            lastStatusLine.removeAll(keepingCapacity: true)
-            ResponseWriter.appendStatusLine(&lastStatusLine, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
+            lastStatusLine.removeAll()
+            ResponseWriter.appendStatusLine(lastStatusLine, version: .http1_1, code: response.status, reason: Forwarder.reason(of: response))
         }
-        out.append(contentsOf: lastStatusLine)
+        out.append(lastStatusLine)
     }
 
     private static func reason(of head: ResponseHead) -> String {
@@ -262,8 +262,9 @@ struct RepeatedFieldLine {
     mutating func line(for value: String) -> [UInt8] {
         if value != self.value {
             self.value = value
-            line.removeAll(keepingCapacity: true)
-            RequestWriter.appendField(&line, name: name, value: value)
+            let made = ByteBuffer()
+            RequestWriter.appendField(made, name: name, value: value)
+            line = made.bytes
         }
         return line
     }

@@ -118,28 +118,27 @@ public enum ProxyError: Error, Equatable {
         }
         body.append(contentsOf: #""}"#.utf8)
         body.append(10)
-        var out: [UInt8] = []
-        out.reserveCapacity(256 + body.count)
-        ResponseWriter.appendStatusLine(&out, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
-        ResponseWriter.appendField(&out, name: "Content-Type", value: "application/json")
-        ResponseWriter.appendField(&out, name: "Content-Length", value: String(body.count))
-        ResponseWriter.appendField(&out, name: "Cache-Control", value: "no-store")
+        let out = ByteBuffer()
+        ResponseWriter.appendStatusLine(out, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        ResponseWriter.appendField(out, name: "Content-Type", value: "application/json")
+        ResponseWriter.appendField(out, name: "Content-Length", value: String(body.count))
+        ResponseWriter.appendField(out, name: "Cache-Control", value: "no-store")
         switch self {
         case .loginRequired:
-            ResponseWriter.appendField(&out, name: "WWW-Authenticate", value: #"Bearer realm="tokenproxy""#)
+            ResponseWriter.appendField(out, name: "WWW-Authenticate", value: #"Bearer realm="tokenproxy""#)
         case .tokenUnavailable(_, let retryAfter):
-            ResponseWriter.appendField(&out, name: "Retry-After", value: String(max(1, retryAfter)))
+            ResponseWriter.appendField(out, name: "Retry-After", value: String(max(1, retryAfter)))
         case .overloaded:
-            ResponseWriter.appendField(&out, name: "Retry-After", value: "1")
+            ResponseWriter.appendField(out, name: "Retry-After", value: "1")
         case .methodNotAllowed:
-            ResponseWriter.appendField(&out, name: "Allow", value: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
+            ResponseWriter.appendField(out, name: "Allow", value: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
         default:
             break
         }
-        if !keepAlive { ResponseWriter.appendField(&out, name: "Connection", value: "close") }
-        ResponseWriter.appendEndOfHead(&out)
-        if !isHead { out.append(contentsOf: body) }
-        return out
+        if !keepAlive { ResponseWriter.appendField(out, name: "Connection", value: "close") }
+        ResponseWriter.appendEndOfHead(out)
+        if !isHead { out.append(body) }
+        return out.bytes
     }
 }
 

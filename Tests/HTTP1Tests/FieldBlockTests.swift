@@ -16,9 +16,9 @@ import Testing
         #expect(h.count == 3)
         #expect(h.name(0) == "Content-Type" && h.value(0) == "text/plain")
         #expect(h.value(1) == "")
-        var out: [UInt8] = []
-        for i in 0..<h.count { h.copyField(i, to: &out) }
-        #expect(String(decoding: out, as: UTF8.self) == "Content-Type: text/plain\r\nX-Empty: \r\nSet-Cookie: a=b; Path=/\r\n")
+        let out = ByteBuffer()
+        for i in 0..<h.count { h.copyField(i, to: out) }
+        #expect(String(decoding: out.bytes, as: UTF8.self) == "Content-Type: text/plain\r\nX-Empty: \r\nSet-Cookie: a=b; Path=/\r\n")
     }
 
     @Test(arguments: [" folded", "\tfolded", "No colon", ": v", "Bad Name: v", "X: a\u{0}b", "X: a\rb", ""])
@@ -99,15 +99,15 @@ import Testing
         #expect(block.isNormalized)
         for lower in 0...block.count {
             for upper in lower...block.count {
-                var run: [UInt8] = []
-                block.copyFields(lower..<upper, to: &run)
-                var oneByOne: [UInt8] = []
-                for i in lower..<upper { block.copyField(i, to: &oneByOne) }
-                #expect(run == oneByOne, "fields \(lower)..<\(upper)")
+                let run = ByteBuffer()
+                block.copyFields(lower..<upper, to: run)
+                let oneByOne = ByteBuffer()
+                for i in lower..<upper { block.copyField(i, to: oneByOne) }
+                #expect(run.bytes == oneByOne.bytes, "fields \(lower)..<\(upper)")
             }
         }
-        var all: [UInt8] = []
-        block.copyFields(0..<block.count, to: &all)
-        #expect(String(decoding: all, as: UTF8.self) == "Server: nginx\r\nDate: Thu, 26 Nov 2026 00:49:07 GMT\r\nX-Obs: caf\u{E9}\r\nContent-Length: 36\r\n")
+        let all = ByteBuffer()
+        block.copyFields(0..<block.count, to: all)
+        #expect(String(decoding: all.bytes, as: UTF8.self) == "Server: nginx\r\nDate: Thu, 26 Nov 2026 00:49:07 GMT\r\nX-Obs: caf\u{E9}\r\nContent-Length: 36\r\n")
     }
 }

@@ -38,58 +38,58 @@ func parseLine(_ line: String) -> ResponseHeadLine {
 }
 
 @Suite struct ResponseWriterTests {
-    func text(_ build: (inout [UInt8]) -> Void) -> String {
-        var buf: [UInt8] = Array("prefix|".utf8)
-        build(&buf)
-        return String(decoding: buf, as: UTF8.self)
+    func text(_ build: (ByteBuffer) -> Void) -> String {
+        let buf = ByteBuffer(Array("prefix|".utf8))
+        build(buf)
+        return String(decoding: buf.bytes, as: UTF8.self)
     }
 
     @Test func aStatusLineIsAppended() {
-        #expect(text { ResponseWriter.appendStatusLine(&$0, version: .http1_1, code: 200, reason: "OK") } == "prefix|HTTP/1.1 200 OK\r\n")
-        #expect(text { ResponseWriter.appendStatusLine(&$0, version: .http1_0, code: 404, reason: "") } == "prefix|HTTP/1.0 404 \r\n")
+        #expect(text { ResponseWriter.appendStatusLine($0, version: .http1_1, code: 200, reason: "OK") } == "prefix|HTTP/1.1 200 OK\r\n")
+        #expect(text { ResponseWriter.appendStatusLine($0, version: .http1_0, code: 404, reason: "") } == "prefix|HTTP/1.0 404 \r\n")
     }
 
     @Test func aHeadIsAppendedFieldByField() {
         let out = text {
-            ResponseWriter.appendStatusLine(&$0, version: .http1_1, code: 401, reason: ResponseWriter.reasonPhrase(for: 401))
-            ResponseWriter.appendField(&$0, name: "WWW-Authenticate", value: "Bearer realm=\"tokenproxy\"")
-            ResponseWriter.appendField(&$0, name: "Content-Length", value: "0")
-            ResponseWriter.appendEndOfHead(&$0)
+            ResponseWriter.appendStatusLine($0, version: .http1_1, code: 401, reason: ResponseWriter.reasonPhrase(for: 401))
+            ResponseWriter.appendField($0, name: "WWW-Authenticate", value: "Bearer realm=\"tokenproxy\"")
+            ResponseWriter.appendField($0, name: "Content-Length", value: "0")
+            ResponseWriter.appendEndOfHead($0)
         }
         #expect(out == "prefix|HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"tokenproxy\"\r\nContent-Length: 0\r\n\r\n")
     }
 
     @Test(arguments: [(1, "1"), (9, "9"), (10, "a"), (15, "f"), (16, "10"), (255, "ff"), (4096, "1000"), (0x7FFF_FFFF_FFFF_FFFF, "7fffffffffffffff")])
     func chunkHeadersAreLowercaseHex(_ size: Int, _ hex: String) {
-        #expect(text { ResponseWriter.appendChunkHeader(&$0, size: size) } == "prefix|\(hex)\r\n")
+        #expect(text { ResponseWriter.appendChunkHeader($0, size: size) } == "prefix|\(hex)\r\n")
     }
 
     @Test func aChunkedBodyRoundTripsThroughTheParser() {
-        var buf = Array("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        let buf = ByteBuffer(Array("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
         for piece in ["hello", " ", String(repeating: "x", count: 300)] {
-            ResponseWriter.appendChunkHeader(&buf, size: piece.utf8.count)
-            buf.append(contentsOf: piece.utf8)
-            ResponseWriter.appendChunkEnd(&buf)
+            ResponseWriter.appendChunkHeader(buf, size: piece.utf8.count)
+            buf.append(utf8: piece)
+            ResponseWriter.appendChunkEnd(buf)
         }
-        ResponseWriter.appendLastChunk(&buf)
-        let events = collectEvents([buf])
+        ResponseWriter.appendLastChunk(buf)
+        let events = collectEvents([buf.bytes])
         #expect(Array(events.dropFirst()) == [.body(Array(("hello " + String(repeating: "x", count: 300)).utf8)), .end])
     }
 
     @Test func emptyChunksAppendNothing() {
-        #expect(text { ResponseWriter.appendChunkHeader(&$0, size: 0) } == "prefix|")
-        #expect(text { buf in [UInt8]().withUnsafeBytes { ResponseWriter.appendChunk(&buf, $0) } } == "prefix|")
-        #expect(text { buf in Array("abc".utf8).withUnsafeBytes { ResponseWriter.appendChunk(&buf, $0) } } == "prefix|3\r\nabc\r\n")
+        #expect(text { ResponseWriter.appendChunkHeader($0, size: 0) } == "prefix|")
+        #expect(text { buf in [UInt8]().withUnsafeBytes { ResponseWriter.appendChunk(buf, $0) } } == "prefix|")
+        #expect(text { buf in Array("abc".utf8).withUnsafeBytes { ResponseWriter.appendChunk(buf, $0) } } == "prefix|3\r\nabc\r\n")
     }
 
     @Test func theLastChunkEndsTheBody() {
-        #expect(text { ResponseWriter.appendLastChunk(&$0) } == "prefix|0\r\n\r\n")
+        #expect(text { ResponseWriter.appendLastChunk($0) } == "prefix|0\r\n\r\n")
     }
 
     @Test(arguments: [(0, "0"), (7, "7"), (10, "10"), (200, "200"), (1_234_567, "1234567"), (-42, "-42"),
                       (Int.max, "\(Int.max)"), (Int.min, "\(Int.min)")])
     func decimalsAreAppended(_ n: Int, _ expected: String) {
-        #expect(text { appendDecimal(&$0, n) } == "prefix|\(expected)")
+        #expect(text { appendDecimal($0, n) } == "prefix|\(expected)")
     }
 
     @Test func reasonPhrasesFollowRfc9110() {

@@ -37,11 +37,11 @@ import Testing
     func upstreamHead(
         _ head: RequestHead, authorization: String? = "Bearer tok", wholeBodyLength: Int? = nil, upgrade: Bool = false, dpop: DPoPBinding? = nil
     ) throws -> String {
-        var out: [UInt8] = []
+        let out = ByteBuffer()
         try Self.forwarder().writeRequestHead(
-            into: &out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
+            into: out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
             forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: Array("X-Forwarded-Host: localhost:8080\r\n".utf8), upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
-        return String(decoding: out, as: UTF8.self)
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 
     /// RFC 9449 §7.1: `Authorization: DPoP` and one proof of the proxy's for this method and the
@@ -100,21 +100,21 @@ import Testing
     func clientHead(
         _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool = false, clientVersion: HTTPVersion = .http1_1
     ) throws -> String {
-        var out: [UInt8] = []
+        let out = ByteBuffer()
         try Self.forwarder().writeResponseHead(
-            into: &out, response, framing: framing, closing: closing, clientVersion: clientVersion, clientHost: "localhost:8080")
-        return String(decoding: out, as: UTF8.self)
+            into: out, response, framing: framing, closing: closing, clientVersion: clientVersion, clientHost: "localhost:8080")
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 
     @Test func oneForwarderWritesEachAnswersOwnStatusLineWhileItKeepsTheLastOne() throws {
         let forwarder = try Self.forwarder()
         var lines: [String] = []
         for text in ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 Fine", "HTTP/1.1 200 ", "HTTP/1.1 200 OK"] {
-            var out: [UInt8] = []
+            let out = ByteBuffer()
             forwarder.writeResponseHead(
-                into: &out, Self.response(text + "\r\nContent-Length: 0\r\n\r\n"), framing: .length(0), closing: false,
+                into: out, Self.response(text + "\r\nContent-Length: 0\r\n\r\n"), framing: .length(0), closing: false,
                 clientVersion: .http1_1, clientHost: nil)
-            lines.append(String(decoding: out, as: UTF8.self).components(separatedBy: "\r\n")[0])
+            lines.append(String(decoding: out.bytes, as: UTF8.self).components(separatedBy: "\r\n")[0])
         }
         #expect(lines == ["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 404 Not Found", "HTTP/1.1 200 Fine", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK"])
     }
@@ -164,15 +164,15 @@ import Testing
             Issue.record("no interim head")
             return
         }
-        var out: [UInt8] = []
-        Forwarder.writeInformationalHead(into: &out, interim)
-        #expect(String(decoding: out, as: UTF8.self) == "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
+        var out = ByteBuffer()
+        Forwarder.writeInformationalHead(into: out, interim)
+        #expect(String(decoding: out.bytes, as: UTF8.self) == "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n")
 
         let switching = Self.response("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: a\r\n\r\n")
-        out = []
-        Forwarder.writeSwitchingProtocolsHead(into: &out, switching)
+        out = ByteBuffer()
+        Forwarder.writeSwitchingProtocolsHead(into: out, switching)
         #expect(
-            String(decoding: out, as: UTF8.self)
+            String(decoding: out.bytes, as: UTF8.self)
                 == "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
     }
 

@@ -61,10 +61,11 @@ public func inspect(_ head: RequestHead) {
     precondition(!head.method.isEmpty, "empty method")
     _ = head.first("host")
     // Each field goes upstream as "name: value" byte for byte (FieldBlock.copyField), obs-text included.
-    var copied: [UInt8] = []
+    let out = ByteBuffer()
     for i in 0..<head.fields.count {
-        copied.removeAll(keepingCapacity: true)
-        head.fields.copyField(i, to: &copied)
+        out.removeAll()
+        head.fields.copyField(i, to: out)
+        let copied = out.bytes
         let field = head.fields.field(i)
         let expected = Array(field.name.utf8) + Array(": ".utf8) + (field.rawValue ?? Array(field.value.utf8)) + Array("\r\n".utf8)
         precondition(copied == expected, "a copied field differs from its name and value")
