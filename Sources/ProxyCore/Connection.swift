@@ -244,7 +244,6 @@ final class Connection: EventHandler, LoopTask {
             exchange.path = target.path
             exchange.query = target.query
             exchange.forwardedHost = target.authority ?? exchange.head.first("host")
-            exchange.logPath = target.path
             exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
             exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(exchange.head)
             exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
@@ -435,7 +434,7 @@ final class Connection: EventHandler, LoopTask {
     func logAccess(_ exchange: Exchange, event: String, seconds: Double) {
         var record = AccessRecord(
             event: event, route: exchange.route?.state.name, method: exchange.head.method,
-            path: exchange.logPath.isEmpty ? String(exchange.head.target.prefix { $0 != "?" }) : exchange.logPath, status: exchange.status)
+            path: exchange.path.isEmpty ? String(exchange.head.target.prefix { $0 != "?" }) : exchange.path, status: exchange.status)
         record.upstreamStatus = exchange.upstreamStatus
         record.bytesIn = exchange.bodyBytesSeen
         record.bytesOut = exchange.bytesOut

@@ -31,11 +31,12 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
     /// until the exchange ends, also across a reload.
     let route: LoopRoute?
+    /// The normalised path that goes upstream (empty until the checks pass; the access log then
+    /// shows the target as it came).
     var path = ""
     var query: String?
     /// The authority the client addressed: the absolute-form target's, else its Host field.
     var forwardedHost: String?
-    var logPath = ""
     var status = 0
     var bytesOut = 0
     var recorded = false
