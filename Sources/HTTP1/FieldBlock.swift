@@ -196,7 +196,7 @@ public struct FieldBlock: Sendable {
     mutating func append(fieldLine line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
         precondition(isNormalized, "fields are appended only to a block built field by field")
         let start = bytes.count
-        if parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP {
+        if FieldBlock.isStoredForm(line, parts) {
             // Already "Name: value" (the usual form): one copy.
             bytes.append(contentsOf: line)
             spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: bytes.count))
@@ -210,6 +210,26 @@ public struct FieldBlock: Sendable {
         }
         bytes.append(asciiCR)
         bytes.append(asciiLF)
+    }
+
+    /// Whether a scanned field line (without its line end) is already in the stored form, `Name: value`:
+    /// then the line and its CRLF can be stored as they came.
+    static func isStoredForm(_ line: UnsafeRawBufferPointer, _ parts: FieldLineParts) -> Bool {
+        parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP
+    }
+
+    /// Notes a field line in the stored form (``isStoredForm(_:_:)``) whose bytes, `Name: value\r\n`,
+    /// will be `pending` bytes past the end of `bytes`: the parser adds the spans of a run of such lines
+    /// as it scans them, then the run's bytes in one copy (``append(storedLines:)``), before anything
+    /// else reads or changes the block.
+    mutating func appendStoredSpan(pending: Int, _ parts: FieldLineParts) {
+        let start = bytes.count + pending
+        spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: start + parts.value.upperBound))
+    }
+
+    /// The bytes of the lines whose spans ``appendStoredSpan(pending:_:)`` added, line ends included.
+    mutating func append(storedLines: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: storedLines)
     }
 
     /// Adds a field the proxy makes itself (the name must be a token, the value valid).

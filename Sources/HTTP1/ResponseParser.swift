@@ -207,31 +207,7 @@ public struct ResponseParser: Sendable {
                 return (i, .end)
 
             case .head:
-                guard i < n else { return (i, nil) }
-                // The section may grow by `room` more bytes; a line end must come within them.
-                let room = maxHeadBytes &- sectionBytes
-                let stop = room <= 0 ? i : (room < n - i ? i + room : n)
-                guard let lf = indexOfLF(input, i..<stop) else {
-                    if stop < n { return fail(stop, .headTooLarge) }
-                    partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<n]))
-                    sectionBytes += n - i
-                    return (n, nil)
-                }
-                sectionBytes += lf + 1 - i
-                let event: ResponseParseEvent?
-                if partialLine.isEmpty {
-                    event = takeLine(UnsafeRawBufferPointer(rebasing: input[i..<lf]))
-                } else {
-                    // Take the buffer out of `self` while it is read, then give its memory back.
-                    var carried: [UInt8] = []
-                    swap(&carried, &partialLine)
-                    carried.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
-                    event = carried.withUnsafeBytes { takeLine($0) }
-                    carried.removeAll(keepingCapacity: true)
-                    swap(&carried, &partialLine)
-                }
-                i = lf + 1
-                if let event { return (i, event) }
+                return headLines(input, from: i)
 
             case .fixedBody(let remaining):
                 guard i < n else { return (i, nil) }
@@ -267,6 +243,73 @@ public struct ResponseParser: Sendable {
 
     // MARK: lines of the head
 
+    /// Reads head lines from `input[start...]` until one completes an event or the bytes run out.
+    private mutating func headLines(_ input: UnsafeRawBufferPointer, from start: Int) -> (consumed: Int, event: ResponseParseEvent?) {
+        let n = input.count
+        var i = start
+        // Field lines that arrived whole and already in the stored form, `Name: value\r\n`: their spans
+        // are added as they are scanned, their bytes in one copy when the run ends (before any return).
+        var run = i..<i
+        while i < n {
+            // The section may grow by `room` more bytes; a line end must come within them.
+            let room = maxHeadBytes &- sectionBytes
+            let stop = room <= 0 ? i : (room < n - i ? i + room : n)
+            guard let lf = indexOfLF(input, i..<stop) else {
+                storeRun(input, run)
+                if stop < n { return fail(stop, .headTooLarge) }
+                partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<n]))
+                sectionBytes += n - i
+                return (n, nil)
+            }
+            sectionBytes += lf + 1 - i
+            // The common line: a field line, whole in `input`, ended by CRLF (RFC 9112 §2.2); the CR is
+            // the line end's, as in `takeLine`.
+            if sawStatusLine && partialLine.isEmpty && lf - i >= 2 && input[lf - 1] == asciiCR {
+                let line = UnsafeRawBufferPointer(rebasing: input[i..<(lf - 1)])
+                guard case .success(let parts) = scanFieldLine(line) else {
+                    storeRun(input, run)
+                    return (lf + 1, fieldLineEvent(line))
+                }
+                if FieldBlock.isStoredForm(line, parts) {
+                    if run.isEmpty { run = i..<i }
+                    head.fields.appendStoredSpan(pending: i - run.lowerBound, parts)
+                    run = run.lowerBound..<(lf + 1)
+                } else {
+                    storeRun(input, run)
+                    run = i..<i
+                    head.fields.append(fieldLine: line, parts)
+                }
+                framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: line), value: parts.value, in: line)
+                i = lf + 1
+                continue
+            }
+            storeRun(input, run)
+            run = i..<i
+            let event: ResponseParseEvent?
+            if partialLine.isEmpty {
+                event = takeLine(UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+            } else {
+                // Take the buffer out of `self` while it is read, then give its memory back.
+                var carried: [UInt8] = []
+                swap(&carried, &partialLine)
+                carried.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+                event = carried.withUnsafeBytes { takeLine($0) }
+                carried.removeAll(keepingCapacity: true)
+                swap(&carried, &partialLine)
+            }
+            i = lf + 1
+            if let event { return (i, event) }
+        }
+        storeRun(input, run)
+        return (i, nil)
+    }
+
+    /// Adds the bytes of a run of field lines whose spans are in the head already.
+    @inline(__always)
+    private mutating func storeRun(_ input: UnsafeRawBufferPointer, _ run: Range<Int>) {
+        if !run.isEmpty { head.fields.append(storedLines: UnsafeRawBufferPointer(rebasing: input[run])) }
+    }
+
     /// One complete line (its LF removed) of the head. Returns the event it completes, if any.
     private mutating func takeLine(_ raw: UnsafeRawBufferPointer) -> ResponseParseEvent? {
         // RFC 9112 §2.2: a CR before the LF belongs to the line end; any other CR is refused by the
@@ -283,17 +326,19 @@ public struct ResponseParser: Sendable {
             return statusLine(bytes)
         }
         if bytes.isEmpty { return endOfHead() }
-        switch scanFieldLine(bytes) {
-        case .failure(.obsoleteFolding):
+        guard case .success(let parts) = scanFieldLine(bytes) else { return fieldLineEvent(bytes) }
+        head.fields.append(fieldLine: bytes, parts)
+        framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: bytes), value: parts.value, in: bytes)
+        return nil
+    }
+
+    /// The error for a line that is not a field line.
+    private mutating func fieldLineEvent(_ line: UnsafeRawBufferPointer) -> ResponseParseEvent {
+        if case .failure(.obsoleteFolding) = scanFieldLine(line) {
             // RFC 9112 §5.2: obs-fold is refused (a proxy may not forward it as it is).
             return failEvent(.malformed("obsolete line folding"))
-        case .failure:
-            return failEvent(.malformed("invalid header line"))
-        case .success(let parts):
-            head.fields.append(fieldLine: bytes, parts)
-            framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: bytes), value: parts.value, in: bytes)
-            return nil
         }
+        return failEvent(.malformed("invalid header line"))
     }
 
     private mutating func statusLine(_ bytes: UnsafeRawBufferPointer) -> ResponseParseEvent? {
