@@ -123,14 +123,15 @@ struct FramingFields {
     /// Ready for the next head (the options' memory is kept).
     mutating func reset() {
         contentLength = nil
-        contentLengthProblem = nil
+        // Tested first: nearly every head leaves these empty, and a store would release the old value.
+        if contentLengthProblem != nil { contentLengthProblem = nil }
         sawTransferEncoding = false
         codingCount = 0
         chunkedCount = 0
         closeListed = false
         keepAliveListed = false
         expectContinue = false
-        connectionOptions.removeAll(keepingCapacity: true)
+        if !connectionOptions.isEmpty { connectionOptions.removeAll(keepingCapacity: true) }
     }
 }
 

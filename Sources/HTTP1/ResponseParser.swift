@@ -126,7 +126,8 @@ public struct ResponseParser: Sendable {
     /// and of the line buffer.
     public mutating func reset() {
         endResponse()
-        partialLine.removeAll(keepingCapacity: true)
+        // Tested first: the line buffer is nearly always empty, and emptying an empty array costs a new one.
+        if !partialLine.isEmpty { partialLine.removeAll(keepingCapacity: true) }
         mustClose = false
         finalIsHTTP10 = false
     }
@@ -363,7 +364,10 @@ public struct ResponseParser: Sendable {
         let status = head.status
         // Checked on every head: an invalid length would otherwise reach the client (RFC 9112 §6.3 point 5).
         if let problem = framingFields.contentLengthProblem { return failEvent(.malformed(problem)) }
-        head.connectionOptions = framingFields.connectionOptions
+        // Not stored when both are empty (nearly always): a store retains one array and releases the other.
+        if !(framingFields.connectionOptions.isEmpty && head.connectionOptions.isEmpty) {
+            head.connectionOptions = framingFields.connectionOptions
+        }
         if status < 200 {
             if status == 101 {
                 // RFC 9110 §15.2.2: the connection switches protocols right after this head's blank line.
