@@ -79,7 +79,9 @@ public struct FieldBlock: Sendable {
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return asciiEqualsIgnoringCase(bytes, span.start, span.colon, lowercased)
+        guard span.colon - span.start == lowercased.utf8CodeUnitCount else { return false }
+        // Eight bytes at a time (a hop-by-hop candidate such as `connection` has the length of many names).
+        return bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.start..<span.colon, lowercased) }
     }
 
     /// The same for a name known only at run time (all lower case).

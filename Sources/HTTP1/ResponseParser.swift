@@ -280,7 +280,8 @@ public struct ResponseParser: Sendable {
                     run = i..<i
                     head.fields.append(fieldLine: line, parts)
                 }
-                framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: line), value: parts.value, in: line)
+                let kind = FramingFields.Kind(name: 0..<parts.colon, in: line)
+                if kind != .other { framingFields.take(kind, value: parts.value, in: line) }
                 i = lf + 1
                 continue
             }
