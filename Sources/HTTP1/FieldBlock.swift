@@ -225,8 +225,10 @@ public struct FieldBlock: Sendable {
     /// as it scans them, then the run's bytes in one copy (``append(storedLines:)``), before anything
     /// else reads or changes the block.
     mutating func appendStoredSpan(pending: Int, _ parts: FieldLineParts) {
-        let start = bytes.count + pending
-        spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: start + parts.value.upperBound))
+        // No overflow: every offset is within the head's bytes.
+        let start = bytes.count &+ pending
+        let colon = start &+ parts.colon
+        spans.append(Span(start: start, colon: colon, valueStart: colon &+ 2, valueEnd: start &+ parts.value.upperBound))
     }
 
     /// The bytes of the lines whose spans ``appendStoredSpan(pending:_:)`` added, line ends included.

@@ -7,6 +7,8 @@ struct FramingFields {
     enum Kind {
         case other, host, contentLength, transferEncoding, connection, expect
 
+        // Inlined: called for every field line of every head.
+        @inline(__always)
         init(name: Range<Int>, in bytes: UnsafeRawBufferPointer) {
             switch name.count {
             case 4: self = equalsIgnoringCase(bytes, name, "host") ? .host : .other
@@ -43,6 +45,11 @@ struct FramingFields {
             // RFC 9110 §8.6: Content-Length = 1*DIGIT; a list of identical values (fields combined on the
             // way) may be taken as one; differing or invalid ones make the length unknowable.
             guard contentLengthProblem == nil else { return }
+            // The usual value, one number and the first: no list to walk.
+            if contentLength == nil, let parsed = decimal(bytes, value) {
+                contentLength = parsed
+                return
+            }
             var sawElement = false
             forEachListElement(bytes, value) { element in
                 guard let parsed = decimal(bytes, element) else {
@@ -70,6 +77,15 @@ struct FramingFields {
                 return true
             }
         case .connection:
+            // The usual values, one option alone: no list to walk.
+            if equalsIgnoringCase(bytes, value, "keep-alive") {
+                keepAliveListed = true
+                return
+            }
+            if equalsIgnoringCase(bytes, value, "close") {
+                closeListed = true
+                return
+            }
             forEachListElement(bytes, value) { element in
                 if equalsIgnoringCase(bytes, element, "close") {
                     closeListed = true

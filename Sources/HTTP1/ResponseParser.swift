@@ -262,19 +262,20 @@ public struct ResponseParser: Sendable {
                 sectionBytes += n - i
                 return (n, nil)
             }
-            sectionBytes += lf + 1 - i
+            // No overflow: the section is at most `maxHeadBytes`, and `i <= lf < n`.
+            sectionBytes &+= lf &+ 1 &- i
             // The common line: a field line, whole in `input`, ended by CRLF (RFC 9112 §2.2); the CR is
             // the line end's, as in `takeLine`.
-            if sawStatusLine && partialLine.isEmpty && lf - i >= 2 && input[lf - 1] == asciiCR {
-                let line = UnsafeRawBufferPointer(rebasing: input[i..<(lf - 1)])
+            if sawStatusLine && partialLine.isEmpty && lf &- i >= 2 && input[lf &- 1] == asciiCR {
+                let line = UnsafeRawBufferPointer(rebasing: input[i..<(lf &- 1)])
                 guard case .success(let parts) = scanFieldLine(line) else {
                     storeRun(input, run)
                     return (lf + 1, fieldLineEvent(line))
                 }
                 if FieldBlock.isStoredForm(line, parts) {
                     if run.isEmpty { run = i..<i }
-                    head.fields.appendStoredSpan(pending: i - run.lowerBound, parts)
-                    run = run.lowerBound..<(lf + 1)
+                    head.fields.appendStoredSpan(pending: i &- run.lowerBound, parts)
+                    run = run.lowerBound..<(lf &+ 1)
                 } else {
                     storeRun(input, run)
                     run = i..<i
@@ -282,7 +283,7 @@ public struct ResponseParser: Sendable {
                 }
                 let kind = FramingFields.Kind(name: 0..<parts.colon, in: line)
                 if kind != .other { framingFields.take(kind, value: parts.value, in: line) }
-                i = lf + 1
+                i = lf &+ 1
                 continue
             }
             storeRun(input, run)
