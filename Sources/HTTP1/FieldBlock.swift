@@ -168,7 +168,10 @@ public struct FieldBlock: Sendable {
     /// and the names in `connectionOptions` (lowercased, usually the message's own).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
         let span = spans[index]
-        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, $0) }) { return true }
+        let length = span.colon - span.start
+        // Most fields: a length no fixed name has, and no Connection options.
+        if connectionOptions.isEmpty && !HopByHop.mayBeFixedHopByHop(length: length) { return false }
+        if HopByHop.isFixedHopByHop(length: length, { nameEquals(index, $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true
         }

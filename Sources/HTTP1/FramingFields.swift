@@ -7,8 +7,6 @@ struct FramingFields {
     enum Kind {
         case other, host, contentLength, transferEncoding, connection, expect
 
-        // Inlined: called for every field line of every head.
-        @inline(__always)
         init(name: Range<Int>, in bytes: UnsafeRawBufferPointer) {
             switch name.count {
             case 4: self = equalsIgnoringCase(bytes, name, "host") ? .host : .other
