@@ -110,6 +110,13 @@ public struct ResponseParser: Sendable {
     private var headIsHTTP10 = false
     private var framingFields = FramingFields()
 
+    /// The last status line accepted, when 8 to 16 bytes long (`HTTP/1.1 200 OK` is 15): its length
+    /// and its first and last eight bytes, which cover it. The same line again (nearly every response)
+    /// needs no scan: `head.status` and `head.reason` already hold what it says.
+    private var lastStatusLineCount = 0
+    private var lastStatusLineWords: (UInt64, UInt64) = (0, 0)
+    private var lastStatusLineIsHTTP10 = false
+
     // The final head reported last.
     private var mustClose = false
     private var finalIsHTTP10 = false
@@ -345,6 +352,17 @@ public struct ResponseParser: Sendable {
     }
 
     private mutating func statusLine(_ bytes: UnsafeRawBufferPointer) -> ResponseParseEvent? {
+        let count = bytes.count
+        var words: (UInt64, UInt64) = (0, 0)
+        if count >= 8 && count <= 16, let base = bytes.baseAddress {
+            words = (base.loadUnaligned(as: UInt64.self), base.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self))
+            if count == lastStatusLineCount && words == lastStatusLineWords {
+                sawStatusLine = true
+                headIsHTTP10 = lastStatusLineIsHTTP10
+                head.fields.removeAll()
+                return nil
+            }
+        }
         guard let parts = scanStatusLine(bytes) else { return failEvent(.malformed("invalid status line")) }
         // RFC 9110 §2.5: a higher minor version of HTTP/1 is understood as 1.1; another major version
         // cannot be framed as HTTP/1.1 (RFC 9112 §2.3).
@@ -356,8 +374,12 @@ public struct ResponseParser: Sendable {
         head.fields.removeAll()
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
-        // The same reason as the last head (the usual case) keeps its String.
+        // The same reason as the last head keeps its String.
         if !sameBytes(head.reason, reason) { head.reason = String(decoding: reason, as: UTF8.self) }
+        // Only a line the words cover is remembered; a longer one forgets the last.
+        lastStatusLineCount = count >= 8 && count <= 16 ? count : 0
+        lastStatusLineWords = words
+        lastStatusLineIsHTTP10 = headIsHTTP10
         return nil
     }
 
