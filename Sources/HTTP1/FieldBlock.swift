@@ -79,9 +79,16 @@ public struct FieldBlock: Sendable {
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
+        // Most names asked about have another length: told apart before any comparison.
         guard span.colon - span.start == lowercased.utf8CodeUnitCount else { return false }
-        // Eight bytes at a time (a hop-by-hop candidate such as `connection` has the length of many names).
-        return bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.start..<span.colon, lowercased) }
+        return nameBytesEqual(span, lowercased)
+    }
+
+    /// The comparison behind ``nameEquals(_:_:)``, eight bytes at a time; out of line, so that a
+    /// length that differs costs no more than its test.
+    @inline(never)
+    private func nameBytesEqual(_ span: Span, _ lowercased: StaticString) -> Bool {
+        bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.start..<span.colon, lowercased) }
     }
 
     /// The same for a name known only at run time (all lower case).
@@ -171,6 +178,13 @@ public struct FieldBlock: Sendable {
         let length = span.colon - span.start
         // Most fields: a length no fixed name has, and no Connection options.
         if connectionOptions.isEmpty && !HopByHop.mayBeFixedHopByHop(length: length) { return false }
+        return isHopByHopByName(index, length, connectionOptions)
+    }
+
+    /// ``isHopByHop(_:connectionOptions:)`` past its quick test: kept out of line, so that the test
+    /// costs no more than itself.
+    @inline(never)
+    private func isHopByHopByName(_ index: Int, _ length: Int, _ connectionOptions: [String]) -> Bool {
         if HopByHop.isFixedHopByHop(length: length, { nameEquals(index, $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true
