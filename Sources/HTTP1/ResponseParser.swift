@@ -288,8 +288,7 @@ public struct ResponseParser: Sendable {
                     run = i..<i
                     head.fields.append(fieldLine: line, parts)
                 }
-                let kind = FramingFields.Kind(name: 0..<parts.colon, in: line)
-                if kind != .other { framingFields.take(kind, value: parts.value, in: line) }
+                noteFramingField(line, parts)
                 i = lf &+ 1
                 continue
             }
@@ -338,8 +337,22 @@ public struct ResponseParser: Sendable {
         if bytes.isEmpty { return endOfHead() }
         guard case .success(let parts) = scanFieldLine(bytes) else { return fieldLineEvent(bytes) }
         head.fields.append(fieldLine: bytes, parts)
-        framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: bytes), value: parts.value, in: bytes)
+        noteFramingField(bytes, parts)
         return nil
+    }
+
+    /// Shows `framingFields` a field line that may frame the response or decide the connection's fate.
+    /// Only Connection, Content-Length and Transfer-Encoding do (a response's Host or Expect means
+    /// nothing here), so a name of another length is passed over.
+    @inline(__always)
+    private mutating func noteFramingField(_ line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
+        switch parts.colon {
+        case 10, 14, 17:
+            let kind = FramingFields.Kind(name: 0..<parts.colon, in: line)
+            if kind != .other { framingFields.take(kind, value: parts.value, in: line) }
+        default:
+            return
+        }
     }
 
     /// The error for a line that is not a field line.
