@@ -5,8 +5,9 @@
 /// forwards a field byte for byte (obs-text included, RFC 9110 §5.5).
 ///
 /// A request's block points into the head as received (the parser shares its arrays with it); a
-/// response's holds each field normalised to `Name: value\r\n`, appended line by line as it arrives,
-/// so that a run of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
+/// response's holds each field normalised to `Name: value\r\n`, appended as it arrives (after the
+/// bytes of earlier heads' fields, which are never read, ``removeAllBeforeNextHead()``), so that a run
+/// of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
 public struct FieldBlock: Sendable {
     /// Where one field is in `bytes`: the name is `start..<colon`, the value `valueStart..<valueEnd`.
     struct Span: Sendable, Equatable {
@@ -199,6 +200,17 @@ public struct FieldBlock: Sendable {
         bytes.removeAll(keepingCapacity: true)
         spans.removeAll(keepingCapacity: true)
     }
+
+    /// Forgets the fields before a parser builds the next head in this block. The old fields' bytes
+    /// stay until they reach ``staleBytesLimit``: nothing reads them (every read goes through a field's
+    /// span), and emptying the buffer for every head costs more than the memory they hold.
+    mutating func removeAllBeforeNextHead() {
+        if bytes.count >= FieldBlock.staleBytesLimit { bytes.removeAll(keepingCapacity: true) }
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    /// The bytes of old fields a block keeps (``removeAllBeforeNextHead()``): a few dozen usual heads.
+    static var staleBytesLimit: Int { 4096 }
 
     /// Adds one field line (without its line end), stored as `Name: value\r\n`. Returns false, adding
     /// nothing, for a line that is not

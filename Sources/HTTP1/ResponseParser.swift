@@ -372,7 +372,7 @@ public struct ResponseParser: Sendable {
             if count == lastStatusLineCount && words == lastStatusLineWords {
                 sawStatusLine = true
                 headIsHTTP10 = lastStatusLineIsHTTP10
-                head.fields.removeAll()
+                head.fields.removeAllBeforeNextHead()
                 return nil
             }
         }
@@ -384,7 +384,7 @@ public struct ResponseParser: Sendable {
         }
         sawStatusLine = true
         headIsHTTP10 = minor == 0
-        head.fields.removeAll()
+        head.fields.removeAllBeforeNextHead()
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
         // The same reason as the last head keeps its String.
