@@ -102,6 +102,12 @@ func asciiEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int
         else { return false }
         k += 8
     }
+    if k < n && n >= 8 {
+        // The last bytes as one word that overlaps bytes already compared.
+        let word = base.loadUnaligned(fromByteOffset: range.lowerBound + n - 8, as: UInt64.self)
+        guard let lowered = asciiLowerWord(word) else { return false }
+        return lowered == literal.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+    }
     while k < n {
         if asciiLower(bytes[range.lowerBound + k]) != literal.load(fromByteOffset: k, as: UInt8.self) { return false }
         k += 1

@@ -5,8 +5,9 @@
 /// forwards a field byte for byte (obs-text included, RFC 9110 §5.5).
 ///
 /// A request's block points into the head as received (the parser shares its arrays with it); a
-/// response's holds each field normalised to `Name: value\r\n`, appended line by line as it arrives,
-/// so that a run of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
+/// response's holds each field normalised to `Name: value\r\n`, appended as it arrives (after the
+/// bytes of earlier heads' fields, which are never read, ``removeAllBeforeNextHead()``), so that a run
+/// of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
 public struct FieldBlock: Sendable {
     /// Where one field is in `bytes`: the name is `start..<colon`, the value `valueStart..<valueEnd`.
     struct Span: Sendable, Equatable {
@@ -79,7 +80,16 @@ public struct FieldBlock: Sendable {
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return asciiEqualsIgnoringCase(bytes, span.start, span.colon, lowercased)
+        // Most names asked about have another length: told apart before any comparison.
+        guard span.colon - span.start == lowercased.utf8CodeUnitCount else { return false }
+        return nameBytesEqual(span, lowercased)
+    }
+
+    /// The comparison behind ``nameEquals(_:_:)``, eight bytes at a time; out of line, so that a
+    /// length that differs costs no more than its test.
+    @inline(never)
+    private func nameBytesEqual(_ span: Span, _ lowercased: StaticString) -> Bool {
+        bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.start..<span.colon, lowercased) }
     }
 
     /// The same for a name known only at run time (all lower case).
@@ -164,7 +174,17 @@ public struct FieldBlock: Sendable {
     /// and the names in `connectionOptions` (lowercased, usually the message's own).
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
         let span = spans[index]
-        if HopByHop.isFixedHopByHop(length: span.colon - span.start, { nameEquals(index, $0) }) { return true }
+        let length = span.colon - span.start
+        // Most fields: a length no fixed name has, and no Connection options.
+        if connectionOptions.isEmpty && !HopByHop.mayBeFixedHopByHop(length: length) { return false }
+        return isHopByHopByName(index, length, connectionOptions)
+    }
+
+    /// ``isHopByHop(_:connectionOptions:)`` past its quick test: kept out of line, so that the test
+    /// costs no more than itself.
+    @inline(never)
+    private func isHopByHopByName(_ index: Int, _ length: Int, _ connectionOptions: [String]) -> Bool {
+        if HopByHop.isFixedHopByHop(length: length, { nameEquals(index, $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true
         }
@@ -178,6 +198,17 @@ public struct FieldBlock: Sendable {
         bytes.removeAll(keepingCapacity: true)
         spans.removeAll(keepingCapacity: true)
     }
+
+    /// Forgets the fields before a parser builds the next head in this block. The old fields' bytes
+    /// stay until they reach ``staleBytesLimit``: nothing reads them (every read goes through a field's
+    /// span), and emptying the buffer for every head costs more than the memory they hold.
+    mutating func removeAllBeforeNextHead() {
+        if bytes.count >= FieldBlock.staleBytesLimit { bytes.removeAll(keepingCapacity: true) }
+        spans.removeAll(keepingCapacity: true)
+    }
+
+    /// The bytes of old fields a block keeps (``removeAllBeforeNextHead()``): a few dozen usual heads.
+    static var staleBytesLimit: Int { 4096 }
 
     /// Adds one field line (without its line end), stored as `Name: value\r\n`. Returns false, adding
     /// nothing, for a line that is not
@@ -194,7 +225,7 @@ public struct FieldBlock: Sendable {
     mutating func append(fieldLine line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
         precondition(isNormalized, "fields are appended only to a block built field by field")
         let start = bytes.count
-        if parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP {
+        if FieldBlock.isStoredForm(line, parts) {
             // Already "Name: value" (the usual form): one copy.
             bytes.append(contentsOf: line)
             spans.append(Span(start: start, colon: start + parts.colon, valueStart: start + parts.colon + 2, valueEnd: bytes.count))
@@ -208,6 +239,28 @@ public struct FieldBlock: Sendable {
         }
         bytes.append(asciiCR)
         bytes.append(asciiLF)
+    }
+
+    /// Whether a scanned field line (without its line end) is already in the stored form, `Name: value`:
+    /// then the line and its CRLF can be stored as they came.
+    static func isStoredForm(_ line: UnsafeRawBufferPointer, _ parts: FieldLineParts) -> Bool {
+        parts.value.lowerBound == parts.colon + 2 && parts.value.upperBound == line.count && line[parts.colon + 1] == asciiSP
+    }
+
+    /// Notes a field line in the stored form (``isStoredForm(_:_:)``) whose bytes, `Name: value\r\n`,
+    /// will be `pending` bytes past the end of `bytes`: the parser adds the spans of a run of such lines
+    /// as it scans them, then the run's bytes in one copy (``append(storedLines:)``), before anything
+    /// else reads or changes the block.
+    mutating func appendStoredSpan(pending: Int, _ parts: FieldLineParts) {
+        // No overflow: every offset is within the head's bytes.
+        let start = bytes.count &+ pending
+        let colon = start &+ parts.colon
+        spans.append(Span(start: start, colon: colon, valueStart: colon &+ 2, valueEnd: start &+ parts.value.upperBound))
+    }
+
+    /// The bytes of the lines whose spans ``appendStoredSpan(pending:_:)`` added, line ends included.
+    mutating func append(storedLines: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: storedLines)
     }
 
     /// Adds a field the proxy makes itself (the name must be a token, the value valid).

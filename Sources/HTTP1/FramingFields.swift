@@ -43,6 +43,11 @@ struct FramingFields {
             // RFC 9110 §8.6: Content-Length = 1*DIGIT; a list of identical values (fields combined on the
             // way) may be taken as one; differing or invalid ones make the length unknowable.
             guard contentLengthProblem == nil else { return }
+            // The usual value, one number and the first: no list to walk.
+            if contentLength == nil, let parsed = decimal(bytes, value) {
+                contentLength = parsed
+                return
+            }
             var sawElement = false
             forEachListElement(bytes, value) { element in
                 guard let parsed = decimal(bytes, element) else {
@@ -70,6 +75,15 @@ struct FramingFields {
                 return true
             }
         case .connection:
+            // The usual values, one option alone: no list to walk.
+            if equalsIgnoringCase(bytes, value, "keep-alive") {
+                keepAliveListed = true
+                return
+            }
+            if equalsIgnoringCase(bytes, value, "close") {
+                closeListed = true
+                return
+            }
             forEachListElement(bytes, value) { element in
                 if equalsIgnoringCase(bytes, element, "close") {
                     closeListed = true
@@ -123,14 +137,15 @@ struct FramingFields {
     /// Ready for the next head (the options' memory is kept).
     mutating func reset() {
         contentLength = nil
-        contentLengthProblem = nil
+        // Tested first: nearly every head leaves these empty, and a store would release the old value.
+        if contentLengthProblem != nil { contentLengthProblem = nil }
         sawTransferEncoding = false
         codingCount = 0
         chunkedCount = 0
         closeListed = false
         keepAliveListed = false
         expectContinue = false
-        connectionOptions.removeAll(keepingCapacity: true)
+        if !connectionOptions.isEmpty { connectionOptions.removeAll(keepingCapacity: true) }
     }
 }
 

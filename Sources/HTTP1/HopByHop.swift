@@ -16,6 +16,14 @@ public enum HopByHop {
         isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0.description) }
     }
 
+    /// Whether a name of this length may be one of the fixed names (`isFixedHopByHop(length:_:)`'s
+    /// lengths): most names are not, and are told by one bit test.
+    @inline(__always)
+    static func mayBeFixedHopByHop(length: Int) -> Bool {
+        let lengths: UInt64 = 1 << 2 | 1 << 7 | 1 << 10 | 1 << 16 | 1 << 17 | 1 << 18 | 1 << 19
+        return length < 64 && (lengths >> UInt64(truncatingIfNeeded: length)) & 1 != 0
+    }
+
     /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
     /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
     /// the name with a lowercase candidate.

@@ -110,6 +110,13 @@ public struct ResponseParser: Sendable {
     private var headIsHTTP10 = false
     private var framingFields = FramingFields()
 
+    /// The last status line accepted, when 8 to 16 bytes long (`HTTP/1.1 200 OK` is 15): its length
+    /// and its first and last eight bytes, which cover it. The same line again (nearly every response)
+    /// needs no scan: `head.status` and `head.reason` already hold what it says.
+    private var lastStatusLineCount = 0
+    private var lastStatusLineWords: (UInt64, UInt64) = (0, 0)
+    private var lastStatusLineIsHTTP10 = false
+
     // The final head reported last.
     private var mustClose = false
     private var finalIsHTTP10 = false
@@ -126,7 +133,8 @@ public struct ResponseParser: Sendable {
     /// and of the line buffer.
     public mutating func reset() {
         endResponse()
-        partialLine.removeAll(keepingCapacity: true)
+        // Tested first: the line buffer is nearly always empty, and emptying an empty array costs a new one.
+        if !partialLine.isEmpty { partialLine.removeAll(keepingCapacity: true) }
         mustClose = false
         finalIsHTTP10 = false
     }
@@ -207,31 +215,7 @@ public struct ResponseParser: Sendable {
                 return (i, .end)
 
             case .head:
-                guard i < n else { return (i, nil) }
-                // The section may grow by `room` more bytes; a line end must come within them.
-                let room = maxHeadBytes &- sectionBytes
-                let stop = room <= 0 ? i : (room < n - i ? i + room : n)
-                guard let lf = indexOfLF(input, i..<stop) else {
-                    if stop < n { return fail(stop, .headTooLarge) }
-                    partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<n]))
-                    sectionBytes += n - i
-                    return (n, nil)
-                }
-                sectionBytes += lf + 1 - i
-                let event: ResponseParseEvent?
-                if partialLine.isEmpty {
-                    event = takeLine(UnsafeRawBufferPointer(rebasing: input[i..<lf]))
-                } else {
-                    // Take the buffer out of `self` while it is read, then give its memory back.
-                    var carried: [UInt8] = []
-                    swap(&carried, &partialLine)
-                    carried.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
-                    event = carried.withUnsafeBytes { takeLine($0) }
-                    carried.removeAll(keepingCapacity: true)
-                    swap(&carried, &partialLine)
-                }
-                i = lf + 1
-                if let event { return (i, event) }
+                return headLines(input, from: i)
 
             case .fixedBody(let remaining):
                 guard i < n else { return (i, nil) }
@@ -267,6 +251,74 @@ public struct ResponseParser: Sendable {
 
     // MARK: lines of the head
 
+    /// Reads head lines from `input[start...]` until one completes an event or the bytes run out.
+    private mutating func headLines(_ input: UnsafeRawBufferPointer, from start: Int) -> (consumed: Int, event: ResponseParseEvent?) {
+        let n = input.count
+        var i = start
+        // Field lines that arrived whole and already in the stored form, `Name: value\r\n`: their spans
+        // are added as they are scanned, their bytes in one copy when the run ends (before any return).
+        var run = i..<i
+        while i < n {
+            // The section may grow by `room` more bytes; a line end must come within them.
+            let room = maxHeadBytes &- sectionBytes
+            let stop = room <= 0 ? i : (room < n - i ? i + room : n)
+            guard let lf = indexOfLF(input, i..<stop) else {
+                storeRun(input, run)
+                if stop < n { return fail(stop, .headTooLarge) }
+                partialLine.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<n]))
+                sectionBytes += n - i
+                return (n, nil)
+            }
+            // No overflow: the section is at most `maxHeadBytes`, and `i <= lf < n`.
+            sectionBytes &+= lf &+ 1 &- i
+            // The common line: a field line, whole in `input`, ended by CRLF (RFC 9112 §2.2); the CR is
+            // the line end's, as in `takeLine`.
+            if sawStatusLine && partialLine.isEmpty && lf &- i >= 2 && input[lf &- 1] == asciiCR {
+                let line = UnsafeRawBufferPointer(rebasing: input[i..<(lf &- 1)])
+                guard case .success(let parts) = scanFieldLine(line) else {
+                    storeRun(input, run)
+                    return (lf + 1, fieldLineEvent(line))
+                }
+                if FieldBlock.isStoredForm(line, parts) {
+                    if run.isEmpty { run = i..<i }
+                    head.fields.appendStoredSpan(pending: i &- run.lowerBound, parts)
+                    run = run.lowerBound..<(lf &+ 1)
+                } else {
+                    storeRun(input, run)
+                    run = i..<i
+                    head.fields.append(fieldLine: line, parts)
+                }
+                noteFramingField(line, parts)
+                i = lf &+ 1
+                continue
+            }
+            storeRun(input, run)
+            run = i..<i
+            let event: ResponseParseEvent?
+            if partialLine.isEmpty {
+                event = takeLine(UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+            } else {
+                // Take the buffer out of `self` while it is read, then give its memory back.
+                var carried: [UInt8] = []
+                swap(&carried, &partialLine)
+                carried.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[i..<lf]))
+                event = carried.withUnsafeBytes { takeLine($0) }
+                carried.removeAll(keepingCapacity: true)
+                swap(&carried, &partialLine)
+            }
+            i = lf + 1
+            if let event { return (i, event) }
+        }
+        storeRun(input, run)
+        return (i, nil)
+    }
+
+    /// Adds the bytes of a run of field lines whose spans are in the head already.
+    @inline(__always)
+    private mutating func storeRun(_ input: UnsafeRawBufferPointer, _ run: Range<Int>) {
+        if !run.isEmpty { head.fields.append(storedLines: UnsafeRawBufferPointer(rebasing: input[run])) }
+    }
+
     /// One complete line (its LF removed) of the head. Returns the event it completes, if any.
     private mutating func takeLine(_ raw: UnsafeRawBufferPointer) -> ResponseParseEvent? {
         // RFC 9112 §2.2: a CR before the LF belongs to the line end; any other CR is refused by the
@@ -283,20 +335,47 @@ public struct ResponseParser: Sendable {
             return statusLine(bytes)
         }
         if bytes.isEmpty { return endOfHead() }
-        switch scanFieldLine(bytes) {
-        case .failure(.obsoleteFolding):
-            // RFC 9112 §5.2: obs-fold is refused (a proxy may not forward it as it is).
-            return failEvent(.malformed("obsolete line folding"))
-        case .failure:
-            return failEvent(.malformed("invalid header line"))
-        case .success(let parts):
-            head.fields.append(fieldLine: bytes, parts)
-            framingFields.take(FramingFields.Kind(name: 0..<parts.colon, in: bytes), value: parts.value, in: bytes)
-            return nil
+        guard case .success(let parts) = scanFieldLine(bytes) else { return fieldLineEvent(bytes) }
+        head.fields.append(fieldLine: bytes, parts)
+        noteFramingField(bytes, parts)
+        return nil
+    }
+
+    /// Shows `framingFields` a field line that may frame the response or decide the connection's fate.
+    /// Only Connection, Content-Length and Transfer-Encoding do (a response's Host or Expect means
+    /// nothing here), so a name of another length is passed over.
+    @inline(__always)
+    private mutating func noteFramingField(_ line: UnsafeRawBufferPointer, _ parts: FieldLineParts) {
+        switch parts.colon {
+        case 10, 14, 17:
+            let kind = FramingFields.Kind(name: 0..<parts.colon, in: line)
+            if kind != .other { framingFields.take(kind, value: parts.value, in: line) }
+        default:
+            return
         }
     }
 
+    /// The error for a line that is not a field line.
+    private mutating func fieldLineEvent(_ line: UnsafeRawBufferPointer) -> ResponseParseEvent {
+        if case .failure(.obsoleteFolding) = scanFieldLine(line) {
+            // RFC 9112 §5.2: obs-fold is refused (a proxy may not forward it as it is).
+            return failEvent(.malformed("obsolete line folding"))
+        }
+        return failEvent(.malformed("invalid header line"))
+    }
+
     private mutating func statusLine(_ bytes: UnsafeRawBufferPointer) -> ResponseParseEvent? {
+        let count = bytes.count
+        var words: (UInt64, UInt64) = (0, 0)
+        if count >= 8 && count <= 16, let base = bytes.baseAddress {
+            words = (base.loadUnaligned(as: UInt64.self), base.loadUnaligned(fromByteOffset: count &- 8, as: UInt64.self))
+            if count == lastStatusLineCount && words == lastStatusLineWords {
+                sawStatusLine = true
+                headIsHTTP10 = lastStatusLineIsHTTP10
+                head.fields.removeAllBeforeNextHead()
+                return nil
+            }
+        }
         guard let parts = scanStatusLine(bytes) else { return failEvent(.malformed("invalid status line")) }
         // RFC 9110 §2.5: a higher minor version of HTTP/1 is understood as 1.1; another major version
         // cannot be framed as HTTP/1.1 (RFC 9112 §2.3).
@@ -305,11 +384,15 @@ public struct ResponseParser: Sendable {
         }
         sawStatusLine = true
         headIsHTTP10 = minor == 0
-        head.fields.removeAll()
+        head.fields.removeAllBeforeNextHead()
         head.status = parts.code
         let reason = UnsafeRawBufferPointer(rebasing: bytes[parts.reason])
-        // The same reason as the last head (the usual case) keeps its String.
+        // The same reason as the last head keeps its String.
         if !sameBytes(head.reason, reason) { head.reason = String(decoding: reason, as: UTF8.self) }
+        // Only a line the words cover is remembered; a longer one forgets the last.
+        lastStatusLineCount = count >= 8 && count <= 16 ? count : 0
+        lastStatusLineWords = words
+        lastStatusLineIsHTTP10 = headIsHTTP10
         return nil
     }
 
@@ -318,7 +401,10 @@ public struct ResponseParser: Sendable {
         let status = head.status
         // Checked on every head: an invalid length would otherwise reach the client (RFC 9112 §6.3 point 5).
         if let problem = framingFields.contentLengthProblem { return failEvent(.malformed(problem)) }
-        head.connectionOptions = framingFields.connectionOptions
+        // Not stored when both are empty (nearly always): a store retains one array and releases the other.
+        if !(framingFields.connectionOptions.isEmpty && head.connectionOptions.isEmpty) {
+            head.connectionOptions = framingFields.connectionOptions
+        }
         if status < 200 {
             if status == 101 {
                 // RFC 9110 §15.2.2: the connection switches protocols right after this head's blank line.

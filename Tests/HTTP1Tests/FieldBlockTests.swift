@@ -77,6 +77,15 @@ import Testing
         #expect(hop == [true, true, true, true, false])
     }
 
+    @Test func everyFixedHopByHopNameIsHopByHopWithoutConnectionOptions() {
+        // isHopByHop tells most names by their length first: each fixed name's length must pass.
+        let names = ["Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "te",
+            "Trailer", "Transfer-Encoding", "UPGRADE", "Content-Type", "X-Upgrade", "Upgrade-Insecure-Requests"]
+        let (h, _) = head(names.map { "\($0): v" })
+        let hop = (0..<h.count).map { h.isHopByHop($0, connectionOptions: []) }
+        #expect(hop == [true, true, true, true, true, true, true, true, true, false, false, false])
+    }
+
     @Test func aCopyKeepsItsFieldsWhenTheOriginalIsReused() {
         var (h, _) = head(["A: 1", "B: 2"])
         let held = h

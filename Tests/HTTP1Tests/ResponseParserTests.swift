@@ -163,6 +163,38 @@ import Testing
         #expect(fed.idle && !fed.mustClose)
     }
 
+    @Test func aRepeatedStatusLineReadsAsAFreshOneAndAChangedOneIsNotMistakenForIt() {
+        // Status lines of one length: the parser remembers the last one it accepted.
+        let input = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+            + "HTTP/1.1 201 OK\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 201 Ok\r\nContent-Length: 0\r\n\r\n"
+            + "HTTP/1.0 201 Ok\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"
+            + "HTTP/1.0 201 Ok\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"
+            + "HTTP/1.1 201 Ok\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 2x1 Ok\r\n\r\n"
+        let fed = verifyResponses(input)
+        #expect(fed.events == [
+            .head("200 OK|Content-Length: 0", .contentLength(0)), .end, .head("200 OK|Content-Length: 0", .contentLength(0)), .end,
+            .head("201 OK|Content-Length: 0", .contentLength(0)), .end, .head("201 Ok|Content-Length: 0", .contentLength(0)), .end,
+            .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
+            .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
+            .head("201 Ok|Content-Length: 0", .contentLength(0)), .end, .error(.malformed("invalid status line")),
+        ])
+        let http10Twice = verifyResponses(
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\nHTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+        #expect(http10Twice.http10 && http10Twice.mustClose)
+    }
+
+    @Test func manyResponsesOnOneParserEachReadTheirOwnFields() {
+        // The parser keeps old fields' bytes in its buffer up to a limit: heads well past it read right.
+        var input = ""
+        var expected: [Got] = []
+        for k in 0..<300 {
+            input += "HTTP/1.1 200 OK\r\nX-Index: \(k)\r\nX-Pad: \(String(repeating: "p", count: k % 17))\r\nContent-Length: 0\r\n\r\n"
+            expected += [.head("200 OK|X-Index: \(k)|X-Pad: \(String(repeating: "p", count: k % 17))|Content-Length: 0", .contentLength(0)), .end]
+        }
+        let fed = feedResponses([Array(input.utf8)])
+        #expect(fed.events == expected)
+    }
+
     @Test func theLargestChunkSizeThatFitsIsAccepted() {
         let fed = verifyResponses("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7FFFFFFFFFFFFFFF\r\nabc")
         #expect(fed.events.last == .body(bytes("abc")))
