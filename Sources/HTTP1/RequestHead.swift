@@ -23,8 +23,8 @@ public struct RequestHead: Sendable {
     public var droppedFieldCount: Int
     public let fields: FieldBlock
     /// The Host field's value, made once: every request reads it at least twice (the access check, the
-    /// forwarded host), and there is at most one (RFC 9112 §3.2).
-    private let host: String?
+    /// forwarded host), and there is at most one (RFC 9112 §3.2). The same as `first("host")`.
+    public let host: String?
 
     /// The parser's initializer: `host` is the Host field's value.
     init(

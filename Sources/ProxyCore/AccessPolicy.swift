@@ -6,8 +6,11 @@ import HTTP1
 /// instead of copying its arrays); `check` allocates nothing on success.
 final class AccessPolicy {
     let allowAnyHost: Bool
-    /// Lowercased host names without port, as bytes; IPv6 in brackets ("[::1]").
-    private let allowedHosts: [[UInt8]]
+    /// Lowercased host names without port, one after another; IPv6 in brackets ("[::1]"). One flat
+    /// array: the per-request search touches no array per name.
+    private let allowedHostBytes: [UInt8]
+    /// Where each name in `allowedHostBytes` ends (the next begins there).
+    private let allowedHostEnds: [Int]
     let allowedOrigins: [String]
     /// Lowercased, as `RequestHead.first` wants it.
     let requiredHeader: String?
@@ -40,7 +43,13 @@ final class AccessPolicy {
             if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
             return host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host
         }
-        allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        let allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        allowedHostBytes = allowedHosts.flatMap { $0 }
+        var end = 0
+        allowedHostEnds = allowedHosts.map { name in
+            end += name.count
+            return end
+        }
         allowedSuffixes = names.filter { $0.hasPrefix("*.") }.map { Array($0.dropFirst().utf8) }
         routedByHost = !routeHosts.isEmpty
         allowedOrigins = c.access.allowOrigins
@@ -85,6 +94,10 @@ final class AccessPolicy {
     static func parse(_ head: RequestHead) throws(ProxyError) -> ParsedTarget {
         // CONNECT first (point 10), in any target form.
         if head.method == "CONNECT" { throw .methodNotAllowed }
+        // The usual target: a path that parsing and dot-segment removal would both give back as it is.
+        if RequestTarget.isPlainPath(head.target) {
+            return ParsedTarget(path: head.target, query: nil, absolute: nil, authority: nil)
+        }
         guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }
         switch target {
         case .origin(let p, let q):
@@ -130,7 +143,7 @@ final class AccessPolicy {
             path = rest.first == "/" ? String(rest) : "/" + rest
         }
         // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
-        if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
+        if !isAbsolute && !allowAnyHost, let host = head.host, !hostAllowed(host) {
             return .failure(.forbiddenHost)
         }
         if let origin = head.first("origin"), !allowedOrigins.contains(origin) {
@@ -157,26 +170,38 @@ final class AccessPolicy {
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
     func hostAllowed(_ value: String) -> Bool {
         var value = value
-        return value.withUTF8 { v in
-            var end = v.count
-            if v.first == UInt8(ascii: "[") {
-                if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }
-            } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
-                end = colon
-            }
-            let host = UnsafeBufferPointer(rebasing: v[0..<end])
-            for allowed in allowedHosts where allowed.count == host.count {
-                // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
-                var k = 0
-                while k < host.count && allowed[k] == (host[k] >= 65 && host[k] <= 90 ? host[k] | 0x20 : host[k]) { k += 1 }
-                if k == host.count { return true }
-            }
-            for suffix in allowedSuffixes where suffix.count < host.count {
-                if RouteTable.endsWithFolded(host, suffix) { return true }
-            }
-            return false
-        }
+        return value.withUTF8(hostAllowed)
     }
+
+    /// The same for the value's bytes.
+    private func hostAllowed(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
+        var end = v.count
+        if v.first == UInt8(ascii: "[") {
+            if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }
+        } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
+            end = colon
+        }
+        let host = UnsafeBufferPointer(rebasing: v[0..<end])
+        var start = 0
+        for nameEnd in allowedHostEnds {
+            defer { start = nameEnd }
+            guard nameEnd - start == host.count else { continue }
+            // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
+            var k = 0
+            while k < host.count && allowedHostBytes[start + k] == asciiLowered(host[k]) { k += 1 }
+            if k == host.count { return true }
+        }
+        for suffix in allowedSuffixes where suffix.count < host.count {
+            if RouteTable.endsWithFolded(host, suffix) { return true }
+        }
+        return false
+    }
+}
+
+/// `b` with an ASCII capital made small.
+@inline(__always)
+private func asciiLowered(_ b: UInt8) -> UInt8 {
+    b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b
 }
 
 /// Compares in time that depends only on the lengths, so a wrong key reveals nothing of the right one.
