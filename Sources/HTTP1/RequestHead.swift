@@ -64,6 +64,13 @@ public struct RequestHead: Sendable {
         if lowercasedName == "host" { return host }
         return fields.first(lowercasedName)
     }
+
+    /// The same for a name written in the code (all lower case): compared as bytes, with no String
+    /// compare or copy of the name.
+    public func first(named lowercasedName: StaticString) -> String? {
+        for index in 0..<fields.count where fields.nameEquals(index, lowercasedName) { return fields.value(index) }
+        return nil
+    }
 }
 
 extension RequestHead: Equatable {

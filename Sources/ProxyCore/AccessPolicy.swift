@@ -146,7 +146,7 @@ final class AccessPolicy {
         if !isAbsolute && !allowAnyHost, let host = head.host, !hostAllowed(host) {
             return .failure(.forbiddenHost)
         }
-        if let origin = head.first("origin"), !allowedOrigins.contains(origin) {
+        if let origin = head.first(named: "origin"), !allowedOrigins.contains(origin) {
             return .failure(.forbiddenOrigin)
         }
         if let name = requiredHeader {
