@@ -81,7 +81,15 @@ private func parseRequestHead(
     i += 1
     let targetStart = i
     // RFC 9112 §3.2: the request-target holds no whitespace or control bytes; we also refuse non-ASCII.
-    while i < requestLine.upperBound && buffer[i] > asciiSP && buffer[i] < 0x7F { i += 1 }
+    // The same pass sees whether it is a plain path (`RequestTarget.isPlainPath`).
+    var plainPath = i < requestLine.upperBound && buffer[i] == UInt8(ascii: "/")
+    while i < requestLine.upperBound && buffer[i] > asciiSP && buffer[i] < 0x7F {
+        let b = buffer[i]
+        if b == UInt8(ascii: "?") || b == UInt8(ascii: "#") || b == UInt8(ascii: "%") || b == UInt8(ascii: ".") {
+            plainPath = false
+        }
+        i += 1
+    }
     let targetRange = targetStart..<i
     guard !targetRange.isEmpty, i < requestLine.upperBound, buffer[i] == asciiSP else {
         return .failure(.badRequest("invalid request line"))
@@ -164,7 +172,7 @@ private func parseRequestHead(
 
     return .success(
         RequestHead(
-            method: method(buffer, methodRange), target: string(buffer, targetRange), version: version,
+            method: method(buffer, methodRange), target: string(buffer, targetRange), targetIsPlainPath: plainPath, version: version,
             fields: FieldBlock(bytes: bytes, spans: spans), host: hostValue.map { string(buffer, $0) }, framing: framing,
             keepAlive: framingFields.persists(isHTTP10: version == .http1_0), expectContinue: framingFields.expectContinue,
             connectionOptions: framingFields.connectionOptions, droppedFieldCount: droppedFields))

@@ -95,7 +95,7 @@ final class AccessPolicy {
         // CONNECT first (point 10), in any target form.
         if head.method == "CONNECT" { throw .methodNotAllowed }
         // The usual target: a path that parsing and dot-segment removal would both give back as it is.
-        if RequestTarget.isPlainPath(head.target) {
+        if head.targetIsPlainPath {
             return ParsedTarget(path: head.target, query: nil, absolute: nil, authority: nil)
         }
         guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }

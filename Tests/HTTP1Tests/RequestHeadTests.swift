@@ -59,6 +59,25 @@ func parsedHeads(_ input: [UInt8], limits: ParserLimits = testLimits) -> [Reques
         }
     }
 
+    /// The parser's pass over the request line finds plain paths as `RequestTarget.isPlainPath` does.
+    @Test func theParserSaysWhetherTheTargetIsAPlainPath() throws {
+        let plain = ["/", "/small", "//h/a", "/a/b-c_d~e", "/a:b@c;d=e,f!g$h&i'j(k)l*m+n"]
+        let notPlain = ["*", "a/b", "http://h/", "h:443", "/a?", "/a?b", "/a#f", "/a%41", "/a%zz", "/a.b", "/.", "/..", "/a/../b"]
+        for target in plain + notPlain {
+            let head = try #require(parsedHeads(bytes("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n")).first)
+            #expect(head.targetIsPlainPath == plain.contains(target), "\(target)")
+            #expect(head.targetIsPlainPath == RequestTarget.isPlainPath(target), "\(target)")
+        }
+        var head = RequestHead(
+            method: "GET", target: "/a", version: .http1_1, fields: [HTTPField(name: "Host", value: "h")],
+            framing: .none, keepAlive: true, expectContinue: false, connectionOptions: [])
+        #expect(head.targetIsPlainPath)
+        head.target = "/a/../b"
+        #expect(!head.targetIsPlainPath)
+        head.target = "/b"
+        #expect(head.targetIsPlainPath)
+    }
+
     @Test func aFieldIsFoundByAStaticNameAsByAString() throws {
         let head = try #require(parsedHeads(bytes("GET / HTTP/1.1\r\nHost: h\r\nOrigin: http://a\r\nORIGIN: http://b\r\nX-Or: c\r\n\r\n")).first)
         #expect(head.first(named: "origin") == "http://a")
