@@ -1,6 +1,14 @@
 import Config
 import HTTP1
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The checks of CONTRACT.md points 7, 9 and 10 that need only the request head, in the
 /// contract's order. Built once per loop from the configuration (a class: each request borrows it
 /// instead of copying its arrays); `check` allocates nothing on success.
@@ -24,6 +32,9 @@ final class AccessPolicy {
     let routedByHost: Bool
     /// `*.example.com` names of a host route, as the suffix `.example.com`: allowed Host values too.
     private let allowedSuffixes: [[UInt8]]
+    /// The last Host value found allowed, byte for byte (port and case as sent): a loop's clients send
+    /// the same one nearly always, and the lists above never change. Only this loop touches it.
+    private var lastAllowedHost: [UInt8]? = nil
 
     init(configuration c: Configuration) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
@@ -169,12 +180,25 @@ final class AccessPolicy {
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
     func hostAllowed(_ value: String) -> Bool {
+        if let allowed = value.utf8.withContiguousStorageIfAvailable(hostAllowed) { return allowed }
         var value = value
         return value.withUTF8(hostAllowed)
     }
 
-    /// The same for the value's bytes.
+    /// The same for the value's bytes, the last allowed value remembered.
     private func hostAllowed(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
+        if let last = lastAllowedHost, last.count == v.count, let value = v.baseAddress,
+            last.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, value, v.count) == 0 } ?? false })
+        {
+            return true
+        }
+        guard searchHostLists(v) else { return false }
+        lastAllowedHost = Array(v)
+        return true
+    }
+
+    /// Whether the host in `v` (without its port) is in the allow-list or ends with an allowed suffix.
+    private func searchHostLists(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
         var end = v.count
         if v.first == UInt8(ascii: "[") {
             if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }

@@ -36,6 +36,21 @@ import Testing
         }
     }
 
+    /// The remembered last allowed value answers only for the very same bytes.
+    @Test func theRememberedHostAllowsOnlyItsOwnBytes() throws {
+        let policy = try Self.policy()
+        let sequence: [(String, Bool)] = [
+            ("127.0.0.1:8080", true), ("127.0.0.1:8080", true), ("127.0.0.2:8080", false), ("127.0.0.1:8080", true),
+            ("127.0.0.1:9090", true), ("evil.example:80", false), ("127.0.0.1:9090", true), ("127.0.0.1:909", true),
+            ("", false), ("localhost", true), ("localhosu", false), ("LOCALHOST", true), ("localhosT", true),
+            ("LOCALHOSS", false), ("[::1]:1", true), ("[::2]:1", false), ("[::1]:1", true), ("127.0.0.1:909", true),
+        ]
+        for (host, allowed) in sequence {
+            #expect(policy.hostAllowed(host) == allowed, "\(host)")
+            #expect(policy.check(Self.head("/x", host: host)).error == (allowed ? nil : .forbiddenHost), "\(host)")
+        }
+    }
+
     @Test func everyNameOfAnAllowListIsFoundWhateverItsLength() throws {
         let policy = try Self.policy("access: {allow_hosts: [a.test, Longer.Example.org, \"[FE80::1]\", b]}")
         for host in ["A.TEST:1", "a.test", "longer.example.org", "LONGER.EXAMPLE.ORG:443", "[fe80::1]:8080", "[FE80::1]", "b", "B:2"] {
