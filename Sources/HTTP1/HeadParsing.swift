@@ -3,6 +3,14 @@
 // and Host only. Field lines are checked by `scanFieldLine` and the framing fields read by
 // `FramingFields`, as for responses.
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
 private func nextLine(_ buffer: UnsafeRawBufferPointer, from start: inout Int) -> Range<Int>? {
@@ -32,16 +40,12 @@ private func method(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> St
     return string(buffer, range)
 }
 
-/// The bytes equal `literal` exactly.
+/// The bytes equal `literal` exactly (libc's `memcmp`: a word at a time, not a byte).
 private func bytesEqual(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    guard range.count == literal.utf8CodeUnitCount else { return false }
-    let p = literal.utf8Start
-    var k = 0
-    for index in range {
-        if buffer[index] != p[k] { return false }
-        k += 1
+    guard range.count == literal.utf8CodeUnitCount, range.upperBound <= buffer.count, let base = buffer.baseAddress else {
+        return false
     }
-    return true
+    return memcmp(base + range.lowerBound, literal.utf8Start, range.count) == 0
 }
 
 extension FieldLineProblem {
