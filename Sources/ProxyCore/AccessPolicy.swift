@@ -127,6 +127,11 @@ final class AccessPolicy {
 
     /// Returns the first error that applies, or the normalized path and query to forward.
     func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
+        // The usual request: a plain path (what `parse` would return for it), checked without a
+        // ParsedTarget made and destroyed.
+        if head.targetIsPlainPath && head.method != "CONNECT" {
+            return check(head, path: head.target, query: nil, absolute: nil, authority: nil, strip: 0)
+        }
         do {
             return check(head, try AccessPolicy.parse(head))
         } catch {
@@ -138,10 +143,18 @@ final class AccessPolicy {
     /// bytes of the path the route removes (its `path_prefix`).
     @inline(__always)
     func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
-        var path = target.path
-        let isAbsolute = target.absolute != nil
+        check(head, path: target.path, query: target.query, absolute: target.absolute, authority: target.authority, strip: strip)
+    }
+
+    /// The same for a target's parts.
+    @inline(__always)
+    private func check(
+        _ head: RequestHead, path: String, query: String?, absolute: AbsoluteTarget?, authority: String?, strip: Int
+    ) -> Result<CheckedTarget, ProxyError> {
+        var path = path
+        let isAbsolute = absolute != nil
         var targetMatchesUpstream = true
-        if let absolute = target.absolute {
+        if let absolute {
             let effectivePort = absolute.port ?? (absolute.scheme == "https" ? 443 : 80)
             targetMatchesUpstream =
                 routedByHost || (absolute.scheme == upstream.scheme && absolute.host == upstream.host && effectivePort == upstream.port)
@@ -175,7 +188,7 @@ final class AccessPolicy {
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success(CheckedTarget(path: path, query: target.query, authority: target.authority))
+        return .success(CheckedTarget(path: path, query: query, authority: authority))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
