@@ -193,9 +193,10 @@ final class AccessPolicy {
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
     func hostAllowed(_ value: String) -> Bool {
-        if let allowed = value.utf8.withContiguousStorageIfAvailable(hostAllowed) { return allowed }
+        // Closures, not `hostAllowed` by name: a partially applied method would retain `self`.
+        if let allowed = value.utf8.withContiguousStorageIfAvailable({ hostAllowed($0) }) { return allowed }
         var value = value
-        return value.withUTF8(hostAllowed)
+        return value.withUTF8 { hostAllowed($0) }
     }
 
     /// The same for the value's bytes, the last allowed value remembered.
