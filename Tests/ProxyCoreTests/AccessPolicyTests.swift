@@ -125,6 +125,12 @@ import Testing
         let policy = try Self.policy()
         #expect(policy.check(Self.head("/x", method: "CONNECT")).error == .methodNotAllowed)
         #expect(policy.check(Self.head("example.com:443", method: "CONNECT")).error == .methodNotAllowed)
+        // Methods are case-sensitive (RFC 9110 §9.1): only CONNECT itself is refused.
+        for method in ["connect", "CONNECX", "CONNECTS", "CONNEC", "GET"] {
+            #expect(policy.check(Self.head("/x", method: method)).isSuccess, "\(method)")
+            #expect(!AccessPolicy.isConnect(method), "\(method)")
+        }
+        #expect(AccessPolicy.isConnect("CONNECT"))
         guard case .failure(.badRequest) = policy.check(Self.head("*", method: "OPTIONS")) else {
             Issue.record("OPTIONS * was not refused")
             return
