@@ -67,6 +67,8 @@ public struct RequestHead: Sendable {
     }
 
     /// The value of the first field with this name (all lower case), compared case-insensitively.
+    /// Inlinable: where the name is the literal "host", the compare folds away and `host` is read.
+    @inlinable
     public func first(_ lowercasedName: String) -> String? {
         if lowercasedName == "host" { return host }
         return fields.first(lowercasedName)
