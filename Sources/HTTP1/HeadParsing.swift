@@ -179,5 +179,7 @@ private func parseRequestHead(
             method: method(buffer, methodRange), target: string(buffer, targetRange), targetIsPlainPath: plainPath, version: version,
             fields: FieldBlock(bytes: bytes, spans: spans), host: hostValue.map { string(buffer, $0) }, framing: framing,
             keepAlive: framingFields.persists(isHTTP10: version == .http1_0), expectContinue: framingFields.expectContinue,
-            connectionOptions: framingFields.connectionOptions, droppedFieldCount: droppedFields))
+            // Nearly always none: the empty literal then shares no buffer with `framingFields` (no retain).
+            connectionOptions: framingFields.connectionOptions.isEmpty ? [] : framingFields.connectionOptions,
+            droppedFieldCount: droppedFields))
 }
