@@ -13,6 +13,7 @@ import Darwin
 
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
+@inline(__always)
 private func nextLine(_ buffer: UnsafeRawBufferPointer, from start: inout Int) -> Range<Int>? {
     let i = indexOfLF(buffer, start..<buffer.count) ?? buffer.count
     var end = i
