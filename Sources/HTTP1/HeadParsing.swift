@@ -3,8 +3,17 @@
 // and Host only. Field lines are checked by `scanFieldLine` and the framing fields read by
 // `FramingFields`, as for responses.
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
+@inline(__always)
 private func nextLine(_ buffer: UnsafeRawBufferPointer, from start: inout Int) -> Range<Int>? {
     let i = indexOfLF(buffer, start..<buffer.count) ?? buffer.count
     var end = i
@@ -14,8 +23,13 @@ private func nextLine(_ buffer: UnsafeRawBufferPointer, from start: inout Int) -
     return line.isEmpty ? nil : line
 }
 
+/// The bytes as a String, invalid UTF-8 repaired as `String(decoding:as:)` does. Built in place:
+/// up to 15 ASCII bytes (the usual target and Host) make a small String without the UTF-8 validator.
 private func string(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
-    String(decoding: UnsafeRawBufferPointer(rebasing: buffer[range]), as: UTF8.self)
+    String(unsafeUninitializedCapacity: range.count) { out in
+        UnsafeMutableRawBufferPointer(out).copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[range]))
+        return range.count
+    }
 }
 
 /// The method as a String: the common ones as literals (no String made and checked per request).
@@ -27,16 +41,12 @@ private func method(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> St
     return string(buffer, range)
 }
 
-/// The bytes equal `literal` exactly.
+/// The bytes equal `literal` exactly (libc's `memcmp`: a word at a time, not a byte).
 private func bytesEqual(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    guard range.count == literal.utf8CodeUnitCount else { return false }
-    let p = literal.utf8Start
-    var k = 0
-    for index in range {
-        if buffer[index] != p[k] { return false }
-        k += 1
+    guard range.count == literal.utf8CodeUnitCount, range.upperBound <= buffer.count, let base = buffer.baseAddress else {
+        return false
     }
-    return true
+    return memcmp(base + range.lowerBound, literal.utf8Start, range.count) == 0
 }
 
 extension FieldLineProblem {
@@ -76,7 +86,15 @@ private func parseRequestHead(
     i += 1
     let targetStart = i
     // RFC 9112 §3.2: the request-target holds no whitespace or control bytes; we also refuse non-ASCII.
-    while i < requestLine.upperBound && buffer[i] > asciiSP && buffer[i] < 0x7F { i += 1 }
+    // The same pass sees whether it is a plain path (`RequestTarget.isPlainPath`).
+    var plainPath = i < requestLine.upperBound && buffer[i] == UInt8(ascii: "/")
+    while i < requestLine.upperBound && buffer[i] > asciiSP && buffer[i] < 0x7F {
+        let b = buffer[i]
+        if b == UInt8(ascii: "?") || b == UInt8(ascii: "#") || b == UInt8(ascii: "%") || b == UInt8(ascii: ".") {
+            plainPath = false
+        }
+        i += 1
+    }
     let targetRange = targetStart..<i
     guard !targetRange.isEmpty, i < requestLine.upperBound, buffer[i] == asciiSP else {
         return .failure(.badRequest("invalid request line"))
@@ -159,8 +177,10 @@ private func parseRequestHead(
 
     return .success(
         RequestHead(
-            method: method(buffer, methodRange), target: string(buffer, targetRange), version: version,
+            method: method(buffer, methodRange), target: string(buffer, targetRange), targetIsPlainPath: plainPath, version: version,
             fields: FieldBlock(bytes: bytes, spans: spans), host: hostValue.map { string(buffer, $0) }, framing: framing,
             keepAlive: framingFields.persists(isHTTP10: version == .http1_0), expectContinue: framingFields.expectContinue,
-            connectionOptions: framingFields.connectionOptions, droppedFieldCount: droppedFields))
+            // Nearly always none: the empty literal then shares no buffer with `framingFields` (no retain).
+            connectionOptions: framingFields.connectionOptions.isEmpty ? [] : framingFields.connectionOptions,
+            droppedFieldCount: droppedFields))
 }

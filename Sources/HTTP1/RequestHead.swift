@@ -9,7 +9,12 @@ public struct RequestHead: Sendable {
     /// As sent; methods are case-sensitive (RFC 9110 §9.1).
     public var method: String
     /// The raw request-target (see ``RequestTarget/parse(_:)``).
-    public var target: String
+    public var target: String {
+        didSet { targetIsPlainPath = RequestTarget.isPlainPath(target) }
+    }
+    /// `RequestTarget.isPlainPath(target)`: a path that parsing and dot-segment removal give back as it
+    /// is. Found by the parser in its pass over the request line, so the access check needs no other.
+    public private(set) var targetIsPlainPath: Bool
     public var version: HTTPVersion
     public var framing: BodyFraming
     /// HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
@@ -23,16 +28,17 @@ public struct RequestHead: Sendable {
     public var droppedFieldCount: Int
     public let fields: FieldBlock
     /// The Host field's value, made once: every request reads it at least twice (the access check, the
-    /// forwarded host), and there is at most one (RFC 9112 §3.2).
-    private let host: String?
+    /// forwarded host), and there is at most one (RFC 9112 §3.2). The same as `first("host")`.
+    public let host: String?
 
     /// The parser's initializer: `host` is the Host field's value.
     init(
-        method: String, target: String, version: HTTPVersion, fields: FieldBlock, host: String?,
+        method: String, target: String, targetIsPlainPath: Bool, version: HTTPVersion, fields: FieldBlock, host: String?,
         framing: BodyFraming, keepAlive: Bool, expectContinue: Bool, connectionOptions: [String], droppedFieldCount: Int
     ) {
         self.method = method
         self.target = target
+        self.targetIsPlainPath = targetIsPlainPath
         self.version = version
         self.fields = fields
         self.host = host
@@ -50,7 +56,8 @@ public struct RequestHead: Sendable {
     ) {
         let host = fields.first { asciiCaseInsensitiveEquals($0.name, "host") }.map { $0.value }
         self.init(
-            method: method, target: target, version: version, fields: FieldBlock(fields), host: host, framing: framing,
+            method: method, target: target, targetIsPlainPath: RequestTarget.isPlainPath(target), version: version,
+            fields: FieldBlock(fields), host: host, framing: framing,
             keepAlive: keepAlive, expectContinue: expectContinue, connectionOptions: connectionOptions, droppedFieldCount: 0)
     }
 
@@ -60,9 +67,18 @@ public struct RequestHead: Sendable {
     }
 
     /// The value of the first field with this name (all lower case), compared case-insensitively.
+    /// Inlinable: where the name is the literal "host", the compare folds away and `host` is read.
+    @inlinable
     public func first(_ lowercasedName: String) -> String? {
         if lowercasedName == "host" { return host }
         return fields.first(lowercasedName)
+    }
+
+    /// The same for a name written in the code (all lower case): compared as bytes, with no String
+    /// compare or copy of the name.
+    public func first(named lowercasedName: StaticString) -> String? {
+        for index in 0..<fields.count where fields.nameEquals(index, lowercasedName) { return fields.value(index) }
+        return nil
     }
 }
 

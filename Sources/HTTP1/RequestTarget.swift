@@ -56,6 +56,27 @@ extension RequestTarget {
     }
 }
 
+extension RequestTarget {
+    /// Whether `target` is an origin-form path that neither parsing nor dot-segment removal changes:
+    /// it starts with `/` and holds only visible ASCII other than `?` (no query), `#` (refused: a
+    /// fragment is never sent, RFC 9110 §7.1), `%` (to be checked, and maybe an encoded dot) and `.`
+    /// (maybe a dot-segment, RFC 3986 §5.2.4). For such a target `parse` gives
+    /// `.origin(path: target, query: nil)` and ``removeDotSegments(_:)`` gives it back unchanged, so
+    /// the usual request skips both (and their second and third passes over the bytes).
+    public static func isPlainPath(_ target: String) -> Bool {
+        var copy = target
+        return copy.withUTF8 { bytes in
+            guard bytes.first == UInt8(ascii: "/") else { return false }
+            for b in bytes {
+                guard b > asciiSP && b < 0x7F && b != UInt8(ascii: "?") && b != UInt8(ascii: "#")
+                    && b != UInt8(ascii: "%") && b != UInt8(ascii: ".")
+                else { return false }
+            }
+            return true
+        }
+    }
+}
+
 /// The length of `scheme` when `bytes` starts with `scheme "://"` (RFC 3986 §3.1).
 private func schemeLength(_ bytes: [UInt8]) -> Int? {
     var i = 0

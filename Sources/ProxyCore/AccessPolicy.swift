@@ -1,13 +1,24 @@
 import Config
 import HTTP1
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The checks of CONTRACT.md points 7, 9 and 10 that need only the request head, in the
 /// contract's order. Built once per loop from the configuration (a class: each request borrows it
 /// instead of copying its arrays); `check` allocates nothing on success.
 final class AccessPolicy {
     let allowAnyHost: Bool
-    /// Lowercased host names without port, as bytes; IPv6 in brackets ("[::1]").
-    private let allowedHosts: [[UInt8]]
+    /// Lowercased host names without port, one after another; IPv6 in brackets ("[::1]"). One flat
+    /// array: the per-request search touches no array per name.
+    private let allowedHostBytes: [UInt8]
+    /// Where each name in `allowedHostBytes` ends (the next begins there).
+    private let allowedHostEnds: [Int]
     let allowedOrigins: [String]
     /// Lowercased, as `RequestHead.first` wants it.
     let requiredHeader: String?
@@ -21,6 +32,9 @@ final class AccessPolicy {
     let routedByHost: Bool
     /// `*.example.com` names of a host route, as the suffix `.example.com`: allowed Host values too.
     private let allowedSuffixes: [[UInt8]]
+    /// The last Host value found allowed, byte for byte (port and case as sent): a loop's clients send
+    /// the same one nearly always, and the lists above never change. Only this loop touches it.
+    private var lastAllowedHost: [UInt8]? = nil
 
     init(configuration c: Configuration) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
@@ -40,7 +54,13 @@ final class AccessPolicy {
             if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
             return host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host
         }
-        allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        let allowedHosts = allowed + names.filter { !$0.hasPrefix("*.") }.map { Array($0.utf8) }
+        allowedHostBytes = allowedHosts.flatMap { $0 }
+        var end = 0
+        allowedHostEnds = allowedHosts.map { name in
+            end += name.count
+            return end
+        }
         allowedSuffixes = names.filter { $0.hasPrefix("*.") }.map { Array($0.dropFirst().utf8) }
         routedByHost = !routeHosts.isEmpty
         allowedOrigins = c.access.allowOrigins
@@ -80,11 +100,21 @@ final class AccessPolicy {
         var port: Int?
     }
 
+    /// `method == "CONNECT"`, the length compared first: the usual method costs no String compare.
+    @inline(__always)
+    static func isConnect(_ method: String) -> Bool {
+        method.utf8.count == 7 && method == "CONNECT"
+    }
+
     /// CONNECT, the target's form and its path: the errors that come before any route (point 10).
     @inline(__always)
     static func parse(_ head: RequestHead) throws(ProxyError) -> ParsedTarget {
         // CONNECT first (point 10), in any target form.
-        if head.method == "CONNECT" { throw .methodNotAllowed }
+        if isConnect(head.method) { throw .methodNotAllowed }
+        // The usual target: a path that parsing and dot-segment removal would both give back as it is.
+        if head.targetIsPlainPath {
+            return ParsedTarget(path: head.target, query: nil, absolute: nil, authority: nil)
+        }
         guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }
         switch target {
         case .origin(let p, let q):
@@ -103,6 +133,11 @@ final class AccessPolicy {
 
     /// Returns the first error that applies, or the normalized path and query to forward.
     func check(_ head: RequestHead) -> Result<CheckedTarget, ProxyError> {
+        // The usual request: a plain path (what `parse` would return for it), checked without a
+        // ParsedTarget made and destroyed.
+        if head.targetIsPlainPath && !AccessPolicy.isConnect(head.method) {
+            return check(head, path: head.target, query: nil, absolute: nil, authority: nil, strip: 0)
+        }
         do {
             return check(head, try AccessPolicy.parse(head))
         } catch {
@@ -114,10 +149,18 @@ final class AccessPolicy {
     /// bytes of the path the route removes (its `path_prefix`).
     @inline(__always)
     func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
-        var path = target.path
-        let isAbsolute = target.absolute != nil
+        check(head, path: target.path, query: target.query, absolute: target.absolute, authority: target.authority, strip: strip)
+    }
+
+    /// The same for a target's parts.
+    @inline(__always)
+    private func check(
+        _ head: RequestHead, path: String, query: String?, absolute: AbsoluteTarget?, authority: String?, strip: Int
+    ) -> Result<CheckedTarget, ProxyError> {
+        var path = path
+        let isAbsolute = absolute != nil
         var targetMatchesUpstream = true
-        if let absolute = target.absolute {
+        if let absolute {
             let effectivePort = absolute.port ?? (absolute.scheme == "https" ? 443 : 80)
             targetMatchesUpstream =
                 routedByHost || (absolute.scheme == upstream.scheme && absolute.host == upstream.host && effectivePort == upstream.port)
@@ -130,10 +173,10 @@ final class AccessPolicy {
             path = rest.first == "/" ? String(rest) : "/" + rest
         }
         // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
-        if !isAbsolute && !allowAnyHost, let host = head.first("host"), !hostAllowed(host) {
+        if !isAbsolute && !allowAnyHost, let host = head.host, !hostAllowed(host) {
             return .failure(.forbiddenHost)
         }
-        if let origin = head.first("origin"), !allowedOrigins.contains(origin) {
+        if let origin = head.first(named: "origin"), !allowedOrigins.contains(origin) {
             return .failure(.forbiddenOrigin)
         }
         if let name = requiredHeader {
@@ -151,32 +194,58 @@ final class AccessPolicy {
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
         if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success(CheckedTarget(path: path, query: target.query, authority: target.authority))
+        return .success(CheckedTarget(path: path, query: query, authority: authority))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).
     func hostAllowed(_ value: String) -> Bool {
+        // Closures, not `hostAllowed` by name: a partially applied method would retain `self`.
+        if let allowed = value.utf8.withContiguousStorageIfAvailable({ hostAllowed($0) }) { return allowed }
         var value = value
-        return value.withUTF8 { v in
-            var end = v.count
-            if v.first == UInt8(ascii: "[") {
-                if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }
-            } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
-                end = colon
-            }
-            let host = UnsafeBufferPointer(rebasing: v[0..<end])
-            for allowed in allowedHosts where allowed.count == host.count {
-                // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
-                var k = 0
-                while k < host.count && allowed[k] == (host[k] >= 65 && host[k] <= 90 ? host[k] | 0x20 : host[k]) { k += 1 }
-                if k == host.count { return true }
-            }
-            for suffix in allowedSuffixes where suffix.count < host.count {
-                if RouteTable.endsWithFolded(host, suffix) { return true }
-            }
-            return false
-        }
+        return value.withUTF8 { hostAllowed($0) }
     }
+
+    /// The same for the value's bytes, the last allowed value remembered.
+    private func hostAllowed(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
+        if let last = lastAllowedHost, last.count == v.count, let value = v.baseAddress,
+            last.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, value, v.count) == 0 } ?? false })
+        {
+            return true
+        }
+        guard searchHostLists(v) else { return false }
+        lastAllowedHost = Array(v)
+        return true
+    }
+
+    /// Whether the host in `v` (without its port) is in the allow-list or ends with an allowed suffix.
+    private func searchHostLists(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
+        var end = v.count
+        if v.first == UInt8(ascii: "[") {
+            if let close = v.firstIndex(of: UInt8(ascii: "]")) { end = close + 1 }
+        } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
+            end = colon
+        }
+        let host = UnsafeBufferPointer(rebasing: v[0..<end])
+        var start = 0
+        for nameEnd in allowedHostEnds {
+            defer { start = nameEnd }
+            guard nameEnd - start == host.count else { continue }
+            // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
+            var k = 0
+            while k < host.count && allowedHostBytes[start + k] == asciiLowered(host[k]) { k += 1 }
+            if k == host.count { return true }
+        }
+        for suffix in allowedSuffixes where suffix.count < host.count {
+            if RouteTable.endsWithFolded(host, suffix) { return true }
+        }
+        return false
+    }
+}
+
+/// `b` with an ASCII capital made small.
+@inline(__always)
+private func asciiLowered(_ b: UInt8) -> UInt8 {
+    b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b
 }
 
 /// Compares in time that depends only on the lengths, so a wrong key reveals nothing of the right one.

@@ -40,6 +40,53 @@ func parsedHeads(_ input: [UInt8], limits: ParserLimits = testLimits) -> [Reques
         #expect(head.fields.value(1) == "caf\u{FFFD}")
     }
 
+    /// The Strings made in place come out as `String(decoding:as:)` would make them: short or long,
+    /// ASCII or not, invalid UTF-8 repaired.
+    @Test func theTargetAndHostStringsAreTheBytesDecoded() throws {
+        let hosts: [[UInt8]] = [
+            bytes("h"), bytes("127.0.0.1:18682"), bytes("a-host-name-longer-than-15.example.com:8443"),
+            bytes("caf") + [0xE9], bytes("caf") + [0xC3, 0xA9], [0xFF, 0x80, 0x41], bytes("a-long-one-") + [0xE9] + bytes("-with-latin1"),
+        ]
+        for host in hosts {
+            for target in ["/", "/small", "/exactly15bytes", "/a/longer/target/than/fifteen?q=1"] {
+                let head = try #require(parsedHeads(bytes("GET \(target) HTTP/1.1\r\nHost: ") + host + bytes("\r\n\r\n")).first)
+                #expect(head.target == target)
+                #expect(head.target.utf8.elementsEqual(target.utf8))
+                #expect(head.host == String(decoding: host, as: UTF8.self))
+                #expect(head.host.map { Array($0.utf8) } == Array(String(decoding: host, as: UTF8.self).utf8))
+                #expect(head.first("host") == head.host)
+            }
+        }
+    }
+
+    /// The parser's pass over the request line finds plain paths as `RequestTarget.isPlainPath` does.
+    @Test func theParserSaysWhetherTheTargetIsAPlainPath() throws {
+        let plain = ["/", "/small", "//h/a", "/a/b-c_d~e", "/a:b@c;d=e,f!g$h&i'j(k)l*m+n"]
+        let notPlain = ["*", "a/b", "http://h/", "h:443", "/a?", "/a?b", "/a#f", "/a%41", "/a%zz", "/a.b", "/.", "/..", "/a/../b"]
+        for target in plain + notPlain {
+            let head = try #require(parsedHeads(bytes("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n")).first)
+            #expect(head.targetIsPlainPath == plain.contains(target), "\(target)")
+            #expect(head.targetIsPlainPath == RequestTarget.isPlainPath(target), "\(target)")
+        }
+        var head = RequestHead(
+            method: "GET", target: "/a", version: .http1_1, fields: [HTTPField(name: "Host", value: "h")],
+            framing: .none, keepAlive: true, expectContinue: false, connectionOptions: [])
+        #expect(head.targetIsPlainPath)
+        head.target = "/a/../b"
+        #expect(!head.targetIsPlainPath)
+        head.target = "/b"
+        #expect(head.targetIsPlainPath)
+    }
+
+    @Test func aFieldIsFoundByAStaticNameAsByAString() throws {
+        let head = try #require(parsedHeads(bytes("GET / HTTP/1.1\r\nHost: h\r\nOrigin: http://a\r\nORIGIN: http://b\r\nX-Or: c\r\n\r\n")).first)
+        #expect(head.first(named: "origin") == "http://a")
+        #expect(head.first(named: "origin") == head.first("origin"))
+        #expect(head.first(named: "x-or") == "c")
+        #expect(head.first(named: "host") == "h")
+        #expect(head.first(named: "origi") == nil && head.first(named: "origins") == nil && head.first(named: "referer") == nil)
+    }
+
     @Test func hopByHopFieldsAreTheFixedNamesAndThoseConnectionLists() throws {
         let input = "GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Session, close\r\nX-Session: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Other: 2\r\n\r\n"
         let head = try #require(parsedHeads(bytes(input)).first)
