@@ -18,6 +18,12 @@ func indexOfLF(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
     return base.distance(to: UnsafeRawPointer(hit))
 }
 
+/// Whether the `count` bytes at `a` and at `b` are equal, compared by libc's `memcmp` (a word at a time).
+@inline(__always)
+public func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+    memcmp(a, b, count) == 0
+}
+
 // Computed rather than stored: a global `let` costs a lazy-initialisation check on every use.
 @inlinable var asciiCR: UInt8 { 0x0D }
 @inlinable var asciiLF: UInt8 { 0x0A }

@@ -3,14 +3,6 @@
 // and Host only. Field lines are checked by `scanFieldLine` and the framing fields read by
 // `FramingFields`, as for responses.
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The next line of a complete section, without its terminator; nil at the blank line that ends it.
 /// A CR left inside the line is caught by the line parsers (bare CR, RFC 9112 §2.2).
 @inline(__always)
@@ -41,12 +33,12 @@ private func method(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> St
     return string(buffer, range)
 }
 
-/// The bytes equal `literal` exactly (libc's `memcmp`: a word at a time, not a byte).
+/// The bytes equal `literal` exactly (``memoryEqual(_:_:count:)``: a word at a time, not a byte).
 private func bytesEqual(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
     guard range.count == literal.utf8CodeUnitCount, range.upperBound <= buffer.count, let base = buffer.baseAddress else {
         return false
     }
-    return memcmp(base + range.lowerBound, literal.utf8Start, range.count) == 0
+    return memoryEqual(base + range.lowerBound, literal.utf8Start, count: range.count)
 }
 
 extension FieldLineProblem {

@@ -1,14 +1,6 @@
 import Config
 import HTTP1
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// The checks of CONTRACT.md points 7, 9 and 10 that need only the request head, in the
 /// contract's order. Built once per loop from the configuration (a class: each request borrows it
 /// instead of copying its arrays); `check` allocates nothing on success.
@@ -208,7 +200,7 @@ final class AccessPolicy {
     /// The same for the value's bytes, the last allowed value remembered.
     private func hostAllowed(_ v: UnsafeBufferPointer<UInt8>) -> Bool {
         if let last = lastAllowedHost, last.count == v.count, let value = v.baseAddress,
-            last.withUnsafeBytes({ $0.baseAddress.map { memcmp($0, value, v.count) == 0 } ?? false })
+            last.withUnsafeBytes({ $0.baseAddress.map { memoryEqual($0, value, count: v.count) } ?? false })
         {
             return true
         }
