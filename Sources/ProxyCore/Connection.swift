@@ -12,9 +12,9 @@ final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
     /// The X-Forwarded-For and X-Forwarded-Proto lines for this client, made once.
-    let forwardedForLines: [UInt8]
+    let forwardedForLines: ByteBuffer
     /// The X-Forwarded-Host line, made again only when the client names another host.
-    var forwardedHostLine = RepeatedFieldLine(name: "X-Forwarded-Host")
+    let forwardedHostLine = RepeatedFieldLine(name: "X-Forwarded-Host")
     /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext

@@ -81,8 +81,10 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
     /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
-    var upOut: ByteBuffer
+    let upOut: ByteBuffer
     var upOutStart = 0
+    /// The body bytes a try puts after its head (`beginTry`); empty between tries.
+    private var bodyAfterHead: [UInt8] = []
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     var upHeadEnd = 0
     var reading = false
@@ -228,9 +230,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         held401 = nil
         machine.onTryStarted(tokenGeneration: token?.generation, now: now)
     }
-
-    /// The body bytes a try puts after its head (`beginTry`); empty between tries.
-    private var bodyAfterHead: [UInt8] = []
 
     /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
     /// high-water mark the connection keeps.

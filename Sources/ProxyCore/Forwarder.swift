@@ -19,7 +19,7 @@ final class Forwarder {
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
-    private let hostFieldLine: [UInt8]
+    private let hostFieldLine = ByteBuffer()
 
     init(configuration c: Configuration) {
         upstream = c.upstream
@@ -27,9 +27,7 @@ final class Forwarder {
         let bracketed = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
         upstreamHost = c.upstream.port == (c.upstream.scheme == "https" ? 443 : 80) ? bracketed : "\(bracketed):\(c.upstream.port)"
         preserveHost = c.forward.preserveHost
-        let line = ByteBuffer()
-        RequestWriter.appendField(line, name: "Host", value: upstreamHost)
-        hostFieldLine = line.bytes
+        RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         clientAuthorization = c.forward.clientAuthorization
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
@@ -59,7 +57,7 @@ final class Forwarder {
     /// Content-Length (CONTRACT point 8); nil: it goes chunked.
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        forwardedFor: [UInt8], forwardedHost: [UInt8]?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
+        forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
     ) {
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost { out.append(hostFieldLine) }
@@ -112,11 +110,11 @@ final class Forwarder {
 
     /// `X-Forwarded-For` with the client's address (none for a unix socket's client) and
     /// `X-Forwarded-Proto: http`, as field lines: made once per client connection.
-    static func forwardedForLines(peerHost: String) -> [UInt8] {
+    static func forwardedForLines(peerHost: String) -> ByteBuffer {
         let lines = ByteBuffer()
         if !peerHost.isEmpty { RequestWriter.appendField(lines, name: "X-Forwarded-For", value: peerHost) }
         RequestWriter.appendFieldLine(lines, "X-Forwarded-Proto: http\r\n")
-        return lines.bytes
+        return lines
     }
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
@@ -252,19 +250,18 @@ final class Forwarder {
 
 /// A field line kept for as long as its value repeats (a client connection names the same Host
 /// request after request): made once, then one copy per request.
-struct RepeatedFieldLine {
+final class RepeatedFieldLine {
     private let name: StaticString
     private var value: String?
-    private var line: [UInt8] = []
+    private let line = ByteBuffer()
 
     init(name: StaticString) { self.name = name }
 
-    mutating func line(for value: String) -> [UInt8] {
+    func line(for value: String) -> ByteBuffer {
         if value != self.value {
             self.value = value
-            let made = ByteBuffer()
-            RequestWriter.appendField(made, name: name, value: value)
-            line = made.bytes
+            line.removeAll()
+            RequestWriter.appendField(line, name: name, value: value)
         }
         return line
     }
