@@ -82,18 +82,7 @@ func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lower
     return bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, start..<end, lowercased) }
 }
 
-/// The same against a literal, read through its pointer: no closure, so the array is not retained
-/// for the call (callgrind counted a retain and a release per comparison with `withUTF8Buffer`).
-@inline(__always)
-func asciiEqualsIgnoringCase(_ bytes: [UInt8], _ start: Int, _ end: Int, _ lowercased: StaticString) -> Bool {
-    let n = lowercased.utf8CodeUnitCount
-    guard end - start == n else { return false }
-    let literal = lowercased.utf8Start
-    for k in 0..<n where asciiLower(bytes[start &+ k]) != literal[k] { return false }
-    return true
-}
-
-/// The same for a range of a buffer, eight bytes at a time (the names the parsers look for are up
+/// The same against a literal, eight bytes at a time (the names the parsers look for are up
 /// to 17 bytes long, and most fields that have the right length do match).
 @inline(__always)
 func asciiEqualsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ lowercased: StaticString) -> Bool {

@@ -103,7 +103,7 @@ public struct FieldBlock: Sendable {
     /// Whether field `index`'s value is this (ASCII case ignored; `lowercased` is all lower case).
     public func valueEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
-        return asciiEqualsIgnoringCase(bytes, span.valueStart, span.valueEnd, lowercased)
+        return bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.valueStart..<span.valueEnd, lowercased) }
     }
 
     /// The index of the first field with this name (compared ignoring ASCII case; all lower case).

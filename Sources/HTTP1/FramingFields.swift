@@ -9,11 +9,11 @@ struct FramingFields {
 
         init(name: Range<Int>, in bytes: UnsafeRawBufferPointer) {
             switch name.count {
-            case 4: self = equalsIgnoringCase(bytes, name, "host") ? .host : .other
-            case 6: self = equalsIgnoringCase(bytes, name, "expect") ? .expect : .other
-            case 10: self = equalsIgnoringCase(bytes, name, "connection") ? .connection : .other
-            case 14: self = equalsIgnoringCase(bytes, name, "content-length") ? .contentLength : .other
-            case 17: self = equalsIgnoringCase(bytes, name, "transfer-encoding") ? .transferEncoding : .other
+            case 4: self = asciiEqualsIgnoringCase(bytes, name, "host") ? .host : .other
+            case 6: self = asciiEqualsIgnoringCase(bytes, name, "expect") ? .expect : .other
+            case 10: self = asciiEqualsIgnoringCase(bytes, name, "connection") ? .connection : .other
+            case 14: self = asciiEqualsIgnoringCase(bytes, name, "content-length") ? .contentLength : .other
+            case 17: self = asciiEqualsIgnoringCase(bytes, name, "transfer-encoding") ? .transferEncoding : .other
             default: self = .other
             }
         }
@@ -71,23 +71,23 @@ struct FramingFields {
                 var end = element.lowerBound
                 while end < element.upperBound && isTokenByte(bytes[end]) { end += 1 }
                 codingCount += 1
-                if equalsIgnoringCase(bytes, element.lowerBound..<end, "chunked") { chunkedCount += 1 }
+                if asciiEqualsIgnoringCase(bytes, element.lowerBound..<end, "chunked") { chunkedCount += 1 }
                 return true
             }
         case .connection:
             // The usual values, one option alone: no list to walk.
-            if equalsIgnoringCase(bytes, value, "keep-alive") {
+            if asciiEqualsIgnoringCase(bytes, value, "keep-alive") {
                 keepAliveListed = true
                 return
             }
-            if equalsIgnoringCase(bytes, value, "close") {
+            if asciiEqualsIgnoringCase(bytes, value, "close") {
                 closeListed = true
                 return
             }
             forEachListElement(bytes, value) { element in
-                if equalsIgnoringCase(bytes, element, "close") {
+                if asciiEqualsIgnoringCase(bytes, element, "close") {
                     closeListed = true
-                } else if equalsIgnoringCase(bytes, element, "keep-alive") {
+                } else if asciiEqualsIgnoringCase(bytes, element, "keep-alive") {
                     keepAliveListed = true
                 } else {
                     connectionOptions.append(lowercasedString(bytes, element))
@@ -96,7 +96,7 @@ struct FramingFields {
             }
         case .expect:
             forEachListElement(bytes, value) { element in
-                if equalsIgnoringCase(bytes, element, "100-continue") { expectContinue = true }
+                if asciiEqualsIgnoringCase(bytes, element, "100-continue") { expectContinue = true }
                 return true
             }
         }
@@ -163,12 +163,6 @@ func forEachListElement(_ bytes: UnsafeRawBufferPointer, _ value: Range<Int>, _ 
         if lower < upper && !body(lower..<upper) { return }
         start = end + 1
     }
-}
-
-/// The bytes in `range` equal the lowercase `literal`, ignoring ASCII case.
-@inline(__always)
-func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ literal: StaticString) -> Bool {
-    asciiEqualsIgnoringCase(bytes, range, literal)
 }
 
 /// 1*DIGIT as a number; nil for anything else, or a number too large for an Int.
