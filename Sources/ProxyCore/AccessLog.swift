@@ -57,6 +57,20 @@ struct AccessRecord {
         return "\(micros / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
+    /// What the log shows of a target the checks refused (no normalised path was made): the target
+    /// up to its query or fragment, without userinfo (each may carry a secret: a refused
+    /// `/cb#access_token=…`, `http://user:password@host/`).
+    static func refusedPath(_ target: String) -> String {
+        var shown = String(target.prefix { $0 != "?" && $0 != "#" })
+        if let scheme = shown.range(of: "://") {
+            let authority = shown[scheme.upperBound...].prefix { $0 != "/" }
+            if let at = authority.lastIndex(of: "@") {
+                shown = String(shown[..<scheme.upperBound]) + String(shown[shown.index(after: at)...])
+            }
+        }
+        return shown
+    }
+
     /// The trace id of a W3C `traceparent` field (Trace Context §3.2: `version-traceid-parentid-flags`,
     /// lowercase hex, 2-32-16-2 digits; an all-zero trace id is invalid), or nil.
     static func traceID(fromTraceparent value: String?) -> String? {

@@ -434,7 +434,7 @@ final class Connection: EventHandler, LoopTask {
     func logAccess(_ exchange: Exchange, event: String, seconds: Double) {
         var record = AccessRecord(
             event: event, route: exchange.route?.state.name, method: exchange.head.method,
-            path: exchange.path.isEmpty ? String(exchange.head.target.prefix { $0 != "?" }) : exchange.path, status: exchange.status)
+            path: exchange.path.isEmpty ? AccessRecord.refusedPath(exchange.head.target) : exchange.path, status: exchange.status)
         record.upstreamStatus = exchange.upstreamStatus
         record.bytesIn = exchange.bodyBytesSeen
         record.bytesOut = exchange.bytesOut

@@ -25,7 +25,6 @@ public final class RouteState: Sendable {
 /// its shared state. Touched only on the loop's thread.
 final class LoopRoute {
     let state: RouteState
-    let configuration: Configuration
     let policy: AccessPolicy
     let forwarder: Forwarder
     let upstream: UpstreamConnector
@@ -53,7 +52,6 @@ final class LoopRoute {
     /// `configuration`: the file reduced to this route (`Configuration.selecting(route:)`).
     init(state: RouteState, configuration: Configuration, named: Bool, loop: EventLoop, metrics: LoopMetrics) {
         self.state = state
-        self.configuration = configuration
         let route = configuration.routes[0]
         let tls = route.upstreamTLS
         upstream = UpstreamConnector(
@@ -103,8 +101,6 @@ final class LoopRoutes {
         for route in routes { byName[route.state.name] = route }
         self.byName = byName
     }
-
-    func named(_ name: String) -> LoopRoute? { byName[name] }
 
     /// The route of a request on the shared listener (`ownRoute` nil) or on a route's own listener,
     /// with the length of path prefix to strip and the target as parsed; or the error that comes

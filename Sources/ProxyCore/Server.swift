@@ -88,7 +88,6 @@ public final class Server: @unchecked Sendable {
     private let reloading = Mutex<Void>(())
     private var loops: [EventLoop] = []
     private var perLoop: [LoopAcceptors] = []
-    private var metrics: [LoopMetrics] = []
     /// The proxy's listeners: the shared one first, then the routes' own.
     private var groups: [ListenerGroup] = []
     private var adminListener: ListeningSocket?
@@ -144,7 +143,6 @@ public final class Server: @unchecked Sendable {
             let loop = try EventLoop(index: i)
             let m = LoopMetrics(shared: shared)
             loops.append(loop)
-            metrics.append(m)
             perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
         }
         groups = try Server.bindGroups(configuration, loops: count, keeping: [])
@@ -180,17 +178,17 @@ public final class Server: @unchecked Sendable {
     /// The listener groups `configuration` needs: the shared one, then one per route with its own
     /// `listen`. A group of `keeping` with the same address and route is reused, not bound again.
     private static func bindGroups(_ configuration: Configuration, loops: Int, keeping: [ListenerGroup]) throws -> [ListenerGroup] {
-        var wanted: [(ListenAddress, String?)] = [(configuration.listen, nil)]
+        var wanted: [(ListenAddress, String?, unixMode: UInt32)] = [(configuration.listen, nil, configuration.access.unixMode)]
         for route in configuration.routes {
-            if let listen = route.match?.listen { wanted.append((listen, route.name)) }
+            if let listen = route.match?.listen { wanted.append((listen, route.name, route.access.unixMode)) }
         }
         var groups: [ListenerGroup] = []
         do {
-            for (listen, route) in wanted {
+            for (listen, route, unixMode) in wanted {
                 if let kept = keeping.first(where: { $0.configured == listen && $0.ownRoute == route }) {
                     groups.append(kept)
                 } else {
-                    groups.append(try ListenerGroup(listen, ownRoute: route, loops: loops, unixMode: configuration.access.unixMode))
+                    groups.append(try ListenerGroup(listen, ownRoute: route, loops: loops, unixMode: unixMode))
                 }
             }
         } catch {
@@ -411,8 +409,9 @@ public final class Server: @unchecked Sendable {
                     for acceptor in mine.acceptors where closing.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
                     mine.acceptors.removeAll { closing.contains(ObjectIdentifier($0.listener)) }
                     // Connections of a listener that left the file finish their exchange, then close.
-                    let gone = Set(removed.compactMap(\.ownRoute))
-                    for connection in Array(mine.ctx.connections.values) where connection.ownRoute.map(gone.contains) ?? false {
+                    // (A removed group without a route of its own is the shared listener, moved elsewhere.)
+                    let gone = removed.map(\.ownRoute)
+                    for connection in Array(mine.ctx.connections.values) where gone.contains(connection.ownRoute) {
                         connection.beginDrain()
                     }
                     done.leave()

@@ -162,9 +162,6 @@ struct Serve: ParsableCommand {
 
         let logger = startLogging(loaded)
         logProxyEnvironment(configuration, logger: logger)
-        if configuration.upstreamTLS.insecureSkipVerify {
-            logger.warning("upstream_tls.insecure_skip_verify is true: the upstream's certificate is not checked")
-        }
         let plan: RouteStatePlan
         do {
             plan = try RouteStatePlan(configuration, previous: nil) { try TokenManager(configuration: $0, logger: logger) }
@@ -256,8 +253,11 @@ struct Check: ParsableCommand {
             }
         }
         // Key files and the like that only the credentials code can judge (a PEM that holds no usable key).
-        if let problem = credentialFileProblem(loaded.configuration.credentials) {
-            fail("configuration error: \(problem)", status: Exit.badConfiguration)
+        for (index, route) in loaded.configuration.routes.enumerated() {
+            if var problem = credentialFileProblem(route.credentials) {
+                if loaded.configuration.hasRoutes { problem.keyPath = "routes[\(index)].\(problem.keyPath)" }
+                fail("configuration error: \(problem)", status: Exit.badConfiguration)
+            }
         }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
         print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
