@@ -88,12 +88,8 @@ final class SecretlessWorld: Sendable {
 }
 
 /// Polls `condition` until it holds or `timeout` passes (waiting for an event another process
-/// causes, such as a refresh the admin listener started); returns whether it held.
+/// causes, such as a refresh the admin listener started); returns whether it held. `within`, with
+/// the secretless tests' default.
 func eventually(timeout: TimeInterval = 15, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(50_000)
-    }
-    return try condition()
+    try within(timeout, condition)
 }

@@ -67,9 +67,9 @@ import Upstream
         let second = LoopMetrics(shared: shared)
         let slot = first.slot(for: "orders")
         _ = second.slot(for: "orders")
-        first.counters.routes[slot].requestDuration[RouteCounters.codeClass(200)].observe(0.0002)
-        second.counters.routes[slot].requestDuration[RouteCounters.codeClass(204)].observe(0.004)
-        second.counters.routes[slot].requestDuration[RouteCounters.codeClass(503)].observe(45)
+        first.counters.routes[slot].requestFinished(status: 200, seconds: 0.0002)
+        second.counters.routes[slot].requestFinished(status: 204, seconds: 0.004)
+        second.counters.routes[slot].requestFinished(status: 503, seconds: 45)
         var sum = LoopMetrics.Counters()
         sum.add(first.counters)
         sum.add(second.counters)
@@ -102,6 +102,16 @@ import Upstream
 }
 
 @Suite struct AccessRecordTests {
+    /// A refused target is logged without what may carry a secret: query, fragment, userinfo.
+    @Test(arguments: [
+        ("/cb#access_token=secret", "/cb"), ("/a/b?code=secret", "/a/b"), ("/plain", "/plain"),
+        ("http://user:secret@host.example/x?y=1", "http://host.example/x"), ("http://host.example/a@b", "http://host.example/a@b"),
+        ("https://u@h:8443", "https://h:8443"), ("*", "*"),
+    ])
+    func aRefusedTargetLosesItsSecrets(_ target: String, _ shown: String) {
+        #expect(AccessRecord.refusedPath(target) == shown)
+    }
+
     @Test func aTraceparentGivesItsTraceId() {
         #expect(AccessRecord.traceID(fromTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01") == "4bf92f3577b34da6a3ce929d0e0e4736")
         // A later version may append fields (W3C Trace Context §3.2.4).

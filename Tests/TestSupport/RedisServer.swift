@@ -25,7 +25,7 @@ public final class RedisServer: @unchecked Sendable {
         // A port the kernel just gave out and took back: another process could take it in between,
         // so a start that cannot bind tries another one.
         for _ in 0..<5 {
-            let candidate = try Self.freePort()
+            let candidate = try freePort()
             do {
                 process = try Self.start(port: candidate, directory: directory, arguments: arguments)
                 port = candidate
@@ -105,24 +105,5 @@ public final class RedisServer: @unchecked Sendable {
             throw HarnessError("redis-server on port \(port) did not become ready: \(process.stdout.text.suffix(500))")
         }
         return process
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw HarnessError("bind: \(errno)") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

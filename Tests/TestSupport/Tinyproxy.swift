@@ -28,7 +28,7 @@ public final class Tinyproxy: @unchecked Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let port = try Self.freePort()
+            let port = try freePort()
             let config = try directory.write("tinyproxy.conf", """
                 Port \(port)
                 Listen 127.0.0.1
@@ -75,25 +75,5 @@ public final class Tinyproxy: @unchecked Sendable {
 
     public func stop() {
         process.stop(grace: 5)
-    }
-
-    static func freePort() throws -> Int {
-        let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard s >= 0 else { throw HarnessError("socket: errno \(errno)") }
-        defer { close(s) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = 0
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw HarnessError("bind: errno \(errno)") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(s, $0, &length) }
-        }
-        guard named == 0 else { throw HarnessError("getsockname: errno \(errno)") }
-        return Int(UInt16(bigEndian: addr.sin_port))
     }
 }
