@@ -160,6 +160,9 @@ public struct RouteTable: Sendable {
         return equalsFolded(suffix, name[(name.count - suffix.count)...])
     }
 
+    /// Whether `path` starts with `prefix` in whole segments: `/orders` matches `/orders` and
+    /// `/orders/7`, never `/orders..` or `/ordersx` (a stripped rest must not climb out of the
+    /// upstream's base path, docs/ROUTES.md); `/orders/` matches what starts with it.
     static func hasPrefix(_ path: UnsafeBufferPointer<UInt8>, _ prefix: [UInt8]) -> Bool {
         guard prefix.count <= path.count else { return false }
         var k = 0
@@ -167,6 +170,6 @@ public struct RouteTable: Sendable {
             guard path[k] == prefix[k] else { return false }
             k += 1
         }
-        return true
+        return k == 0 || prefix[k - 1] == UInt8(ascii: "/") || k == path.count || path[k] == UInt8(ascii: "/")
     }
 }

@@ -3,6 +3,10 @@
 /// Returns nil when the path does not start with `/` or would climb above it (`/../x`). Percent-encoded
 /// dots (`%2e`, `%2E`) count as dots when recognising `.` and `..`, so `/%2e%2e/secret` cannot slip past a
 /// path allow-list; every other byte is kept as it came (nothing is decoded).
+///
+/// Also nil for a `..` that an encoded slash or a backslash sets apart inside a segment (`/v1/..%2Fadmin`):
+/// RFC 3986 calls `%2F` data, but servers such as nginx decode it before they resolve dot-segments, so
+/// the upstream would climb out of its base path (docs/ROUTES.md, "Paths").
 public func removeDotSegments(_ path: String) -> String? {
     let bytes = path.utf8
     guard bytes.first == UInt8(ascii: "/") else { return nil }
@@ -17,6 +21,7 @@ public func removeDotSegments(_ path: String) -> String? {
     var changed = false
     for (index, segment) in segments.enumerated() {
         let isLast = index == segments.count - 1
+        if hidesDotDot(segment) { return nil }
         switch dotCount(segment) {
         case 1:
             changed = true
@@ -63,4 +68,38 @@ private func dotCount(_ segment: Substring.UTF8View.SubSequence) -> Int {
         if count > 2 { return 0 }
     }
     return count
+}
+
+/// Whether `segment` holds a `..` (dots maybe written `%2e`) between encoded slashes (`%2F`, `%5C`) or
+/// backslashes, which a server that decodes them first would take for a dot-segment.
+private func hidesDotDot(_ segment: Substring.UTF8View.SubSequence) -> Bool {
+    var pieceStart = segment.startIndex
+    var i = segment.startIndex
+    var sawSeparator = false
+    while i < segment.endIndex {
+        var separatorEnd: Substring.UTF8View.Index?
+        if segment[i] == UInt8(ascii: "\\") {
+            separatorEnd = segment.index(after: i)
+        } else if segment[i] == UInt8(ascii: "%") {
+            let one = segment.index(after: i)
+            if one < segment.endIndex {
+                let two = segment.index(after: one)
+                if two < segment.endIndex {
+                    let hi = segment[one], lo = asciiLower(segment[two])
+                    if (hi == UInt8(ascii: "2") && lo == UInt8(ascii: "f")) || (hi == UInt8(ascii: "5") && lo == UInt8(ascii: "c")) {
+                        separatorEnd = segment.index(after: two)
+                    }
+                }
+            }
+        }
+        if let end = separatorEnd {
+            if dotCount(segment[pieceStart..<i]) == 2 { return true }
+            sawSeparator = true
+            pieceStart = end
+            i = end
+        } else {
+            i = segment.index(after: i)
+        }
+    }
+    return sawSeparator && dotCount(segment[pieceStart..<segment.endIndex]) == 2
 }

@@ -18,6 +18,8 @@ final class AccessPolicy {
     let allowedPaths: [String]?
     let allowedMethods: [String]?
     let rejectClientAuthorization: Bool
+    /// `forward.preserve_host`: the client's Host (or absolute-form authority) goes upstream.
+    let preserveHost: Bool
     let maxBodyBytes: Int
     let upstream: UpstreamURL
     /// A route matched by host: the route table has already checked an absolute-form target's authority.
@@ -61,6 +63,7 @@ final class AccessPolicy {
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
         rejectClientAuthorization = c.forward.clientAuthorization == .reject
+        preserveHost = c.forward.preserveHost
         maxBodyBytes = c.limits.maxBodyBytes
         upstream = c.upstream
     }
@@ -98,6 +101,8 @@ final class AccessPolicy {
         method.utf8.count == 7 && method == "CONNECT"
     }
 
+    static let climbingPath = "the path climbs above the root, or hides a dot-segment behind an encoded slash"
+
     /// CONNECT, the target's form and its path: the errors that come before any route (point 10).
     @inline(__always)
     static func parse(_ head: RequestHead) throws(ProxyError) -> ParsedTarget {
@@ -110,10 +115,10 @@ final class AccessPolicy {
         guard let target = RequestTarget.parse(head.target) else { throw .badRequest("malformed request target") }
         switch target {
         case .origin(let p, let q):
-            guard let path = removeDotSegments(p) else { throw .badRequest("the path climbs above the root") }
+            guard let path = removeDotSegments(p) else { throw .badRequest(AccessPolicy.climbingPath) }
             return ParsedTarget(path: path, query: q, absolute: nil, authority: nil)
         case .absolute(let scheme, let host, let port, let p, let q):
-            guard let path = removeDotSegments(p.isEmpty ? "/" : p) else { throw .badRequest("the path climbs above the root") }
+            guard let path = removeDotSegments(p.isEmpty ? "/" : p) else { throw .badRequest(AccessPolicy.climbingPath) }
             let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
             return ParsedTarget(
                 path: path, query: q, absolute: AbsoluteTarget(scheme: scheme, host: host, port: port),
@@ -162,11 +167,19 @@ final class AccessPolicy {
             let utf8 = path.utf8
             let prefixEndsWithSlash = utf8[utf8.index(utf8.startIndex, offsetBy: strip - 1)] == UInt8(ascii: "/")
             let rest = Substring(utf8.dropFirst(prefixEndsWithSlash ? strip - 1 : strip))
-            path = rest.first == "/" ? String(rest) : "/" + rest
+            // Normalised again before it is appended to the base path: nothing may climb out of it
+            // (CONTRACT point 1; the route table matches whole segments, so this is a second guard).
+            guard let normal = removeDotSegments(rest.first == "/" ? String(rest) : "/" + rest) else {
+                return .failure(.badRequest(AccessPolicy.climbingPath))
+            }
+            path = normal
         }
-        // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose.
-        if !isAbsolute && !allowAnyHost, let host = head.host, !hostAllowed(host) {
-            return .failure(.forbiddenHost)
+        // Point 9: DNS rebinding. Only origin-form requests carry a Host that a browser chose; with
+        // `forward.preserve_host` an absolute-form target's authority is the Host that goes upstream
+        // (RFC 9112 §3.2.2), so it passes the same check.
+        if !allowAnyHost {
+            if !isAbsolute, let host = head.host, !hostAllowed(host) { return .failure(.forbiddenHost) }
+            if isAbsolute && preserveHost, let authority, !hostAllowed(authority) { return .failure(.forbiddenHost) }
         }
         if let origin = head.first(named: "origin"), !allowedOrigins.contains(origin) {
             return .failure(.forbiddenOrigin)

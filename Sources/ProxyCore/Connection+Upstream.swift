@@ -20,7 +20,8 @@ extension Connection {
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
             authorization: token?.authorizationField, forwardedFor: forwardedForLines, forwardedHost: forwardedHost,
-            upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil)
+            upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
+            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
         exchange.headWritten(token: token, now: ctx.loop.now)
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)

@@ -18,6 +18,9 @@ final class Forwarder {
     let requiredHeaderLowercased: String?
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
+    /// The route's `path_prefix` without its trailing `/` when the route strips it, else empty: what
+    /// a Location into the upstream gets back in front of its path.
+    let strippedPrefix: String
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
     private let hostFieldLine = ByteBuffer()
 
@@ -39,6 +42,12 @@ final class Forwarder {
             prefixes.append("\(c.upstream.scheme)://\(host)\(c.upstream.basePath)")
         }
         locationPrefixes = Array(Set(prefixes))
+        if let match = c.routes[0].match, match.stripPrefix, match.listen == nil, var prefix = match.pathPrefix {
+            while prefix.hasSuffix("/") { prefix.removeLast() }
+            strippedPrefix = prefix
+        } else {
+            strippedPrefix = ""
+        }
     }
 
     /// Whether a client's own Authorization header goes upstream instead of the token.
@@ -54,13 +63,21 @@ final class Forwarder {
     /// the client's own (keep mode); `forwardedFor` the client's lines from
     /// ``forwardedForLines(peerHost:)``; `forwardedHost` the X-Forwarded-Host line
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
-    /// Content-Length (CONTRACT point 8); nil: it goes chunked.
+    /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
+    /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
+    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`).
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
-        forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil
+        forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
+        absoluteAuthority: String? = nil
     ) {
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
-        if !preserveHost { out.append(hostFieldLine) }
+        if !preserveHost {
+            out.append(hostFieldLine)
+        } else if let absoluteAuthority {
+            RequestWriter.appendField(out, name: "Host", value: absoluteAuthority)
+        }
+        let sendsClientHost = preserveHost && absoluteAuthority == nil
         let fields = head.fields
         var upgradeField: Int?
         for i in 0..<fields.count {
@@ -70,7 +87,7 @@ final class Forwarder {
             }
             switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if preserveHost { fields.copyField(i, to: out) }
+                if sendsClientHost { fields.copyField(i, to: out) }
                 continue
             case .authorization:
                 if authorization == nil { fields.copyField(i, to: out) }
@@ -233,18 +250,39 @@ final class Forwarder {
         head.reason.isEmpty ? ResponseWriter.reasonPhrase(for: head.status) : head.reason
     }
 
-    /// A Location into the upstream's base URL, rewritten to point at the proxy (nginx's
-    /// `proxy_redirect default`); nil when it points elsewhere.
+    /// A Location into the upstream's base URL, rewritten to point at the proxy for the same route
+    /// (nginx's `proxy_redirect default`, which keeps the location's prefix): `https://api/v1/next`
+    /// on a route that strips `/orders/` becomes `http://<client's Host>/orders/next`. A path-absolute
+    /// Location (`/v1/next`, RFC 9110 §10.2.2) resolves against the upstream, so it is rewritten
+    /// the same way and stays relative. nil when it points elsewhere or nothing changes.
     func rewrittenLocation(_ value: String, clientHost: String?) -> String? {
+        if value.hasPrefix("/") && !value.hasPrefix("//") {
+            guard value.hasPrefix(upstream.basePath), let rest = Forwarder.restAtBoundary(value.dropFirst(upstream.basePath.count)) else {
+                return nil
+            }
+            let path = clientPath(rest)
+            return path == value ? nil : path
+        }
         let lowered = value.lowercased()
         for prefix in locationPrefixes where lowered.hasPrefix(prefix.lowercased()) {
-            let rest = value.dropFirst(prefix.count)
-            guard rest.isEmpty || rest.first == "/" || rest.first == "?" else { continue }
-            let path = rest.isEmpty || rest.first == "?" ? "/" + rest : String(rest)
+            guard let rest = Forwarder.restAtBoundary(value.dropFirst(prefix.count)) else { continue }
+            let path = clientPath(rest)
             guard let clientHost else { return path }
             return "http://\(clientHost)\(path)"
         }
         return nil
+    }
+
+    /// What follows a base path when the base ends a segment there (`/v1` is not the base of `/v1x`).
+    private static func restAtBoundary(_ rest: Substring) -> Substring? {
+        rest.isEmpty || rest.first == "/" || rest.first == "?" ? rest : nil
+    }
+
+    /// The client's path for what follows the upstream's base path: the route's stripped prefix
+    /// put back in front (CONTRACT point 7, docs/ROUTES.md).
+    private func clientPath(_ rest: Substring) -> String {
+        let path = rest.isEmpty || rest.first == "?" ? "/" + rest : String(rest)
+        return strippedPrefix + path
     }
 }
 

@@ -170,6 +170,34 @@ import Testing
         #expect(table.match(host: "api.example.com", path: "/x", absoluteForm: true) == .route(2, strip: 0))
     }
 
+    /// A prefix matches whole segments: `/orders` is `/orders` and `/orders/…`, never `/orders..`
+    /// (which would leave `..` to climb out of the upstream's base path) or `/ordersx`.
+    @Test func aPathPrefixMatchesWholeSegments() throws {
+        let c = try parse(
+            Self.routesFile(
+                """
+                  - name: bare
+                    match: {path_prefix: /orders}
+                    upstream: https://a.example.com/v1
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: slashed
+                    match: {path_prefix: /items/}
+                    upstream: https://b.example.com/v1
+                    credentials: {type: static, token_env: TOKEN}
+                """), environment: Self.environment
+        ).configuration
+        let table = RouteTable(c.routes)
+        #expect(table.match(host: nil, path: "/orders") == .route(0, strip: 7))
+        #expect(table.match(host: nil, path: "/orders/7") == .route(0, strip: 7))
+        #expect(table.match(host: nil, path: "/orders..") == .noRoute)
+        #expect(table.match(host: nil, path: "/orders../admin") == .noRoute)
+        #expect(table.match(host: nil, path: "/orders%2e%2e/admin") == .noRoute)
+        #expect(table.match(host: nil, path: "/ordersx") == .noRoute)
+        #expect(table.match(host: nil, path: "/items/") == .route(1, strip: 7))
+        #expect(table.match(host: nil, path: "/items/x") == .route(1, strip: 7))
+        #expect(table.match(host: nil, path: "/itemsx/") == .noRoute)
+    }
+
     @Test func noRouteWithoutAFallback() throws {
         let c = try parse(
             Self.routesFile(

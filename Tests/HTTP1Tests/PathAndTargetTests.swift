@@ -55,6 +55,20 @@ import Testing
         #expect(removeDotSegments(input) == nil)
     }
 
+    /// nginx decodes `%2F` (and many servers `%5C` and a backslash) before it resolves dot-segments: a `..`
+    /// set apart by one is refused, a `.` or a `..` inside a longer name is not.
+    @Test(arguments: [
+        "/..%2Fadmin", "/a/..%2F..%2Fadmin", "/%2e%2e%2fadmin", "/a/x%2F..", "/a/..%5Cb", "/a/..\\b", "/a/b%2F%2E%2E%2Fc",
+    ])
+    func aDotDotBehindAnEncodedSlashIsRefused(_ input: String) {
+        #expect(removeDotSegments(input) == nil)
+    }
+
+    @Test(arguments: ["/a%2Fb", "/a/.%2Fb", "/a/...%2Fb", "/a/x..%2Fb", "/a%5Cb", "/a/%2F"])
+    func anEncodedSlashWithoutADotDotIsKept(_ input: String) {
+        #expect(removeDotSegments(input) == input)
+    }
+
     @Test(arguments: ["", "a/b", "../a", "*", "http://h/"])
     func pathsMustStartWithASlash(_ input: String) {
         #expect(removeDotSegments(input) == nil)

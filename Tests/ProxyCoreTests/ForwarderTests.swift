@@ -153,6 +153,52 @@ import Testing
         #expect(try clientHead(outside, framing: .length(0)).contains("\r\nLocation: https://elsewhere.example/v1/next\r\n"))
     }
 
+    /// A route that strips its prefix gets it back in front of a Location into its upstream (nginx's
+    /// `proxy_redirect default` keeps the location's prefix), absolute or path-absolute.
+    @Test(arguments: [
+        ("https://api.example.com:8443/v1/next?x=1", "http://localhost:8080/orders/next?x=1"),
+        ("https://api.example.com:8443/v1", "http://localhost:8080/orders/"),
+        ("https://api.example.com:8443/v1?x=1", "http://localhost:8080/orders/?x=1"),
+        ("/v1/next", "/orders/next"),
+        ("/v1", "/orders/"),
+        ("/v1next", nil),
+        ("/other", nil),
+        ("//api.example.com/v1/next", nil),
+        ("https://elsewhere.example/v1/next", nil),
+    ] as [(String, String?)])
+    func aLocationOnAStrippedRouteKeepsTheRoutesPrefix(_ location: String, _ rewritten: String?) throws {
+        let routes = """
+            listen: 127.0.0.1:8080
+            routes:
+              - name: orders
+                match: {path_prefix: /orders/}
+                upstream: https://api.example.com:8443/v1
+                credentials: {type: static, token_env: FORWARDER_TEST_TOKEN}
+            """
+        let c = try ConfigurationLoader.parse(yaml: routes, baseDirectory: "/", environment: ["FORWARDER_TEST_TOKEN": "t"]).configuration
+        let forwarder = Forwarder(configuration: c.selecting(route: 0))
+        #expect(forwarder.rewrittenLocation(location, clientHost: "localhost:8080") == rewritten)
+    }
+
+    @Test func aPathAbsoluteLocationIntoTheBaseLosesTheBase() throws {
+        #expect(try Self.forwarder().rewrittenLocation("/v1/next?x=1", clientHost: "localhost:8080") == "/next?x=1")
+        #expect(try Self.forwarder().rewrittenLocation("/next", clientHost: "localhost:8080") == nil)
+    }
+
+    /// With `preserve_host`, an absolute-form target's authority replaces the client's Host field
+    /// (RFC 9112 §3.2.2).
+    @Test func aPreservedHostIsTheAbsoluteFormAuthority() throws {
+        let forwarder = try Self.forwarder("forward: {preserve_host: true}")
+        let head = Self.request("GET https://api.example.com:8443/x HTTP/1.1\r\nHost: attacker.example\r\n\r\n")
+        let out = ByteBuffer()
+        forwarder.writeRequestHead(
+            into: out, for: head, path: "/x", query: nil, authorization: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
+            absoluteAuthority: "api.example.com:8443")
+        let text = String(decoding: out.bytes, as: UTF8.self)
+        #expect(text.contains("\r\nHost: api.example.com:8443\r\n"))
+        #expect(!text.contains("attacker"))
+    }
+
     @Test func anEmptyReasonGetsTheStandardOne() throws {
         #expect(try clientHead(Self.response("HTTP/1.1 404\r\nContent-Length: 0\r\n\r\n"), framing: .length(0)).hasPrefix("HTTP/1.1 404 Not Found\r\n"))
     }
