@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's and hiredis's headers, redis-server and tinyproxy (real servers for
+# Swift and Python 3: libcurl's and hiredis's headers, redis-server, tinyproxy and nginx (real servers for
 # the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
 # import. Idempotent, and silent when everything is present.
 set -euo pipefail
