@@ -252,6 +252,9 @@ struct Builder {
             for key in ["upstream", "credentials"] where root.has(key) {
                 found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
             }
+            if env(ConfigurationLoader.upstreamEnvironmentKey) != nil {
+                warnings.append("\(ConfigurationLoader.upstreamEnvironmentKey): ignored, the file has routes: and each route names its own upstream")
+            }
             let defaults = parseRouteSections(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: false)
             routes = parseRoutes(root, defaults: defaults, allowRemote: allowRemote)
         } else {

@@ -57,6 +57,7 @@ extension Configuration {
         var firstByHostAndPath: [String: Int] = [:]
         var firstByPath: [String: Int] = [:]
         var firstByStore: [String: Int] = [:]
+        var firstBySink: [String: Int] = [:]
         for (i, route) in routes.enumerated() {
             if !RouteConfiguration.isValidName(route.name) {
                 add(i, "name", "\"\(route.name)\" is not a route name: 1 to 32 of a-z, 0-9, _ and -")
@@ -102,6 +103,17 @@ extension Configuration {
                 }
             } else {
                 firstByStore[storeKey] = i
+            }
+            // A sink holds one token: two sessions writing it would overwrite each other's (a
+            // top-level `sink:` is every route's unless a route names its own).
+            if let sink = route.sink?.path {
+                if let first = firstBySink[sink] {
+                    if !(routes[first].credentials == route.credentials && routes[first].store == route.store) {
+                        add(i, "sink.path", "routes[\(first)] writes another session's token to the same file (\(sink)); give each route its own sink")
+                    }
+                } else {
+                    firstBySink[sink] = i
+                }
             }
         }
         return problems

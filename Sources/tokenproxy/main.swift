@@ -226,11 +226,18 @@ struct Serve: ParsableCommand {
     }
 }
 
+/// Logs the proxy each route's upstream requests go through: the scheme picks the variable
+/// (HTTPS_PROXY or HTTP_PROXY, as curl does), so routes of both schemes may use two proxies.
 func logProxyEnvironment(_ configuration: Configuration, logger: Logger) {
-    let environment = ProxyEnvironment(scheme: configuration.upstream.scheme)
-    guard let source = environment.proxy.isEmpty ? nil : environment.source else { return }
-    let except = environment.noProxy.isEmpty ? "" : ", except NO_PROXY=\(environment.noProxy)"
-    logger.info("upstream requests go through the proxy \(maskingUserInfo(environment.proxy)) (from \(source))\(except)")
+    for scheme in ["http", "https"] {
+        let names = configuration.routes.filter { $0.upstream.scheme == scheme }.map(\.name)
+        guard !names.isEmpty else { continue }
+        let environment = ProxyEnvironment(scheme: scheme)
+        guard let source = environment.proxy.isEmpty ? nil : environment.source else { continue }
+        let except = environment.noProxy.isEmpty ? "" : ", except NO_PROXY=\(environment.noProxy)"
+        let which = configuration.hasRoutes ? " (routes \(names.joined(separator: ", ")))" : ""
+        logger.info("upstream requests go through the proxy \(maskingUserInfo(environment.proxy)) (from \(source))\(except)\(which)")
+    }
 }
 
 /// `scheme://user:password@host` → `scheme://****@host`.

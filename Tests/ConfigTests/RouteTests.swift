@@ -198,6 +198,56 @@ import Testing
         #expect(table.match(host: nil, path: "/itemsx/") == .noRoute)
     }
 
+    /// Issue 33 drifts: a top-level sink is every route's, so two sessions would overwrite each
+    /// other's token in it; TOKENPROXY_UPSTREAM has no route to apply to; `check` names each route's
+    /// store, sink, access and forward lines.
+    @Test func oneSinkForTwoSessionsIsRefused() throws {
+        let routes = """
+              - name: a
+                match: {path_prefix: /a/}
+                upstream: https://a.example.com
+                credentials: {type: static, token_env: TOKEN}
+              - name: b
+                upstream: https://b.example.com
+                credentials: {type: static, token_env: GH}
+            """
+        let error = try #require(parseError(Self.routesFile(routes, top: "sink: {path: ./token.txt}"), environment: Self.environment))
+        #expect(error.all.contains { $0.keyPath == "routes[1].sink.path" && $0.reason.contains("routes[0]") }, "\(error)")
+        // Each route its own sink: valid.
+        let own = Self.routesFile(
+            """
+              - name: a
+                match: {path_prefix: /a/}
+                upstream: https://a.example.com
+                credentials: {type: static, token_env: TOKEN}
+                sink: {path: ./a.txt}
+              - name: b
+                upstream: https://b.example.com
+                credentials: {type: static, token_env: GH}
+                sink: {path: ./b.txt}
+            """)
+        #expect(parseError(own, environment: Self.environment) == nil)
+    }
+
+    @Test func theUpstreamVariableIsSaidToBeIgnoredWithRoutes() throws {
+        var environment = Self.environment
+        environment[ConfigurationLoader.upstreamEnvironmentKey] = "https://elsewhere.example.com"
+        let loaded = try parse(Self.three, environment: environment)
+        #expect(loaded.warnings.contains { $0.hasPrefix("TOKENPROXY_UPSTREAM: ignored") }, "\(loaded.warnings)")
+        #expect(!loaded.configuration.routes.contains { $0.upstream.host == "elsewhere.example.com" })
+        #expect(!(try parse(Self.three, environment: Self.environment)).warnings.contains { $0.hasPrefix("TOKENPROXY_UPSTREAM") })
+    }
+
+    @Test func checkNamesTheRouteOfEachLine() throws {
+        let shown = try parse(Self.three, environment: Self.environment).configuration.resolvedDescription()
+        for name in ["orders", "github"] {
+            for key in ["store.backend", "store.path", "sink.path", "access.allow_hosts", "forward.preserve_host", "upstream_tls.ca_file"] {
+                #expect(shown.contains("\nroutes.\(name).\(key): "), "routes.\(name).\(key) in\n\(shown)")
+            }
+        }
+        #expect(!shown.contains("\nstore.path: "), "a route's line without its route in\n\(shown)")
+    }
+
     @Test func noRouteWithoutAFallback() throws {
         let c = try parse(
             Self.routesFile(

@@ -34,6 +34,34 @@ import Testing
         try f.finish()
     }
 
+    /// The proxy in effect is logged for every route's scheme, not only the first route's (issue 33).
+    @Test func theProxyOfARouteOtherThanTheFirstIsLogged() throws {
+        let forwardProxy = try PythonServer("echo_upstream")
+        defer { forwardProxy.stop() }
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                workers: 1
+                routes:
+                  - name: secure
+                    match: {path_prefix: /secure/}
+                    upstream: https://secure.invalid
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                  - name: plain
+                    upstream: http://upstream.invalid:8080/base
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                """,
+            environment: ["E2E_TOKEN": e2eToken, "http_proxy": "http://127.0.0.1:\(forwardProxy.port)", "https_proxy": "", "HTTPS_PROXY": ""])
+        #expect(
+            proxy.waitForStderr(containing: "upstream requests go through the proxy http://127.0.0.1:\(forwardProxy.port) (from http_proxy) (routes plain)"),
+            "\(proxy.stderr)")
+        let r = try curl([proxy.baseURL + "/x"])
+        #expect(r.status == 200, "\(r.bodyString)")
+        #expect(try Echo(r.body).tunnel == "upstream.invalid:8080")
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
+
     @Test func noProxyListingTheUpstreamHostGoesDirect() throws {
         // A proxy that nobody listens on: any request through it would fail with 502.
         let f = try Fixture(environment: ["http_proxy": "http://127.0.0.1:9", "no_proxy": "localhost,127.0.0.1"])
