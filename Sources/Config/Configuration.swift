@@ -261,6 +261,9 @@ public struct ForwardConfiguration: Sendable, Equatable {
     /// A chunked request body that ends within this size goes upstream with Content-Length (CONTRACT
     /// point 8: WSGI servers read nothing of a chunked body); 0 turns it off.
     public var requestBuffering: Int = 1 << 20
+    /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file beside the
+    /// store and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
+    public var requestBufferingDisk: Int = 0
     public init() {}
 }
 

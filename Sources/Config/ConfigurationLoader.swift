@@ -169,7 +169,7 @@ enum Keys {
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
         ],
-        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering"],
+        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering", "request_buffering_disk"],
         "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],
     ]
@@ -785,6 +785,13 @@ struct Builder {
         if let value = found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
         if let value = found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
         if let value = found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
+        if let value = found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
+        // The disk takes over where memory stops: it means nothing below `request_buffering`.
+        if f.requestBufferingDisk > 0 && f.requestBufferingDisk <= f.requestBuffering {
+            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "must be 0 or larger than forward.request_buffering"))
+        } else if f.requestBufferingDisk > 0 && f.requestBuffering == 0 {
+            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "needs forward.request_buffering (the body is spooled beyond it)"))
+        }
         return f
     }
 

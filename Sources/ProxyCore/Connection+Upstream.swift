@@ -73,7 +73,8 @@ extension Connection {
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange) {
         guard let upstream = exchange.upstream, !exchange.machine.sendStopped else { return }
-        let wasFull = exchange.pendingUpstreamCount >= Connection.bodyHighWater
+        let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
+        exchange.refillFromSpool()
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
@@ -88,10 +89,13 @@ extension Connection {
                 // and the answer is read then).
                 exchange.machine.onSendFailed()
             }
-            if case .done = result { continue }
+            if case .done = result {
+                exchange.refillFromSpool()
+                continue
+            }
             break
         }
-        if wasFull && exchange.pendingUpstreamCount < Connection.bodyHighWater {
+        if wasFull && exchange.bytesWaitingToGoUp < Connection.bodyHighWater {
             ctx.loop.schedule(task: self)  // room again: read the client on the next turn
         }
     }
@@ -100,7 +104,7 @@ extension Connection {
         guard let upstream = exchange.upstream else { return }
         var wanted: Interest = []
         if !exchange.machine.receivePaused { wanted.insert(.read) }
-        if !exchange.machine.sendStopped && exchange.upOutStart < exchange.upOut.count { wanted.insert(.write) }
+        if !exchange.machine.sendStopped && exchange.bytesWaitingToGoUp > 0 { wanted.insert(.write) }
         upstream.setInterest(wanted)
     }
 
@@ -358,7 +362,7 @@ extension Connection {
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
         let upstreamCloses = responseParser.connectionMustClose
         let (reuse, next) = exchange.machine.onAnswerEnded(
-            trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.pendingUpstreamCount)
+            trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
         if let upstream = exchange.detachUpstream() {
             if reuse {
                 exchange.route!.upstream.putIdle(upstream)

@@ -184,6 +184,11 @@ final class Connection: EventHandler, LoopTask {
                 fail(.bodyTooLarge, exchange: exchange)
                 return
             }
+            if let why = exchange.spoolFailure {
+                ctx.logger.error("\(why)")
+                fail(.overloaded, exchange: exchange)
+                return
+            }
             if case .send = buffering {
                 forward(exchange)
             } else {
@@ -229,7 +234,8 @@ final class Connection: EventHandler, LoopTask {
         let dropped = head.droppedFieldCount
         let exchange = Exchange(
             head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut)
+            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut, spoolLimit: route?.requestBufferingDisk ?? 0,
+            spoolFolder: route?.spoolFolder ?? "")
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange

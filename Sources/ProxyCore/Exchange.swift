@@ -1,5 +1,6 @@
 import Credentials
 import HTTP1
+import Sockets
 import Upstream
 
 /// An upstream 401 held back while a refresh and one retry are tried (CONTRACT point 3). If the
@@ -92,12 +93,32 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
     /// So much of the body waits for the upstream that the client is not read; a body the request
     /// waits for (`forward.request_buffering`) is bounded by its limit instead.
-    var bodyBacklogged: Bool { !machine.isWaitingForBody && pendingUpstreamCount >= Connection.bodyHighWater }
+    var bodyBacklogged: Bool { !machine.isWaitingForBody && bytesWaitingToGoUp >= Connection.bodyHighWater }
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
     var keepsClientAuthorization = false
 
-    init(head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer) {
-        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering)
+    // A chunked body spooled to disk (`forward.request_buffering_disk`): once there is a spool, every
+    // body byte goes through it, in order, and `upOut` is refilled from it as the upstream drains.
+    private var spool: SpoolFile?
+    private let spoolFolder: String
+    /// How much of the spool went into `upOut` on this try.
+    private var spoolSent = 0
+    /// A request head is in `upOut`: body bytes from the spool may follow it.
+    private var tryStarted = false
+    /// The spool streams as chunks (it outgrew its limit) and the body has ended: the last chunk
+    /// goes once the spool is drained.
+    private var spoolLastChunkDue = false
+    /// Why the body could not be spooled (the connection answers 503 and closes).
+    private(set) var spoolFailure: String?
+    /// Bytes of the body still to go up: queued in `upOut`, or in the spool.
+    var bytesWaitingToGoUp: Int { pendingUpstreamCount + (spool.map { $0.size - spoolSent } ?? 0) }
+
+    init(
+        head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer,
+        spoolLimit: Int = 0, spoolFolder: String = ""
+    ) {
+        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering, spoolLimit: spoolLimit)
+        self.spoolFolder = spoolFolder
         self.head = head
         self.upOut = upOut
         self.route = route
@@ -140,10 +161,23 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             }
         }
         guard !machine.bodyRefused, !bytes.isEmpty else { return .none }
+        if let spool {
+            do {
+                try spool.append(bytes)
+            } catch {
+                spoolFailure = "the request body could not be spooled: \(error)"
+                return .none
+            }
+            return machine.isWaitingForBody ? machine.onBodyBuffered(total: spool.size) : .none
+        }
         if machine.isWaitingForBody {
             // No try has started: `upOut` holds only the body, as it came.
             upOut.append(bytes)
-            let action = machine.onBodyBuffered(total: upOut.count)
+            var action = machine.onBodyBuffered(total: upOut.count)
+            if action == .spill {
+                if startSpool() { return .keepWaiting }
+                action = machine.onSpoolUnavailable()
+            }
             if action == .send(whole: false) {
                 // Too long to wait for: what came goes up as one chunk, the rest streams.
                 let waited = upOut.bytes
@@ -165,9 +199,60 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
     func bodyEnded() -> ExchangeMachine.BufferingAction {
         let action = machine.onRequestBodyEnded()
+        // A spooled body that ended in time is wholly at hand, in the file: a complete replay copy.
+        if spool != nil, action == .send(whole: true) { machine.onReplayKept(true) }
         guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
-        ResponseWriter.appendLastChunk(upOut)
+        if spool != nil {
+            spoolLastChunkDue = true
+            refillFromSpool()
+        } else {
+            ResponseWriter.appendLastChunk(upOut)
+        }
         return action
+    }
+
+    /// Moves the body waited for in memory into a new spool file; false when none can be made
+    /// (then the body streams as it would without `request_buffering_disk`).
+    private func startSpool() -> Bool {
+        do {
+            let file = try SpoolFile(folder: spoolFolder)
+            try upOut.bytes.withUnsafeBytes { try file.append($0) }
+            spool = file
+            upOut.removeAll()
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Puts the next part of the spool into `upOut` while little is queued there: as it is for a
+    /// body that goes whole (Content-Length), as a chunk for one that outgrew the spool's limit.
+    func refillFromSpool() {
+        guard let spool, tryStarted else { return }
+        let whole = machine.bodyBuffering == .whole
+        while pendingUpstreamCount < Connection.bodyHighWater && spoolSent < spool.size {
+            let piece: [UInt8]
+            do {
+                piece = try spool.read(at: spoolSent, count: 64 * 1024)
+            } catch {
+                // Nothing more can go up; the upstream answers what it has, or its timeout ends the exchange.
+                spoolFailure = "the spooled request body could not be read: \(error)"
+                machine.onSendFailed()
+                return
+            }
+            if piece.isEmpty { break }
+            spoolSent += piece.count
+            compactUpOut()
+            if whole {
+                upOut.append(piece)
+            } else {
+                piece.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
+            }
+        }
+        if spoolLastChunkDue && spoolSent == spool.size {
+            spoolLastChunkDue = false
+            ResponseWriter.appendLastChunk(upOut)
+        }
     }
 
     /// Tunnel bytes: queued for the upstream as they are.
@@ -201,6 +286,18 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     func beginTry() -> Int? {
         var wholeLength: Int?
         bodyAfterHead = []
+        if let spool {
+            // Every try sends the body from the spool's start (`refillFromSpool`).
+            spoolSent = 0
+            if machine.bodyBuffering == .whole {
+                wholeLength = spool.size
+            } else if machine.requestBodyDone {
+                spoolLastChunkDue = true
+            }
+            upOut.removeAll()
+            upOutStart = 0
+            return wholeLength
+        }
         if machine.bodyOnWire, let replay {
             if case .chunked = head.framing, !machine.requestBodyDone {
                 let chunk = ByteBuffer()
@@ -222,6 +319,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The head for the try with `token` is in `upOut`: the kept body follows it.
     func headWritten(token: TokenSnapshot?, now: Double) {
         upHeadEnd = upOut.count
+        tryStarted = true
         if !bodyAfterHead.isEmpty {
             upOut.append(bodyAfterHead)
             bodyAfterHead = []

@@ -51,14 +51,21 @@ struct ExchangeMachine {
         case off
         /// The request waits upstream-side while the chunked body arrives, up to `limit` bytes.
         case waiting(limit: Int)
+        /// Past the memory limit, the body goes on arriving into a file, up to `limit` bytes
+        /// (`forward.request_buffering_disk`).
+        case spooling(limit: Int)
         /// All of it arrived within the limit: it goes with Content-Length.
         case whole
     }
     private(set) var bodyBuffering: BodyBuffering
     var isWaitingForBody: Bool {
-        if case .waiting = bodyBuffering { return true }
-        return false
+        switch bodyBuffering {
+        case .waiting, .spooling: return true
+        case .off, .whole: return false
+        }
     }
+    /// `forward.request_buffering_disk` (0: off).
+    private let spoolLimit: Int
 
     // The token and the tries.
     private(set) var tokenInjected = false
@@ -82,8 +89,10 @@ struct ExchangeMachine {
     private(set) var lastUpstreamWrite = 0.0
     private(set) var lastUpstreamByte = 0.0
 
-    /// `requestBuffering`: `forward.request_buffering` (0: off).
-    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0) {
+    /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
+    /// `forward.request_buffering_disk` (0: off).
+    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {
+        self.spoolLimit = spoolLimit
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
@@ -146,14 +155,32 @@ struct ExchangeMachine {
         /// Send the request now: with the chunks as they came (`whole: false`, the body outgrew the
         /// limit), or with Content-Length (`whole: true`, all of it is at hand).
         case send(whole: Bool)
+        /// The body outgrew memory: move what came into a spool file and go on waiting there.
+        case spill
         /// The body was not being waited for.
         case none
     }
 
     /// `total` bytes of a chunked body are at hand and the request waits for them.
     mutating func onBodyBuffered(total: Int) -> BufferingAction {
-        guard case .waiting(let limit) = bodyBuffering else { return .none }
-        guard total > limit else { return .keepWaiting }
+        switch bodyBuffering {
+        case .waiting(let limit):
+            guard total > limit else { return .keepWaiting }
+            if spoolLimit > limit {
+                bodyBuffering = .spooling(limit: spoolLimit)
+                return .spill
+            }
+        case .spooling(let limit):
+            guard total > limit else { return .keepWaiting }
+        case .off, .whole:
+            return .none
+        }
+        bodyBuffering = .off
+        return .send(whole: false)
+    }
+
+    /// No spool file could be made: the body streams as it would without one.
+    mutating func onSpoolUnavailable() -> BufferingAction {
         bodyBuffering = .off
         return .send(whole: false)
     }

@@ -44,6 +44,9 @@ final class LoopRoute {
     // `forward:` values each request reads, kept apart from the configuration (reading them from
     // it would copy the route's whole settings per request).
     let requestBuffering: Int
+    let requestBufferingDisk: Int
+    /// Where a body spooled under `forward.request_buffering_disk` is kept: beside the store.
+    let spoolFolder: String
     let retryMemory: Int
     let retryBodyLimit: Int
 
@@ -77,6 +80,8 @@ final class LoopRoute {
         dpopEnabled = route.credentials.secretless.dpop != nil
         errorName = named ? route.name : nil
         requestBuffering = route.forward.requestBuffering
+        requestBufferingDisk = route.forward.requestBufferingDisk
+        spoolFolder = AtomicFile.parentFolder(of: route.store.path) + "/spool"
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
     }

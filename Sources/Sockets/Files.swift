@@ -173,3 +173,49 @@ public enum FileLock {
         return try body()
     }
 }
+
+/// A file that holds one request body for a while (`forward.request_buffering_disk`): created 0600
+/// in a 0700 folder and unlinked at once, so that nothing of it stays on disk after its descriptor
+/// closes, whatever way the process ends. Written at its end, read from any offset.
+public final class SpoolFile {
+    private let fd: Int32
+    public private(set) var size = 0
+
+    /// A new, empty, already unlinked file in `folder` (made 0700 when missing).
+    public init(folder: String) throws {
+        try AtomicFile.ensureFolder(folder, mode: 0o700)
+        let path = "\(folder)/body-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        fd = Int32(try Syscall.retrying("open") { Int(open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))) })
+        unlink(path)
+    }
+
+    deinit { Syscall.close(fd) }
+
+    /// Appends `bytes` (a short write is continued; a full disk throws).
+    public func append(_ bytes: UnsafeRawBufferPointer) throws(SocketError) {
+        var done = 0
+        while done < bytes.count {
+            let offset = off_t(size + done)
+            let n = try Syscall.retrying("pwrite") { pwrite(fd, bytes.baseAddress! + done, bytes.count - done, offset) }
+            done += n
+        }
+        size += bytes.count
+    }
+
+    /// Up to `count` bytes from `offset` (fewer only at the end).
+    public func read(at offset: Int, count: Int) throws(SocketError) -> [UInt8] {
+        let wanted = max(0, min(count, size - offset))
+        var out = [UInt8](repeating: 0, count: wanted)
+        var done = 0
+        while done < wanted {
+            let (n, code) = out.withUnsafeMutableBytes { buffer in
+                Syscall.uninterrupted { pread(fd, buffer.baseAddress! + done, wanted - done, off_t(offset + done)) }
+            }
+            if n < 0 { throw SocketError("pread", errno: code) }
+            if n == 0 { break }
+            done += n
+        }
+        if done < wanted { out.removeLast(wanted - done) }
+        return out
+    }
+}

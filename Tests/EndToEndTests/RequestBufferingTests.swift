@@ -138,6 +138,58 @@ struct DjangoStats: Decodable {
         try f.finish()
     }
 
+    /// Beyond `request_buffering`, `request_buffering_disk` spools the body to a 0600 file beside the
+    /// store and sends it with Content-Length, as nginx does, so Django reads it whole (issue 33: it
+    /// read 0 bytes); the file is gone when the request ends.
+    @Test func aChunkedUploadBeyondMemoryIsSpooledAndReachesDjangoWhole() throws {
+        let f = try DjangoFixture(extra: "forward: {request_buffering: 64KiB, request_buffering_disk: 8MiB}")
+        let body = testBytes(count: 3_000_000, seed: 16)
+        let (r, echo) = try f.putChunked(body)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
+        #expect(seen.body_len == body.count)
+        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        #expect(seen.content_length == String(body.count))
+        #expect(seen.transfer_encoding == nil)
+        // The spool folder is 0700 beside the store and holds nothing once the request has ended.
+        let spool = f.proxy.directory.file("state/spool")
+        let attributes = try FileManager.default.attributesOfItem(atPath: spool)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: spool).isEmpty)
+        try f.finish()
+    }
+
+    /// A spooled body is wholly at hand: a 401 is retried from the spool, whole again.
+    @Test func aSpooledUploadThatMeetsA401IsRetriedWhole() throws {
+        let f = try DjangoFixture(extra: "forward: {request_buffering: 64KiB, request_buffering_disk: 8MiB, retry_body_limit: 64KiB}")
+        let (warm, _) = try f.putChunked(Array("warm".utf8))
+        #expect(warm.status == 200)
+        try TestControlledServer.post(f.django.baseURL + "/test/reject-seen")
+        let body = testBytes(count: 1_000_000, seed: 17)
+        let (r, echo) = try f.putChunked(body)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
+        #expect(seen.body_len == body.count)
+        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        #expect(try f.stats().unauthorized == 1, "one 401, then the retry")
+        try f.finish()
+    }
+
+    /// A body larger than the spool's limit streams chunked, whole and in order (what was spooled,
+    /// then the rest).
+    @Test func aChunkedBodyOverTheSpoolLimitStreamsChunked() throws {
+        let f = try Fixture(extra: "forward: {request_buffering: 16KiB, request_buffering_disk: 256KiB}")
+        let body = testBytes(count: 2_000_000, seed: 18)
+        let file = try f.proxy.directory.write("big.bin", Data(body))
+        let r = try curl(["-T", file, "-H", "Transfer-Encoding: chunked", "-H", "Expect:", f.url("/upload")], timeout: 60)
+        #expect(r.status == 200, "\(r.bodyString)")
+        let echo = try Echo(r.body)
+        #expect(echo.body_len == body.count)
+        #expect(echo.body_sha256 == (try sha256Hex(body)))
+        #expect(echo.values("Transfer-Encoding") == ["chunked"])
+        try f.finish()
+    }
+
     /// `request_buffering: 0` keeps the old streaming behaviour.
     @Test func zeroTurnsBufferingOff() throws {
         let f = try Fixture(extra: "forward:\n  request_buffering: 0")

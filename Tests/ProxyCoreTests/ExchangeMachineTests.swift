@@ -5,12 +5,12 @@ import Testing
 
 /// One exchange driven event by event, as `Connection+Upstream.swift` drives it, checking what the
 /// machine tells the connection to do.
-private func machine(_ head: String, draining: Bool = false, requestBuffering: Int = 0) -> ExchangeMachine {
+private func machine(_ head: String, draining: Bool = false, requestBuffering: Int = 0, spoolLimit: Int = 0) -> ExchangeMachine {
     var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 8192, maxBodyBytes: 0))
     let bytes = Array(head.utf8)
     let (_, event) = bytes.withUnsafeBytes { parser.parse($0) }
     guard case .head(let parsed)? = event else { fatalError("not a request head: \(head)") }
-    return ExchangeMachine(head: parsed, draining: draining, requestBuffering: requestBuffering)
+    return ExchangeMachine(head: parsed, draining: draining, requestBuffering: requestBuffering, spoolLimit: spoolLimit)
 }
 
 private let get = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -293,6 +293,32 @@ extension ExchangeMachine {
         #expect(m.bodyBuffering == .off)
         #expect(m.onBodyBuffered(total: 500) == .none)
         #expect(m.onRequestBodyEnded() == .none)
+    }
+
+    /// `forward.request_buffering_disk`: past memory, the body is spilled to a file and still waited
+    /// for, up to the spool's limit; beyond it, it streams.
+    @Test func aChunkedBodyBeyondMemoryIsSpooledAndGoesWhole() {
+        var m = machine(Self.chunked, requestBuffering: 100, spoolLimit: 1000)
+        #expect(m.onBodyBuffered(total: 101) == .spill)
+        #expect(m.bodyBuffering == .spooling(limit: 1000) && m.isWaitingForBody)
+        #expect(m.onBodyBuffered(total: 1000) == .keepWaiting)
+        #expect(m.onRequestBodyEnded() == .send(whole: true))
+        #expect(m.bodyBuffering == .whole)
+    }
+
+    @Test func aChunkedBodyBeyondTheSpoolStreamsFromThere() {
+        var m = machine(Self.chunked, requestBuffering: 100, spoolLimit: 1000)
+        #expect(m.onBodyBuffered(total: 101) == .spill)
+        #expect(m.onBodyBuffered(total: 1001) == .send(whole: false))
+        #expect(m.bodyBuffering == .off && !m.isWaitingForBody)
+        #expect(m.onRequestBodyEnded() == .none)
+    }
+
+    @Test func withoutASpoolFileTheBodyStreams() {
+        var m = machine(Self.chunked, requestBuffering: 100, spoolLimit: 1000)
+        #expect(m.onBodyBuffered(total: 101) == .spill)
+        #expect(m.onSpoolUnavailable() == .send(whole: false))
+        #expect(m.bodyBuffering == .off)
     }
 
     @Test(arguments: [
