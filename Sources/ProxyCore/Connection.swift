@@ -234,8 +234,7 @@ final class Connection: EventHandler, LoopTask {
         let dropped = head.droppedFieldCount
         let exchange = Exchange(
             head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut, spoolLimit: route?.requestBufferingDisk ?? 0,
-            spoolFolder: route?.spoolFolder ?? "")
+            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut, spoolLimit: route?.requestBufferingDisk ?? 0)
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange

@@ -100,7 +100,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     // A chunked body spooled to disk (`forward.request_buffering_disk`): once there is a spool, every
     // body byte goes through it, in order, and `upOut` is refilled from it as the upstream drains.
     private var spool: SpoolFile?
-    private let spoolFolder: String
     /// How much of the spool went into `upOut` on this try.
     private var spoolSent = 0
     /// A request head is in `upOut`: body bytes from the spool may follow it.
@@ -115,10 +114,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     init(
         head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer,
-        spoolLimit: Int = 0, spoolFolder: String = ""
+        spoolLimit: Int = 0
     ) {
         machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering, spoolLimit: spoolLimit)
-        self.spoolFolder = spoolFolder
         self.head = head
         self.upOut = upOut
         self.route = route
@@ -215,7 +213,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// (then the body streams as it would without `request_buffering_disk`).
     private func startSpool() -> Bool {
         do {
-            let file = try SpoolFile(folder: spoolFolder)
+            guard let folder = route?.spoolFolder else { return false }
+            let file = try SpoolFile(folder: folder)
             try upOut.bytes.withUnsafeBytes { try file.append($0) }
             spool = file
             upOut.removeAll()
