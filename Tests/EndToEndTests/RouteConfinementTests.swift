@@ -130,55 +130,42 @@ struct RouteConfinementTests {
     }
 
     /// With `forward.preserve_host`, the Host that goes upstream is the absolute-form target's
-    /// authority (RFC 9112 §3.2.2), never a Host field the client chose beside it.
+    /// authority (RFC 9112 §3.2.2), never a Host field the client chose beside it; and it passes
+    /// `access.allow_hosts` whichever form carried it.
     @Test func anAbsoluteFormTargetsAuthorityIsTheHostThatGoesUpstream() throws {
         let upstream = try PythonServer("echo_upstream")
+        defer { upstream.stop() }
         let authority = "127.0.0.1:\(upstream.port)"
-        let proxy = try Self.proxy("""
-            listen: 127.0.0.1:0
-            workers: 1
-            upstream: \(upstream.baseURL)
-            forward: {preserve_host: true}
-            credentials: {type: static, token_env: ORDERS_TOKEN}
-            """)
-        let client = try RawHTTPClient(port: proxy.port)
-        try client.send(rawRequest("GET", "http://\(authority)/x", host: "attacker.example"))
-        let response = try client.readResponse()
-        #expect(response.status == 200, "\(response)")
-        let echo = try Echo(response.body)
-        #expect(echo.values("host") == [authority])
-        client.close()
-        proxy.terminate()
-        _ = try proxy.waitForExit()
-        upstream.stop()
-    }
-
-    /// …and it passes `access.allow_hosts` whichever form carried it.
-    @Test func anAbsoluteFormAuthorityOutsideAllowHostsIsForbiddenWithPreserveHost() throws {
-        let upstream = try PythonServer("echo_upstream")
-        let authority = "127.0.0.1:\(upstream.port)"
-        let proxy = try Self.proxy("""
-            listen: 127.0.0.1:0
-            workers: 1
-            upstream: \(upstream.baseURL)
-            forward: {preserve_host: true}
-            access: {allow_hosts: [proxy.internal]}
-            credentials: {type: static, token_env: ORDERS_TOKEN}
-            """)
-        for (target, host) in [("http://\(authority)/x", "proxy.internal"), ("/x", authority)] {
-            let client = try RawHTTPClient(port: proxy.port)
-            try client.send(rawRequest("GET", target, host: host))
-            expectProxyError(try client.readResponse(), status: 403, code: "forbidden_host")
-            client.close()
+        func serve(access: String) throws -> ProxyProcess {
+            try Self.proxy("""
+                listen: 127.0.0.1:0
+                workers: 1
+                upstream: \(upstream.baseURL)
+                forward: {preserve_host: true}
+                \(access)
+                credentials: {type: static, token_env: ORDERS_TOKEN}
+                """)
         }
-        let allowed = try RawHTTPClient(port: proxy.port)
-        try allowed.send(rawRequest("GET", "/x", host: "proxy.internal"))
-        let response = try allowed.readResponse()
+        func send(_ proxy: ProxyProcess, _ target: String, host: String) throws -> HTTPResponse {
+            let client = try RawHTTPClient(port: proxy.port)
+            defer { client.close() }
+            try client.send(rawRequest("GET", target, host: host))
+            return try client.readResponse()
+        }
+        let open = try serve(access: "")
+        let response = try send(open, "http://\(authority)/x", host: "attacker.example")
         #expect(response.status == 200, "\(response)")
-        #expect(try Echo(response.body).values("host") == ["proxy.internal"])
-        allowed.close()
-        proxy.terminate()
-        _ = try proxy.waitForExit()
-        upstream.stop()
+        #expect(try Echo(response.body).values("host") == [authority])
+        open.terminate()
+        _ = try open.waitForExit()
+
+        let narrow = try serve(access: "access: {allow_hosts: [proxy.internal]}")
+        expectProxyError(try send(narrow, "http://\(authority)/x", host: "proxy.internal"), status: 403, code: "forbidden_host")
+        expectProxyError(try send(narrow, "/x", host: authority), status: 403, code: "forbidden_host")
+        let allowed = try send(narrow, "/x", host: "proxy.internal")
+        #expect(allowed.status == 200, "\(allowed)")
+        #expect(try Echo(allowed.body).values("host") == ["proxy.internal"])
+        narrow.terminate()
+        _ = try narrow.waitForExit()
     }
 }
