@@ -7,7 +7,17 @@
 ///   `backoffJitter` of itself.
 /// - A refusal is never retried: only a request that finds the input changed (a new login) or a
 ///   forced refresh moves things on.
+/// - Forced refreshes (SIGHUP, the admin listener's `POST /refresh`) back off the same way: the
+///   n-th in a row starts no sooner than `nominalBackoff(n)` (1, 2, 4, … 60 s) after the one before;
+///   after a quiet `backoffCap`, the count starts again (docs/OBSERVABILITY.md, "Admin listener").
 public struct RefreshPolicy: Sendable {
+    /// The forced refreshes started lately (`admitForced`).
+    public struct ForcedRefreshes: Sendable, Equatable {
+        public var lastStartedAt: Double?
+        public var inARow = 0
+        public init() {}
+    }
+
     public enum Event: Sendable, Equatable {
         /// The source handed over a token. `failuresSoFar`: passing failures (or early tokens) since
         /// the last token that came with time to spare.
@@ -69,6 +79,20 @@ public struct RefreshPolicy: Sendable {
         case .refused:
             return .waitForTrigger
         }
+    }
+
+    /// Whether a forced refresh may start now: nil when it may (and `forced` records it), else the
+    /// seconds until it may.
+    public func admitForced(_ forced: inout ForcedRefreshes, now: Double) -> Double? {
+        if let last = forced.lastStartedAt, now - last < backoffCap {
+            let wait = nominalBackoff(attempt: forced.inARow) - (now - last)
+            if wait > 0 { return wait }
+            forced.inARow += 1
+        } else {
+            forced.inARow = 1
+        }
+        forced.lastStartedAt = now
+        return nil
     }
 
     /// The lead before expiry at which a token of this lifetime is refreshed, without jitter.

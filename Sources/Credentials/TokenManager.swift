@@ -49,6 +49,7 @@ public final class TokenManager: @unchecked Sendable {
         var lastFailure: String?
         /// The background timer: a proactive refresh or a backoff retry.
         var nextRefreshAt: Double?
+        var forced = RefreshPolicy.ForcedRefreshes()
     }
 
     // Token thread only.
@@ -185,6 +186,28 @@ public final class TokenManager: @unchecked Sendable {
             return nil
         }()
         if let answer { completion(answer) }
+    }
+
+    /// What a forced refresh (SIGHUP, `POST /refresh`) did.
+    public enum ForcedRefresh: Sendable, Equatable {
+        /// A fetch started, or the one in flight will serve.
+        case started
+        /// Forced refreshes back off like failed ones (`RefreshPolicy.admitForced`): none now.
+        case rateLimited(retryAfter: Int)
+    }
+
+    /// Starts one refresh now unless forced refreshes came too often; a fetch already in flight
+    /// serves it. A failure backoff does not hold it back (an operator forcing a refresh has
+    /// usually fixed what failed).
+    public func forceRefresh() -> ForcedRefresh {
+        condition.lock()
+        defer { condition.unlock() }
+        if control.inFlight || control.stopping { return .started }
+        if let wait = policy.admitForced(&control.forced, now: clock()) { return .rateLimited(retryAfter: Self.seconds(wait)) }
+        control.inFlight = true
+        control.queuedReason = .forced
+        condition.broadcast()
+        return .started
     }
 
     // MARK: - The token thread

@@ -68,6 +68,17 @@ final class AccessPolicy {
         upstream = c.upstream
     }
 
+    /// The `Host` rule of the admin listener (issue 29): the proxy listener's default names, with the
+    /// admin address for the listen address. nil when the admin listener is a unix socket.
+    static func forAdmin(_ c: Configuration) -> AccessPolicy? {
+        guard let admin = c.admin, case .tcp = admin.listen else { return nil }
+        var adminOnly = c.selecting(route: 0)
+        adminOnly.listen = admin.listen
+        adminOnly.routes[0].match = nil
+        adminOnly.routes[0].access = AccessConfiguration()
+        return AccessPolicy(configuration: adminOnly)
+    }
+
     /// What a request that passed the checks goes upstream with.
     struct CheckedTarget {
         /// Normalised (dot-segments removed).

@@ -64,6 +64,10 @@ final class AdminConnection: EventHandler {
 
     private func answer() {
         guard let head else { return }
+        if let refusal = refusal(head) {
+            reply(refusal)
+            return
+        }
         let parts = head.target.split(separator: "?", maxSplits: 1)
         let path = parts.first.map(String.init) ?? head.target
         // `?route=NAME` (CONTRACT "Several APIs"): names are [a-z0-9_-], so no decoding is needed.
@@ -91,13 +95,18 @@ final class AdminConnection: EventHandler {
                 }
             }
         case ("POST", "/refresh"):
-            switch server.forceRefresh(route: route) {
-            case nil:
+            guard let result = server.forceRefresh(route: route) else {
                 reply(404, #"{"error":"no_route","message":"no route of this name"}"# + "\n", head: head, contentType: "application/json")
-            case let without? where without.isEmpty || (route == nil && without.count < server.routeStates.count):
+                return
+            }
+            if !result.started.isEmpty {
                 reply(202, #"{"status":"refresh started"}"# + "\n", head: head, contentType: "application/json")
-            case let without?:
-                let named = server.configuration.hasRoutes ? without.first : nil
+            } else if !result.rateLimited.isEmpty {
+                // RFC 6585 §4: 429 with Retry-After; forced refreshes back off as failed ones do.
+                let body = #"{"error":"too_many_requests","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart): try again in \#(result.retryAfter) s"}"#
+                reply(429, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
+            } else {
+                let named = server.configuration.hasRoutes ? result.withoutSession.first : nil
                 var bytes = ProxyError.loginRequired("no session: run `tokenproxy login`").response(keepAlive: false, isHead: false, route: named)
                 replaceStatus(&bytes, 409)
                 out = bytes
@@ -142,6 +151,19 @@ final class AdminConnection: EventHandler {
         }
     }
 
+    /// The proxy listener's rules (CONTRACT point 9) hold here too, or a web page could make a
+    /// browser `POST /refresh` or `/reload` across sites, or read `/metrics` after DNS rebinding:
+    /// `Host` must be a loopback name or the admin address (any with `allow_remote`), and a request
+    /// with an `Origin` (only browsers send one) is refused.
+    private func refusal(_ head: RequestHead) -> ProxyError? {
+        let configuration = server.configuration
+        if !configuration.allowRemote, let host = head.host, let policy = AccessPolicy.forAdmin(configuration), !policy.hostAllowed(host) {
+            return .forbiddenHost
+        }
+        if head.first(named: "origin") != nil { return .forbiddenOrigin }
+        return nil
+    }
+
     private func replaceStatus(_ bytes: inout [UInt8], _ status: Int) {
         let line = ByteBuffer()
         ResponseWriter.appendStatusLine(line, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
@@ -153,10 +175,11 @@ final class AdminConnection: EventHandler {
         reply(status, body, isHead: head.method == "HEAD", contentType: contentType)
     }
 
-    private func reply(_ status: Int, _ body: String, isHead: Bool, contentType: String) {
+    private func reply(_ status: Int, _ body: String, isHead: Bool, contentType: String, extraFields: [(String, String)] = []) {
         guard !closed else { return }
         let bytes = ByteBuffer()
         ResponseWriter.appendStatusLine(bytes, version: .http1_1, code: status, reason: ResponseWriter.reasonPhrase(for: status))
+        for (name, value) in extraFields { ResponseWriter.appendField(bytes, name: name, value: value) }
         ResponseWriter.appendField(bytes, name: "Content-Type", value: contentType)
         ResponseWriter.appendField(bytes, name: "Content-Length", value: String(body.utf8.count))
         ResponseWriter.appendField(bytes, name: "Connection", value: "close")

@@ -363,20 +363,37 @@ public final class Server: @unchecked Sendable {
         reloads.withLock { if succeeded { $0.success += 1 } else { $0.failed += 1 } }
     }
 
-    /// SIGHUP and admin POST /refresh: one forced refresh of each route, or of the route `name`
-    /// (single-flight rules apply). The routes that had no session to refresh; nil when `name` is no route.
-    public func forceRefresh(route name: String? = nil) -> [String]? {
+    /// What a forced refresh of one route or of every route did.
+    public struct ForcedRefreshResult: Sendable, Equatable {
+        /// Routes whose refresh started (or joined one in flight).
+        public var started: [String] = []
+        /// Routes without a session: nothing to refresh (`login_required`).
+        public var withoutSession: [String] = []
+        /// Routes whose forced refreshes came too often, and the longest wait among them.
+        public var rateLimited: [String] = []
+        public var retryAfter = 0
+    }
+
+    /// SIGHUP and `POST /refresh[?route=NAME]`: one refresh per route now, each subject to
+    /// `RefreshPolicy.admitForced`. nil when no route has that name.
+    public func forceRefresh(route name: String? = nil) -> ForcedRefreshResult? {
         let states = routeStates.filter { name == nil || $0.name == name }
         if name != nil, states.isEmpty { return nil }
-        var without: [String] = []
+        var result = ForcedRefreshResult()
         for state in states {
             guard state.tokens.current().session == .active else {
-                without.append(state.name)
+                result.withoutSession.append(state.name)
                 continue
             }
-            state.tokens.refresh(staleGeneration: nil, reason: .forced) { _ in }
+            switch state.tokens.forceRefresh() {
+            case .started:
+                result.started.append(state.name)
+            case .rateLimited(let retryAfter):
+                result.rateLimited.append(state.name)
+                result.retryAfter = max(result.retryAfter, retryAfter)
+            }
         }
-        return without
+        return result
     }
 
     // MARK: reload

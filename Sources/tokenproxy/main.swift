@@ -194,8 +194,12 @@ struct Serve: ParsableCommand {
                 switch received {
                 case SIGHUP:
                     logger.info("SIGHUP: forcing a refresh")
-                    if let without = server.forceRefresh(), !without.isEmpty {
-                        logger.warning("SIGHUP: no session to refresh\(server.configuration.hasRoutes ? " for \(without.joined(separator: ", "))" : "")")
+                    if let result = server.forceRefresh() {
+                        let routes = { (names: [String]) in server.configuration.hasRoutes ? " for \(names.joined(separator: ", "))" : "" }
+                        if !result.withoutSession.isEmpty { logger.warning("SIGHUP: no session to refresh\(routes(result.withoutSession))") }
+                        if !result.rateLimited.isEmpty {
+                            logger.warning("SIGHUP: forced refreshes back off like failed ones: none now\(routes(result.rateLimited)), the next in \(result.retryAfter) s")
+                        }
                     }
                 case SIGUSR2:
                     logger.info("SIGUSR2: reloading the configuration")

@@ -8,6 +8,24 @@ struct RefreshPolicyTests {
         RefreshPolicy(refreshMargin: margin, random: { random })
     }
 
+    @Test("forced refreshes back off 1, 2, 4 … seconds apart, and start again after a quiet minute")
+    func forcedRefreshesBackOff() {
+        let p = policy()
+        var forced = RefreshPolicy.ForcedRefreshes()
+        #expect(p.admitForced(&forced, now: 100) == nil)
+        #expect(p.admitForced(&forced, now: 100.25) == 0.75)
+        #expect(p.admitForced(&forced, now: 101) == nil)
+        #expect(p.admitForced(&forced, now: 102) == 1)
+        #expect(p.admitForced(&forced, now: 103) == nil)
+        #expect(p.admitForced(&forced, now: 106) == 1)
+        #expect(p.admitForced(&forced, now: 107) == nil)
+        #expect(forced.inARow == 4)
+        // A quiet backoff cap (60 s) later, the first one is admitted at once and the count restarts.
+        #expect(p.admitForced(&forced, now: 167) == nil)
+        #expect(forced.inARow == 1)
+        #expect(p.admitForced(&forced, now: 167.5) == 0.5)
+    }
+
     @Test("a long-lived token is refreshed refresh_margin before it expires")
     func longLivedTokenRefreshesAtTheMargin() {
         let decision = policy().next(after: .issued(issuedAt: 1000, expiresAt: 4600, failuresSoFar: 0), now: 1000)

@@ -1,0 +1,91 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The admin listener keeps the proxy listener's rules (issue 29, point 3): a web page cannot make a
+/// browser call it across sites (no `Origin` is accepted) nor read it after DNS rebinding (`Host` must
+/// be a loopback name or the admin address), and forced refreshes back off as failed ones do, counted
+/// at a real OAuth server.
+@Suite struct AdminListenerTests {
+    final class World: Sendable {
+        let idp: OAuthServer
+        let proxy: ProxyProcess
+        let admin: String
+        let adminPort: Int
+
+        init() throws {
+            idp = try OAuthServer.start()
+            proxy = try ProxyProcess(
+                config: """
+                    listen: 127.0.0.1:0
+                    workers: 1
+                    admin:
+                      listen: 127.0.0.1:0
+                    upstream: http://127.0.0.1:9
+                    credentials:
+                      type: oauth2_client_credentials
+                      token_url: \(idp.tokenURL)
+                      client_id: app
+                      client_secret_env: ADMIN_TEST_SECRET
+                    """, environment: ["ADMIN_TEST_SECRET": "secret"])
+            admin = try #require(proxy.adminURL)
+            adminPort = try #require(proxy.adminPort)
+        }
+
+        func tokenCalls() throws -> Int { try idp.stats().count(OAuthGrant.clientCredentials) }
+
+        func finish() throws {
+            proxy.terminate()
+            #expect(try proxy.waitForExit() == 0)
+            idp.stop()
+        }
+    }
+
+    @Test(arguments: ["/healthz", "/readyz", "/metrics"])
+    func aHostThatIsNotLoopbackOrTheAdminAddressIsForbidden(path: String) throws {
+        let w = try World()
+        for host in ["attacker.example", "attacker.example:\(w.adminPort)", "10.0.0.1:\(w.adminPort)"] {
+            expectProxyError(try curl(["-H", "Host: \(host)", w.admin + path]), status: 403, code: "forbidden_host")
+        }
+        for host in ["localhost:\(w.adminPort)", "127.0.0.1:\(w.adminPort)", "LOCALHOST", "[::1]:\(w.adminPort)"] {
+            #expect(try curl(["-H", "Host: \(host)", w.admin + path]).status == 200, "Host: \(host)")
+        }
+        try w.finish()
+    }
+
+    @Test(arguments: ["/refresh", "/reload", "/metrics"])
+    func aRequestWithAnOriginIsForbidden(path: String) throws {
+        let w = try World()
+        #expect(try eventually { try w.tokenCalls() == 1 })
+        let method = path == "/metrics" ? "GET" : "POST"
+        for origin in ["https://attacker.example", "null", "http://localhost:\(w.adminPort)"] {
+            expectProxyError(try curl(["-X", method, "-H", "Origin: \(origin)", w.admin + path]), status: 403, code: "forbidden_origin")
+        }
+        // Nothing reached the identity provider: still only the start-up fetch.
+        #expect(try w.tokenCalls() == 1)
+        try w.finish()
+    }
+
+    /// 20 forced refreshes at once cost one token request, not 20; the others are told when to try
+    /// again (429, Retry-After), and one is admitted again once that time has passed.
+    @Test func forcedRefreshesBackOffAsFailedOnesDo() throws {
+        let w = try World()
+        #expect(try eventually { try w.tokenCalls() == 1 })
+        let answers = try (0..<20).map { _ in try curl(["-X", "POST", w.admin + "/refresh"]) }
+        let started = answers.filter { $0.status == 202 }.count
+        let limited = answers.filter { $0.status == 429 }
+        #expect(started + limited.count == 20, "\(answers.map(\.status))")
+        #expect(started >= 1 && limited.count >= 14, "1, 2, 4 … s apart: a handful at most, however slow the box: \(answers.map(\.status))")
+        for answer in limited {
+            expectProxyError(answer, status: 429, code: "too_many_requests")
+            #expect(Int(answer.header("Retry-After") ?? "") ?? 0 >= 1)
+        }
+        #expect(try eventually { try w.tokenCalls() == 1 + started }, "one token request per admitted refresh")
+        // Once Retry-After has passed, a forced refresh is admitted again.
+        let wait = limited.compactMap { Int($0.header("Retry-After") ?? "") }.last ?? 1
+        Thread.sleep(forTimeInterval: Double(wait))
+        #expect(try within(70) { try curl(["-X", "POST", w.admin + "/refresh"]).status == 202 })
+        #expect(try eventually { try w.tokenCalls() == 2 + started })
+        try w.finish()
+    }
+}
