@@ -73,6 +73,12 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
     case tcp(host: String, port: Int)
     case unix(path: String)
 
+    /// A TCP port 0: the kernel picks a port at each bind, so it names no particular address.
+    public var isEphemeral: Bool {
+        if case .tcp(_, 0) = self { return true }
+        return false
+    }
+
     public var description: String {
         switch self {
         case .tcp(let host, let port): return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"

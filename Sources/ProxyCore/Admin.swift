@@ -113,18 +113,17 @@ final class AdminConnection: EventHandler {
                 flush()
             }
         case ("POST", "/reload"):
-            guard let reload = server.reloadHandler else {
+            guard let worker = server.reloadWorker else {
                 reply(404, #"{"error":"not_found","message":"reload is not available"}"# + "\n", head: head, contentType: "application/json")
                 return
             }
-            // Answered when the new file is in effect (or refused); the loop thread waits for it, as a
-            // reload is rare and swaps every loop's routes, this one's included, so it runs elsewhere.
+            // Answered when the new file is in effect (or refused). A reload swaps every loop's
+            // routes, this one's included, so it runs on the reload worker, not on the loop.
             let fd = self.fd
             let loop = ctx.loop
             let me = LoopBound(self)
             let isHead = head.method == "HEAD"
-            let started = try? OSThread.start(name: "tp-reload") {
-                let outcome = reload()
+            let submitted = worker.submit { outcome in
                 loop.execute {
                     guard let connection = me.object, connection.fd == fd else { return }
                     switch outcome {
@@ -143,7 +142,7 @@ final class AdminConnection: EventHandler {
                     }
                 }
             }
-            if started == nil { reply(503, #"{"error":"overloaded","message":"no thread for the reload"}"# + "\n", head: head, contentType: "application/json") }
+            if !submitted { reply(503, #"{"error":"overloaded","message":"no thread for the reload"}"# + "\n", head: head, contentType: "application/json") }
         case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/refresh"), (_, "/reload"):
             reply(ProxyError.methodNotAllowed)
         default:

@@ -44,7 +44,8 @@ final class Connection: EventHandler, LoopTask {
     static let inHighWater = FixedLimits.unparsedClientHighWater
 
     /// The route of a route's own listener; nil on the shared listener (the route table decides).
-    let ownRoute: String?
+    /// A reload that hands this connection's listener to another route changes it.
+    var ownRoute: String?
 
     init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil) {
         self.fd = fd

@@ -67,6 +67,20 @@ final class ListenerGroup: @unchecked Sendable {
         self.interest = interest
     }
 
+    /// The same bound sockets, now the listener of `route` (a reload renamed the route that owns
+    /// the address, or gave it to another; nothing is bound again).
+    private init(handing group: ListenerGroup, to route: String?) {
+        configured = group.configured
+        ownRoute = route
+        sockets = group.sockets
+        interest = group.interest
+    }
+
+    func handed(to route: String?) -> ListenerGroup { ListenerGroup(handing: self, to: route) }
+
+    /// Whether both groups are the same sockets (one was handed to another route).
+    func sharesSockets(with other: ListenerGroup) -> Bool { sockets[0] === other.sockets[0] }
+
     func socket(forLoop i: Int) -> ListeningSocket { sockets.count == 1 ? sockets[0] : sockets[i] }
     func close() { for socket in sockets { socket.close() } }
 }
@@ -94,7 +108,11 @@ public final class Server: @unchecked Sendable {
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
     /// Reads the configuration file again and puts it in effect (`POST /reload`); set before `start`.
-    public var reloadHandler: (@Sendable () -> ReloadOutcome)?
+    public var reloadHandler: (@Sendable () -> ReloadOutcome)? {
+        didSet { reloadWorker = reloadHandler.map { ReloadWorker($0) } }
+    }
+    /// Runs `reloadHandler` for `POST /reload`, one at a time.
+    private(set) var reloadWorker: ReloadWorker?
 
     public init(configuration: Configuration, states: [RouteState], logger: Logger) {
         precondition(states.count == configuration.routes.count)
@@ -176,7 +194,8 @@ public final class Server: @unchecked Sendable {
     }
 
     /// The listener groups `configuration` needs: the shared one, then one per route with its own
-    /// `listen`. A group of `keeping` with the same address and route is reused, not bound again.
+    /// `listen`. A group of `keeping` with the same address is reused, not bound again, whatever
+    /// route now owns the address (a renamed route, two routes that swapped addresses).
     private static func bindGroups(_ configuration: Configuration, loops: Int, keeping: [ListenerGroup]) throws -> [ListenerGroup] {
         var wanted: [(ListenAddress, String?, unixMode: UInt32)] = [(configuration.listen, nil, configuration.access.unixMode)]
         for route in configuration.routes {
@@ -187,12 +206,15 @@ public final class Server: @unchecked Sendable {
             for (listen, route, unixMode) in wanted {
                 if let kept = keeping.first(where: { $0.configured == listen && $0.ownRoute == route }) {
                     groups.append(kept)
+                } else if !listen.isEphemeral, let kept = keeping.first(where: { $0.configured == listen }) {
+                    // (Port 0 names no address: each such listener is its route's.)
+                    groups.append(kept.handed(to: route))
                 } else {
                     groups.append(try ListenerGroup(listen, ownRoute: route, loops: loops, unixMode: unixMode))
                 }
             }
         } catch {
-            for group in groups where !keeping.contains(where: { $0 === group }) { group.close() }
+            for group in groups where !keeping.contains(where: { $0.sharesSockets(with: group) }) { group.close() }
             throw error
         }
         return groups
@@ -409,12 +431,24 @@ public final class Server: @unchecked Sendable {
             let fresh = try Server.bindGroups(new, loops: count, keeping: old)
             let added = fresh.filter { group in !old.contains { $0 === group } }
             let removed = old.filter { group in !fresh.contains { $0 === group } }
+            // A group handed to another route keeps its sockets; its connections follow the address
+            // to the route that owns it now (route names, nil for the shared listener).
+            var successors: [String?: String?] = [:]
+            for group in removed {
+                if let successor = added.first(where: { $0.sharesSockets(with: group) }) { successors[group.ownRoute] = successor.ownRoute }
+            }
+            let handedOver = successors
+            let closed = removed.filter { group in !added.contains { $0.sharesSockets(with: group) } }
             current.withLock { $0 = (new, states) }
             let done = DispatchGroup()
             for (i, mine) in perLoop.enumerated() {
                 done.enter()
                 mine.ctx.loop.execute { [self] in
                     mine.ctx.replace(configuration: new, states: states)
+                    // Old acceptors first: a handed-over socket is then watched again, for its new route.
+                    let stopping = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
+                    for acceptor in mine.acceptors where stopping.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
+                    mine.acceptors.removeAll { stopping.contains(ObjectIdentifier($0.listener)) }
                     for group in added {
                         do {
                             try watch(group, loop: i)
@@ -422,20 +456,22 @@ public final class Server: @unchecked Sendable {
                             logger.error("reload: \(error)")
                         }
                     }
-                    let closing = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
-                    for acceptor in mine.acceptors where closing.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
-                    mine.acceptors.removeAll { closing.contains(ObjectIdentifier($0.listener)) }
                     // Connections of a listener that left the file finish their exchange, then close.
-                    // (A removed group without a route of its own is the shared listener, moved elsewhere.)
-                    let gone = removed.map(\.ownRoute)
-                    for connection in Array(mine.ctx.connections.values) where gone.contains(connection.ownRoute) {
-                        connection.beginDrain()
+                    // (A closed group without a route of its own is the shared listener, moved elsewhere.)
+                    let gone = closed.map(\.ownRoute)
+                    for connection in Array(mine.ctx.connections.values) {
+                        let route = connection.ownRoute
+                        if gone.contains(route) {
+                            connection.beginDrain()
+                        } else if let successor = handedOver[route] {
+                            connection.ownRoute = successor
+                        }
                     }
                     done.leave()
                 }
             }
             done.wait()
-            for group in removed { group.close() }
+            for group in closed { group.close() }
             groups = fresh
             listenAddress = fresh[0].address
             for group in added {
