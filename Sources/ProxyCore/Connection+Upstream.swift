@@ -244,9 +244,9 @@ extension Connection {
 
     /// RFC 9449 §9: the upstream's newest `DPoP-Nonce` goes into later proofs; true for a 401 with
     /// `error="use_dpop_nonce"`, retried once with it (the request's one retry).
-    private func noteDPoPNonce(_ head: ResponseHead, _ dpop: DPoPBinding) -> Bool {
+    private func noteDPoPNonce(_ head: ResponseHead, _ dpop: DPoPBinding, origin: String) -> Bool {
         guard let nonce = head.fields.first("dpop-nonce") else { return false }
-        dpop.prover.upstreamGave(nonce: nonce)
+        dpop.prover.upstreamGave(nonce: nonce, origin: origin)
         guard head.status == 401, let challenge = head.fields.first("www-authenticate") else { return false }
         return challenge.contains("use_dpop_nonce")
     }
@@ -260,7 +260,7 @@ extension Connection {
         if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
-        if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop) }
+        if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin) }
         let action = exchange.machine.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
             refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))

@@ -75,6 +75,22 @@ struct SigningTests {
         }
     }
 
+    @Test("a DPoP nonce is kept per origin, the newest of each, for a bounded number of origins (RFC 9449 §9)")
+    func dpopNoncesPerOrigin() {
+        let prover = DPoPProver.generate()
+        prover.upstreamGave(nonce: "n-a", origin: "https://a.example")
+        prover.upstreamGave(nonce: "n-b", origin: "https://b.example")
+        prover.upstreamGave(nonce: "n-a2", origin: "https://a.example")
+        #expect(prover.upstreamNonce(for: "https://a.example") == "n-a2")
+        #expect(prover.upstreamNonce(for: "https://b.example") == "n-b")
+        #expect(prover.upstreamNonce(for: "https://c.example") == nil)
+        prover.upstreamGave(nonce: "bad nonce", origin: "https://b.example")
+        #expect(prover.upstreamNonce(for: "https://b.example") == "n-b", "a nonce with a space is not a nonce")
+        for i in 0..<DPoPProver.maxNonceOrigins { prover.upstreamGave(nonce: "n\(i)", origin: "https://host\(i).example") }
+        #expect(prover.upstreamNonce(for: "https://a.example") == nil, "the oldest origins make room")
+        #expect(prover.upstreamNonce(for: "https://host0.example") == "n0")
+    }
+
     @Test("client_secret_jwt is HS256 with the client secret")
     func hs256() throws {
         let jwt = try ClientAssertionClaims.sign(

@@ -105,6 +105,52 @@ struct DPoPTests {
         #expect(metrics.contains("tokenproxy_upstream_401_retries_total \(counted["api_nonce_demands"] as? Int ?? -1)\n"))
     }
 
+    /// RFC 9449 §8, §9: a nonce belongs to the server that gave it (issue 29 point 6). Two routes
+    /// share one session (one key) on two upstream origins, each demanding its own nonce: after one
+    /// demand per origin, alternating requests pay no more 401s, and the token endpoint never gets
+    /// an upstream's nonce (even on the same origin).
+    @Test("DPoP nonces are kept per origin: two upstream origins sharing a key, and the token endpoint, each get their own")
+    func noncesPerOrigin() throws {
+        let server = try PythonServer("dpop_servers", arguments: ["--api-nonce"])
+        let credentials = """
+                credentials:
+                  type: oauth2_client_credentials
+                  token_url: \(server.baseURL)/oauth/token
+                  client_id: dpop-client
+                  client_auth: none
+                  dpop: {}
+                store: {path: ./state/shared.json}
+            """
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                workers: 1
+                admin:
+                  listen: 127.0.0.1:0
+                routes:
+                  - name: numeric
+                    match: {path_prefix: /a/}
+                    upstream: http://127.0.0.1:\(server.port)/api
+                \(credentials)
+                  - name: named
+                    upstream: http://localhost:\(server.port)/api
+                \(credentials)
+                """)
+        for round in 0..<6 {
+            #expect(try curl([proxy.baseURL + "/a/x"]).status == 200, "round \(round)")
+            #expect(try curl([proxy.baseURL + "/b/x"]).status == 200, "round \(round)")
+        }
+        var counted = try stats(server)
+        #expect(counted["api_ok"] as? Int == 12)
+        #expect(counted["api_nonce_demands"] as? Int == 2, "one demand per origin, then each origin's own nonce")
+        #expect(counted["token_calls"] as? Int == 1, "the two routes share one session, one key")
+        // A new token request carries no upstream's nonce.
+        #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh?route=named"]).status == 202)
+        #expect(try eventually { try stats(server)["token_calls"] as? Int == 2 })
+        counted = try stats(server)
+        #expect(counted["token_foreign_nonces"] as? Int == 0)
+    }
+
     @Test("dpop.key_file: the tokens are bound to that key")
     func keyFile() throws {
         let dir = try TempDir(prefix: "tokenproxy-dpop-key")

@@ -13,10 +13,11 @@ proofs fully (RFC 9449), with joserfc, for tokenproxy's DPoP tests. One process,
   GET|POST /api/...   `Authorization: DPoP <token>` and a proof whose signature verifies by its
                       jwk, htm = the method, htu = this URL without query, iat within 60 s, a jti
                       never seen, ath = base64url(SHA-256(token)), and jkt = the token's cnf.jkt.
-                      With --api-nonce the proof must carry the API's nonce: else 401 with
+                      With --api-nonce the proof must carry the API's nonce (one per Host: each origin a server of its own): else 401 with
                       `WWW-Authenticate: DPoP error="use_dpop_nonce"` and DPoP-Nonce (§9). 200
                       {"jkt", "htu"}; a failure is 401 with the reason counted.
-  GET /test/stats     {"token_calls", "token_nonce_demands", "api_ok", "api_nonce_demands",
+  GET /test/stats     {"token_calls", "token_nonce_demands", "token_foreign_nonces" (token requests whose
+                      proof carried a nonce the token endpoint never gave), "api_ok", "api_nonce_demands",
                       "api_refused": {reason: n}, "jkts": [...], "jti_reused", "expected_jkt_seen",
                       "elsewhere_client_ids": the client_id claim of each --jwks-url token verified}
 Flags: --access-ttl S, --as-nonce, --api-nonce, --bearer, --expect-key PEM (its thumbprint is
@@ -45,8 +46,8 @@ OPTS = None
 TOKENS = {}  # token -> (jkt, expires_at)
 SEEN_JTI = set()
 AS_NONCE = secrets.token_urlsafe(16)
-API_NONCE = secrets.token_urlsafe(16)
-STATS = {"token_calls": 0, "token_nonce_demands": 0, "api_ok": 0, "api_nonce_demands": 0, "api_refused": {},
+API_NONCES = {}  # Host -> the nonce the API demands there: each origin is its own server (§9)
+STATS = {"token_calls": 0, "token_nonce_demands": 0, "token_foreign_nonces": 0, "api_ok": 0, "api_nonce_demands": 0, "api_refused": {},
          "jkts": [], "jti_reused": 0, "expected_jkt_seen": False, "elsewhere_client_ids": []}
 EXPECTED = {"jkt": None}
 
@@ -104,6 +105,20 @@ def check_proof(method, url, token=None, nonce=None):
     return key.thumbprint()
 
 
+def proof_nonce():
+    """The nonce claim of the request's proof, unverified (None when absent or unreadable)."""
+    try:
+        payload = jws.extract_compact(request.headers.get("DPoP", "").encode()).payload
+        return json.loads(payload).get("nonce")
+    except Exception:
+        return None
+
+
+def api_nonce():
+    with LOCK:
+        return API_NONCES.setdefault(request.host, secrets.token_urlsafe(16))
+
+
 def own_url():
     return request.base_url  # scheme, host and path; no query
 
@@ -116,6 +131,10 @@ def token():
         return jsonify(error="unsupported_grant_type"), 400
     if OPTS.refuse_dpop:
         return jsonify(error="invalid_dpop_proof", error_description="DPoP proofs are not accepted here"), 400
+    nonce = proof_nonce()
+    if nonce is not None and nonce != AS_NONCE:
+        with LOCK:
+            STATS["token_foreign_nonces"] += 1
     try:
         jkt = check_proof("POST", own_url(), nonce=AS_NONCE if OPTS.as_nonce else None)
     except ProofError as e:
@@ -183,20 +202,20 @@ def api(rest):
     if entry is None or entry[1] <= time.time():
         return refuse("unknown_token")
     try:
-        jkt = check_proof(request.method, own_url(), token=access, nonce=API_NONCE if OPTS.api_nonce else None)
+        jkt = check_proof(request.method, own_url(), token=access, nonce=api_nonce() if OPTS.api_nonce else None)
     except ProofError as e:
         if str(e) == "nonce":
             with LOCK:
                 STATS["api_nonce_demands"] += 1
             return jsonify(error="use_dpop_nonce"), 401, {
                 "WWW-Authenticate": 'DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof"',
-                "DPoP-Nonce": API_NONCE}
+                "DPoP-Nonce": api_nonce()}
         return refuse(str(e))
     if jkt != entry[0]:
         return refuse("jkt")
     with LOCK:
         STATS["api_ok"] += 1
-    return jsonify(jkt=jkt, htu=own_url()), 200, ({"DPoP-Nonce": API_NONCE} if OPTS.api_nonce else {})
+    return jsonify(jkt=jkt, htu=own_url()), 200, ({"DPoP-Nonce": api_nonce()} if OPTS.api_nonce else {})
 
 
 @app.route("/test/stats")

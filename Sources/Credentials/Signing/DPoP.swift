@@ -15,8 +15,11 @@ public final class DPoPProver: Sendable, Equatable {
     public let thumbprint: String
     /// The key in PEM, for a key kept in the store; nil when it comes from `dpop.key_file`.
     let storedPEM: String?
-    /// The newest `DPoP-Nonce` the upstream gave (§9): it goes into later proofs.
-    private let upstreamNonce = Mutex<String?>(nil)
+    /// The newest `DPoP-Nonce` each upstream origin gave (§9): a nonce belongs to the server that
+    /// issued it (§8, §9), so it goes only into proofs for that origin. The token endpoint's is kept
+    /// by the token source and never mixed with these. Newest last; a few origins at most.
+    private let upstreamNonces = Mutex<[(origin: String, nonce: String)]>([])
+    static let maxNonceOrigins = 16
 
     init(key: P256.Signing.PrivateKey, storedPEM: String?) {
         self.key = key
@@ -58,15 +61,14 @@ public final class DPoPProver: Sendable, Equatable {
         return String(url[..<mark])
     }
 
-    /// A proof for one request; `nonce` nil takes the upstream's newest.
+    /// A proof for one request, with `nonce` when given (§4.2).
     public func proof(method: String, url: String, accessTokenHash: String?, nonce: String? = nil, now: Double) -> String {
         String(decoding: proofBytes(method: method, url: url, accessTokenHash: accessTokenHash, nonce: nonce, now: now), as: UTF8.self)
     }
 
     /// The same as bytes, as the request writer takes them.
     public func proofBytes(method: String, url: String, accessTokenHash: String?, nonce: String? = nil, now: Double) -> [UInt8] {
-        let chosen = nonce ?? upstreamNonce.withLock { $0 }
-        let claims = Self.claims(method: method, url: Self.htu(url), now: now, jti: JWS.randomID(), accessTokenHash: accessTokenHash, nonce: chosen)
+        let claims = Self.claims(method: method, url: Self.htu(url), now: now, jti: JWS.randomID(), accessTokenHash: accessTokenHash, nonce: nonce)
         var out = encodedHeader
         out.reserveCapacity(encodedHeader.count + 400)
         Base64URL.encode(JOSEValue.object(claims).jsonBytes, into: &out)
@@ -77,10 +79,20 @@ public final class DPoPProver: Sendable, Equatable {
         return out
     }
 
-    /// Remembers the upstream's `DPoP-Nonce` (§9) for later proofs.
-    public func upstreamGave(nonce: String) {
+    /// Remembers the `DPoP-Nonce` (§9) that the upstream at `origin` (`scheme://host[:port]`) gave,
+    /// for later proofs to that origin.
+    public func upstreamGave(nonce: String, origin: String) {
         guard !nonce.isEmpty, nonce.utf8.count <= 512, nonce.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) else { return }
-        upstreamNonce.withLock { $0 = nonce }
+        upstreamNonces.withLock { nonces in
+            nonces.removeAll { $0.origin == origin }
+            if nonces.count >= Self.maxNonceOrigins { nonces.removeFirst() }
+            nonces.append((origin, nonce))
+        }
+    }
+
+    /// The newest nonce the upstream at `origin` gave, if any.
+    public func upstreamNonce(for origin: String) -> String? {
+        upstreamNonces.withLock { nonces in nonces.last { $0.origin == origin }?.nonce }
     }
 
     /// `ath` of an access token (§4.2).
@@ -101,9 +113,10 @@ public final class DPoPBinding: Sendable {
         accessTokenHash = DPoPProver.accessTokenHash(accessToken)
     }
 
-    /// The `DPoP` field's value for one upstream request.
-    public func proof(method: String, url: String, now: Double = Date().timeIntervalSince1970) -> [UInt8] {
-        prover.proofBytes(method: method, url: url, accessTokenHash: accessTokenHash, now: now)
+    /// The `DPoP` field's value for one request to the upstream at `origin` (`url` starts with it),
+    /// with that origin's newest nonce.
+    public func proof(method: String, url: String, origin: String, now: Double = Date().timeIntervalSince1970) -> [UInt8] {
+        prover.proofBytes(method: method, url: url, accessTokenHash: accessTokenHash, nonce: prover.upstreamNonce(for: origin), now: now)
     }
 }
 
