@@ -177,6 +177,50 @@ struct BrowserLoginTests {
         #expect(FileManager.default.fileExists(atPath: setup.storePath))
     }
 
+    /// Out of descriptors, the login's loopback listener pauses its accepts as the proxy's own
+    /// acceptor does instead of spinning a core on a socket that stays readable (issue 29 point 7:
+    /// 295 CPU ticks in 3 s). No identity provider is needed: the login waits at its listener.
+    @Test("with descriptors exhausted, the loopback listener waits without spinning a core")
+    func exhaustedDescriptorsDoNotSpin() throws {
+        let port = try freePort()
+        let dir = try TempDir(prefix: "tokenproxy-browser-fd")
+        let config = try dir.write("tokenproxy.yaml", """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9
+            credentials:
+              type: oauth2_refresh
+              login: browser
+              authorization_url: http://127.0.0.1:9/authorize
+              token_url: http://127.0.0.1:9/token
+              client_id: tokenproxy
+              redirect_uri: http://127.0.0.1:\(port)/callback
+            """)
+        let login = try ChildProcess(
+            "/usr/bin/prlimit",
+            arguments: ["--nofile=32:32", RepositoryPaths.tokenproxyBinary.path, "login", "--config", config, "--no-browser", "--timeout", "60s"],
+            environment: childEnvironment(["DISPLAY": "", "BROWSER": "/bin/false"]), withStdin: true)
+        defer { login.stop(grace: 1) }
+        #expect(login.stdout.wait(until: Date().addingTimeInterval(30)) { $0.contains("http://") ? true : nil } == true, "\(login.stderr.text)")
+        // 80 idle connections: more than the 32 descriptors the process may hold.
+        var idle: [RawHTTPClient] = []
+        for _ in 0..<80 { if let client = try? RawHTTPClient(port: port) { idle.append(client) } }
+        defer { for client in idle { client.close() } }
+        let before = try Self.cpuTicks(login.pid)
+        Thread.sleep(forTimeInterval: 3)
+        let used = try Self.cpuTicks(login.pid) - before
+        #expect(login.isRunning)
+        // A spinning loop burns about 100 ticks a second; pausing 100 ms between tries, a few.
+        #expect(used < 60, "\(used) CPU ticks in 3 s while out of descriptors")
+    }
+
+    /// utime + stime of /proc/PID/stat, in clock ticks.
+    static func cpuTicks(_ pid: Int32) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let fields = try #require(stat.split(separator: ")").last).split(separator: " ")
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
     @Test("an answer without a refresh token is saved with a warning, and status says refreshable: no")
     func noRefreshToken() throws {
         let setup = try Self.setup(serverArguments: ["--skip-authorization", "--no-refresh-token"])

@@ -187,9 +187,34 @@ private final class Acceptor: EventHandler {
                 }
                 run.connections[fd] = connection
                 connection.timer = run.loop.schedule(after: LoopbackListener.headLimit) { [weak connection] in connection?.close() }
-            case .none, .failed:
+            case .none:
+                return
+            case .failed:
+                // Out of descriptors (EMFILE, ENFILE) the connection stays in the backlog and the
+                // socket stays readable: retrying at once would spin a core. Pause as the proxy's
+                // own acceptor does, then watch again.
+                pause()
                 return
             }
+        }
+    }
+
+    private var paused = false
+
+    private func pause() {
+        guard !paused else { return }
+        paused = true
+        run.loop.unregister(socket.fd, self)
+        run.loop.schedule(after: FixedLimits.pauseAfterAcceptFailure) { [weak self] in self?.resume() }
+    }
+
+    private func resume() {
+        guard paused, run.outcome == nil else { return }
+        paused = false
+        do {
+            try run.loop.register(socket.fd, .accept, self)
+        } catch {
+            pause()
         }
     }
 }
