@@ -704,7 +704,7 @@ struct Builder {
         var tls = UpstreamTLSConfiguration()
         tls.caFile = found.collect { try pathValue(s, "ca_file") }
         tls.clientCertFile = found.collect { try pathValue(s, "client_cert_file") }
-        tls.clientKeyFile = found.collect { try pathValue(s, "client_key_file") }
+        tls.clientKeyFile = found.collect { try privateKeyFile(s, "client_key_file", mustExist: false) }
         if tls.clientKeyFile != nil, tls.clientCertFile == nil, !s.has("client_cert_file") {
             found.record(ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set"))
         }

@@ -69,7 +69,7 @@ extension Builder {
     /// were warned about already).
     mutating func parseSecretless(_ s: YAMLSection, into c: inout CredentialsConfiguration) {
         var x = SecretlessConfiguration()
-        x.clientKeyFile = found.collect { try existingFile(s, "client_key_file") }
+        x.clientKeyFile = found.collect { try privateKeyFile(s, "client_key_file") }
         x.clientKeyID = found.collect { try s.nonEmptyString("client_key_id") }
         x.clientKeyAlg = found.collect { try s.choice("client_key_alg", SigningAlgorithm.self) }
         x.clientAssertionAudience = found.collect { try s.nonEmptyString("client_assertion_audience") }
@@ -91,7 +91,7 @@ extension Builder {
             guard let section = try s.section("dpop") else { return }
             try section.rejectUnknownKeys(Keys.dpop)
             var dpop = DPoPConfiguration()
-            dpop.keyFile = try existingFile(section, "key_file")
+            dpop.keyFile = try privateKeyFile(section, "key_file")
             x.dpop = dpop
         }
         c.secretless = x
@@ -120,6 +120,20 @@ extension Builder {
             throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): no such file")
         }
         guard kind != .folder else { throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): it is a folder") }
+        return path
+    }
+
+    /// The path of a private key (signing, DPoP, a TLS client key): refused when group or others may
+    /// read it, since the key is then as good as theirs (as `ssh` refuses such a key). `mustExist`:
+    /// a missing file is an error too; otherwise only an existing one is checked.
+    func privateKeyFile(_ section: YAMLSection, _ key: String, mustExist: Bool = true) throws -> String? {
+        guard let path = try mustExist ? existingFile(section, key) : pathValue(section, key) else { return nil }
+        if let mode = FileKind.mode(of: path), mode & 0o044 != 0 {
+            let octal = String(mode & 0o777, radix: 8)
+            throw ConfigurationError(
+                keyPath: section.path(key),
+                reason: "\(path) is readable by group or others (mode 0\(octal)): chmod 600 it (in Kubernetes, defaultMode: 0400 on the secret volume)")
+        }
         return path
     }
 

@@ -18,6 +18,31 @@ import Testing
         #expect(absent?.reason.contains("no such file") == true)
     }
 
+    /// A private key that group or others may read is refused, naming the file and its mode; a
+    /// certificate beside it may be read by anyone (issue 29).
+    @Test(arguments: [0o644, 0o640, 0o604])
+    func aPrivateKeyReadableByOthersIsRefused(mode: Int) throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try folder.write("key.pem", "not read at check time")
+        try folder.write("cert.pem", "a certificate")
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: folder.path + "/key.pem")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.path + "/cert.pem")
+        let octal = "0" + String(mode, radix: 8)
+        for (yaml, key) in [
+            (credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./key.pem"), "credentials.client_key_file"),
+            (credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_secret_env: S\ndpop: {key_file: ./key.pem}"), "credentials.dpop.key_file"),
+            (minimalYAML + "\nupstream_tls: {client_cert_file: ./cert.pem, client_key_file: ./key.pem}", "upstream_tls.client_key_file"),
+        ] {
+            let error = try #require(parseError(yaml, base: folder.path, environment: ["S": "s", "TOKEN": "t"]), "\(key)")
+            let found = error.all.first { $0.keyPath == key }
+            #expect(found?.reason.contains("readable by group or others (mode \(octal))") == true, "\(error)")
+            #expect(found?.reason.contains("key.pem") == true)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.path + "/key.pem")
+        #expect(parseError(minimalYAML + "\nupstream_tls: {client_cert_file: ./cert.pem, client_key_file: ./key.pem}", base: folder.path) == nil)
+    }
+
     @Test func anUnknownAlgorithmIsNamed() {
         let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_key_alg: HS512"))
         #expect(error?.keyPath == "credentials.client_key_alg")

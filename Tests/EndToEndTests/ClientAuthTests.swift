@@ -211,11 +211,13 @@ struct ClientAuthTests {
             ("client_key_file: ./ec.pem\nclient_key_alg: RS256", "credentials.client_key_file", "cannot sign RS256"),
             ("client_key_file: ./ec.pem\nclient_key_alg: HS512", "credentials.client_key_alg", "HS512"),
             ("client_key_id: k", "credentials.client_key_file", "required"),
+            ("client_key_file: ./open.pem", "credentials.client_key_file", "readable by group or others (mode 0644)"),
         ])
     func checkRefusesBadKeys(lines: String, key: String, reason: String) throws {
         let dir = try TempDir(prefix: "tokenproxy-keycheck")
-        _ = try SecretlessWorld.makeKey("ec", in: dir, name: "ec.pem")
-        _ = try dir.write("not-a-key.pem", "hello\n")
+        let ec = try SecretlessWorld.makeKey("ec", in: dir, name: "ec.pem")
+        _ = try dir.write("not-a-key.pem", "hello\n", mode: 0o600)
+        _ = try dir.write("open.pem", try String(contentsOfFile: ec, encoding: .utf8), mode: 0o644)
         let config = """
             upstream: http://127.0.0.1:9
             credentials:
