@@ -20,6 +20,7 @@ public final class CloudIdentityProvider: IdentityProvider {
     let request: HTTPCallRequest
     /// The answer is the token itself (a GCE ID token), not JSON.
     let plainAnswer: Bool
+    var isGCE: Bool { kind == CredentialsType.gceMetadata.rawValue }
     var timeout: Double = 10
 
     public convenience init(_ credentials: CredentialsConfiguration) throws {
@@ -81,11 +82,17 @@ public final class CloudIdentityProvider: IdentityProvider {
     public func refresh(_ session: StoredSession?) throws -> IssuedToken {
         var call = request
         call.timeout = timeout
+        call.direct = true
         let response: HTTPCallResponse
         do {
             response = try BlockingHTTPClient.perform(call)
         } catch {
             throw TokenSourceError.passing("cannot reach the metadata service for \(kind): \(error)")
+        }
+        // Google's metadata server marks every answer so; anything else (a captive portal, a proxy,
+        // another server on that name) is not it, and its "token" is not trusted.
+        if isGCE, response.header("metadata-flavor") != "Google" {
+            throw TokenSourceError.passing("the answer for \(kind) did not come from a GCE metadata server (no Metadata-Flavor: Google)")
         }
         guard (200..<300).contains(response.status) else {
             let said = JSONValue.parse(response.body)?["error"]?.string.flatMap(OAuth2Provider.errorCode)

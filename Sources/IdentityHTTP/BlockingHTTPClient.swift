@@ -16,6 +16,9 @@ public struct HTTPCallRequest: Sendable {
     public var clientKeyFile: String? = nil
     /// Trust this CA bundle instead of the system's (no configuration key sets it yet; tests use it).
     public var caFile: String? = nil
+    /// Never through `HTTP_PROXY`/`HTTPS_PROXY`: a cloud metadata endpoint is on the machine's own
+    /// link, and a proxy would be handed the token it answers.
+    public var direct = false
 
     public init(url: String, method: String = "POST", headers: [String] = [], body: [UInt8] = [], timeout: Double = 30) {
         self.url = url
@@ -74,6 +77,7 @@ public enum BlockingHTTPClient {
             try easy.set(.connect, milliseconds: Int(min(request.timeout, 10) * 1000))
             try easy.setTransferDelegate(state)
             if let caFile = request.caFile { try easy.set(.caFile, caFile) }
+            if request.direct { try easy.set(.proxy, "") }
             if let certificate = request.clientCertificateFile, let key = request.clientKeyFile {
                 try easy.set(.clientCertFile, certificate)
                 try easy.set(.clientKeyFile, key)

@@ -110,6 +110,33 @@ struct CloudIdentityTests {
         #expect(!proxy.stderr.contains(header))
     }
 
+    /// Issue 29: an answer without `Metadata-Flavor: Google` is not Google's metadata server: its
+    /// token is never used.
+    @Test("a GCE answer without Metadata-Flavor: Google is refused, and its token never goes upstream")
+    func gceAnswerWithoutFlavor() throws {
+        let server = try PythonServer("cloud_metadata", arguments: ["--no-flavor"])
+        let proxy = try ProxyProcess(config: config(server, "type: gce_metadata\nendpoint: \(server.baseURL)"))
+        #expect(proxy.waitForStderr(containing: "Metadata-Flavor: Google"), "\(proxy.stderr)")
+        expectProxyError(try curl([proxy.baseURL + "/x"]), status: 503, code: "token_unavailable")
+        let calls = try #require(stats(server)["calls"] as? [String: Int])
+        #expect((calls["gce"] ?? 0) >= 1)
+    }
+
+    /// Issue 29: the metadata and IMDS endpoints are asked directly, never through HTTP_PROXY, which
+    /// would be handed the token.
+    @Test("metadata identities never go through http_proxy", arguments: ["gce_metadata", "azure_managed_identity"])
+    func metadataCallsBypassTheProxy(type: String) throws {
+        let tiny = try Tinyproxy()
+        defer { tiny.stop() }
+        let server = try PythonServer("cloud_metadata")
+        let proxy = try ProxyProcess(
+            config: config(server, "type: \(type)\nendpoint: \(server.baseURL)\nresource: https://management.azure.com/"),
+            environment: ["http_proxy": tiny.url, "HTTP_PROXY": tiny.url, "no_proxy": "", "NO_PROXY": ""])
+        let answer = try curl([proxy.baseURL + "/x"])
+        #expect(answer.status == 200, "\(answer.bodyString)")
+        #expect(!tiny.log().lowercased().contains("metadata"), "a metadata call went through the proxy:\n\(tiny.log())")
+    }
+
     @Test("a metadata service that answers garbage gives a named error and 503; a good answer later serves")
     func garbageAnswer() throws {
         let server = try PythonServer("cloud_metadata")

@@ -17,7 +17,8 @@ gce_metadata and azure_managed_identity tests (standard library only). Prints `R
   GET /test/stats  {"calls": {"gce": n, "gce_id": n, "imds": n, "appservice": n}, "refused": n,
               "queries": [the query of every token call]}
   POST /test/garbage  token calls answer 200 with a body that is no token, until POST /test/good.
-Flags: --ttl S (token lifetime, default 3600), --identity-header SECRET, --account NAME.
+Flags: --ttl S (token lifetime, default 3600), --identity-header SECRET, --account NAME,
+--no-flavor (GCE answers lack `Metadata-Flavor: Google`, as a server that is not Google's would).
 """
 import argparse
 import base64
@@ -99,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(404, "not found", "text/plain")
             with LOCK:
                 STATS["queries"].append(query)
-            google = {"Metadata-Flavor": "Google"}
+            google = {} if OPTS.no_flavor else {"Metadata-Flavor": "Google"}
             if what == "token":
                 token, _ = self.issue("gce", query.get("scopes"), None)
                 if STATE["garbage"]:
@@ -151,6 +152,7 @@ def main():
     p.add_argument("--ttl", type=int, default=3600)
     p.add_argument("--identity-header")
     p.add_argument("--account", default="default")
+    p.add_argument("--no-flavor", action="store_true")
     OPTS = p.parse_args()
     httpd = ThreadingHTTPServer(("127.0.0.1", OPTS.port), Handler)
     print("READY %d" % httpd.server_address[1], flush=True)
