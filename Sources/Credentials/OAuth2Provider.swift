@@ -410,6 +410,14 @@ public final class OAuth2Provider: IdentityProvider {
         guard let answer = JSONValue.parse(response.body), case .object = answer else {
             throw TokenSourceError.passing(unreadableAnswer(response, from: "the discovery document \(url)"))
         }
+        // RFC 8414 §3.3, OpenID Connect Discovery §4.3: the document must name the issuer it was
+        // asked of, or another server could send our client to its endpoints (a mix-up). A trailing
+        // slash on either side is no other server.
+        let issuer = answer["issuer"]?.string
+        guard let issuer, Self.withoutTrailingSlash(issuer) == Self.withoutTrailingSlash(issuerURL) else {
+            throw TokenSourceError.configuration(
+                "the discovery document \(url) names the issuer \(issuer.map { "\"\($0)\"" } ?? "(none)"), not credentials.issuer_url \"\(issuerURL)\"")
+        }
         func field(_ name: String) -> String? {
             guard let value = answer[name]?.string, Self.isHTTPURL(value) else { return nil }
             return value
@@ -422,6 +430,12 @@ public final class OAuth2Provider: IdentityProvider {
     }
 
     // MARK: - Helpers
+
+    static func withoutTrailingSlash(_ url: String) -> Substring {
+        var url = url[...]
+        while url.hasSuffix("/") { url.removeLast() }
+        return url
+    }
 
     static func isHTTPURL(_ text: String) -> Bool {
         let lowered = text.lowercased()
