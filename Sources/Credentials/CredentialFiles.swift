@@ -65,13 +65,28 @@ final class KeyFile {
         key = try SigningKey.file(path, algorithm: algorithm, keyID: keyID, keyPath: keyPath)
     }
 
+    /// The key, parsed again once per change of the file. A change that is no usable key (a file
+    /// that vanished, is empty or holds something else) keeps the last good key with one warning,
+    /// and is not parsed again until the file changes once more (CONTRACT.md "Reload without a
+    /// restart").
     func current() throws -> SigningKey {
         let now = FileSignature.of(path)
-        guard let now, now != signature else { return key }
-        if let fresh = try? SigningKey.file(path, algorithm: algorithm, keyID: keyID, keyPath: keyPath) {
-            key = fresh
-            signature = now
+        guard now != signature else { return key }
+        signature = now
+        do {
+            guard now != nil else { throw TokenSourceError.configuration("\(path) is gone") }
+            key = try SigningKey.file(path, algorithm: algorithm, keyID: keyID, keyPath: keyPath)
+        } catch {
+            Logger(label: "tokenproxy").warning("\(keyPath): \(Self.reason(error)); keeping the last good value")
         }
         return key
+    }
+
+    private static func reason(_ error: Error) -> String {
+        switch error {
+        case let error as ConfigurationError: return error.reason
+        case let error as TokenSourceError: return error.reason
+        default: return "\(error)"
+        }
     }
 }

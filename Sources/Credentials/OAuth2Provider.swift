@@ -351,8 +351,11 @@ public final class OAuth2Provider: IdentityProvider {
         guard let tokenURL = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
         }
+        var nonceRetry = false
         while true {
-            sleep(interval)
+            if !nonceRetry { sleep(interval) }
+            let retryingForNonce = nonceRetry
+            nonceRetry = false
             if Date().timeIntervalSince1970 > deadline {
                 throw TokenSourceError.refused("the device code expired before the sign-in was approved")
             }
@@ -362,9 +365,16 @@ public final class OAuth2Provider: IdentityProvider {
             } catch {
                 continue  // a passing failure: polled again at the interval until the code expires
             }
+            // RFC 9449 §8: the newest nonce goes into the next proof, whatever the answer.
+            if let nonce = response.header("dpop-nonce"), prover != nil { identityProviderNonce = nonce }
             if (200..<300).contains(response.status) { return try read(response, call: "device login") }
             // The poll answers are OAuth error codes (RFC 8628 §3.5).
             switch JSONValue.parse(response.body)?["error"]?.string {
+            case "use_dpop_nonce"? where prover != nil:
+                // Asked again at once with the nonce (RFC 9449 §8); a second demand in a row waits
+                // for the interval, as any poll does.
+                nonceRetry = !retryingForNonce
+                continue
             case "authorization_pending"?:
                 continue
             case "slow_down"?:

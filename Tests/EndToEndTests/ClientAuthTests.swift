@@ -156,6 +156,35 @@ struct ClientAuthTests {
         #expect(try curl([proxy.baseURL + "/b"]).status == 200)
     }
 
+    /// Issue 33: a signing key file that goes bad keeps the last good key with a warning, once, and
+    /// is not parsed again until it changes.
+    @Test("a signing key file that goes bad keeps the last good key, with one warning")
+    func badKeyFileKeepsTheLastGood() throws {
+        let dir = try TempDir(prefix: "tokenproxy-badkey")
+        let key = try SecretlessWorld.makeKey("ec", in: dir, name: "client-key.pem")
+        let world = try SecretlessWorld(clients: ["svc:private_key_jwt:\(key)"], dir: dir)
+        let proxy = try ProxyProcess(
+            config: world.config(
+                credentials: """
+                    type: oauth2_client_credentials
+                    token_url: \(world.tokenURL)
+                    client_id: svc
+                    client_auth: private_key_jwt
+                    client_key_file: ./client-key.pem
+                    """), directory: dir)
+        #expect(try curl([proxy.baseURL + "/a"]).status == 200)
+        _ = try dir.write("client-key.pem", "not a key any more\n", mode: 0o600)
+        let admin = try #require(proxy.adminURL)
+        #expect(try curl(["-X", "POST", admin + "/refresh"]).status == 202)
+        #expect(proxy.waitForStderr(containing: "holds no PEM block (-----BEGIN ...); keeping the last good value"), "\(proxy.stderr)")
+        #expect(try eventually { try world.calls("client_credentials") == 2 }, "signed with the last good key")
+        #expect(try world.calls("client_credentials", "invalid_client") == 0)
+        // Another token request with the file unchanged: no second warning.
+        #expect(try within(70) { try curl(["-X", "POST", admin + "/refresh"]).status == 202 })
+        #expect(try eventually { try world.calls("client_credentials") == 3 })
+        #expect(proxy.stderr.components(separatedBy: "keeping the last good value").count == 2, "\(proxy.stderr)")
+    }
+
     @Test("an expired client assertion is not sent: a clear error and a metric")
     func expiredAssertionRefused() throws {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])

@@ -151,6 +151,33 @@ struct DPoPTests {
         #expect(counted["token_foreign_nonces"] as? Int == 0)
     }
 
+    /// Issue 33: the device flow's polls answer `use_dpop_nonce` too (RFC 9449 §8); the poll is
+    /// asked again with the nonce instead of ending the login.
+    @Test("a device login whose poll meets use_dpop_nonce polls again with the nonce and signs in")
+    func deviceLoginAnswersTheNonce() throws {
+        let server = try PythonServer("dpop_servers", arguments: ["--as-nonce"])
+        let dir = try TempDir(prefix: "tokenproxy-dpop-device")
+        let config = try dir.write("tokenproxy.yaml", """
+            listen: 127.0.0.1:0
+            upstream: \(server.baseURL)/api
+            credentials:
+              type: oauth2_refresh
+              login: device
+              token_url: \(server.baseURL)/oauth/token
+              device_authorization_url: \(server.baseURL)/oauth/device
+              client_id: dpop-client
+              client_auth: none
+              dpop: {}
+            """)
+        let login = try ProxyProcess.run(args: ["login", "--config", config], timeout: 60)
+        #expect(login.status == 0, "\(login.stderr)")
+        let counted = try stats(server)
+        #expect(counted["token_nonce_demands"] as? Int == 1, "one demand, answered")
+        #expect((counted["jkts"] as? [String])?.count == 1)
+        let proxy = try ProxyProcess(config: String(contentsOfFile: config, encoding: .utf8), directory: dir)
+        #expect(try curl([proxy.baseURL + "/x"]).status == 200)
+    }
+
     @Test("dpop.key_file: the tokens are bound to that key")
     func keyFile() throws {
         let dir = try TempDir(prefix: "tokenproxy-dpop-key")

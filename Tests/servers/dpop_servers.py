@@ -16,6 +16,8 @@ proofs fully (RFC 9449), with joserfc, for tokenproxy's DPoP tests. One process,
                       With --api-nonce the proof must carry the API's nonce (one per Host: each origin a server of its own): else 401 with
                       `WWW-Authenticate: DPoP error="use_dpop_nonce"` and DPoP-Nonce (§9). 200
                       {"jkt", "htu"}; a failure is 401 with the reason counted.
+  POST /oauth/device  RFC 8628 device authorization; the device_code grant is approved at the
+                      second poll whose proof passes (the first answers authorization_pending).
   GET /test/stats     {"token_calls", "token_nonce_demands", "token_foreign_nonces" (token requests whose
                       proof carried a nonce the token endpoint never gave), "api_ok", "api_nonce_demands",
                       "api_refused": {reason: n}, "jkts": [...], "jti_reused", "expected_jkt_seen",
@@ -123,11 +125,23 @@ def own_url():
     return request.base_url  # scheme, host and path; no query
 
 
+DEVICE = {"polls": 0}
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+@app.route("/oauth/device", methods=["POST"])
+def device():
+    """RFC 8628 §3.2; the sign-in is approved at the second poll that carries a good proof."""
+    return jsonify(device_code="dc-" + secrets.token_urlsafe(8), user_code="WDJB-MJHT",
+                   verification_uri=request.host_url + "device", interval=1, expires_in=60)
+
+
 @app.route("/oauth/token", methods=["POST"])
 def token():
     with LOCK:
         STATS["token_calls"] += 1
-    if request.form.get("grant_type") != "client_credentials":
+    grant = request.form.get("grant_type")
+    if grant not in ("client_credentials", DEVICE_GRANT):
         return jsonify(error="unsupported_grant_type"), 400
     if OPTS.refuse_dpop:
         return jsonify(error="invalid_dpop_proof", error_description="DPoP proofs are not accepted here"), 400
@@ -143,6 +157,12 @@ def token():
                 STATS["token_nonce_demands"] += 1
             return jsonify(error="use_dpop_nonce", error_description="a nonce is required"), 400, {"DPoP-Nonce": AS_NONCE}
         return jsonify(error="invalid_dpop_proof", error_description=str(e)), 400
+    if grant == DEVICE_GRANT:
+        with LOCK:
+            DEVICE["polls"] += 1
+            pending = DEVICE["polls"] < 2
+        if pending:
+            return jsonify(error="authorization_pending"), 400, ({"DPoP-Nonce": AS_NONCE} if OPTS.as_nonce else {})
     access = secrets.token_urlsafe(32)
     with LOCK:
         TOKENS[access] = (jkt, time.time() + OPTS.access_ttl)
