@@ -244,7 +244,17 @@ public struct StoreConfiguration: Sendable, Equatable {
     public var backend: Backend = .file
     /// Set when `backend` is `.redis`.
     public var redis: RedisStoreConfiguration? = nil
+    /// `store.encryption_key_*`: sessions sealed at rest (both backends).
+    public var encryption: StoreEncryption? = nil
     public init(path: String) { self.path = path }
+}
+
+/// The keys that seal stored sessions (CONTRACT.md "The fleet store in production"), 32 bytes each:
+/// the one every write uses, and earlier ones that still open what they sealed.
+public struct StoreEncryption: Sendable, Equatable {
+    public var current: [UInt8]
+    public var previous: [[UInt8]] = []
+    public init(current: [UInt8]) { self.current = current }
 }
 
 public struct AccessConfiguration: Sendable, Equatable {

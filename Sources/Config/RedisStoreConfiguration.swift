@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Sockets
 
 /// `store.backend: redis`: where the fleet's shared session lives (README "Running a fleet").
@@ -155,7 +156,7 @@ extension String {
 extension Builder {
     static let storeKeys = [
         "path", "backend", "url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout",
-        "lease_time",
+        "lease_time", "encryption_key_env", "encryption_key_file", "encryption_previous_keys_file",
     ]
     static let redisOnlyStoreKeys = ["url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout", "lease_time"]
 
@@ -206,6 +207,43 @@ extension Builder {
             }
             configuration.redis = redis
         }
+        configuration.encryption = try parseStoreEncryption(store)
         return configuration
+    }
+
+    /// `store.encryption_key_env` / `_file` and `store.encryption_previous_keys_file`: base64 of 32
+    /// bytes each (AES-256); a key file readable by group or others is refused like other keys.
+    mutating func parseStoreEncryption(_ store: YAMLSection) throws -> StoreEncryption? {
+        if store.has("encryption_key_file") { _ = try privateKeyFile(store, "encryption_key_file") }
+        guard let secret = try readSecret(store, "encryption_key", literal: false) else {
+            if store.has("encryption_previous_keys_file") {
+                throw ConfigurationError(
+                    keyPath: store.path("encryption_previous_keys_file"), reason: "needs store.encryption_key_env or encryption_key_file (the current key)")
+            }
+            return nil
+        }
+        let keyPath = store.path(store.has("encryption_key_env") ? "encryption_key_env" : "encryption_key_file")
+        var encryption = StoreEncryption(current: try Self.storeKey(secret.value, keyPath: keyPath))
+        if let path = try privateKeyFile(store, "encryption_previous_keys_file") {
+            let keyPath = store.path("encryption_previous_keys_file")
+            let text = try readSecretFile(path, keyPath: keyPath)
+            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+                let key = String(line).trimmingWhitespace()
+                if key.isEmpty { continue }
+                encryption.previous.append(try Self.storeKey(key, keyPath: "\(keyPath) (line \(number + 1))"))
+            }
+        }
+        return encryption
+    }
+
+    /// The 32 bytes a base64 key stands for (its value is never in the message).
+    static func storeKey(_ text: String, keyPath: String) throws -> [UInt8] {
+        guard let data = Data(base64Encoded: text.trimmingWhitespace()) else {
+            throw ConfigurationError(keyPath: keyPath, reason: "is not base64 (make one with: openssl rand -base64 32)")
+        }
+        guard data.count == 32 else {
+            throw ConfigurationError(keyPath: keyPath, reason: "holds \(data.count) bytes; an AES-256 key is 32 (openssl rand -base64 32)")
+        }
+        return Array(data)
     }
 }

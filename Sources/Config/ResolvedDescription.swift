@@ -85,6 +85,9 @@ extension Configuration {
             } else {
                 add(p + "store.path", route.store.path)
             }
+            if let encryption = route.store.encryption {
+                add(p + "store.encryption", "AES-256-GCM, \(encryption.previous.count) previous key(s)")
+            }
 
             add(p + "access.require_header", route.access.requireHeader ?? "none")
             add(p + "access.require_value", route.access.requireValue?.description)

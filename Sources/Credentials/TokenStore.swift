@@ -132,11 +132,14 @@ public final class FileTokenStore: TokenStore {
     private let now: () -> Double
     private var knownSignature: FileSignature?
     private var checkedFolder = false
+    /// Seals every session written, opens sealed ones read (`store.encryption_key_*`).
+    private let seal: SessionSeal?
     static let sizeLimit = 1 << 20
 
-    public init(path: String, logger: Logger, now: @escaping () -> Double = { Date().timeIntervalSince1970 }) {
+    public init(path: String, logger: Logger, seal: SessionSeal? = nil, now: @escaping () -> Double = { Date().timeIntervalSince1970 }) {
         self.path = path
         self.logger = logger
+        self.seal = seal
         self.now = now
         self.knownSignature = FileSignature.of(path)
     }
@@ -160,7 +163,15 @@ public final class FileTokenStore: TokenStore {
             }
             throw TokenStoreError(description: "store \(path): \(failure.description)")
         }
-        guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(bytes)), session.version == 1 else {
+        let document: [UInt8]
+        switch SessionSeal.read(bytes, with: seal) {
+        case .plain(let plain), .opened(let plain, _):
+            document = plain
+        case .unopenable(let kid):
+            // Not moved aside, not overwritten: a key the operator has elsewhere may still open it.
+            throw TokenSourceError.loginRequired(SessionSeal.unopenableMessage(kid: kid))
+        }
+        guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
             moveAside(reason: "not a session document this version can read")
             return nil
         }
@@ -179,8 +190,10 @@ public final class FileTokenStore: TokenStore {
         } catch {
             throw TokenStoreError(description: "store \(path): cannot encode the session")
         }
+        var document = Array(data)
+        if let seal { document = try seal.seal(document) }
         do {
-            try AtomicFile.write(Array(data) + [0x0A], to: path, mode: 0o600)
+            try AtomicFile.write(document + [0x0A], to: path, mode: 0o600)
         } catch {
             throw TokenStoreError(description: "store \(String(describing: error))")
         }

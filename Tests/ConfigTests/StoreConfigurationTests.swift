@@ -7,6 +7,40 @@ import Testing
 struct StoreConfigurationTests {
     let redisEnvironment = minimalEnvironment.merging(["REDIS_PASSWORD": "redis-password-value"]) { $1 }
 
+    /// Issue 33: the store's encryption keys, and every way they can be wrong, named by key.
+    @Test("encryption keys are 32 bytes of base64, from the environment or 0600 files; each mistake names its key")
+    func encryptionKeys() throws {
+        let a = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        let b = Data((0..<32).map { UInt8(255 - $0) }).base64EncodedString()
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try folder.write("old.keys", "\(b)\n\n")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.path + "/old.keys")
+        var environment = minimalEnvironment
+        environment["STORE_KEY"] = a
+        let loaded = try parse(
+            minimalYAML + "\nstore: {encryption_key_env: STORE_KEY, encryption_previous_keys_file: ./old.keys}", base: folder.path, environment: environment)
+        let encryption = try #require(loaded.configuration.store.encryption)
+        #expect(encryption.current == (0..<32).map { UInt8($0) })
+        #expect(encryption.previous == [(0..<32).map { UInt8(255 - $0) }])
+        #expect(!loaded.configuration.resolvedDescription().contains(a))
+        for (store, env, key, reason) in [
+            ("{encryption_key_env: STORE_KEY}", "not base64!", "store.encryption_key_env", "not base64"),
+            ("{encryption_key_env: STORE_KEY}", Data([1, 2, 3]).base64EncodedString(), "store.encryption_key_env", "holds 3 bytes"),
+            ("{encryption_key_env: STORE_KEY, encryption_key_file: ./old.keys}", a, "store.encryption_key_file", "set only one of"),
+            ("{encryption_previous_keys_file: ./old.keys}", a, "store.encryption_previous_keys_file", "needs store.encryption_key_env"),
+            ("{encryption_key_env: NOT_SET}", a, "store.encryption_key_env", "is not set"),
+        ] {
+            environment["STORE_KEY"] = env
+            let error = try #require(parseError(minimalYAML + "\nstore: \(store)", base: folder.path, environment: environment), "\(store)")
+            #expect(error.all.contains { $0.keyPath == key && $0.reason.contains(reason) }, "\(store): \(error)")
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.path + "/old.keys")
+        environment["STORE_KEY"] = a
+        let open = try #require(parseError(minimalYAML + "\nstore: {encryption_key_env: STORE_KEY, encryption_previous_keys_file: ./old.keys}", base: folder.path, environment: environment))
+        #expect(open.all.contains { $0.keyPath == "store.encryption_previous_keys_file" && $0.reason.contains("readable by group or others") })
+    }
+
     @Test("a redis store resolves its URL, key, password from the environment and timeouts")
     func redisStoreResolves() throws {
         let loaded = try parse(

@@ -23,6 +23,8 @@ public final class RedisTokenStore: TokenStore {
     public let metrics: StoreMetrics
     private let logger: Logger
     private let sessionKey: String
+    /// Seals every session written, opens sealed ones read (`store.encryption_key_*`).
+    private let seal: SessionSeal?
     private let leaseKey: String
     private let channel: String
     /// This process's lease value: random, so that only the holder can release or write under it.
@@ -52,9 +54,12 @@ public final class RedisTokenStore: TokenStore {
         "rediss:// (TLS) is not supported by this build: Debian 12's hiredis 0.14 has no TLS (no hiredis_ssl); "
         + "reach Redis over a private network or through a local TLS tunnel (stunnel, spiped) with redis://"
 
-    public init(configuration: RedisStoreConfiguration, logger: Logger, metrics: StoreMetrics = StoreMetrics(backend: "redis")) throws {
+    public init(
+        configuration: RedisStoreConfiguration, logger: Logger, metrics: StoreMetrics = StoreMetrics(backend: "redis"), seal: SessionSeal? = nil
+    ) throws {
         guard !configuration.tls else { throw ConfigurationError(keyPath: "store.url", reason: Self.tlsUnsupported) }
         self.configuration = configuration
+        self.seal = seal
         self.logger = logger
         self.metrics = metrics
         sessionKey = configuration.key + ":session"
@@ -97,8 +102,16 @@ public final class RedisTokenStore: TokenStore {
         case .ended(let generation):
             remember(generation)
             return .noSession
-        case .document(let generation, let document):
+        case .document(let generation, let stored):
             remember(generation ?? 0)
+            let document: [UInt8]
+            switch SessionSeal.read(stored, with: seal) {
+            case .plain(let plain), .opened(let plain, _):
+                document = plain
+            case .unopenable(let kid):
+                // Neither lost nor written back: a key the operator has elsewhere may still open it.
+                throw TokenSourceError.loginRequired(SessionSeal.unopenableMessage(kid: kid))
+            }
             guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
                 lostGeneration = generation.map { String($0) } ?? ""
                 return .lost("the stored session cannot be read (not a session document this version can read)")
@@ -136,7 +149,8 @@ public final class RedisTokenStore: TokenStore {
         guard let data = try? encoder.encode(session) else {
             throw TokenStoreError(description: "\(location): cannot encode the session")
         }
-        return String(decoding: data, as: UTF8.self)
+        guard let seal else { return String(decoding: data, as: UTF8.self) }
+        return String(decoding: try seal.seal(Array(data)), as: UTF8.self)
     }
 
     public func save(_ session: StoredSession) throws {
@@ -359,13 +373,14 @@ public final class RedisTokenStore: TokenStore {
 public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) throws -> (store: any TokenStore, metrics: StoreMetrics) {
     switch configuration.backend {
     case .file:
-        return (FileTokenStore(path: configuration.path, logger: logger), StoreMetrics(backend: "file"))
+        return (FileTokenStore(path: configuration.path, logger: logger, seal: configuration.encryption.map(SessionSeal.init)), StoreMetrics(backend: "file"))
     case .redis:
         guard let redis = configuration.redis else {
             throw ConfigurationError(keyPath: "store.url", reason: "required with store.backend: redis")
         }
         let metrics = StoreMetrics(backend: "redis")
-        return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics), metrics)
+        let seal = configuration.encryption.map(SessionSeal.init)
+        return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics, seal: seal), metrics)
     }
 }
 
