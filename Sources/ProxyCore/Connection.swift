@@ -285,7 +285,8 @@ final class Connection: EventHandler, LoopTask {
             respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
             return
         case .none where route.sessionNeedsLogin:
-            respond(.loginRequired("no session: run `tokenproxy login`"), to: exchange)
+            // The token source's own words when it gave any (a sealed session no key opens names its key id).
+            respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
             return
         case .none, .active:
             break

@@ -1,0 +1,63 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// Sessions sealed at rest, end to end (CONTRACT.md "The fleet store in production", issue 33): the
+/// real binary, the OAuth test server, and the store file's raw bytes searched for the tokens.
+@Suite("Sealed store, end to end")
+struct SealedStoreTests {
+    static func newKey() -> String { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
+
+    @Test("a store is sealed at its next write, holds no token, survives a key rotation, and one no key opens asks for a login without being touched")
+    func sealRotateAndRefuse() throws {
+        let life = try Lifecycle()
+        defer { life.stop() }
+        let dir = life.dir
+        // A login without a key: a plain store.
+        #expect(try life.login().status == 0)
+        #expect(life.store()?["refresh_token"] != nil)
+
+        // Key A: the next write seals it.
+        _ = try dir.write("a.key", Self.newKey() + "\n", mode: 0o600)
+        let sealA = "store:\n  encryption_key_file: ./a.key"
+        var proxy = try life.serve(extra: sealA)
+        let admin = try #require(proxy.adminURL)
+        #expect(try send(proxy).status == 200)
+        #expect(try curl(["-X", "POST", admin + "/refresh"]).status == 202)
+        #expect(try eventually { (life.store()?["sealed"] as? [String: Any])?["kid"] != nil })
+        let kidA = try #require((life.store()?["sealed"] as? [String: Any])?["kid"] as? String)
+        let token = try life.command(["token"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!token.isEmpty)
+        let raw = try String(contentsOfFile: life.storePath, encoding: .utf8)
+        #expect(!raw.contains(token), "the access token is readable in the store")
+        #expect(Set(life.store()?.keys.map { $0 } ?? []) == ["sealed", "version"])
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+
+        // Key B current, A previous: no login, and the next write is sealed under B.
+        _ = try dir.write("b.key", Self.newKey() + "\n", mode: 0o600)
+        _ = try dir.write("old.keys", try String(contentsOfFile: dir.file("a.key"), encoding: .utf8), mode: 0o600)
+        let passwordLogins = try life.idpCalls("password")
+        proxy = try life.serve(extra: "store:\n  encryption_key_file: ./b.key\n  encryption_previous_keys_file: ./old.keys")
+        #expect(try send(proxy).status == 200)
+        #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
+        #expect(try eventually { ((life.store()?["sealed"] as? [String: Any])?["kid"] as? String).map { $0 != kidA } ?? false })
+        let kidB = try #require((life.store()?["sealed"] as? [String: Any])?["kid"] as? String)
+        #expect(try life.idpCalls("password") == passwordLogins, "no new login")
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+
+        // Only a key that never sealed it: 401 login_required naming B's id, /readyz 503, the file untouched.
+        _ = try dir.write("c.key", Self.newKey() + "\n", mode: 0o600)
+        let before = try Data(contentsOf: URL(fileURLWithPath: life.storePath))
+        proxy = try life.serve(extra: "store:\n  encryption_key_file: ./c.key")
+        let refused = try send(proxy)
+        expectProxyError(refused, status: 401, code: "login_required")
+        #expect((refused.json?["message"] as? String)?.contains(kidB) == true, "\(refused)")
+        #expect(try curl([try #require(proxy.adminURL) + "/readyz"]).status == 503)
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: life.storePath)) == before, "the sealed session was changed")
+        life.assertNoLeaks([])
+    }
+}
