@@ -163,14 +163,7 @@ public final class FileTokenStore: TokenStore {
             }
             throw TokenStoreError(description: "store \(path): \(failure.description)")
         }
-        let document: [UInt8]
-        switch SessionSeal.read(bytes, with: seal) {
-        case .plain(let plain), .opened(let plain, _):
-            document = plain
-        case .unopenable(let kid):
-            // Not moved aside, not overwritten: a key the operator has elsewhere may still open it.
-            throw TokenSourceError.loginRequired(SessionSeal.unopenableMessage(kid: kid))
-        }
+        let document = try SessionSeal.document(bytes, with: seal)
         guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
             moveAside(reason: "not a session document this version can read")
             return nil

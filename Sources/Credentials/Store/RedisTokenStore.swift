@@ -104,14 +104,7 @@ public final class RedisTokenStore: TokenStore {
             return .noSession
         case .document(let generation, let stored):
             remember(generation ?? 0)
-            let document: [UInt8]
-            switch SessionSeal.read(stored, with: seal) {
-            case .plain(let plain), .opened(let plain, _):
-                document = plain
-            case .unopenable(let kid):
-                // Neither lost nor written back: a key the operator has elsewhere may still open it.
-                throw TokenSourceError.loginRequired(SessionSeal.unopenableMessage(kid: kid))
-            }
+            let document = try SessionSeal.document(stored, with: seal)
             guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
                 lostGeneration = generation.map { String($0) } ?? ""
                 return .lost("the stored session cannot be read (not a session document this version can read)")

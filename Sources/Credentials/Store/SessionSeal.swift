@@ -67,6 +67,16 @@ public struct SessionSeal: Sendable {
         return .opened(Array(document), byCurrentKey: kid == seal.current.id)
     }
 
+    /// The session document a store holds, opened when sealed. A sealed one no key opens throws
+    /// `loginRequired` naming its key id: the store leaves it where it is (not moved aside, not
+    /// written back), as a key the operator has elsewhere may still open it.
+    static func document(_ stored: [UInt8], with seal: SessionSeal?) throws -> [UInt8] {
+        switch read(stored, with: seal) {
+        case .plain(let document), .opened(let document, _): return document
+        case .unopenable(let kid): throw TokenSourceError.loginRequired(unopenableMessage(kid: kid))
+        }
+    }
+
     /// Why the route needs a login when the store holds a session no key opens.
     static func unopenableMessage(kid: String) -> String {
         "the stored session is sealed under key id \(kid), which no configured store.encryption_key opens: "
