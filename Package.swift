@@ -53,6 +53,8 @@ let package = Package(
             name: "Credentials",
             dependencies: [
                 "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
+                // Curl: the TLS stream of a rediss:// store (hiredis 0.14 has no TLS).
+                "Curl",
                 // HTTP1: the login's loopback listener reads requests with the project's own parser.
                 "HTTP1",
                 .product(name: "Logging", package: "swift-log"),

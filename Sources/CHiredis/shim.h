@@ -47,4 +47,18 @@ static inline size_t tp_redis_reply_length(const redisReply *r) { return r->len;
 static inline size_t tp_redis_reply_count(const redisReply *r) { return r->elements; }
 static inline const redisReply *tp_redis_reply_element(const redisReply *r, size_t i) { return r->element[i]; }
 static inline void tp_redis_reply_free(redisReply *r) { freeReplyObject(r); }
+
+/// A RESP parser without a socket: `rediss://` reads its bytes through libcurl's TLS session.
+static inline redisReader *tp_redis_reader_create(void) { return redisReaderCreate(); }
+static inline void tp_redis_reader_free(redisReader *r) { redisReaderFree(r); }
+static inline int tp_redis_reader_feed(redisReader *r, const char *bytes, size_t length) {
+    return redisReaderFeed(r, bytes, length) == REDIS_OK ? 0 : -1;
+}
+/// 1 and *reply set, 0 when no whole reply is buffered yet, -1 on a protocol error.
+static inline int tp_redis_reader_reply(redisReader *r, redisReply **reply) {
+    void *got = NULL;
+    if (redisReaderGetReply(r, &got) != REDIS_OK) return -1;
+    *reply = (redisReply *)got;
+    return got != NULL ? 1 : 0;
+}
 #endif

@@ -20,6 +20,10 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
     public var key: String
     /// `store.ca_file`: the CA bundle that verifies a `rediss://` server.
     public var caFile: String?
+    /// `store.client_cert_file` / `store.client_key_file`: a client certificate for a `rediss://`
+    /// server with `tls-auth-clients yes`.
+    public var clientCertFile: String? = nil
+    public var clientKeyFile: String? = nil
     public var connectTimeout: Double
     public var commandTimeout: Double
     /// `store.lease_time`: how long one refresh may hold the fleet's refresh lease; a holder that dies
@@ -156,9 +160,12 @@ extension String {
 extension Builder {
     static let storeKeys = [
         "path", "backend", "url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout",
-        "lease_time", "encryption_key_env", "encryption_key_file", "encryption_previous_keys_file",
+        "lease_time", "encryption_key_env", "encryption_key_file", "encryption_previous_keys_file", "client_cert_file", "client_key_file",
     ]
-    static let redisOnlyStoreKeys = ["url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout", "lease_time"]
+    static let redisOnlyStoreKeys = [
+        "url", "key", "password_env", "password_file", "ca_file", "client_cert_file", "client_key_file", "connect_timeout", "command_timeout",
+        "lease_time",
+    ]
 
     /// `store:` (CONTRACT.md): the file store's `path`, or a Redis server's keys.
     mutating func parseStore(_ store: YAMLSection?) throws -> StoreConfiguration {
@@ -198,6 +205,15 @@ extension Builder {
                 guard Paths.kind(of: caFile) == .other else {
                     throw ConfigurationError(keyPath: store.path("ca_file"), reason: "no such file: \(caFile)")
                 }
+            }
+            redis.clientCertFile = try existingFile(store, "client_cert_file")
+            redis.clientKeyFile = try privateKeyFile(store, "client_key_file")
+            if (redis.clientCertFile == nil) != (redis.clientKeyFile == nil) {
+                let missing = redis.clientCertFile == nil ? "client_cert_file" : "client_key_file"
+                throw ConfigurationError(keyPath: store.path(missing), reason: "required with the other half of the client certificate")
+            }
+            if redis.clientCertFile != nil && !url.tls {
+                warnings.append("\(store.path("client_cert_file")): used only with a rediss:// URL; ignored")
             }
             if let value = try positiveDuration(store, "connect_timeout") { redis.connectTimeout = value }
             if let value = try positiveDuration(store, "command_timeout") { redis.commandTimeout = value }

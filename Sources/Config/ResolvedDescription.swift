@@ -78,7 +78,11 @@ extension Configuration {
                 add(p + "store.user", redis.user ?? "default")
                 add(p + "store.password", redis.password?.description ?? "none")
                 add(p + "store.key", redis.key)
-                if redis.tls { add(p + "store.ca_file", redis.caFile ?? "system CAs") }
+                if redis.tls {
+                    add(p + "store.ca_file", redis.caFile ?? "system CAs")
+                    add(p + "store.client_cert_file", redis.clientCertFile)
+                    add(p + "store.client_key_file", redis.clientKeyFile)
+                }
                 add(p + "store.connect_timeout", Units.formatDuration(redis.connectTimeout))
                 add(p + "store.command_timeout", Units.formatDuration(redis.commandTimeout))
                 add(p + "store.lease_time", Units.formatDuration(redis.leaseTime))

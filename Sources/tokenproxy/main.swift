@@ -258,11 +258,6 @@ struct Check: ParsableCommand {
 
     func run() throws {
         let loaded = options.load()
-        for route in loaded.configuration.routes {
-            if let problem = unsupportedStoreSettings(route.store) {
-                fail("configuration error: \(problem)", status: Exit.badConfiguration)
-            }
-        }
         // Key files and the like that only the credentials code can judge (a PEM that holds no usable key).
         for (index, route) in loaded.configuration.routes.enumerated() {
             if var problem = credentialFileProblem(route.credentials) {

@@ -270,11 +270,4 @@ struct RedisTokenStoreTests {
         }
         #expect(try a.read() == StoreReading.noSession)
     }
-
-    @Test("rediss:// is refused with the reason (Debian's hiredis has no TLS)")
-    func tlsIsRefused() {
-        var configuration = RedisStoreConfiguration(url: "rediss://h", tls: true, host: "h", port: 6379)
-        configuration.caFile = nil
-        #expect(throws: ConfigurationError.self) { _ = try RedisTokenStore(configuration: configuration, logger: capture.logger()) }
-    }
 }

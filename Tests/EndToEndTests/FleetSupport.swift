@@ -16,11 +16,20 @@ final class Fleet: @unchecked Sendable {
     let key = "fleet/\(UUID().uuidString.lowercased())"
     let lease: String
 
-    /// - Parameter persistentRedis: false: a restart of Redis empties it.
-    init(idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true) throws {
+    /// More `store:` lines (indented two spaces), such as a rediss:// server's CA.
+    let storeExtra: String
+
+    /// - Parameters:
+    ///   - persistentRedis: false: a restart of Redis empties it.
+    ///   - tls: a Redis that speaks TLS only, with these files.
+    init(
+        idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true, redisArguments: [String] = [],
+        tls: RedisServer.TLSFiles? = nil, storeExtra: String = ""
+    ) throws {
         life = try Lifecycle(idpArguments: idpArguments)
-        redis = try RedisServer(persistent: persistentRedis)
+        redis = try RedisServer(arguments: redisArguments, persistent: persistentRedis, tls: tls)
         self.lease = lease
+        self.storeExtra = storeExtra
     }
 
     var storeYAML: String {
@@ -32,6 +41,7 @@ final class Fleet: @unchecked Sendable {
           lease_time: \(lease)
           connect_timeout: 1s
           command_timeout: 1s
+        \(storeExtra)
         """
     }
 

@@ -284,7 +284,7 @@ struct FleetTests {
         fleet.life.assertNoLeaks([proxy])
     }
 
-    @Test("check shows the Redis store with its password masked, and refuses rediss:// and an inline password")
+    @Test("check shows the Redis store with its password masked, a rediss:// store with its TLS files, and refuses an inline password")
     func checkValidatesTheStore() throws {
         let dir = try TempDir(prefix: "tokenproxy-fleet-check")
         let base = """
@@ -300,9 +300,13 @@ struct FleetTests {
         #expect(ok.stdout.contains("store.password: ****** (from env REDIS_PW)"))
         #expect(!ok.output.contains("redis-password-value-1"))
         let tls = try dir.write("tls.yaml", base + "store: {backend: redis, url: \"rediss://127.0.0.1:6380/0\"}\n")
-        let refused = try ProxyProcess.run(args: ["check", "--config", tls], env: env)
+        let shown = try ProxyProcess.run(args: ["check", "--config", tls], env: env)
+        #expect(shown.status == 0, "\(shown.output)")
+        #expect(shown.stdout.contains("store.ca_file: system CAs"))
+        let half = try dir.write("half.yaml", base + "store: {backend: redis, url: \"rediss://127.0.0.1:6380/0\", client_cert_file: ./tls.yaml}\n")
+        let refused = try ProxyProcess.run(args: ["check", "--config", half], env: env)
         #expect(refused.status == 2)
-        #expect(refused.stderr.contains("store.url") && refused.stderr.contains("TLS"))
+        #expect(refused.stderr.contains("store.client_key_file"), "\(refused.stderr)")
         let inline = try dir.write("inline.yaml", base + "store: {backend: redis, url: \"redis://u:inline-pw-1@127.0.0.1/0\"}\n")
         let inlineResult = try ProxyProcess.run(args: ["check", "--config", inline], env: env)
         #expect(inlineResult.status == 2)

@@ -14,12 +14,36 @@ public final class RedisServer: @unchecked Sendable {
     private let lock = NSLock()
     private var process: ChildProcess?
     private let extraArguments: [String]
+    /// TLS only (`--port 0 --tls-port PORT`), with these files; nil: plain TCP.
+    public let tls: TLSFiles?
+
+    /// A server certificate and key, and the CA that verifies clients (`tls-auth-clients`).
+    public struct TLSFiles: Sendable {
+        public var certFile: String
+        public var keyFile: String
+        public var caFile: String
+        public var authClients: Bool
+        public init(certFile: String, keyFile: String, caFile: String, authClients: Bool = false) {
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.caFile = caFile
+            self.authClients = authClients
+        }
+
+        func arguments(port: Int) -> [String] {
+            [
+                "--port", "0", "--tls-port", String(port), "--tls-cert-file", certFile, "--tls-key-file", keyFile,
+                "--tls-ca-cert-file", caFile, "--tls-auth-clients", authClients ? "yes" : "no",
+            ]
+        }
+    }
 
     /// - Parameters:
     ///   - arguments: more `redis-server` options (`--requirepass`, ...).
     ///   - persistent: false: no append-only file, so that a restart comes back empty.
-    public init(arguments: [String] = [], persistent: Bool = true) throws {
+    public init(arguments: [String] = [], persistent: Bool = true, tls: TLSFiles? = nil) throws {
         directory = try TempDir(prefix: "tokenproxy-redis")
+        self.tls = tls
         extraArguments = (persistent ? [] : ["--appendonly", "no"]) + arguments
         var lastError: Error? = nil
         // A port the kernel just gave out and took back: another process could take it in between,
@@ -27,7 +51,7 @@ public final class RedisServer: @unchecked Sendable {
         for _ in 0..<5 {
             let candidate = try freePort()
             do {
-                process = try Self.start(port: candidate, directory: directory, arguments: arguments)
+                process = try Self.start(port: candidate, directory: directory, arguments: arguments + (tls?.arguments(port: candidate) ?? []))
                 port = candidate
                 return
             } catch {
@@ -37,8 +61,8 @@ public final class RedisServer: @unchecked Sendable {
         throw lastError ?? HarnessError("redis-server did not start")
     }
 
-    /// `redis://127.0.0.1:PORT`
-    public var url: String { "redis://127.0.0.1:\(port)" }
+    /// `redis://127.0.0.1:PORT`, or `rediss://` for a TLS server.
+    public var url: String { "\(tls == nil ? "redis" : "rediss")://127.0.0.1:\(port)" }
 
     public var isRunning: Bool { lock.withLock { process?.isRunning ?? false } }
 
@@ -61,7 +85,7 @@ public final class RedisServer: @unchecked Sendable {
         // not block a listening bind on Linux, but be patient with a slow machine).
         for _ in 0..<20 {
             do {
-                let started = try Self.start(port: port, directory: directory, arguments: extraArguments)
+                let started = try Self.start(port: port, directory: directory, arguments: extraArguments + (tls?.arguments(port: port) ?? []))
                 lock.withLock { process = started }
                 return
             } catch {
@@ -75,7 +99,12 @@ public final class RedisServer: @unchecked Sendable {
     /// Runs `redis-cli` against this server and returns its stdout.
     @discardableResult
     public func cli(_ arguments: [String]) throws -> String {
-        let result = try runCommand("redis-cli", arguments: ["-h", "127.0.0.1", "-p", String(port)] + arguments, timeout: 10)
+        var options = ["-h", "127.0.0.1", "-p", String(port)]
+        if let tls {
+            options += ["--tls", "--cacert", tls.caFile]
+            if tls.authClients { options += ["--cert", tls.certFile, "--key", tls.keyFile] }
+        }
+        let result = try runCommand("redis-cli", arguments: options + arguments, timeout: 10)
         guard result.status == 0 else { throw HarnessError("redis-cli \(arguments): \(result.stderr)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

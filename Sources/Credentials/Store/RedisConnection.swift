@@ -1,4 +1,5 @@
 internal import CHiredis
+internal import Curl
 import Sockets
 
 /// One reply of the Redis protocol (RESP2), copied out of hiredis's reply object.
@@ -39,16 +40,40 @@ struct RedisConnectionError: Error, Sendable, CustomStringConvertible {
     var description: String
 }
 
-/// One blocking connection to a Redis server through hiredis (`redisConnectWithTimeout`, then
-/// `redisSetTimeout` for every command). The only file that touches hiredis's C types
-/// (ARCHITECTURE.md "Modules"). Used by one thread at a time: the token thread, or a command.
-final class RedisConnection {
-    private let context: UnsafeMutablePointer<redisContext>
-    let endpoint: String
+/// TLS settings of a `rediss://` connection (`store.ca_file`, `store.client_cert_file`,
+/// `store.client_key_file`); the server's certificate and host name are always verified.
+struct RedisTLS: Sendable, Equatable {
+    var caFile: String?
+    var clientCertFile: String?
+    var clientKeyFile: String?
+}
 
-    /// Connects within `connectTimeout` and sets `commandTimeout` for every later read and write.
-    init(host: String, port: Int, connectTimeout: Double, commandTimeout: Double) throws(RedisConnectionError) {
-        endpoint = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+/// One blocking connection to a Redis server. Plain TCP goes through hiredis (`redisConnectWithTimeout`,
+/// then `redisSetTimeout` for every command). TLS (`rediss://`) cannot: Debian 12's hiredis 0.14 has
+/// no TLS, so libcurl makes the connection and its TLS session (CONNECT_ONLY, as the upstream engine
+/// does; it verifies the certificate and the host name, never falls back to plain text) and hiredis's
+/// reader parses the RESP that comes through it (docs/ARCHITECTURE.md "The store"). The only file
+/// that touches hiredis's C types. Used by one thread at a time: the token thread, or a command.
+final class RedisConnection {
+    private enum Transport {
+        case plain(UnsafeMutablePointer<redisContext>)
+        case tls(CurlEasy, reader: UnsafeMutablePointer<redisReader>)
+    }
+
+    private let transport: Transport
+    let endpoint: String
+    private let commandTimeout: Double
+
+    /// Connects within `connectTimeout` and sets `commandTimeout` for every later read and write;
+    /// with `tls`, over TLS.
+    init(host: String, port: Int, connectTimeout: Double, commandTimeout: Double, tls: RedisTLS? = nil) throws(RedisConnectionError) {
+        let endpoint = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        self.endpoint = endpoint
+        self.commandTimeout = commandTimeout
+        if let tls {
+            transport = try Self.connectTLS(endpoint: endpoint, tls: tls, timeout: connectTimeout)
+            return
+        }
         guard let context = tp_redis_connect(host, Int32(port), Self.milliseconds(connectTimeout)) else {
             throw RedisConnectionError(description: "redis \(endpoint): out of memory")
         }
@@ -63,26 +88,146 @@ final class RedisConnection {
         }
         // hiredis opens its socket without O_CLOEXEC: keep it out of exec'd children (credentials.command).
         try? Syscall.setCloseOnExec(tp_redis_fd(context))
-        self.context = context
+        transport = .plain(context)
     }
 
-    deinit { tp_redis_free(context) }
+    private static func connectTLS(endpoint: String, tls: RedisTLS, timeout: Double) throws(RedisConnectionError) -> Transport {
+        let easy = CurlEasy()
+        do {
+            try easy.set(.noSignal, true)
+            try easy.set(.connectOnly, true)
+            // Redis is never reached through HTTP(S)_PROXY.
+            try easy.set(.proxy, "")
+            try easy.set(.url, "https://\(endpoint)/")
+            try easy.set(.connect, milliseconds: milliseconds(timeout))
+            if let caFile = tls.caFile { try easy.set(.caFile, caFile) }
+            if let certificate = tls.clientCertFile, let key = tls.clientKeyFile {
+                try easy.set(.clientCertFile, certificate)
+                try easy.set(.clientKeyFile, key)
+            }
+            try easy.perform()
+        } catch {
+            throw RedisConnectionError(description: "redis \(endpoint): cannot connect over TLS: \(error.message)")
+        }
+        guard let reader = tp_redis_reader_create() else { throw RedisConnectionError(description: "redis \(endpoint): out of memory") }
+        try? Syscall.setCloseOnExec(easy.activeSocket())
+        return .tls(easy, reader: reader)
+    }
+
+    deinit {
+        switch transport {
+        case .plain(let context): tp_redis_free(context)
+        case .tls(_, let reader): tp_redis_reader_free(reader)
+        }
+    }
 
     /// Sends one command and waits for its reply (at most the command timeout). A Redis error reply
     /// comes back as `.error`; an I/O or protocol failure throws, and the connection is then dead.
     func command(_ arguments: [String]) throws(RedisConnectionError) -> RedisValue {
-        let bytes = arguments.map { Array($0.utf8) }
-        let reply: UnsafeMutablePointer<redisReply>? = withCStrings(bytes) { pointers, lengths in
-            tp_redis_command(context, Int32(pointers.count), pointers.baseAddress, lengths.baseAddress)
+        switch transport {
+        case .plain(let context):
+            let bytes = arguments.map { Array($0.utf8) }
+            let reply: UnsafeMutablePointer<redisReply>? = withCStrings(bytes) { pointers, lengths in
+                tp_redis_command(context, Int32(pointers.count), pointers.baseAddress, lengths.baseAddress)
+            }
+            guard let reply else { throw failure("the command failed") }
+            defer { tp_redis_reply_free(reply) }
+            return Self.value(of: UnsafePointer(reply))
+        case .tls(let easy, let reader):
+            let deadline = Syscall.wallClock() + commandTimeout
+            try sendAll(easy, RESP.command(arguments), deadline: deadline)
+            while true {
+                if let value = try bufferedReply(reader) { return value }
+                try receive(easy, reader, deadline: deadline)
+            }
         }
-        guard let reply else { throw failure("the command failed") }
+    }
+
+    /// Replies that have arrived without being asked for (pub/sub messages), without waiting: the
+    /// socket is read only when poll(2) says it has bytes (over TLS, when libcurl has some).
+    /// Throws when the server closed the connection.
+    func pendingReplies() throws(RedisConnectionError) -> [RedisValue] {
+        switch transport {
+        case .plain(let context):
+            return try pendingPlainReplies(context)
+        case .tls(let easy, let reader):
+            var out: [RedisValue] = []
+            while true {
+                if let value = try bufferedReply(reader) {
+                    out.append(value)
+                    continue
+                }
+                guard try receive(easy, reader, deadline: nil) else { return out }
+            }
+        }
+    }
+
+    // MARK: TLS
+
+    private func sendAll(_ easy: CurlEasy, _ bytes: [UInt8], deadline: Double) throws(RedisConnectionError) {
+        var sent = 0
+        while sent < bytes.count {
+            let result = bytes.withUnsafeBytes { easy.send(UnsafeRawBufferPointer(rebasing: $0[sent...])) }
+            switch result {
+            case .done(let n): sent += n
+            case .again: try wait(easy, readable: false, deadline: deadline)
+            case .failed: throw RedisConnectionError(description: "redis \(endpoint): the TLS connection failed while sending")
+            }
+        }
+    }
+
+    /// Reads what libcurl has into the reader: true when bytes came. With a deadline it waits for
+    /// some; without one it answers false at once when there are none.
+    @discardableResult
+    private func receive(_ easy: CurlEasy, _ reader: UnsafeMutablePointer<redisReader>, deadline: Double?) throws(RedisConnectionError) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let result = buffer.withUnsafeMutableBytes { easy.receive(into: $0) }
+            switch result {
+            case .done(0):
+                throw RedisConnectionError(description: "redis \(endpoint): the connection was closed")
+            case .done(let n):
+                let fed = buffer.withUnsafeBytes { raw in
+                    tp_redis_reader_feed(reader, raw.baseAddress!.assumingMemoryBound(to: CChar.self), n)
+                }
+                if fed != 0 { throw RedisConnectionError(description: "redis \(endpoint): unreadable reply") }
+                return true
+            case .again:
+                guard let deadline else { return false }
+                try wait(easy, readable: true, deadline: deadline)
+            case .failed:
+                throw RedisConnectionError(description: "redis \(endpoint): the TLS connection failed while reading")
+            }
+        }
+    }
+
+    private func bufferedReply(_ reader: UnsafeMutablePointer<redisReader>) throws(RedisConnectionError) -> RedisValue? {
+        var reply: UnsafeMutablePointer<redisReply>? = nil
+        let found = tp_redis_reader_reply(reader, &reply)
+        if found < 0 { throw RedisConnectionError(description: "redis \(endpoint): unreadable reply") }
+        guard found == 1, let reply else { return nil }
         defer { tp_redis_reply_free(reply) }
         return Self.value(of: UnsafePointer(reply))
     }
 
-    /// Replies that have arrived without being asked for (pub/sub messages), without waiting: the
-    /// socket is read only when poll(2) says it has bytes. Throws when the server closed the connection.
-    func pendingReplies() throws(RedisConnectionError) -> [RedisValue] {
+    private func wait(_ easy: CurlEasy, readable: Bool, deadline: Double) throws(RedisConnectionError) {
+        let left = deadline - Syscall.wallClock()
+        let fd = easy.activeSocket()
+        let ready: Bool
+        do {
+            ready = try left > 0
+                && (readable
+                    ? Syscall.waitReadable(fd, milliseconds: Int32(Self.milliseconds(left)))
+                    : Syscall.waitWritable(fd, milliseconds: Int32(Self.milliseconds(left))))
+        } catch {
+            throw RedisConnectionError(description: "redis \(endpoint): \(error)")
+        }
+        if !ready { throw RedisConnectionError(description: "redis \(endpoint): no answer within the command timeout") }
+    }
+
+    // MARK: plain
+
+    private func pendingPlainReplies(_ context: UnsafeMutablePointer<redisContext>) throws(RedisConnectionError) -> [RedisValue] {
         var out: [RedisValue] = []
         while true {
             var reply: UnsafeMutablePointer<redisReply>? = nil
@@ -109,6 +254,7 @@ final class RedisConnection {
     }
 
     private func failure(_ what: String) -> RedisConnectionError {
+        guard case .plain(let context) = transport else { return RedisConnectionError(description: "redis \(endpoint): \(what)") }
         let detail = tp_redis_failed(context) != 0 ? String(cString: tp_redis_error_text(context)) : what
         return RedisConnectionError(description: "redis \(endpoint): \(detail.isEmpty ? what : detail)")
     }
@@ -161,5 +307,20 @@ private func withCStrings<R>(
         let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
         let pointers: [UnsafePointer<CChar>?] = offsets.map { base + $0 }
         return pointers.withUnsafeBufferPointer { p in lengths.withUnsafeBufferPointer { l in body(p, l) } }
+    }
+}
+
+/// A command as the Redis protocol frames it (RESP2: an array of bulk strings), for the TLS
+/// transport; binary-safe, so a value is never cut at a byte.
+enum RESP {
+    static func command(_ arguments: [String]) -> [UInt8] {
+        var out = Array("*\(arguments.count)\r\n".utf8)
+        for argument in arguments {
+            let bytes = Array(argument.utf8)
+            out += Array("$\(bytes.count)\r\n".utf8)
+            out += bytes
+            out += [13, 10]
+        }
+        return out
     }
 }

@@ -49,15 +49,9 @@ public final class RedisTokenStore: TokenStore {
 
     /// How often the generation is read when no notification came (pub/sub is the fast path).
     static let slowPollInterval = 5.0
-    /// Why `rediss://` is refused (README "Running a fleet").
-    public static let tlsUnsupported =
-        "rediss:// (TLS) is not supported by this build: Debian 12's hiredis 0.14 has no TLS (no hiredis_ssl); "
-        + "reach Redis over a private network or through a local TLS tunnel (stunnel, spiped) with redis://"
-
     public init(
         configuration: RedisStoreConfiguration, logger: Logger, metrics: StoreMetrics = StoreMetrics(backend: "redis"), seal: SessionSeal? = nil
     ) throws {
-        guard !configuration.tls else { throw ConfigurationError(keyPath: "store.url", reason: Self.tlsUnsupported) }
         self.configuration = configuration
         self.seal = seal
         self.logger = logger
@@ -302,9 +296,12 @@ public final class RedisTokenStore: TokenStore {
 
     /// A new connection, authenticated (`AUTH [user] password`) and on the configured database.
     private func connect() throws -> RedisConnection {
+        let tls = configuration.tls
+            ? RedisTLS(caFile: configuration.caFile, clientCertFile: configuration.clientCertFile, clientKeyFile: configuration.clientKeyFile)
+            : nil
         let connection = try RedisConnection(
             host: configuration.host, port: configuration.port, connectTimeout: configuration.connectTimeout,
-            commandTimeout: configuration.commandTimeout)
+            commandTimeout: configuration.commandTimeout, tls: tls)
         if let password = configuration.password?.value {
             let arguments = ["AUTH"] + (configuration.user.map { [$0] } ?? []) + [password]
             if case .error(let message) = try connection.command(arguments) {
@@ -375,15 +372,6 @@ public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) 
         let seal = configuration.encryption.map(SessionSeal.init)
         return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics, seal: seal), metrics)
     }
-}
-
-/// What this build cannot do with a valid configuration (`tokenproxy check` reports it like a
-/// configuration error): today, `rediss://`.
-public func unsupportedStoreSettings(_ configuration: StoreConfiguration) -> ConfigurationError? {
-    if configuration.backend == .redis, configuration.redis?.tls == true {
-        return ConfigurationError(keyPath: "store.url", reason: RedisTokenStore.tlsUnsupported)
-    }
-    return nil
 }
 
 /// Where the session is kept, for messages (`login`): a file's path or the Redis key.
