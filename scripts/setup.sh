@@ -23,7 +23,7 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev libhiredis-dev redis-server pkg-config curl openssl tinyproxy nginx-light)
+apt_packages=(libcurl4-openssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
 # tinyproxy lives in /usr/bin (Debian 12) or /usr/sbin (older releases); the tests start their own.
@@ -31,6 +31,7 @@ command -v openssl >/dev/null 2>&1 || need_apt=1
 # The Redis store's client library (a header and libhiredis.so) and the server the tests start.
 [ -f /usr/include/hiredis/hiredis.h ] || need_apt=1
 command -v redis-server >/dev/null 2>&1 || need_apt=1
+command -v redis-sentinel >/dev/null 2>&1 || need_apt=1
 # nginx as a real upstream that resolves dot-segments the way servers do (the route tests start their own).
 [ -x /usr/sbin/nginx ] || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1

@@ -24,6 +24,8 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
     /// server with `tls-auth-clients yes`.
     public var clientCertFile: String? = nil
     public var clientKeyFile: String? = nil
+    /// `store.sentinel`: the primary is found through Redis Sentinel; `host` and `port` are then unused.
+    public var sentinel: RedisSentinelConfiguration? = nil
     public var connectTimeout: Double
     public var commandTimeout: Double
     /// `store.lease_time`: how long one refresh may hold the fleet's refresh lease; a holder that dies
@@ -59,6 +61,31 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
 
     /// `host:port` for logs (`[::1]:6379` for IPv6).
     public var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// `store.sentinel` (CONTRACT.md "The fleet store in production"): the monitored master's name and
+/// the sentinels to ask for its address, in turn.
+public struct RedisSentinelConfiguration: Sendable, Equatable {
+    public var master: String
+    /// Host (IPv6 without brackets) and port of each sentinel.
+    public var addresses: [Address]
+    /// `store.sentinel.password_env` / `password_file`: the sentinels' own password (`requirepass`).
+    public var password: Secret?
+
+    public struct Address: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    public init(master: String, addresses: [Address], password: Secret? = nil) {
+        self.master = master
+        self.addresses = addresses
+        self.password = password
+    }
 }
 
 /// The parts of a `redis://` or `rediss://` URL (the scheme's IANA registration: `redis://[user[:password]@]host[:port][/db]`).
@@ -161,10 +188,12 @@ extension Builder {
     static let storeKeys = [
         "path", "backend", "url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout",
         "lease_time", "encryption_key_env", "encryption_key_file", "encryption_previous_keys_file", "client_cert_file", "client_key_file",
+        "sentinel",
     ]
+    static let sentinelKeys = ["master", "addresses", "password_env", "password_file"]
     static let redisOnlyStoreKeys = [
         "url", "key", "password_env", "password_file", "ca_file", "client_cert_file", "client_key_file", "connect_timeout", "command_timeout",
-        "lease_time",
+        "lease_time", "sentinel",
     ]
 
     /// `store:` (CONTRACT.md): the file store's `path`, or a Redis server's keys.
@@ -215,6 +244,7 @@ extension Builder {
             if redis.clientCertFile != nil && !url.tls {
                 warnings.append("\(store.path("client_cert_file")): used only with a rediss:// URL; ignored")
             }
+            redis.sentinel = try parseSentinel(store)
             if let value = try positiveDuration(store, "connect_timeout") { redis.connectTimeout = value }
             if let value = try positiveDuration(store, "command_timeout") { redis.commandTimeout = value }
             if let value = try positiveDuration(store, "lease_time") {
@@ -225,6 +255,31 @@ extension Builder {
         }
         configuration.encryption = try parseStoreEncryption(store)
         return configuration
+    }
+
+    /// `store.sentinel`: `master`, `addresses` (`host:port`, IPv6 in brackets), an optional password.
+    mutating func parseSentinel(_ store: YAMLSection) throws -> RedisSentinelConfiguration? {
+        guard let section = try store.section("sentinel") else { return nil }
+        try section.rejectUnknownKeys(Self.sentinelKeys)
+        guard let master = try section.nonEmptyString("master") else {
+            throw ConfigurationError(keyPath: section.path("master"), reason: "required: the name the sentinels monitor the primary by")
+        }
+        guard let listed = try section.stringList("addresses", example: "[10.0.0.1:26379, 10.0.0.2:26379]"), !listed.isEmpty else {
+            throw ConfigurationError(keyPath: section.path("addresses"), reason: "required: one sentinel or more, as host:port")
+        }
+        var addresses: [RedisSentinelConfiguration.Address] = []
+        for text in listed {
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+                throw ConfigurationError(keyPath: section.path("addresses"), reason: "\(text) is not host:port")
+            }
+            var host = String(text[..<colon])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty, !host.contains(" ") else {
+                throw ConfigurationError(keyPath: section.path("addresses"), reason: "\(text) is not host:port")
+            }
+            addresses.append(.init(host: host, port: port))
+        }
+        return RedisSentinelConfiguration(master: master, addresses: addresses, password: try readSecret(section, "password", literal: false))
     }
 
     /// `store.encryption_key_env` / `_file` and `store.encryption_previous_keys_file`: base64 of 32

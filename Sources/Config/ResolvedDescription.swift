@@ -83,6 +83,11 @@ extension Configuration {
                     add(p + "store.client_cert_file", redis.clientCertFile)
                     add(p + "store.client_key_file", redis.clientKeyFile)
                 }
+                if let sentinel = redis.sentinel {
+                    add(p + "store.sentinel.master", quoted(sentinel.master))
+                    add(p + "store.sentinel.addresses", list(sentinel.addresses.map { $0.host.contains(":") ? "[\($0.host)]:\($0.port)" : "\($0.host):\($0.port)" }))
+                    add(p + "store.sentinel.password", sentinel.password?.description ?? "none")
+                }
                 add(p + "store.connect_timeout", Units.formatDuration(redis.connectTimeout))
                 add(p + "store.command_timeout", Units.formatDuration(redis.commandTimeout))
                 add(p + "store.lease_time", Units.formatDuration(redis.leaseTime))

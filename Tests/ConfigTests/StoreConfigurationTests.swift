@@ -41,6 +41,33 @@ struct StoreConfigurationTests {
         #expect(open.all.contains { $0.keyPath == "store.encryption_previous_keys_file" && $0.reason.contains("readable by group or others") })
     }
 
+    @Test("store.sentinel: the master, the sentinels' addresses and their password; each mistake names its key")
+    func sentinel() throws {
+        var environment = minimalEnvironment
+        environment["SENTINEL_PW"] = "sentinel-password-value"
+        let loaded = try parse(
+            minimalYAML
+                + "\nstore: {backend: redis, url: \"redis://ignored/2\", sentinel: {master: tokens, addresses: [10.0.0.1:26379, \"[::1]:26380\"], password_env: SENTINEL_PW}}",
+            environment: environment)
+        let sentinel = try #require(loaded.configuration.store.redis?.sentinel)
+        #expect(sentinel.master == "tokens")
+        #expect(sentinel.addresses == [.init(host: "10.0.0.1", port: 26379), .init(host: "::1", port: 26380)])
+        #expect(sentinel.password == Secret(value: "sentinel-password-value", origin: .env("SENTINEL_PW")))
+        let shown = loaded.configuration.resolvedDescription()
+        #expect(shown.contains("store.sentinel.addresses: "), "\(shown)")
+        #expect(!shown.contains("sentinel-password-value"))
+        for (sentinel, key) in [
+            ("{addresses: [h:1]}", "store.sentinel.master"),
+            ("{master: m}", "store.sentinel.addresses"),
+            ("{master: m, addresses: [h]}", "store.sentinel.addresses"),
+            ("{master: m, addresses: [h:99999]}", "store.sentinel.addresses"),
+            ("{master: m, addresses: [h:1], port: 2}", "store.sentinel.port"),
+        ] {
+            let error = try #require(parseError(minimalYAML + "\nstore: {backend: redis, url: \"redis://h\", sentinel: \(sentinel)}"), "\(sentinel)")
+            #expect(error.all.contains { $0.keyPath == key }, "\(sentinel): \(error)")
+        }
+    }
+
     @Test("a redis store resolves its URL, key, password from the environment and timeouts")
     func redisStoreResolves() throws {
         let loaded = try parse(

@@ -24,10 +24,10 @@ final class Fleet: @unchecked Sendable {
     ///   - tls: a Redis that speaks TLS only, with these files.
     init(
         idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true, redisArguments: [String] = [],
-        tls: RedisServer.TLSFiles? = nil, storeExtra: String = ""
+        tls: RedisServer.TLSFiles? = nil, storeExtra: String = "", redisServer: RedisServer? = nil
     ) throws {
         life = try Lifecycle(idpArguments: idpArguments)
-        redis = try RedisServer(arguments: redisArguments, persistent: persistentRedis, tls: tls)
+        redis = try redisServer ?? RedisServer(arguments: redisArguments, persistent: persistentRedis, tls: tls)
         self.lease = lease
         self.storeExtra = storeExtra
     }

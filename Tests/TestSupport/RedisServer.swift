@@ -77,6 +77,16 @@ public final class RedisServer: @unchecked Sendable {
         running?.stop(grace: 10)
     }
 
+    /// Kills the server at once (SIGKILL), as a crashed machine would stop it.
+    public func kill() {
+        let running = lock.withLock { () -> ChildProcess? in
+            defer { process = nil }
+            return process
+        }
+        running?.signal(SIGKILL)
+        _ = running?.wait(timeout: 10)
+    }
+
     /// Starts it again on the same port with the same data folder.
     public func restart() throws {
         stop()

@@ -62,6 +62,7 @@ public final class RedisTokenStore: TokenStore {
         var random = SystemRandomNumberGenerator()
         owner = (0..<4).map { _ in String(random.next() as UInt32, radix: 16) }.joined(separator: "-")
         if let password = configuration.password?.value { registerSecret(password) }
+        if let password = configuration.sentinel?.password?.value { registerSecret(password) }
     }
 
     /// Where the session lives, for messages (`redis://host:port/db key P`), without a secret.
@@ -265,6 +266,8 @@ public final class RedisTokenStore: TokenStore {
             let reply = try body(connection)
             lastUsed = Self.monotonic()
             if case .error(let message) = reply, !(errorIsAnswer && message.hasPrefix("WRONGTYPE")) {
+                // A primary demoted by a failover: the next command asks the sentinels again.
+                if message.hasPrefix("READONLY") || message.hasPrefix("MASTERDOWN") { self.connection = nil }
                 // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica):
                 // the command did nothing; the caller fails for a passing reason and tries again later.
                 metrics.record(operation, ok: false)
@@ -299,9 +302,9 @@ public final class RedisTokenStore: TokenStore {
         let tls = configuration.tls
             ? RedisTLS(caFile: configuration.caFile, clientCertFile: configuration.clientCertFile, clientKeyFile: configuration.clientKeyFile)
             : nil
+        let (host, port) = try primaryAddress(tls: tls) ?? (configuration.host, configuration.port)
         let connection = try RedisConnection(
-            host: configuration.host, port: configuration.port, connectTimeout: configuration.connectTimeout,
-            commandTimeout: configuration.commandTimeout, tls: tls)
+            host: host, port: port, connectTimeout: configuration.connectTimeout, commandTimeout: configuration.commandTimeout, tls: tls)
         if let password = configuration.password?.value {
             let arguments = ["AUTH"] + (configuration.user.map { [$0] } ?? []) + [password]
             if case .error(let message) = try connection.command(arguments) {
@@ -316,7 +319,41 @@ public final class RedisTokenStore: TokenStore {
         if configuration.database != 0, case .error(let message) = try connection.command(["SELECT", String(configuration.database)]) {
             throw RedisConnectionError(description: "\(configuration.endpoint): SELECT \(configuration.database) refused: \(message)")
         }
+        // A sentinel's answer may lag a failover: the server itself must say it is the primary.
+        if configuration.sentinel != nil {
+            guard case .array(let role) = try connection.command(["ROLE"]), role.first?.text == "master" else {
+                throw RedisConnectionError(description: "redis \(connection.endpoint) is not the primary (yet): asking the sentinels again")
+            }
+        }
         return connection
+    }
+
+    /// With `store.sentinel`, the primary's address as the sentinels name it, asked of each in turn
+    /// (Redis Sentinel's client protocol: `SENTINEL get-master-addr-by-name`); nil without sentinels.
+    /// Every new connection asks again, so a failover (a lost connection, `-READONLY`,
+    /// `-MASTERDOWN`) is followed at the next command.
+    private func primaryAddress(tls: RedisTLS?) throws -> (String, Int)? {
+        guard let sentinel = configuration.sentinel else { return nil }
+        var failures: [String] = []
+        for address in sentinel.addresses {
+            do {
+                let asked = try RedisConnection(
+                    host: address.host, port: address.port, connectTimeout: configuration.connectTimeout,
+                    commandTimeout: configuration.commandTimeout, tls: tls)
+                if let password = sentinel.password?.value, case .error(let message) = try asked.command(["AUTH", password]) {
+                    failures.append("\(asked.endpoint): AUTH refused: \(message)")
+                    continue
+                }
+                let reply = try asked.command(["SENTINEL", "get-master-addr-by-name", sentinel.master])
+                if case .array(let parts) = reply, parts.count == 2, let host = parts[0].text, let port = parts[1].text.flatMap({ Int($0) }) {
+                    return (host, port)
+                }
+                failures.append("\(asked.endpoint): no primary named \(sentinel.master)")
+            } catch {
+                failures.append(String(describing: error))
+            }
+        }
+        throw RedisConnectionError(description: "no sentinel named the primary \(sentinel.master): \(failures.joined(separator: "; "))")
     }
 
     /// The stored generation; -1 when the key cannot be read as a session (overwritten), so that a
