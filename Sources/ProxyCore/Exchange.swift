@@ -102,6 +102,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var spool: SpoolFile?
     /// How much of the spool went into `upOut` on this try.
     private var spoolSent = 0
+    /// How much of the spool has still to go into `upOut` (its size less `spoolSent`): a plain
+    /// number, as every pass of the send loop reads it.
+    private(set) var spoolWaiting = 0
     /// A request head is in `upOut`: body bytes from the spool may follow it.
     private var tryStarted = false
     /// The spool streams as chunks (it outgrew its limit) and the body has ended: the last chunk
@@ -110,7 +113,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Why the body could not be spooled (the connection answers 503 and closes).
     private(set) var spoolFailure: String?
     /// Bytes of the body still to go up: queued in `upOut`, or in the spool.
-    var bytesWaitingToGoUp: Int { pendingUpstreamCount + (spool.map { $0.size - spoolSent } ?? 0) }
+    var bytesWaitingToGoUp: Int { pendingUpstreamCount + spoolWaiting }
+    /// `refillFromSpool` has something to do.
+    var spoolHasMore: Bool { spoolWaiting > 0 || spoolLastChunkDue }
 
     init(
         head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer,
@@ -166,6 +171,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 spoolFailure = "the request body could not be spooled: \(error)"
                 return .none
             }
+            spoolWaiting += bytes.count
             return machine.isWaitingForBody ? machine.onBodyBuffered(total: spool.size) : .none
         }
         if machine.isWaitingForBody {
@@ -217,6 +223,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             let file = try SpoolFile(folder: folder)
             try upOut.bytes.withUnsafeBytes { try file.append($0) }
             spool = file
+            spoolWaiting = file.size
             upOut.removeAll()
             return true
         } catch {
@@ -241,6 +248,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             }
             if piece.isEmpty { break }
             spoolSent += piece.count
+            spoolWaiting -= piece.count
             compactUpOut()
             if whole {
                 upOut.append(piece)
@@ -288,6 +296,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if let spool {
             // Every try sends the body from the spool's start (`refillFromSpool`).
             spoolSent = 0
+            spoolWaiting = spool.size
             if machine.bodyBuffering == .whole {
                 wholeLength = spool.size
             } else if machine.requestBodyDone {
