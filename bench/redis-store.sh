@@ -143,7 +143,7 @@ done
     echo "binary \`${BIN#"$ROOT"/}\`, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
     echo "Identity provider: Tests/servers/oauth_server.py (Authlib, local); upstream: Tests/servers/echo_upstream.py."
     echo
-    echo "| store | refresh latency (forced refresh, as the token thread logs it) | req/s per round | proxy CPU µs per request per round |"
+    echo "| store | refresh latency (at expiry, as the token thread logs it) | req/s per round | proxy CPU µs per request per round |"
     echo "| --- | --- | --- | --- |"
     for s in $STORES; do
         echo "| $s | ${REFRESH[$s]} | ${RPS[$s]} | ${CPU[$s]} |"
