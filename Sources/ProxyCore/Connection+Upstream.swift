@@ -74,7 +74,8 @@ extension Connection {
     func pumpUpstream(_ exchange: Exchange) {
         guard let upstream = exchange.upstream, !exchange.machine.sendStopped else { return }
         let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
-        if exchange.spoolHasMore { exchange.refillFromSpool() }
+        let spooled = exchange.spoolHasMore
+        if spooled { exchange.refillFromSpool() }
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
@@ -90,7 +91,7 @@ extension Connection {
                 exchange.machine.onSendFailed()
             }
             if case .done = result {
-                if exchange.spoolHasMore { exchange.refillFromSpool() }
+                if spooled && exchange.spoolHasMore { exchange.refillFromSpool() }
                 continue
             }
             break

@@ -202,16 +202,21 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The client's body is complete: the last chunk for a chunked body that streams (trailers are
     /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
     func bodyEnded() -> ExchangeMachine.BufferingAction {
+        if spool != nil { return spooledBodyEnded() }
+        let action = machine.onRequestBodyEnded()
+        guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
+        ResponseWriter.appendLastChunk(upOut)
+        return action
+    }
+
+    /// The same for a body in the spool, kept out of the usual request's way.
+    private func spooledBodyEnded() -> ExchangeMachine.BufferingAction {
         let action = machine.onRequestBodyEnded()
         // A spooled body that ended in time is wholly at hand, in the file: a complete replay copy.
-        if spool != nil, action == .send(whole: true) { machine.onReplayKept(true) }
-        guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
-        if spool != nil {
-            spoolLastChunkDue = true
-            refillFromSpool()
-        } else {
-            ResponseWriter.appendLastChunk(upOut)
-        }
+        if action == .send(whole: true) { machine.onReplayKept(true) }
+        guard action == .none, !machine.bodyRefused else { return action }
+        spoolLastChunkDue = true
+        refillFromSpool()
         return action
     }
 
