@@ -102,9 +102,11 @@ final class AdminConnection: EventHandler {
             if !result.started.isEmpty {
                 reply(202, #"{"status":"refresh started"}"# + "\n", head: head, contentType: "application/json")
             } else if !result.rateLimited.isEmpty {
-                // RFC 6585 §4: 429 with Retry-After; forced refreshes back off as failed ones do.
-                let body = #"{"error":"too_many_requests","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart): try again in \#(result.retryAfter) s"}"#
-                reply(429, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
+                // Forced refreshes back off as failed ones do: this one makes no call. Still 202 (the
+                // contract's answer to a route with a session, so a client that repeats it does not
+                // start failing), saying so, with when the next may start (RFC 9110 §10.2.3).
+                let body = #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart)","retry_after":\#(result.retryAfter)}"#
+                reply(202, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
             } else {
                 let named = server.configuration.hasRoutes ? result.withoutSession.first : nil
                 var bytes = ProxyError.loginRequired("no session: run `tokenproxy login`").response(keepAlive: false, isHead: false, route: named)
