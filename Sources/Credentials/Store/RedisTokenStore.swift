@@ -39,6 +39,7 @@ public final class RedisTokenStore: TokenStore {
     /// the old primary running (demoted to a replica, still answering reads) is followed at once.
     private var sentinelWatch: RedisConnection?
     private var nextSentinelWatchAttempt: Double = 0
+    private var sentinelWatchBackoff = 1.0
     private var subscribeBackoff = 0.5
     private var nextSlowPoll: Double = 0
     /// The generation this process last read or wrote: what the fenced write expects. nil until the
@@ -127,6 +128,7 @@ public final class RedisTokenStore: TokenStore {
             ])
         }
         try commit(reply, what: "write-back")
+        awaitReplica("write-back")
     }
 
     private func remember(_ generation: Int64) {
@@ -152,11 +154,13 @@ public final class RedisTokenStore: TokenStore {
             try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
         }
         try commit(reply, what: "write")
+        awaitReplica("write")
     }
 
     public func remove() throws {
         let reply = try perform(.remove) { try $0.command(["EVAL", RedisScripts.remove, "2", sessionKey, leaseKey, owner, channel]) }
         try commit(reply, what: "delete")
+        awaitReplica("delete")
     }
 
     public func withExclusiveLock<T>(_ body: () throws -> T) throws -> T {
@@ -217,14 +221,16 @@ public final class RedisTokenStore: TokenStore {
 
     /// Reads the sentinel subscription without waiting; true when the sentinels moved this store's
     /// primary. Both connections are then dropped, so the next command and the change channel go
-    /// to the new primary through `connect()`. A sentinel that cannot be reached is retried every
-    /// second (the others are tried in turn); meanwhile a lost connection, `-READONLY` and
-    /// `-MASTERDOWN` still lead to the new primary.
+    /// to the new primary through `connect()`. When no sentinel takes the subscription it is tried
+    /// again with backoff (2 s up to 30 s); meanwhile a lost connection, `-READONLY` and `-MASTERDOWN`
+    /// still lead to the new primary.
     private func followFailovers(now: Double) -> Bool {
         guard let sentinel = configuration.sentinel else { return false }
         if sentinelWatch == nil, now >= nextSentinelWatchAttempt {
-            nextSentinelWatchAttempt = now + 1
+            // Backing off: the token thread waits here, up to connect_timeout per sentinel.
             sentinelWatch = try? subscribeToFailovers(sentinel)
+            sentinelWatchBackoff = sentinelWatch == nil ? min(sentinelWatchBackoff * 2, 30) : 1
+            nextSentinelWatchAttempt = now + sentinelWatchBackoff
         }
         guard let watch = sentinelWatch else { return false }
         var moved = false
@@ -439,6 +445,25 @@ public final class RedisTokenStore: TokenStore {
             throw TokenStoreError(description: "\(location): the \(what) was refused: \(why)", fenced: true)
         case .unreadable:
             throw TokenStoreError(description: "\(location): unexpected answer to the \(what)")
+        }
+    }
+
+    /// With `store.sentinel`: waits, at most half the command timeout, until a replica has the write
+    /// just committed (`WAIT 1 ms`). Replication is asynchronous and a failover promotes a replica, so
+    /// a rotated refresh token that only the old primary held would be lost with it and the fleet's
+    /// next refresh would present the one it replaced (Redis docs, WAIT: acknowledged writes survive
+    /// a failover in practice, as Sentinel promotes the most up-to-date replica). The write stands
+    /// either way; one no replica confirmed is logged.
+    private func awaitReplica(_ what: String) {
+        guard configuration.sentinel != nil, let connection else { return }
+        let milliseconds = max(1, Int(configuration.commandTimeout * 500))
+        do {
+            let confirmed = try connection.command(["WAIT", "1", String(milliseconds)]).integer ?? 0
+            if confirmed < 1 {
+                logger.warning("\(location): no replica confirmed the \(what) within \(milliseconds) ms; a failover now could lose it")
+            }
+        } catch {
+            self.connection = nil
         }
     }
 
