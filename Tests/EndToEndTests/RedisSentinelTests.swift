@@ -19,10 +19,18 @@ struct RedisSentinelTests {
         let sentinels: [RedisSentinel]
 
         init() throws {
-            primary = try RedisServer()
-            replica = try RedisServer(arguments: ["--replicaof", "127.0.0.1", String(primary.port)])
-            sentinels = try (0..<3).map { _ in try RedisSentinel(master: "tokens", primaryPort: primary.port) }
-            let sentinels = sentinels
+            // Redis 7 waits 5 s (repl-diskless-sync-delay) before a replica's first sync, and a sentinel
+            // counts a replica whose link is still down: without these, a failover could promote an
+            // empty replica.
+            primary = try RedisServer(arguments: ["--repl-diskless-sync-delay", "0"])
+            replica = try RedisServer(arguments: ["--replicaof", "127.0.0.1", String(primary.port), "--repl-diskless-sync-delay", "0"])
+            let replica = replica
+            guard within(60, { (try? replica.cli(["INFO", "replication"]).contains("master_link_status:up")) == true }) else {
+                throw HarnessError("the replica did not sync with the primary within 60 s")
+            }
+            let primaryPort = primary.port
+            let sentinels = try (0..<3).map { _ in try RedisSentinel(master: "tokens", primaryPort: primaryPort) }
+            self.sentinels = sentinels
             let ready = within(60) {
                 sentinels.allSatisfy { $0.masterField("tokens", "num-slaves") == "1" && $0.masterField("tokens", "num-other-sentinels") == "2" }
             }
@@ -30,6 +38,11 @@ struct RedisSentinelTests {
         }
 
         var storeExtra: String { "  sentinel: {master: tokens, addresses: [\(sentinels.map(\.address).joined(separator: ", "))]}" }
+
+        /// Waits until the replica holds the session generation `generation` (replication is asynchronous).
+        func replicated(_ key: String, generation: Int) -> Bool {
+            within(30) { (try? replica.cli(["HGET", key + ":session", "generation"])) == String(generation) }
+        }
 
         /// Waits until every sentinel names the replica as the primary.
         func promoted() -> Bool { within(60) { sentinels.allSatisfy { $0.primaryPort("tokens") == replica.port } } }
@@ -49,6 +62,7 @@ struct RedisSentinelTests {
         for proxy in proxies { #expect(try send(proxy).status == 200) }
         #expect(try fleet.life.idpCalls("refresh_token") == 0)
 
+        #expect(topology.replicated(fleet.key, generation: 1))
         let load = Load(proxies)
         #expect(load.waitFor(10))
         primary.kill()
@@ -70,6 +84,7 @@ struct RedisSentinelTests {
         for proxy in proxies { #expect(try send(proxy).status == 200) }
         #expect(try fleet.life.idpCalls("refresh_token") == 1)
         #expect(try fleet.idpStat("reuse_detected") == 0)
+        for proxy in proxies { #expect(!proxy.stderr.contains("wrote its session back"), "the promoted replica had the session") }
         for proxy in proxies { proxy.terminate() }
         for proxy in proxies { #expect(try proxy.waitForExit() == 0) }
     }
@@ -84,12 +99,14 @@ struct RedisSentinelTests {
         let proxies = try (0..<2).map { _ in try fleet.serve() }
         for proxy in proxies { #expect(try send(proxy).status == 200) }
 
+        #expect(topology.replicated(fleet.key, generation: 1))
+        let watchers = try topology.sentinels[0].cli(["CLIENT", "LIST"])
         _ = try topology.sentinels[0].cli(["SENTINEL", "FAILOVER", "tokens"])
         #expect(topology.promoted(), "the replica was not promoted")
         // The old primary still answers (reads, and -READONLY to writes): only the sentinels' message
         // says that it moved.
         let moved = "moved the primary of tokens to 127.0.0.1:\(topology.replica.port)"
-        for proxy in proxies { #expect(proxy.waitForStderr(containing: moved, timeout: 60), "\(proxy.stderr.suffix(2000))") }
+        for proxy in proxies { #expect(proxy.waitForStderr(containing: moved, timeout: 60), "\(proxy.stderr.suffix(2000))\n\(watchers)") }
         #expect(within(30) { (try? topology.primary.cli(["ROLE"]).hasPrefix("slave")) == true })
 
         #expect(try curl(["-X", "POST", try #require(proxies[1].adminURL) + "/refresh"]).status == 202)
@@ -98,6 +115,7 @@ struct RedisSentinelTests {
         for proxy in proxies { #expect(try send(proxy).status == 200) }
         #expect(try fleet.life.idpCalls("refresh_token") == 1)
         #expect(try fleet.idpStat("reuse_detected") == 0)
+        for proxy in proxies { #expect(!proxy.stderr.contains("wrote its session back"), "the promoted replica had the session") }
         for proxy in proxies { proxy.terminate() }
         for proxy in proxies { #expect(try proxy.waitForExit() == 0) }
     }
