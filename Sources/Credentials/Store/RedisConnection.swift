@@ -191,7 +191,10 @@ final class RedisConnection {
     /// some; without one it answers false at once when there are none.
     @discardableResult
     private func receive(_ easy: CurlEasy, _ reader: UnsafeMutablePointer<redisReader>, deadline: Double?) throws(RedisConnectionError) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        // Smaller than a TLS record (16 KiB): what libcurl has decrypted and not handed over yet stays
+        // in its TLS session, out of poll(2)'s sight; reading until CURLE_AGAIN, never polling first,
+        // is what drains it (RedisTLSConnectionTests).
+        var buffer = [UInt8](repeating: 0, count: 4 * 1024)
         while true {
             let result = buffer.withUnsafeMutableBytes { easy.receive(into: $0) }
             switch result {
