@@ -61,6 +61,10 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
 
     /// `host:port` for logs (`[::1]:6379` for IPv6).
     public var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// The server for messages: `endpoint`, or with `sentinel` the primary's name (the URL's host is
+    /// not used then).
+    public var server: String { sentinel.map { "primary \($0.master) (through sentinels)" } ?? endpoint }
 }
 
 /// `store.sentinel` (CONTRACT.md "The fleet store in production"): the monitored master's name and

@@ -11,6 +11,8 @@ package struct CurlError: Error, CustomStringConvertible, Sendable {
     package let message: String
     /// CURLE_OPERATION_TIMEDOUT: the transfer (or connect) ran out of time.
     package let timedOut: Bool
+    /// CURLE_PEER_FAILED_VERIFICATION: the server's certificate did not verify (chain or host name).
+    package var peerUnverified: Bool { code == Int(CURLE_PEER_FAILED_VERIFICATION.rawValue) }
     init(_ code: CURLcode) {
         self.code = Int(code.rawValue)
         self.message = String(cString: curl_easy_strerror(code))
@@ -117,6 +119,9 @@ package final class CurlEasy {
         case verifyPeer
         /// CURLOPT_SSL_VERIFYHOST (on is 2, the only value that checks the name).
         case verifyHost
+        /// CURLOPT_SSLVERSION at CURL_SSLVERSION_TLSv1_2: nothing older than TLS 1.2 (RFC 8996
+        /// deprecates 1.0 and 1.1); off is libcurl's default.
+        case tls12OrLater
 
         var option: CURLoption {
             switch self {
@@ -129,9 +134,16 @@ package final class CurlEasy {
             case .httpProxyTunnel: return CURLOPT_HTTPPROXYTUNNEL
             case .verifyPeer: return CURLOPT_SSL_VERIFYPEER
             case .verifyHost: return CURLOPT_SSL_VERIFYHOST
+            case .tls12OrLater: return CURLOPT_SSLVERSION
             }
         }
-        var onValue: Int { self == .verifyHost ? 2 : 1 }
+        var onValue: Int {
+            switch self {
+            case .verifyHost: return 2
+            case .tls12OrLater: return Int(CURL_SSLVERSION_TLSv1_2)
+            case .noSignal, .followLocation, .post, .connectOnly, .freshConnect, .tcpNoDelay, .httpProxyTunnel, .verifyPeer: return 1
+            }
+        }
     }
 
     /// Options whose value is text (libcurl copies it, since 7.17, so it need not outlive the call).

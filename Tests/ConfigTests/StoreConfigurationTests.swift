@@ -68,6 +68,27 @@ struct StoreConfigurationTests {
         }
     }
 
+    @Test("store.client_cert_file and client_key_file: both or neither, the key readable by its owner only, both watched for a reload")
+    func clientCertificate() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try folder.write("client.pem", "certificate")
+        try folder.write("client.key", "key")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.path + "/client.key")
+        let store = "\nstore: {backend: redis, url: \"rediss://h\", client_cert_file: ./client.pem, client_key_file: ./client.key}"
+        let loaded = try parse(minimalYAML + store, base: folder.path, environment: minimalEnvironment)
+        let redis = try #require(loaded.configuration.store.redis)
+        #expect(redis.clientCertFile?.hasSuffix("/client.pem") == true && redis.clientKeyFile?.hasSuffix("/client.key") == true)
+        #expect(loaded.configuration.watchedFiles.contains(try #require(redis.clientKeyFile)))
+        #expect(loaded.configuration.watchedFiles.contains(try #require(redis.clientCertFile)))
+        let half = try #require(
+            parseError(minimalYAML + "\nstore: {backend: redis, url: \"rediss://h\", client_key_file: ./client.key}", base: folder.path, environment: minimalEnvironment))
+        #expect(half.all.contains { $0.keyPath == "store.client_cert_file" }, "\(half)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: folder.path + "/client.key")
+        let open = try #require(parseError(minimalYAML + store, base: folder.path, environment: minimalEnvironment))
+        #expect(open.all.contains { $0.keyPath == "store.client_key_file" && $0.reason.contains("readable by group or others") }, "\(open)")
+    }
+
     @Test("a redis store resolves its URL, key, password from the environment and timeouts")
     func redisStoreResolves() throws {
         let loaded = try parse(

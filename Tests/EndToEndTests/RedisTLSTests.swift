@@ -66,7 +66,22 @@ struct RedisTLSTests {
         let result = try fleet.life.login()
         #expect(result.status != 0)
         #expect(result.stderr.contains("redis 127.0.0.2:\(fleet.redis.port): cannot connect over TLS"), "\(result.stderr)")
+        #expect(result.stderr.contains("does not verify for the host 127.0.0.2"), "\(result.stderr)")
         // The same host named in the certificate works.
         #expect(try fleet.login().status == 0)
+    }
+
+    @Test("rediss:// to a server that speaks only plain text is refused, never spoken to in plain text")
+    func plainTextIsNeverTheFallBack() throws {
+        let pki = try Self.pki()
+        let fleet = try Fleet(idpArguments: [], storeExtra: "  ca_file: \(pki.caFile)")
+        defer { fleet.stop() }
+        #expect(fleet.redis.url.hasPrefix("redis://"))
+        let yaml = fleet.life.config(extra: fleet.storeYAML.replacingOccurrences(of: "redis://", with: "rediss://"))
+        _ = try fleet.life.dir.write("tokenproxy.yaml", yaml)
+        let result = try fleet.life.login()
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("redis 127.0.0.1:\(fleet.redis.port): cannot connect over TLS"), "\(result.stderr)")
+        #expect(try fleet.stored() == nil, "nothing was written over plain text")
     }
 }

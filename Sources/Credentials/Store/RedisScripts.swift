@@ -131,6 +131,18 @@ enum RedisReplies {
         }
     }
 
+    /// A sentinel's `+switch-master` push (`message`, `+switch-master`, `<master> <old ip> <old port>
+    /// <new ip> <new port>`, Redis Sentinel's Pub/Sub events): the new primary's `host:port` when the
+    /// message is about `master`.
+    static func switchedPrimary(_ reply: RedisValue, master: String) -> String? {
+        guard case .array(let items) = reply, items.count == 3, items[0].text == "message", items[1].text == "+switch-master",
+            let payload = items[2].text
+        else { return nil }
+        let words = payload.split(separator: " ")
+        guard words.count == 5, words[0] == master, let port = Int(words[4]) else { return nil }
+        return words[3].contains(":") ? "[\(words[3])]:\(port)" : "\(words[3]):\(port)"
+    }
+
     /// A pub/sub push (`message`, channel, payload): the generation it announces, when it is one.
     static func announcedGeneration(_ reply: RedisValue, channel: String) -> Int64? {
         guard case .array(let items) = reply, items.count == 3, items[0].text == "message", items[1].text == channel else { return nil }

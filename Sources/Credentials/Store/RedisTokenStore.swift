@@ -35,6 +35,11 @@ public final class RedisTokenStore: TokenStore {
     private var lastUsed: Double = 0
     private var subscriber: RedisConnection?
     private var nextSubscribeAttempt: Double = 0
+    /// With `store.sentinel`: a sentinel's `+switch-master` channel, so that a failover that leaves
+    /// the old primary running (demoted to a replica, still answering reads) is followed at once.
+    private var sentinelWatch: RedisConnection?
+    private var nextSentinelWatchAttempt: Double = 0
+    private var sentinelWatchBackoff = 1.0
     private var subscribeBackoff = 0.5
     private var nextSlowPoll: Double = 0
     /// The generation this process last read or wrote: what the fenced write expects. nil until the
@@ -66,7 +71,7 @@ public final class RedisTokenStore: TokenStore {
     }
 
     /// Where the session lives, for messages (`redis://host:port/db key P`), without a secret.
-    public var location: String { "redis \(configuration.endpoint) db \(configuration.database), key \(configuration.key)" }
+    public var location: String { "redis \(configuration.server) db \(configuration.database), key \(configuration.key)" }
 
     // MARK: - TokenStore
 
@@ -123,6 +128,7 @@ public final class RedisTokenStore: TokenStore {
             ])
         }
         try commit(reply, what: "write-back")
+        awaitReplica("write-back")
     }
 
     private func remember(_ generation: Int64) {
@@ -148,11 +154,13 @@ public final class RedisTokenStore: TokenStore {
             try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
         }
         try commit(reply, what: "write")
+        awaitReplica("write")
     }
 
     public func remove() throws {
         let reply = try perform(.remove) { try $0.command(["EVAL", RedisScripts.remove, "2", sessionKey, leaseKey, owner, channel]) }
         try commit(reply, what: "delete")
+        awaitReplica("delete")
     }
 
     public func withExclusiveLock<T>(_ body: () throws -> T) throws -> T {
@@ -166,7 +174,9 @@ public final class RedisTokenStore: TokenStore {
     /// on meanwhile). Never waits for a notification; reconnects with backoff.
     public func hasChanged() -> Bool {
         let now = Self.monotonic()
-        var changed = false
+        // The new primary may hold an older session than the one this process read (replication is
+        // asynchronous): read it again.
+        var changed = followFailovers(now: now)
         if subscriber == nil, now >= nextSubscribeAttempt {
             do {
                 let connection = try connect()
@@ -207,6 +217,57 @@ public final class RedisTokenStore: TokenStore {
             }
         }
         return changed
+    }
+
+    /// Reads the sentinel subscription without waiting; true when the sentinels moved this store's
+    /// primary. Both connections are then dropped, so the next command and the change channel go
+    /// to the new primary through `connect()`. When no sentinel takes the subscription it is tried
+    /// again with backoff (2 s up to 30 s); meanwhile a lost connection, `-READONLY` and `-MASTERDOWN`
+    /// still lead to the new primary.
+    private func followFailovers(now: Double) -> Bool {
+        guard let sentinel = configuration.sentinel else { return false }
+        if sentinelWatch == nil, now >= nextSentinelWatchAttempt {
+            // Backing off: the token thread waits here, up to connect_timeout per sentinel.
+            sentinelWatch = try? subscribeToFailovers(sentinel)
+            sentinelWatchBackoff = sentinelWatch == nil ? min(sentinelWatchBackoff * 2, 30) : 1
+            nextSentinelWatchAttempt = now + sentinelWatchBackoff
+        }
+        guard let watch = sentinelWatch else { return false }
+        var moved = false
+        do {
+            for message in try watch.pendingReplies() {
+                guard let primary = RedisReplies.switchedPrimary(message, master: sentinel.master) else { continue }
+                logger.info("redis sentinels moved the primary of \(sentinel.master) to \(primary); following")
+                moved = true
+            }
+        } catch {
+            logger.debug("redis sentinel \(watch.endpoint): the +switch-master subscription ended (\(error)); subscribing again")
+            sentinelWatch = nil
+        }
+        if moved {
+            connection = nil
+            subscriber = nil
+            nextSubscribeAttempt = now
+        }
+        return moved
+    }
+
+    /// A subscription to `+switch-master` on the first sentinel that takes it.
+    private func subscribeToFailovers(_ sentinel: RedisSentinelConfiguration) throws -> RedisConnection {
+        var failures: [String] = []
+        for address in sentinel.addresses {
+            do {
+                let watch = try sentinelConnection(address, sentinel)
+                guard case .array = try watch.command(["SUBSCRIBE", "+switch-master"]) else {
+                    failures.append("\(watch.endpoint): SUBSCRIBE +switch-master refused")
+                    continue
+                }
+                return watch
+            } catch {
+                failures.append(String(describing: error))
+            }
+        }
+        throw RedisConnectionError(description: "no sentinel took the +switch-master subscription: \(failures.joined(separator: "; "))")
     }
 
     // MARK: - The lease
@@ -299,25 +360,22 @@ public final class RedisTokenStore: TokenStore {
 
     /// A new connection, authenticated (`AUTH [user] password`) and on the configured database.
     private func connect() throws -> RedisConnection {
-        let tls = configuration.tls
-            ? RedisTLS(caFile: configuration.caFile, clientCertFile: configuration.clientCertFile, clientKeyFile: configuration.clientKeyFile)
-            : nil
-        let (host, port) = try primaryAddress(tls: tls) ?? (configuration.host, configuration.port)
+        let (host, port) = try primaryAddress() ?? (configuration.host, configuration.port)
         let connection = try RedisConnection(
-            host: host, port: port, connectTimeout: configuration.connectTimeout, commandTimeout: configuration.commandTimeout, tls: tls)
+            host: host, port: port, connectTimeout: configuration.connectTimeout, commandTimeout: configuration.commandTimeout, tls: tlsSettings)
         if let password = configuration.password?.value {
             let arguments = ["AUTH"] + (configuration.user.map { [$0] } ?? []) + [password]
             if case .error(let message) = try connection.command(arguments) {
-                throw RedisConnectionError(description: "\(configuration.endpoint): AUTH refused: \(message)")
+                throw RedisConnectionError(description: "redis \(connection.endpoint): AUTH refused: \(message)")
             }
         } else if let user = configuration.user {
             // An ACL user without a password (`nopass`): AUTH still names it.
             if case .error(let message) = try connection.command(["AUTH", user, ""]) {
-                throw RedisConnectionError(description: "\(configuration.endpoint): AUTH \(user) refused: \(message)")
+                throw RedisConnectionError(description: "redis \(connection.endpoint): AUTH \(user) refused: \(message)")
             }
         }
         if configuration.database != 0, case .error(let message) = try connection.command(["SELECT", String(configuration.database)]) {
-            throw RedisConnectionError(description: "\(configuration.endpoint): SELECT \(configuration.database) refused: \(message)")
+            throw RedisConnectionError(description: "redis \(connection.endpoint): SELECT \(configuration.database) refused: \(message)")
         }
         // A sentinel's answer may lag a failover: the server itself must say it is the primary.
         if configuration.sentinel != nil {
@@ -332,18 +390,12 @@ public final class RedisTokenStore: TokenStore {
     /// (Redis Sentinel's client protocol: `SENTINEL get-master-addr-by-name`); nil without sentinels.
     /// Every new connection asks again, so a failover (a lost connection, `-READONLY`,
     /// `-MASTERDOWN`) is followed at the next command.
-    private func primaryAddress(tls: RedisTLS?) throws -> (String, Int)? {
+    private func primaryAddress() throws -> (String, Int)? {
         guard let sentinel = configuration.sentinel else { return nil }
         var failures: [String] = []
         for address in sentinel.addresses {
             do {
-                let asked = try RedisConnection(
-                    host: address.host, port: address.port, connectTimeout: configuration.connectTimeout,
-                    commandTimeout: configuration.commandTimeout, tls: tls)
-                if let password = sentinel.password?.value, case .error(let message) = try asked.command(["AUTH", password]) {
-                    failures.append("\(asked.endpoint): AUTH refused: \(message)")
-                    continue
-                }
+                let asked = try sentinelConnection(address, sentinel)
                 let reply = try asked.command(["SENTINEL", "get-master-addr-by-name", sentinel.master])
                 if case .array(let parts) = reply, parts.count == 2, let host = parts[0].text, let port = parts[1].text.flatMap({ Int($0) }) {
                     return (host, port)
@@ -354,6 +406,26 @@ public final class RedisTokenStore: TokenStore {
             }
         }
         throw RedisConnectionError(description: "no sentinel named the primary \(sentinel.master): \(failures.joined(separator: "; "))")
+    }
+
+    /// `rediss://`: TLS to the primary and to the sentinels alike, with the same files; nil for `redis://`.
+    private var tlsSettings: RedisTLS? {
+        guard configuration.tls else { return nil }
+        return RedisTLS(caFile: configuration.caFile, clientCertFile: configuration.clientCertFile, clientKeyFile: configuration.clientKeyFile)
+    }
+
+    /// A connection to one sentinel (with the store's TLS choice), authenticated with the sentinels'
+    /// own password when there is one.
+    private func sentinelConnection(
+        _ address: RedisSentinelConfiguration.Address, _ sentinel: RedisSentinelConfiguration
+    ) throws(RedisConnectionError) -> RedisConnection {
+        let connection = try RedisConnection(
+            host: address.host, port: address.port, connectTimeout: configuration.connectTimeout,
+            commandTimeout: configuration.commandTimeout, tls: tlsSettings)
+        if let password = sentinel.password?.value, case .error(let message) = try connection.command(["AUTH", password]) {
+            throw RedisConnectionError(description: "redis sentinel \(connection.endpoint): AUTH refused: \(message)")
+        }
+        return connection
     }
 
     /// The stored generation; -1 when the key cannot be read as a session (overwritten), so that a
@@ -376,6 +448,25 @@ public final class RedisTokenStore: TokenStore {
         }
     }
 
+    /// With `store.sentinel`: waits, at most half the command timeout, until a replica has the write
+    /// just committed (`WAIT 1 ms`). Replication is asynchronous and a failover promotes a replica, so
+    /// a rotated refresh token that only the old primary held would be lost with it and the fleet's
+    /// next refresh would present the one it replaced (Redis docs, WAIT: acknowledged writes survive
+    /// a failover in practice, as Sentinel promotes the most up-to-date replica). The write stands
+    /// either way; one no replica confirmed is logged.
+    private func awaitReplica(_ what: String) {
+        guard configuration.sentinel != nil, let connection else { return }
+        let milliseconds = max(1, Int(configuration.commandTimeout * 500))
+        do {
+            let confirmed = try connection.command(["WAIT", "1", String(milliseconds)]).integer ?? 0
+            if confirmed < 1 {
+                logger.warning("\(location): no replica confirmed the \(what) within \(milliseconds) ms; a failover now could lose it")
+            }
+        } catch {
+            self.connection = nil
+        }
+    }
+
     /// Says once that Redis cannot be reached (issue 13 point 4).
     private func markUnavailable(_ why: String) {
         guard unavailable == nil else { return }
@@ -387,7 +478,7 @@ public final class RedisTokenStore: TokenStore {
     private func markAvailable() -> Bool {
         guard unavailable != nil else { return false }
         unavailable = nil
-        logger.info("redis store \(configuration.endpoint) reachable again")
+        logger.info("redis store \(configuration.server) reachable again")
         return true
     }
 
@@ -414,5 +505,5 @@ public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) 
 /// Where the session is kept, for messages (`login`): a file's path or the Redis key.
 public func storeLocation(_ configuration: StoreConfiguration) -> String {
     guard configuration.backend == .redis, let redis = configuration.redis else { return configuration.path }
-    return "redis \(redis.endpoint) db \(redis.database), key \(redis.key)"
+    return "redis \(redis.server) db \(redis.database), key \(redis.key)"
 }
