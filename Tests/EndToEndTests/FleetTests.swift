@@ -69,6 +69,11 @@ struct FleetTests {
     func refresherKilledMidRefresh() throws {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], lease: "2s")
         defer { fleet.stop() }
+        try Self.refresherKilledMidRefresh(in: fleet)
+    }
+
+    /// Also run over rediss:// (RedisTLSTests).
+    static func refresherKilledMidRefresh(in fleet: Fleet) throws {
         #expect(try fleet.login().status == 0)
         let refresher = try fleet.serve()
         let other = try fleet.serve()
@@ -201,6 +206,50 @@ struct FleetTests {
         }
         #expect(try fleet.stored() == nil)
         #expect(try fleet.life.command(["status", "--json"]).status == 1)
+        fleet.collectSecrets()
+        for proxy in proxies { proxy.terminate() }
+        for proxy in proxies { _ = try proxy.waitForExit() }
+        fleet.life.assertNoLeaks(proxies)
+    }
+
+    @Test("the key goes back to an older generation (a promoted replica that missed the last write): the newer session is written back, the rotated refresh token is never replayed")
+    func olderGenerationIsTreatedAsLost() throws {
+        let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"])
+        defer { fleet.stop() }
+        #expect(try fleet.login().status == 0)
+        let proxies = try (0..<2).map { _ in try fleet.serve() }
+        for proxy in proxies { #expect(try send(proxy).status == 200) }
+        let older = try fleet.redis.cli(["--raw", "HGET", fleet.key + ":session", "session"])
+        let olderGeneration = try fleet.generation()
+        let olderRefreshToken = try #require(try fleet.stored()?["refresh_token"] as? String)
+
+        // One refresh rotates the refresh token (the identity provider revokes the family if the old
+        // one comes back), and both processes see the new generation.
+        #expect(try curl(["-X", "POST", try #require(proxies[0].adminURL) + "/refresh"]).status == 202)
+        #expect(try within(15) { try fleet.generation() == olderGeneration + 1 })
+        let newer = try #require(try fleet.stored()?["refresh_token"] as? String)
+        #expect(newer != olderRefreshToken)
+        for proxy in proxies { #expect(try send(proxy).status == 200) }
+
+        // What a replica promoted before it had the last write holds: the older hash, announced.
+        _ = try fleet.redis.cli(["HSET", fleet.key + ":session", "generation", String(olderGeneration), "session", older])
+        _ = try fleet.redis.cli(["PUBLISH", fleet.key + ":changed", String(olderGeneration)])
+        #expect(try within(20) {
+            try fleet.generation() > olderGeneration + 1 && fleet.stored()?["refresh_token"] as? String == newer
+        })
+        #expect(proxies.contains { $0.stderr.contains("went back to generation \(olderGeneration)") })
+        #expect(proxies.contains { $0.stderr.contains("wrote its session back") })
+
+        // The next refresh uses the newest refresh token: no reuse detected, no login needed. (Asked
+        // again until one goes through: a forced refresh soon after the last one is deferred.)
+        let admin = try #require(proxies[0].adminURL)
+        #expect(try within(15) {
+            _ = try curl(["-X", "POST", admin + "/refresh"])
+            return try fleet.life.idpCalls("refresh_token") == 2
+        })
+        #expect(try fleet.idpStat("reuse_detected") == 0)
+        #expect(try fleet.life.idpCalls("refresh_token", "invalid_grant") == 0)
+        for proxy in proxies { #expect(try within(5) { try send(proxy).status == 200 }) }
         fleet.collectSecrets()
         for proxy in proxies { proxy.terminate() }
         for proxy in proxies { _ = try proxy.waitForExit() }

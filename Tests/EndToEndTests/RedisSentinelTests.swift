@@ -50,7 +50,7 @@ struct RedisSentinelTests {
         func stop() { for sentinel in sentinels { sentinel.stop() } }
     }
 
-    @Test("two serve processes through three sentinels: the primary killed under load, requests keep being served, one refresh after the failover")
+    @Test("three serve processes through three sentinels: the primary killed under load, requests keep being served, one refresh after the failover")
     func failover() throws {
         let topology = try Topology()
         defer { topology.stop() }
@@ -58,7 +58,7 @@ struct RedisSentinelTests {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], lease: "2s", storeExtra: topology.storeExtra, redisServer: primary)
         defer { fleet.stop() }
         #expect(try fleet.login().status == 0)
-        let proxies = try (0..<2).map { _ in try fleet.serve() }
+        let proxies = try (0..<3).map { _ in try fleet.serve() }
         for proxy in proxies { #expect(try send(proxy).status == 200) }
         #expect(try fleet.life.idpCalls("refresh_token") == 0)
 
@@ -96,7 +96,7 @@ struct RedisSentinelTests {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], lease: "2s", storeExtra: topology.storeExtra, redisServer: topology.primary)
         defer { fleet.stop() }
         #expect(try fleet.login().status == 0)
-        let proxies = try (0..<2).map { _ in try fleet.serve() }
+        let proxies = try (0..<3).map { _ in try fleet.serve() }
         for proxy in proxies { #expect(try send(proxy).status == 200) }
 
         #expect(topology.replicated(fleet.key, generation: 1))

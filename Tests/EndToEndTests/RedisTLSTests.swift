@@ -43,6 +43,17 @@ struct RedisTLSTests {
         for proxy in proxies { #expect(try proxy.waitForExit() == 0) }
     }
 
+    @Test("over rediss://, the refresher killed with SIGKILL mid-refresh: another process refreshes after the lease, nothing is replayed")
+    func refresherKilledMidRefreshOverTLS() throws {
+        let pki = try Self.pki()
+        let fleet = try Fleet(
+            idpArguments: ["--access-ttl", "3600"], lease: "2s", tls: Self.files(pki, authClients: true),
+            storeExtra: "  ca_file: \(pki.caFile)\n  client_cert_file: \(pki.clientCert)\n  client_key_file: \(pki.clientKey)")
+        defer { fleet.stop() }
+        #expect(fleet.redis.url.hasPrefix("rediss://"))
+        try FleetTests.refresherKilledMidRefresh(in: fleet)
+    }
+
     @Test("without the client certificate a server that demands one refuses the handshake, and the error says so")
     func aClientCertificateIsRequiredWhenTheServerAsks() throws {
         let pki = try Self.pki()

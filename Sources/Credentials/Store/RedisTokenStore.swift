@@ -100,9 +100,11 @@ public final class RedisTokenStore: TokenStore {
             lostGeneration = seen
             return .lost("\(sessionKey) is not a tokenproxy session hash")
         case .ended(let generation):
+            if let why = steppedBack(to: generation, seen: String(generation)) { return .lost(why) }
             remember(generation)
             return .noSession
         case .document(let generation, let stored):
+            if let why = steppedBack(to: generation ?? 0, seen: generation.map { String($0) } ?? "") { return .lost(why) }
             remember(generation ?? 0)
             let document = try SessionSeal.document(stored, with: seal)
             guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
@@ -129,6 +131,18 @@ public final class RedisTokenStore: TokenStore {
         }
         try commit(reply, what: "write-back")
         awaitReplica("write-back")
+    }
+
+    /// Generations only grow (every write adds one), so a key older than one this process already
+    /// read or wrote lost writes: a replica promoted before it had them (a failover after `WAIT`
+    /// timed out). Its refresh token may be one the identity provider already rotated, so it is
+    /// treated as lost and the newer session this process holds goes back (`restore`, fenced on the
+    /// generation seen here, written above the highest one).
+    private func steppedBack(to generation: Int64, seen: String) -> String? {
+        guard generation < highestGeneration else { return nil }
+        knownGeneration = generation
+        lostGeneration = seen
+        return "\(sessionKey) went back to generation \(generation) after this process saw generation \(highestGeneration) (a failover lost writes?)"
     }
 
     private func remember(_ generation: Int64) {
