@@ -2,7 +2,9 @@
 import PackageDescription
 
 // Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
-// CCurl/CSystem/CHiredis → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore → tokenproxy
+// CCurl/CSystem/CHiredis → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore/LoginListener → tokenproxy
+// LoginListener is the browser login's loopback HTTP listener, on Sockets and HTTP1; Credentials sees it only
+// through its `RedirectListener` protocol, which the command line fills, so Credentials stays off HTTP1.
 // Curl is the only Swift module that imports CCurl; it offers typed Swift (`package` access) to the two
 // libcurl users: Upstream (the proxy's transport) and IdentityHTTP (the identity providers' client).
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
@@ -55,8 +57,6 @@ let package = Package(
                 "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
                 // Curl: the TLS stream of a rediss:// store (hiredis 0.14 has no TLS).
                 "Curl",
-                // HTTP1: the login's loopback listener reads requests with the project's own parser.
-                "HTTP1",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),
@@ -64,6 +64,8 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The browser login's one-shot loopback listener (RFC 8252 §7.3), behind Credentials' `RedirectListener`.
+        .target(name: "LoginListener", dependencies: ["Sockets", "HTTP1", "Config", "Credentials"]),
         .target(
             name: "Upstream",
             dependencies: ["Curl", "Sockets"],
@@ -80,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "Logs", "Sockets", "Upstream",
+                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -95,6 +97,7 @@ let package = Package(
                 // The signature checks of the JWTs the proxy signs use the public halves of the keys.
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",

@@ -3,6 +3,7 @@ import Config
 import Credentials
 import Foundation
 import Logging
+import LoginListener
 import Logs
 import ProxyCore
 import Sockets
@@ -325,7 +326,7 @@ struct Login: ParsableCommand {
                         pasteFD: 0,
                         showURL: { url in
                             FileHandle.standardOutput.write(Data((url + "\n").utf8))
-                        }))
+                        }, listen: LoopbackListener.bind))
             case .none:
                 fail("login: credentials.login is none: this configuration has no login flow", status: Exit.badConfiguration)
             case .password, .device, .browser, .srp:
