@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import HTTP1
@@ -40,7 +41,7 @@ public final class LoopbackListener: RedirectListener {
     /// naming it, before any browser is opened.
     public static func bind(_ redirect: LoopbackRedirect) throws -> any RedirectListener {
         func failure(_ host: String, _ port: Int, _ error: SocketError) -> TokenSourceError {
-            .refused("cannot listen on \(host.contains(":") ? "[\(host)]" : host):\(port) for the redirect \(redirect.text): \(error)")
+            .refused("cannot listen on \(Authority(host: host, port: port)) for the redirect \(redirect.text): \(error)")
         }
         switch redirect.host {
         case .ipv4, .ipv6:

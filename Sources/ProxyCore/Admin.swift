@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import HTTP1
@@ -136,7 +137,7 @@ final class AdminConnection: EventHandler {
                         var escaped: [UInt8] = []
                         for (i, e) in errors.enumerated() {
                             escaped.removeAll()
-                            appendJSONEscaped(&escaped, e)
+                            JSONString.appendEscaped(e, to: &escaped)
                             body += (i > 0 ? "," : "") + "\"" + String(decoding: escaped, as: UTF8.self) + "\""
                         }
                         body += "]}\n"

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Crypto
 import Foundation
@@ -146,7 +147,7 @@ public struct CallbackRules: Sendable {
             values[name] = value
         }
         guard let given = values["state"], !given.isEmpty else { return .badRequest("the request has no state") }
-        guard Self.constantTimeEqual(given, state) else { return .badRequest("the state does not match this login") }
+        guard constantTimeEquals(Array(given.utf8), Array(state.utf8)) else { return .badRequest("the state does not match this login") }
         if let error = values["error"] {
             return .denied(error: Self.shown(error, limit: 100), description: values["error_description"].map { Self.shown($0, limit: 300) })
         }
@@ -167,14 +168,5 @@ public struct CallbackRules: Sendable {
             out.unicodeScalars.append(scalar)
         }
         return out
-    }
-
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for i in 0..<x.count { difference |= x[i] ^ y[i] }
-        return difference == 0
     }
 }
