@@ -2,6 +2,7 @@
 // Nothing here allocates.
 
 import Basics
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
