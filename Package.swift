@@ -101,7 +101,7 @@ let package = Package(
                 // The signature checks of the JWTs the proxy signs use the public halves of the keys.
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
-        .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener"]),
+        .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener", "Credentials", "Config", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",
