@@ -2,7 +2,10 @@
 import PackageDescription
 
 // Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
-// CCurl/CSystem/CHiredis → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore → tokenproxy
+// CCurl/CSystem/CHiredis/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore/LoginListener → tokenproxy
+// LoginListener is the browser login's loopback HTTP listener, on Sockets and HTTP1; Credentials sees it only
+// through its `RedirectListener` protocol, which the command line fills, so Credentials stays off HTTP1.
+// Basics holds the small pure values several layers share, each written once (docs/ARCHITECTURE.md).
 // Curl is the only Swift module that imports CCurl; it offers typed Swift (`package` access) to the two
 // libcurl users: Upstream (the proxy's transport) and IdentityHTTP (the identity providers' client).
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
@@ -37,14 +40,16 @@ let package = Package(
             providers: [.apt(["libhiredis-dev"])]
         ),
         .target(name: "CSystem"),
+        // On the request path (HTTP1's ASCII folding, the Host field's authority): `@inlinable` there.
+        .target(name: "Basics", swiftSettings: hotPath),
         .target(name: "Sockets", dependencies: ["CSystem"], swiftSettings: hotPath),
-        .target(name: "HTTP1", swiftSettings: hotPath),
+        .target(name: "HTTP1", dependencies: ["Basics"], swiftSettings: hotPath),
         // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
         .target(name: "IdentityHTTP", dependencies: ["Curl"]),
-        .target(name: "Logs", dependencies: ["Sockets", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")]),
         .target(
-            name: "Config", dependencies: ["Sockets", .product(name: "Yams", package: "Yams")],
+            name: "Config", dependencies: ["Basics", "Sockets", .product(name: "Yams", package: "Yams")],
             // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
             // searches here into Foundation's (CFString, ICU) on the start-up path.
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
@@ -52,11 +57,9 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
+                "Basics", "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
                 // Curl: the TLS stream of a rediss:// store (hiredis 0.14 has no TLS).
                 "Curl",
-                // HTTP1: the login's loopback listener reads requests with the project's own parser.
-                "HTTP1",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),
@@ -64,6 +67,8 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The browser login's one-shot loopback listener (RFC 8252 §7.3), behind Credentials' `RedirectListener`.
+        .target(name: "LoginListener", dependencies: ["Basics", "Sockets", "HTTP1", "Config", "Credentials"]),
         .target(
             name: "Upstream",
             dependencies: ["Curl", "Sockets"],
@@ -72,7 +77,7 @@ let package = Package(
         .target(
             name: "ProxyCore",
             dependencies: [
-                "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
+                "Basics", "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: hotPath
@@ -80,12 +85,13 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "Logs", "Sockets", "Upstream",
+                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestSupport"]),
         .testTarget(name: "ConfigTests", dependencies: ["Config", "TestSupport"]),
         .testTarget(
@@ -95,6 +101,7 @@ let package = Package(
                 // The signature checks of the JWTs the proxy signs use the public halves of the keys.
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
+        .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener", "Credentials", "Config", "TestSupport"]),
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",

@@ -1,3 +1,4 @@
+import Basics
 import FoundationEssentials
 import Sockets
 
@@ -64,7 +65,7 @@ enum AddressParser {
         var basePath = parts.path
         while basePath.hasSuffix("/") { basePath.removeLast() }
         return UpstreamURL(
-            scheme: parts.scheme, host: parts.host, port: parts.port ?? (parts.scheme == "https" ? 443 : 80),
+            scheme: parts.scheme, host: parts.host, port: parts.port ?? Authority.defaultPort(scheme: parts.scheme),
             explicitPort: parts.port != nil, basePath: basePath, original: original)
     }
 

@@ -1,3 +1,5 @@
+import Basics
+
 /// The typed form of the YAML configuration file (CONTRACT.md "The configuration file").
 /// Every duration is in seconds (`Double`), every size in bytes. Relative paths are already
 /// resolved against the config file's folder. Secrets named by `*_env` / `*_file` are already read.
@@ -81,7 +83,7 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .tcp(let host, let port): return host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        case .tcp(let host, let port): return Authority(host: host, port: port).description
         case .unix(let path): return "unix:\(path)"
         }
     }
@@ -107,7 +109,7 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
 
     /// "host" or "host:port" as it goes in a Host header ("[::1]:8443" for IPv6).
     public var authority: String {
-        let h = host.contains(":") ? "[\(host)]" : host
+        let h = Authority.bracketed(host)
         return explicitPort ? "\(h):\(port)" : h
     }
     /// scheme://authority (no path).

@@ -1,3 +1,4 @@
+import Basics
 import FoundationEssentials
 import Sockets
 
@@ -60,7 +61,7 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
     }
 
     /// `host:port` for logs (`[::1]:6379` for IPv6).
-    public var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public var endpoint: String { Authority(host: host, port: port).description }
 
     /// The server for messages: `endpoint`, or with `sentinel` the primary's name (the URL's host is
     /// not used then).

@@ -1,3 +1,5 @@
+import Basics
+
 extension Configuration {
     /// What `tokenproxy check` prints: every resolved setting, one `key: value` per line (YAML-ish),
     /// secrets masked via `Secret.description`. Credentials keys the type does not use are left out.
@@ -85,7 +87,7 @@ extension Configuration {
                 }
                 if let sentinel = redis.sentinel {
                     add(p + "store.sentinel.master", quoted(sentinel.master))
-                    add(p + "store.sentinel.addresses", list(sentinel.addresses.map { $0.host.contains(":") ? "[\($0.host)]:\($0.port)" : "\($0.host):\($0.port)" }))
+                    add(p + "store.sentinel.addresses", list(sentinel.addresses.map { Authority(host: $0.host, port: $0.port).description }))
                     add(p + "store.sentinel.password", sentinel.password?.description ?? "none")
                 }
                 add(p + "store.connect_timeout", Units.formatDuration(redis.connectTimeout))
@@ -144,27 +146,12 @@ extension Configuration {
     }
 }
 
-/// The value as written when it is plain, else double-quoted with escapes.
+/// The value as written when it is plain, else double-quoted with escapes (a JSON string is a YAML
+/// double-quoted scalar: the same escapes, YAML 1.2 §5.7).
 private func quoted(_ s: String) -> String {
     let plain =
         !s.isEmpty && s.trimmingWhitespace() == s
         && s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./:".contains($0)) }
         && !["true", "false", "null", "~"].contains(s.lowercased())
-    if plain { return s }
-    var out = "\""
-    for scalar in s.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 || scalar.value == 0x7f {
-                out += "\\x" + String(scalar.value, radix: 16)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
+    return plain ? s : JSONString.quoted(s)
 }

@@ -1,3 +1,5 @@
+import Basics
+
 /// Which route a request on the shared listener belongs to (CONTRACT.md "Several APIs in one
 /// process", docs/ROUTES.md): exact host names, then `*.` names (the longest first), then the
 /// longest `path_prefix`, then the route without `match`. Built once per configuration; `match`
@@ -147,7 +149,7 @@ public struct RouteTable: Sendable {
     static func equalsFolded<C: Collection>(_ lower: [UInt8], _ other: C) -> Bool where C.Element == UInt8 {
         var k = 0
         for b in other {
-            let folded = b >= 65 && b <= 90 ? b | 0x20 : b
+            let folded = asciiLower(b)
             guard folded == lower[k] else { return false }
             k += 1
         }

@@ -30,10 +30,12 @@ public struct BrowserLoginOptions: Sendable {
     public var pasteFD: Int32?
     /// Prints the URL on stdout (`--no-browser`).
     public var showURL: @Sendable (String) -> Void
+    /// Binds the loopback redirect (LoginListener's `LoopbackListener.bind`); a taken port throws.
+    public var listen: @Sendable (LoopbackRedirect) throws -> any RedirectListener
 
     public init(
         loginHint: String?, openBrowser: Bool, timeout: Double, browser: String?, hasDisplay: Bool, pasteFD: Int32?,
-        showURL: @escaping @Sendable (String) -> Void
+        showURL: @escaping @Sendable (String) -> Void, listen: @escaping @Sendable (LoopbackRedirect) throws -> any RedirectListener
     ) {
         self.loginHint = loginHint
         self.openBrowser = openBrowser
@@ -42,6 +44,7 @@ public struct BrowserLoginOptions: Sendable {
         self.hasDisplay = hasDisplay
         self.pasteFD = pasteFD
         self.showURL = showURL
+        self.listen = listen
     }
 }
 

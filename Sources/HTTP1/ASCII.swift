@@ -1,6 +1,8 @@
 // Byte classes and comparisons shared by the parser, the serializer and the header rules.
 // Nothing here allocates.
 
+import Basics
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -55,11 +57,6 @@ func isFieldValueByte(_ b: UInt8) -> Bool {
 @inlinable
 func isOWS(_ b: UInt8) -> Bool {
     b == asciiSP || b == asciiHTAB
-}
-
-@inlinable
-func asciiLower(_ b: UInt8) -> UInt8 {
-    (b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z")) ? b | 0x20 : b
 }
 
 /// True when `bytes[range]` is `lowercased` ignoring ASCII case: a field name or token read from the

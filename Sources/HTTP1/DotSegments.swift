@@ -1,3 +1,5 @@
+import Basics
+
 /// Removes `.` and `..` segments from an absolute path (RFC 3986 §5.2.4).
 ///
 /// Returns nil when the path does not start with `/` or would climb above it (`/../x`). Percent-encoded

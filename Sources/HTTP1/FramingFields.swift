@@ -1,3 +1,5 @@
+import Basics
+
 /// What the fields that frame a message or decide its connection's fate say: read by both parsers as
 /// the fields go by, judged by each at the head's end (RFC 9112 §6 and §9.3, RFC 9110 §7.6.1 and
 /// §10.1.1). The rules a request and a response share are here once; what differs (a 400 or 501 for a

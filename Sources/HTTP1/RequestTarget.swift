@@ -1,3 +1,5 @@
+import Basics
+
 /// The four forms of request-target (RFC 9112 §3.2).
 public enum RequestTarget: Sendable, Equatable {
     /// `/path?query` (RFC 9112 §3.2.1).

@@ -1,3 +1,4 @@
+import Basics
 import Synchronization
 
 /// Every string that must never reach a log line passes through here.
@@ -82,10 +83,6 @@ public final class SecretRegistry: Sendable {
         (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x5F
     }
 
-    private static func lower(_ b: UInt8) -> UInt8 {
-        (b >= 0x41 && b <= 0x5A) ? b | 0x20 : b
-    }
-
     private static let bearerWord = Array("bearer".utf8)
 
     /// `Bearer <non-space>` → `Bearer [REDACTED]` (case-insensitive scheme, RFC 6750 §2.1).
@@ -97,7 +94,7 @@ public final class SecretRegistry: Sendable {
         while i < bytes.count {
             let startsWord = i == 0 || !isBase64URL(bytes[i - 1])
             if startsWord, i + bearerWord.count < bytes.count,
-                (0..<bearerWord.count).allSatisfy({ lower(bytes[i + $0]) == bearerWord[$0] }),
+                (0..<bearerWord.count).allSatisfy({ asciiLower(bytes[i + $0]) == bearerWord[$0] }),
                 bytes[i + bearerWord.count] == 0x20 || bytes[i + bearerWord.count] == 0x09
             {
                 var j = i + bearerWord.count

@@ -1,3 +1,4 @@
+import Basics
 import Logging
 import Sockets
 
@@ -129,24 +130,7 @@ public struct TokenproxyLogHandler: LogHandler {
     }
 
     /// Keeps a record on one line: control characters are escaped.
-    private static func singleLine(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return s }
-        var out = ""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += "\\u" + hex4(scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
-    }
+    private static func singleLine(_ s: String) -> String { JSONString.controlCharactersEscaped(s) }
 
     /// A text-format value: bare when it is a simple word, JSON-quoted otherwise.
     private static func textValue(_ s: String) -> String {
@@ -155,30 +139,7 @@ public struct TokenproxyLogHandler: LogHandler {
     }
 
     /// A JSON string literal (RFC 8259 §7).
-    public static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    out += "\\u" + hex4(scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
-
-    private static func hex4(_ v: UInt32) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int((v >> 12) & 0xF)], digits[Int((v >> 8) & 0xF)], digits[Int((v >> 4) & 0xF)], digits[Int(v & 0xF)]])
-    }
+    public static func jsonString(_ s: String) -> String { JSONString.quoted(s) }
 
     /// RFC 3339 UTC time with milliseconds: `2026-11-22T03:00:00.123Z`.
     static func timestamp() -> String {
@@ -186,27 +147,15 @@ public struct TokenproxyLogHandler: LogHandler {
         return timestamp(epochSeconds: seconds, milliseconds: milliseconds)
     }
 
-    /// The UTC calendar time of `epochSeconds` (the proleptic Gregorian civil-from-days conversion,
-    /// so that no C time function is needed).
+    /// The UTC calendar time of `epochSeconds` (`CivilTime`: no C time function is needed).
     static func timestamp(epochSeconds: Int, milliseconds: Int) -> String {
-        let days = epochSeconds >= 0 ? epochSeconds / 86_400 : (epochSeconds - 86_399) / 86_400
-        let secondOfDay = epochSeconds - days * 86_400
-        // Days since 0000-03-01, in 400-year eras of 146,097 days.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthFromMarch = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
-        let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let time = CivilTime(epochSeconds: epochSeconds)
         func pad(_ v: Int, _ width: Int) -> String {
             let s = String(v)
             return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
-            + "T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+        return "\(pad(time.year, 4))-\(pad(time.month, 2))-\(pad(time.day, 2))"
+            + "T\(pad(time.secondOfDay / 3600, 2)):\(pad(time.secondOfDay / 60 % 60, 2)):\(pad(time.secondOfDay % 60, 2))"
             + ".\(pad(milliseconds, 3))Z"
     }
 

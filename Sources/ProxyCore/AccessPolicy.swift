@@ -1,3 +1,4 @@
+import Basics
 import Config
 import HTTP1
 
@@ -38,7 +39,7 @@ final class AccessPolicy {
         } else {
             var hosts = ["localhost", "127.0.0.1", "[::1]"]
             if case .tcp(let host, _) = c.routes[0].match?.listen ?? c.listen {
-                hosts.append(host.utf8.contains(UInt8(ascii: ":")) ? "[\(host.lowercased())]" : host.lowercased())
+                hosts.append(Authority.bracketed(host.lowercased()))
             }
             allowed = hosts.map { Array($0.utf8) }
         }
@@ -169,7 +170,7 @@ final class AccessPolicy {
         let isAbsolute = absolute != nil
         var targetMatchesUpstream = true
         if let absolute {
-            let effectivePort = absolute.port ?? (absolute.scheme == "https" ? 443 : 80)
+            let effectivePort = absolute.port ?? Authority.defaultPort(scheme: absolute.scheme)
             targetMatchesUpstream =
                 routedByHost || (absolute.scheme == upstream.scheme && absolute.host == upstream.host && effectivePort == upstream.port)
         }
@@ -248,7 +249,7 @@ final class AccessPolicy {
             guard nameEnd - start == host.count else { continue }
             // Allowed names are lowercase: fold the Host's ASCII capitals to compare.
             var k = 0
-            while k < host.count && allowedHostBytes[start + k] == asciiLowered(host[k]) { k += 1 }
+            while k < host.count && allowedHostBytes[start + k] == asciiLower(host[k]) { k += 1 }
             if k == host.count { return true }
         }
         for suffix in allowedSuffixes where suffix.count < host.count {
@@ -256,22 +257,4 @@ final class AccessPolicy {
         }
         return false
     }
-}
-
-/// `b` with an ASCII capital made small.
-@inline(__always)
-private func asciiLowered(_ b: UInt8) -> UInt8 {
-    b >= UInt8(ascii: "A") && b <= UInt8(ascii: "Z") ? b | 0x20 : b
-}
-
-/// Compares in time that depends only on the lengths, so a wrong key reveals nothing of the right one.
-func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    var diff = UInt8(truncatingIfNeeded: a.count ^ b.count)
-    let n = max(a.count, b.count)
-    for i in 0..<n {
-        let x = i < a.count ? a[i] : 0
-        let y = i < b.count ? b[i] : 0
-        diff |= x ^ y
-    }
-    return diff == 0 && a.count == b.count
 }

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import HTTP1
@@ -8,7 +9,7 @@ import Sockets
 final class AdminConnection: EventHandler {
     let fd: Int32
     unowned let ctx: LoopContext
-    unowned let server: Server
+    unowned let service: any AdminService
     private var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 16 * 1024, maxBodyBytes: 64 * 1024))
     private var head: RequestHead?
     private var out: [UInt8] = []
@@ -16,10 +17,10 @@ final class AdminConnection: EventHandler {
     private var closed = false
     private let openedAt: Double
 
-    init(fd: Int32, ctx: LoopContext, server: Server) {
+    init(fd: Int32, ctx: LoopContext, service: any AdminService) {
         self.fd = fd
         self.ctx = ctx
-        self.server = server
+        self.service = service
         openedAt = ctx.loop.now
         // A client that never finishes its request does not keep the socket forever.
         ctx.loop.schedule(after: FixedLimits.adminRequestSeconds) { [weak self] in self?.close() }
@@ -76,26 +77,26 @@ final class AdminConnection: EventHandler {
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             reply(200, "ok\n", head: head)
         case ("GET", "/readyz"), ("HEAD", "/readyz"):
-            let (ready, why) = server.readiness(route: route)
+            let (ready, why) = service.readiness(route: route)
             if ready {
                 reply(200, "ready\n", head: head)
             } else {
                 reply(503, "not ready: \(why)\n", head: head)
             }
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
-            // Answered once every loop has handed over its counts (`Server.collectMetrics`).
+            // Answered once every loop has handed over its counts (`AdminService.collectMetrics`).
             let fd = self.fd
             let loop = ctx.loop
             let me = LoopBound(self)
             let isHead = head.method == "HEAD"
-            server.collectMetrics { text in
+            service.collectMetrics { text in
                 loop.execute {
                     guard let connection = me.object, connection.fd == fd else { return }
                     connection.reply(200, text, isHead: isHead, contentType: "text/plain; version=0.0.4; charset=utf-8")
                 }
             }
         case ("POST", "/refresh"):
-            guard let result = server.forceRefresh(route: route) else {
+            guard let result = service.forceRefresh(route: route) else {
                 reply(404, #"{"error":"no_route","message":"no route of this name"}"# + "\n", head: head, contentType: "application/json")
                 return
             }
@@ -108,14 +109,14 @@ final class AdminConnection: EventHandler {
                 let body = #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart)","retry_after":\#(result.retryAfter)}"#
                 reply(202, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
             } else {
-                let named = server.configuration.hasRoutes ? result.withoutSession.first : nil
+                let named = service.configuration.hasRoutes ? result.withoutSession.first : nil
                 var bytes = ProxyError.loginRequired("no session: run `tokenproxy login`").response(keepAlive: false, isHead: false, route: named)
                 replaceStatus(&bytes, 409)
                 out = bytes
                 flush()
             }
         case ("POST", "/reload"):
-            guard let worker = server.reloadWorker else {
+            guard let worker = service.reloadWorker else {
                 reply(404, #"{"error":"not_found","message":"reload is not available"}"# + "\n", head: head, contentType: "application/json")
                 return
             }
@@ -136,7 +137,7 @@ final class AdminConnection: EventHandler {
                         var escaped: [UInt8] = []
                         for (i, e) in errors.enumerated() {
                             escaped.removeAll()
-                            appendJSONEscaped(&escaped, e)
+                            JSONString.appendEscaped(e, to: &escaped)
                             body += (i > 0 ? "," : "") + "\"" + String(decoding: escaped, as: UTF8.self) + "\""
                         }
                         body += "]}\n"
@@ -157,7 +158,7 @@ final class AdminConnection: EventHandler {
     /// `Host` must be a loopback name or the admin address (any with `allow_remote`), and a request
     /// with an `Origin` (only browsers send one) is refused.
     private func refusal(_ head: RequestHead) -> ProxyError? {
-        let configuration = server.configuration
+        let configuration = service.configuration
         if !configuration.allowRemote, let host = head.host, let policy = AccessPolicy.forAdmin(configuration), !policy.hostAllowed(host) {
             return .forbiddenHost
         }

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import HTTP1
@@ -27,16 +28,15 @@ final class Forwarder {
     init(configuration c: Configuration) {
         upstream = c.upstream
         urlPrefix = c.upstream.origin + c.upstream.basePath
-        let bracketed = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
-        upstreamHost = c.upstream.port == (c.upstream.scheme == "https" ? 443 : 80) ? bracketed : "\(bracketed):\(c.upstream.port)"
+        upstreamHost = Authority(host: c.upstream.host, port: c.upstream.port).omittingDefaultPort(of: c.upstream.scheme)
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         clientAuthorization = c.forward.clientAuthorization
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
-        let host = c.upstream.host.utf8.contains(UInt8(ascii: ":")) ? "[\(c.upstream.host)]" : c.upstream.host
-        let defaultPort = c.upstream.scheme == "https" ? 443 : 80
+        let host = Authority.bracketed(c.upstream.host)
+        let defaultPort = Authority.defaultPort(scheme: c.upstream.scheme)
         if c.upstream.port == defaultPort {
             prefixes.append("\(c.upstream.scheme)://\(host):\(defaultPort)\(c.upstream.basePath)")
             prefixes.append("\(c.upstream.scheme)://\(host)\(c.upstream.basePath)")

@@ -1,3 +1,4 @@
+import Basics
 import HTTP1
 
 /// Every answer the proxy itself gives (CONTRACT.md "Errors the proxy itself returns"). Each case
@@ -111,10 +112,10 @@ public enum ProxyError: Error, Equatable {
         body.append(contentsOf: #"{"error":""#.utf8)
         body.append(contentsOf: code.utf8)
         body.append(contentsOf: #"","message":""#.utf8)
-        appendJSONEscaped(&body, message)
+        JSONString.appendEscaped(message, to: &body)
         if let route {
             body.append(contentsOf: #"","route":""#.utf8)
-            appendJSONEscaped(&body, route)
+            JSONString.appendEscaped(route, to: &body)
         }
         body.append(contentsOf: #""}"#.utf8)
         body.append(10)
@@ -139,20 +140,5 @@ public enum ProxyError: Error, Equatable {
         ResponseWriter.appendEndOfHead(out)
         if !isHead { out.append(body) }
         return out.bytes
-    }
-}
-
-func appendJSONEscaped(_ out: inout [UInt8], _ s: String) {
-    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-    for b in s.utf8 {
-        switch b {
-        case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-        case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-        case 10: out.append(contentsOf: [92, UInt8(ascii: "n")])
-        case 13: out.append(contentsOf: [92, UInt8(ascii: "r")])
-        case 9: out.append(contentsOf: [92, UInt8(ascii: "t")])
-        case 0..<32: out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(b >> 4)], hex[Int(b & 15)]])
-        default: out.append(b)
-        }
     }
 }

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import HTTP1
@@ -130,7 +131,7 @@ final class LoopRoutes {
             return .success(Selection(route: route, strip: 0, target: target))
         }
         var host = target.authority ?? head.first("host")
-        let defaultPort = target.absolute?.scheme == "https" ? 443 : 80
+        let defaultPort = Authority.defaultPort(scheme: target.absolute?.scheme)
         var path = target.path
         let outcome = path.withUTF8 { p -> RouteTable.Outcome in
             guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }

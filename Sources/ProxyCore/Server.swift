@@ -91,7 +91,7 @@ final class ListenerGroup: @unchecked Sendable {
 /// (loops, acceptors, listeners, addresses) are written by `start()` before any loop thread runs,
 /// and later only by `reload` under `reloading`; what the loops share at run time is Sendable on
 /// its own (`SharedProxyState`, `LoopMetrics`, `RouteState`).
-public final class Server: @unchecked Sendable {
+public final class Server: AdminService, @unchecked Sendable {
     let logger: Logger
     let shared = SharedProxyState()
     /// The configuration in effect and each route's shared state (same order as its routes).
@@ -271,7 +271,7 @@ public final class Server: @unchecked Sendable {
     }
 
     private func acceptedAdmin(fd: Int32, ctx: LoopContext) -> Admission {
-        let connection = AdminConnection(fd: fd, ctx: ctx, server: self)
+        let connection = AdminConnection(fd: fd, ctx: ctx, service: self)
         do {
             try ctx.loop.register(fd, .read, connection)
         } catch {
@@ -383,17 +383,6 @@ public final class Server: @unchecked Sendable {
     /// Counts one reload attempt (CONTRACT: every refused attempt counts once).
     public func countReload(succeeded: Bool) {
         reloads.withLock { if succeeded { $0.success += 1 } else { $0.failed += 1 } }
-    }
-
-    /// What a forced refresh of one route or of every route did.
-    public struct ForcedRefreshResult: Sendable, Equatable {
-        /// Routes whose refresh started (or joined one in flight).
-        public var started: [String] = []
-        /// Routes without a session: nothing to refresh (`login_required`).
-        public var withoutSession: [String] = []
-        /// Routes whose forced refreshes came too often, and the longest wait among them.
-        public var rateLimited: [String] = []
-        public var retryAfter = 0
     }
 
     /// SIGHUP and `POST /refresh[?route=NAME]`: one refresh per route now, each subject to

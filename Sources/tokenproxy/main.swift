@@ -3,6 +3,7 @@ import Config
 import Credentials
 import Foundation
 import Logging
+import LoginListener
 import Logs
 import ProxyCore
 import Sockets
@@ -171,7 +172,7 @@ struct Serve: ParsableCommand {
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
         let server = Server(configuration: configuration, states: plan.states, logger: logger)
-        let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger)
+        let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
         do {
             try server.start()
@@ -184,7 +185,7 @@ struct Serve: ParsableCommand {
             stopTokens()
             Glibc.exit(Exit.runtimeFailure)
         }
-        reloader.watch(configFile: configuration.watchConfig)
+        reloader.watch()
         let stop = DispatchSemaphore(value: 0)
         let waitForSignals = {
             var stopping = false
@@ -325,7 +326,7 @@ struct Login: ParsableCommand {
                         pasteFD: 0,
                         showURL: { url in
                             FileHandle.standardOutput.write(Data((url + "\n").utf8))
-                        }))
+                        }, listen: LoopbackListener.bind))
             case .none:
                 fail("login: credentials.login is none: this configuration has no login flow", status: Exit.badConfiguration)
             case .password, .device, .browser, .srp:
@@ -536,152 +537,5 @@ final class TerminalQuestions: LoginQuestions {
         }
         if question.secret, let answer { SecretRegistry.shared.register(answer) }
         return answer
-    }
-}
-
-
-/// Reads the configuration file again and puts it in effect (CONTRACT.md "Reload without a
-/// restart", docs/ROUTES.md): SIGUSR2, `POST /reload` and `watch_config`; and reads every `*_file`
-/// again when one changes, with the file's text in effect (not a newer file). An invalid file
-/// changes nothing; routes whose credentials did not change keep their token managers.
-final class Reloader: @unchecked Sendable {
-    let path: String
-    let server: Server
-    let logger: Logger
-    /// Serialises reloads; guards the fields below.
-    private let lock = NSLock()
-    private var configSignature: FileSignature?
-    /// The text and folder of the file in effect: what a `*_file` change is applied to.
-    private var text: String
-    private var folder: String
-    private var fileSignatures: [String: FileSignature?] = [:]
-
-    init(path: String, loaded: LoadedConfiguration, server: Server, logger: Logger) {
-        self.path = path
-        self.server = server
-        self.logger = logger
-        text = loaded.sourceText
-        folder = loaded.sourceFolder
-        configSignature = FileSignature.of(path)
-        fileSignatures = Reloader.signatures(loaded.configuration.watchedFiles)
-    }
-
-    static func signatures(_ files: [String]) -> [String: FileSignature?] {
-        var all: [String: FileSignature?] = [:]
-        for file in files { all[file] = FileSignature.of(file) }
-        return all
-    }
-
-    /// SIGUSR2, POST /reload, watch_config: the configuration file, read again.
-    func reload() -> ReloadOutcome {
-        lock.lock()
-        defer { lock.unlock() }
-        configSignature = FileSignature.of(path)
-        let outcome = apply(fromFile: true)
-        server.countReload(succeeded: { if case .success = outcome { return true } else { return false } }())
-        return outcome
-    }
-
-    /// A `*_file` changed: the configuration in effect with its files read again. A file that
-    /// vanished or is empty keeps the last good value (nothing changes), with a warning.
-    func rereadFiles() {
-        lock.lock()
-        defer { lock.unlock() }
-        _ = apply(fromFile: false)
-    }
-
-    private func apply(fromFile: Bool) -> ReloadOutcome {
-        let loaded: LoadedConfiguration
-        let environment = ProcessInfo.processInfo.environment
-        do {
-            if fromFile {
-                loaded = try ConfigurationLoader.load(path: path, environment: environment)
-            } else {
-                var again = try ConfigurationLoader.parse(yaml: text, baseDirectory: folder, environment: environment)
-                again.sourceText = text
-                again.sourceFolder = folder
-                loaded = again
-            }
-        } catch let error as ConfigurationError {
-            let all = error.all.map { $0.keyPath.isEmpty ? $0.reason : "\($0.keyPath): \($0.reason)" }
-            for line in all {
-                if fromFile {
-                    logger.error("reload refused: \(line)")
-                } else {
-                    logger.warning("\(line); keeping the last good value")
-                }
-            }
-            return .failure(all)
-        } catch {
-            logger.error("reload refused: \(error)")
-            return .failure(["\(error)"])
-        }
-        let old = server.configuration
-        var new = loaded.configuration
-        // The loops and the admin listener are made once (CONTRACT: they wait for a restart).
-        if new.workers != old.workers {
-            logger.warning("reload: workers changed; it takes effect after a restart")
-            new.workers = old.workers
-        }
-        if new.admin != old.admin {
-            logger.warning("reload: admin changed; it takes effect after a restart")
-            new.admin = old.admin
-        }
-        registerConfiguredSecrets(new)
-        if fromFile { for warning in loaded.warnings { logger.warning("\(warning)") } }
-        let plan: RouteStatePlan
-        do {
-            plan = try RouteStatePlan(new, previous: (old, server.routeStates)) { try TokenManager(configuration: $0, logger: logger) }
-        } catch {
-            logger.error("reload refused: cannot set up credentials: \(error)")
-            return .failure(["cannot set up credentials: \(error)"])
-        }
-        for tokens in plan.created { tokens.start() }
-        do {
-            try server.reload(configuration: new, states: plan.states)
-        } catch {
-            for tokens in plan.created { tokens.stop() }
-            logger.error("reload refused: \(error)")
-            return .failure(["\(error)"])
-        }
-        // Stopped off this thread: a retired manager may be inside a slow identity-provider call,
-        // and the reload is in effect already.
-        let retired = plan.retired
-        if !retired.isEmpty { DispatchQueue.global().async { for tokens in retired { tokens.stop() } } }
-        text = loaded.sourceText
-        folder = loaded.sourceFolder
-        fileSignatures = Reloader.signatures(new.watchedFiles)
-        if fromFile {
-            logger.info("configuration reloaded: \(new.routes.count) route(s), \(plan.created.count) new token manager(s)")
-        } else {
-            logger.info("a credential or certificate file changed: read again (\(plan.created.count) new token manager(s))")
-        }
-        return .success
-    }
-
-    /// Once a second: every `*_file` of the configuration in effect, and with `watch_config` the
-    /// configuration file, by `stat`, which follows symlinks (a Kubernetes volume swaps its `..data`
-    /// link, which changes the file the path resolves to).
-    func watch(configFile: Bool) {
-        do {
-            try OSThread.start(name: "tp-watch-files") { [self] in
-                while true {
-                    Syscall.sleep(1)
-                    lock.lock()
-                    let configChanged = configFile && FileSignature.of(path).map { $0 != configSignature } ?? false
-                    let filesChanged = fileSignatures.contains { file, last in FileSignature.of(file) != last }
-                    if filesChanged { fileSignatures = Reloader.signatures(Array(fileSignatures.keys)) }
-                    lock.unlock()
-                    if configChanged {
-                        logger.info("the configuration file changed: reloading")
-                        _ = reload()
-                    } else if filesChanged {
-                        rereadFiles()
-                    }
-                }
-            }
-        } catch {
-            logger.error("cannot watch the configuration's files: \(error)")
-        }
     }
 }

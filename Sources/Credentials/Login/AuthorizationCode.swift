@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Crypto
 import Foundation
@@ -70,7 +71,7 @@ struct AuthorizationRequest: Sendable {
 }
 
 /// What a request to the loopback listener (or a pasted address) means for the login.
-enum CallbackDecision: Equatable, Sendable {
+public enum CallbackDecision: Equatable, Sendable {
     /// 404: not the redirect path.
     case notFound
     /// 405: the redirect path with another method than GET.
@@ -83,7 +84,7 @@ enum CallbackDecision: Equatable, Sendable {
     case denied(error: String, description: String?)
 
     /// Whether this request ends the wait.
-    var ends: Bool {
+    public var ends: Bool {
         switch self {
         case .code, .denied: return true
         case .notFound, .methodNotAllowed, .badRequest: return false
@@ -92,12 +93,17 @@ enum CallbackDecision: Equatable, Sendable {
 }
 
 /// Decides what a request to the redirect URI means (RFC 6749 §4.1.2, RFC 8252 §7.3).
-struct CallbackRules: Sendable {
+public struct CallbackRules: Sendable {
     /// The redirect URI's path, compared byte for byte.
-    let path: String
+    public let path: String
     let state: String
 
-    func decide(method: String, target: String) -> CallbackDecision {
+    init(path: String, state: String) {
+        self.path = path
+        self.state = state
+    }
+
+    public func decide(method: String, target: String) -> CallbackDecision {
         var rest = Substring(target)
         // Absolute form (RFC 9112 §3.2.2): only its path and query count.
         if rest.lowercased().hasPrefix("http://") {
@@ -113,7 +119,7 @@ struct CallbackRules: Sendable {
 
     /// A pasted address (`--no-browser`): the whole address or only its query. nil: not the redirect
     /// path, or not an address at all.
-    func decidePaste(_ text: String) -> CallbackDecision? {
+    public func decidePaste(_ text: String) -> CallbackDecision? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty else { return nil }
         let lowered = trimmed.lowercased()
@@ -141,7 +147,7 @@ struct CallbackRules: Sendable {
             values[name] = value
         }
         guard let given = values["state"], !given.isEmpty else { return .badRequest("the request has no state") }
-        guard Self.constantTimeEqual(given, state) else { return .badRequest("the state does not match this login") }
+        guard constantTimeEquals(Array(given.utf8), Array(state.utf8)) else { return .badRequest("the state does not match this login") }
         if let error = values["error"] {
             return .denied(error: Self.shown(error, limit: 100), description: values["error_description"].map { Self.shown($0, limit: 300) })
         }
@@ -162,57 +168,5 @@ struct CallbackRules: Sendable {
             out.unicodeScalars.append(scalar)
         }
         return out
-    }
-
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8)
-        let y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var difference: UInt8 = 0
-        for i in 0..<x.count { difference |= x[i] ^ y[i] }
-        return difference == 0
-    }
-}
-
-/// The HTML pages the listener answers with. Everything taken from the request is escaped.
-enum LoginPage {
-    static func html(title: String, message: String) -> String {
-        """
-        <!DOCTYPE html>
-        <html lang="en"><head><meta charset="utf-8"><title>\(escape(title))</title></head>
-        <body><h1>\(escape(title))</h1><p>\(escape(message))</p></body></html>
-
-        """
-    }
-
-    static func escape(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
-        }
-        return out
-    }
-
-    /// A whole HTTP/1.1 response, closing the connection. No caching, no Referer to the next page
-    /// (the address holds the code), a CSP that allows nothing to load or run.
-    static func response(status: Int, reason: String, title: String, message: String, extraHeaders: [String] = []) -> [UInt8] {
-        let body = html(title: title, message: message)
-        var head = "HTTP/1.1 \(status) \(reason)\r\n"
-        head += "Content-Type: text/html; charset=utf-8\r\n"
-        head += "Content-Length: \(body.utf8.count)\r\n"
-        head += "Cache-Control: no-store\r\n"
-        head += "Referrer-Policy: no-referrer\r\n"
-        head += "Content-Security-Policy: default-src 'none'\r\n"
-        head += "X-Content-Type-Options: nosniff\r\n"
-        for header in extraHeaders { head += header + "\r\n" }
-        head += "Connection: close\r\n\r\n"
-        return Array((head + body).utf8)
     }
 }

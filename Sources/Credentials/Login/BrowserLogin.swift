@@ -13,7 +13,7 @@ extension OAuth2Provider {
         }
         guard let clientID else { throw TokenSourceError.configuration("login: browser needs credentials.client_id") }
         // Bound before any browser opens: a taken port ends the login here (RFC 8252 §8.3).
-        let listener = try LoopbackListener.bind(redirect)
+        let listener = try options.listen(redirect)
         defer { listener.close() }
         // A new verifier and state each time (RFC 7636 §4.1, RFC 6749 §10.12).
         let pkce = PKCE.random()

@@ -1,3 +1,4 @@
+import Basics
 import BigInt
 import Crypto
 import Foundation
@@ -86,27 +87,13 @@ struct CognitoSRP {
     /// TIMESTAMP: `EEE MMM d HH:mm:ss UTC yyyy` in UTC with English names; the day is not
     /// zero-padded ("Tue Jan 2 03:04:05 UTC 2024"), as Cognito compares it.
     static func timestamp(epochSeconds: Int) -> String {
-        let days = epochSeconds >= 0 ? epochSeconds / 86400 : (epochSeconds - 86399) / 86400
-        let seconds = epochSeconds - days * 86400
-        let (year, month, day) = civil(fromDays: days)
+        let time = CivilTime(epochSeconds: epochSeconds)
         let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        let weekday = weekdays[((days % 7) + 7) % 7]
+        let weekday = weekdays[((time.days % 7) + 7) % 7]
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(weekday) \(months[month - 1]) \(day) \(two(seconds / 3600)):\(two(seconds % 3600 / 60)):\(two(seconds % 60)) UTC \(year)"
-    }
-
-    /// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
-    static func civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719468
-        let era = (z >= 0 ? z : z - 146096) / 146097
-        let dayOfEra = z - era * 146097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        let seconds = time.secondOfDay
+        return "\(weekday) \(months[time.month - 1]) \(time.day) \(two(seconds / 3600)):\(two(seconds % 3600 / 60)):\(two(seconds % 60)) UTC \(time.year)"
     }
 
     // MARK: - Encodings

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Crypto
 import CryptoExtras
@@ -28,18 +29,7 @@ enum JOSEValue: Sendable, Equatable {
         switch self {
         case .string(let text):
             out.append(UInt8(ascii: "\""))
-            for byte in text.utf8 {
-                switch byte {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                    out.append(UInt8(ascii: "\\"))
-                    out.append(byte)
-                case 0..<0x20:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-                default:
-                    out.append(byte)  // UTF-8 passes through as it is (RFC 8259 §8.1)
-                }
-            }
+            JSONString.appendEscaped(text, to: &out)
             out.append(UInt8(ascii: "\""))
         case .int(let value):
             out.append(contentsOf: String(value).utf8)

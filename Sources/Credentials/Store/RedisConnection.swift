@@ -1,5 +1,6 @@
 internal import CHiredis
 internal import Curl
+import Basics
 import Sockets
 
 /// One reply of the Redis protocol (RESP2), copied out of hiredis's reply object.
@@ -67,7 +68,7 @@ final class RedisConnection {
     /// Connects within `connectTimeout` and sets `commandTimeout` for every later read and write;
     /// with `tls`, over TLS.
     init(host: String, port: Int, connectTimeout: Double, commandTimeout: Double, tls: RedisTLS? = nil) throws(RedisConnectionError) {
-        let endpoint = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let endpoint = Authority(host: host, port: port).description
         self.endpoint = endpoint
         self.commandTimeout = commandTimeout
         if let tls {

@@ -1,3 +1,5 @@
+import Basics
+
 /// The Lua scripts of the Redis store (run with EVAL: Redis runs each one atomically, so the checks
 /// and the write they guard cannot interleave with another client's commands).
 ///
@@ -140,7 +142,7 @@ enum RedisReplies {
         else { return nil }
         let words = payload.split(separator: " ")
         guard words.count == 5, words[0] == master, let port = Int(words[4]) else { return nil }
-        return words[3].contains(":") ? "[\(words[3])]:\(port)" : "\(words[3]):\(port)"
+        return Authority(host: String(words[3]), port: port).description
     }
 
     /// A pub/sub push (`message`, channel, payload): the generation it announces, when it is one.

@@ -1,4 +1,6 @@
+import Basics
 import Config
+import Credentials
 import HTTP1
 import Sockets
 
@@ -11,19 +13,17 @@ import Sockets
 /// - `localhost` is bound on 127.0.0.1 and ::1 with the same port (RFC 8252 §8.3: another local
 ///   user must not take the other family); every socket is close-on-exec (`ListeningSocket`).
 /// - With `--no-browser`, lines pasted on standard input are decided like requests.
-final class LoopbackListener {
+///
+/// The browser login (Credentials) sees it as a `RedirectListener`; the command line hands
+/// `LoopbackListener.bind` in (docs/ARCHITECTURE.md "Modules": Credentials does not depend on HTTP1).
+public final class LoopbackListener: RedirectListener {
     /// The redirect URI as sent, with the bound port.
-    let redirectURI: String
+    public let redirectURI: String
     private var sockets: [ListeningSocket]
 
     static let headLimit: Double = 10
 
-    enum Outcome {
-        /// The browser's connection waits for the page (nil when the address was pasted).
-        case code(String, reply: CallbackReply?)
-        case denied(error: String, description: String?, reply: CallbackReply?)
-        case timedOut
-    }
+    typealias Outcome = RedirectOutcome
 
     private init(redirectURI: String, sockets: [ListeningSocket]) {
         self.redirectURI = redirectURI
@@ -32,16 +32,16 @@ final class LoopbackListener {
 
     deinit { close() }
 
-    func close() {
+    public func close() {
         for socket in sockets { socket.close() }
         sockets = []
     }
 
     /// Binds what `redirect` names; a port taken (on either family for `localhost`) is an error
     /// naming it, before any browser is opened.
-    static func bind(_ redirect: LoopbackRedirect) throws -> LoopbackListener {
+    public static func bind(_ redirect: LoopbackRedirect) throws -> any RedirectListener {
         func failure(_ host: String, _ port: Int, _ error: SocketError) -> TokenSourceError {
-            .refused("cannot listen on \(host.contains(":") ? "[\(host)]" : host):\(port) for the redirect \(redirect.text): \(error)")
+            .refused("cannot listen on \(Authority(host: host, port: port)) for the redirect \(redirect.text): \(error)")
         }
         switch redirect.host {
         case .ipv4, .ipv6:
@@ -78,7 +78,7 @@ final class LoopbackListener {
     }
 
     /// Waits for the request (or paste) that ends the login, at most `timeout` seconds.
-    func wait(rules: CallbackRules, timeout: Double, pasteFD: Int32?, say: @escaping (String) -> Void) throws -> Outcome {
+    public func wait(rules: CallbackRules, timeout: Double, pasteFD: Int32?, say: @escaping (String) -> Void) throws -> RedirectOutcome {
         let loop: EventLoop
         do {
             loop = try EventLoop(index: 0)
@@ -114,7 +114,7 @@ final class LoopbackListener {
 }
 
 /// The socket of the request that ended the wait: it gets the page that says how the login went.
-final class CallbackReply {
+final class CallbackReply: RedirectReply {
     private var fd: Int32?
 
     init(fd: Int32) { self.fd = fd }
