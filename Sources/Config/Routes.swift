@@ -150,10 +150,7 @@ extension Configuration {
         func add(_ path: String?) { if let path, !files.contains(path) { files.append(path) } }
         func add(_ secret: Secret?) { if case .file(let path)? = secret?.origin { add(path) } }
         for route in routes {
-            let c = route.credentials
-            add(c.clientSecret)
-            add(c.seedRefreshToken)
-            add(c.token)
+            for secret in route.credentials.source.secrets { add(secret) }
             add(route.access.requireValue)
             add(route.store.redis?.password)
             add(route.store.redis?.caFile)

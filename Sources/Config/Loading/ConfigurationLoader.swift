@@ -94,7 +94,7 @@ public enum ConfigurationLoader {
 
     /// The keys of `credentials` that `type` uses; any other credentials key gets a warning.
     public static func credentialsKeys(usedBy type: CredentialsType) -> [String] {
-        Keys.credentialsCommon + Keys.credentialsUsed(by: type)
+        Keys.credentialsCommon + type.keys
     }
 
     /// A YAML syntax error, without the snippet of the file Yams adds (the line may hold a secret).
@@ -122,43 +122,6 @@ enum Keys {
     /// The keys of one entry of `routes:`.
     static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward"]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
-    static let credentialsCommon = ["type", "refresh_margin", "default_lifetime"]
-    static let clientSecret = ["client_secret", "client_secret_env", "client_secret_file"]
-    static let seedRefreshToken = ["refresh_token_env", "refresh_token_file"]
-    static let oauth2Common = ["issuer_url", "token_url", "client_id"] + clientSecret + ["client_auth", "scope", "audience", "extra_params"] + clientAuth
-    static let oauth2RefreshOnly = seedRefreshToken + ["login", "device_authorization_url", "revocation_url"] + browserLogin
-    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin
-    static let jsonRefresh =
-        ["login_url", "refresh_url", "refresh_token_in", "access_token_path", "refresh_token_path", "expires_in_path", "expires_at_path"]
-        + seedRefreshToken
-    static let staticToken = ["token_env", "token_file"]
-    static let file = ["path"]
-    static let exec = ["command", "exec_timeout"]
-
-    static func credentialsUsed(by type: CredentialsType) -> [String] {
-        switch type {
-        case .oauth2Refresh: return oauth2Common + oauth2RefreshOnly
-        case .oauth2ClientCredentials: return oauth2Common
-        case .cognito: return cognito
-        case .jsonRefresh: return jsonRefresh
-        case .static: return staticToken
-        case .file: return file
-        case .exec: return exec
-        case .oauth2JWTBearer: return oauth2Common + jwtBearer
-        case .oauth2TokenExchange: return oauth2Common + tokenExchange
-        case .gceMetadata: return gceMetadata
-        case .azureManagedIdentity: return azureManagedIdentity
-        }
-    }
-
-    static let credentials: [String] = {
-        var all = credentialsCommon
-        for type in CredentialsType.allCases {
-            for key in credentialsUsed(by: type) where !all.contains(key) { all.append(key) }
-        }
-        return all
-    }()
-
     static let sections: [String: [String]] = [
         "admin": ["listen"],
         "credentials": credentials,
@@ -298,6 +261,9 @@ struct Builder {
         return config
     }
 
+    /// What a route whose credentials could not be read holds: the load fails, the route is never used.
+    static let unreadCredentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: "", origin: .literal))))
+
     /// The sections a route has: `upstream` and `credentials` (required when `requireAPI`), and
     /// `upstream_tls`, `sink`, `store`, `access`, `forward`, each replacing the one of `defaults` as a whole.
     mutating func parseRouteSections(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool) -> RouteConfiguration {
@@ -332,7 +298,7 @@ struct Builder {
         var route = RouteConfiguration(
             name: name,
             upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
-            credentials: credentials ?? CredentialsConfiguration(type: .static), store: store)
+            credentials: credentials ?? Self.unreadCredentials, store: store)
         if let defaults {
             route.upstreamTLS = defaults.upstreamTLS
             route.sink = defaults.sink
@@ -542,159 +508,6 @@ struct Builder {
         guard let text = String(bytes: bytes, encoding: .utf8) else { throw fail("not UTF-8 text") }
         guard !text.isEmpty else { throw ConfigurationError(keyPath: keyPath, reason: "the file \(path) is empty") }
         return text
-    }
-
-    // MARK: - Credentials
-
-    /// Throws when the type is missing or unknown; records the section's other errors and returns
-    /// what it could read.
-    mutating func parseCredentials(_ s: YAMLSection) throws -> CredentialsConfiguration {
-        let typeNames = CredentialsType.allCases.map(\.rawValue)
-        let errorsBefore = found.errors.count
-        found.collect {
-            try s.rejectUnknownKeys(Keys.credentials) { key in
-                typeNames.contains(key) || key == "oauth2"
-                    ? "every key of every type sits directly under credentials: (credentials.command, not credentials.exec.command)"
-                    : nil
-            }
-        }
-        guard let type = try s.choice("type", CredentialsType.self) else {
-            throw ConfigurationError(keyPath: "credentials.type", reason: "required: one of \(typeNames.joined(separator: " | "))")
-        }
-        let used = Set(ConfigurationLoader.credentialsKeys(usedBy: type))
-        for key in s.presentKeys where !used.contains(key) {
-            warnings.append("\(s.path(key)): not used by type \(type.rawValue)")
-        }
-
-        var c = CredentialsConfiguration(type: type)
-        if let value = found.collect({ try s.duration("refresh_margin") }) { c.refreshMargin = value }
-        if let value = found.collect({ try positiveDuration(s, "default_lifetime") }) { c.defaultLifetime = value }
-
-        c.issuerURL = found.collect { try checkURL(s, "issuer_url") }
-        c.tokenURL = found.collect { try checkURL(s, "token_url") }
-        c.deviceAuthorizationURL = found.collect { try checkURL(s, "device_authorization_url") }
-        c.revocationURL = found.collect { try checkURL(s, "revocation_url") }
-        c.loginURL = found.collect { try checkURL(s, "login_url") }
-        c.refreshURL = found.collect { try checkURL(s, "refresh_url") }
-        c.endpoint = found.collect { try checkURL(s, "endpoint") }
-
-        c.clientID = found.collect { try s.nonEmptyString("client_id") }
-        if let value = found.collect({ try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) }) { c.clientAuth = value }
-        c.scope = found.collect { try s.string("scope") }
-        c.audience = found.collect { try s.nonEmptyString("audience") }
-        found.collect {
-            guard let params = try s.stringMap("extra_params") else { return }
-            let reserved = ["grant_type", "refresh_token", "client_id", "client_secret", "scope", "audience", "username", "password", "device_code",
-                "client_assertion", "client_assertion_type", "assertion", "subject_token", "subject_token_type", "actor_token",
-                "actor_token_type", "requested_token_type"]
-            for name in params.keys.sorted() where reserved.contains(name) {
-                throw ConfigurationError(
-                    keyPath: "credentials.extra_params.\(name)", reason: "is set by the proxy itself (use the credentials key of that name, if any)")
-            }
-            c.extraParams = params
-        }
-        if let value = found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
-        found.collect {
-            guard let value = try s.nonEmptyString("region") else { return }
-            guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
-                throw ConfigurationError(keyPath: "credentials.region", reason: "is not an AWS region name such as us-east-1")
-            }
-            c.region = value
-        }
-        parseLoginKeys(s, into: &c)
-        if let value = found.collect({ try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }) { c.useToken = value }
-        if let value = found.collect({ try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) }) {
-            c.refreshTokenIn = value
-        }
-        if let value = found.collect({ try s.nonEmptyString("access_token_path") }) { c.accessTokenPath = value }
-        if let value = found.collect({ try s.nonEmptyString("refresh_token_path") }) { c.refreshTokenPath = value }
-        found.collect {
-            let expiresIn = try s.nonEmptyString("expires_in_path")
-            let expiresAt = try s.nonEmptyString("expires_at_path")
-            if expiresIn != nil, expiresAt != nil {
-                throw ConfigurationError(keyPath: "credentials.expires_at_path", reason: "set only one of expires_in_path and expires_at_path")
-            }
-            if let expiresAt {
-                c.expiresAtPath = expiresAt
-                c.expiresInPath = nil
-            } else if let expiresIn {
-                c.expiresInPath = expiresIn
-            }
-        }
-        c.path = found.collect { try pathValue(s, "path") }
-        found.collect { try parseCommand(s, into: &c) }
-        if let value = found.collect({ try positiveDuration(s, "exec_timeout") }) { c.execTimeout = value }
-        parseSecretless(s, into: &c)
-
-        // Secrets are read only for the keys the type uses: an unused, unset variable is no reason to refuse to start.
-        if used.contains("client_secret") { c.clientSecret = found.collect { try readSecret(s, "client_secret", literal: true) } }
-        if used.contains("refresh_token_env") {
-            c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
-        }
-        if used.contains("token_env") { c.token = found.collect { try readSecret(s, "token", literal: false) } }
-        for key in ["client_secret_env", "refresh_token_env", "token_env"] where !used.contains(key) {
-            if let name = try? s.nonEmptyString(key) { c.unusedSecretVariables.insert(name.trimmingWhitespace()) }
-        }
-
-        // A key already found wrong would be reported again as missing.
-        if found.errors.count == errorsBefore {
-            found.collect { try checkRequired(c, s) }
-            if found.errors.count == errorsBefore { found.collect { try checkSecretless(c) } }
-            checkLoginFlow(c)
-        }
-        return c
-    }
-
-    /// `credentials.command`: a list, the program (resolved when it names a path) and its arguments.
-    func parseCommand(_ s: YAMLSection, into c: inout CredentialsConfiguration) throws {
-        if let node = s.node("command") {
-            guard case .sequence = node else {
-                throw ConfigurationError(
-                    keyPath: "credentials.command",
-                    reason: "must be a list of strings, the program and its arguments, e.g. [/usr/local/bin/get-token, --audience, api] (a single string is not split)")
-            }
-            var command = try s.stringList("command")!
-            guard let program = command.first else {
-                throw ConfigurationError(keyPath: "credentials.command", reason: "must not be empty: name the program to run")
-            }
-            guard !program.isEmpty else { throw ConfigurationError(keyPath: "credentials.command[0]", reason: "must not be empty") }
-            if program.contains("/") { command[0] = resolve(program) }
-            c.command = command
-        }
-    }
-
-    func checkRequired(_ c: CredentialsConfiguration, _ s: YAMLSection) throws {
-        let typeName = c.type.rawValue
-        func missing(_ key: String, _ extra: String = "") -> ConfigurationError {
-            ConfigurationError(keyPath: "credentials.\(key)", reason: "required for type \(typeName)\(extra)")
-        }
-        switch c.type {
-        case .oauth2JWTBearer, .oauth2TokenExchange:
-            guard c.tokenURL != nil || c.issuerURL != nil else { throw missing("token_url", " (or set issuer_url for OpenID discovery)") }
-        case .gceMetadata, .azureManagedIdentity:
-            break
-        case .oauth2Refresh, .oauth2ClientCredentials:
-            // Each missing key is named (`check`), not only the first.
-            if c.clientID == nil { found.record(missing("client_id")) }
-            guard c.tokenURL != nil || c.issuerURL != nil else { throw missing("token_url", " (or set issuer_url for OpenID discovery)") }
-            if c.type == .oauth2Refresh, c.login == .device, c.deviceAuthorizationURL == nil, c.issuerURL == nil {
-                throw ConfigurationError(
-                    keyPath: "credentials.device_authorization_url", reason: "required for login: device (or set issuer_url for OpenID discovery)")
-            }
-        case .cognito:
-            if c.clientID == nil { found.record(missing("client_id")) }
-            guard c.region != nil || c.endpoint != nil else { throw missing("region", " (or set endpoint or user_pool_id)") }
-        case .jsonRefresh:
-            guard c.refreshURL != nil else { throw missing("refresh_url") }
-        case .static:
-            guard c.token != nil else {
-                throw ConfigurationError(keyPath: "credentials.token_env", reason: "type static needs token_env or token_file")
-            }
-        case .file:
-            guard c.path != nil else { throw missing("path", " (the file that holds the token)") }
-        case .exec:
-            guard !c.command.isEmpty else { throw missing("command", " (a list: the program and its arguments)") }
-        }
     }
 
     // MARK: - Other sections
