@@ -120,14 +120,6 @@ public struct AdminConfiguration: Sendable, Equatable {
     public init(listen: ListenAddress) { self.listen = listen }
 }
 
-public struct UpstreamTLSConfiguration: Sendable, Equatable {
-    public var caFile: String? = nil
-    public var clientCertFile: String? = nil
-    public var clientKeyFile: String? = nil
-    public var insecureSkipVerify: Bool = false
-    public init() {}
-}
-
 public struct SinkConfiguration: Sendable, Equatable {
     public var path: String
     public init(path: String) { self.path = path }
@@ -157,59 +149,6 @@ public struct StoreEncryption: Sendable, Equatable {
     public var current: [UInt8]
     public var previous: [[UInt8]] = []
     public init(current: [UInt8]) { self.current = current }
-}
-
-public struct AccessConfiguration: Sendable, Equatable {
-    public var requireHeader: String? = nil
-    public var requireValue: Secret? = nil
-    public var allowPaths: [String]? = nil  // nil: any path
-    public var allowMethods: [String]? = nil  // nil: any method; uppercased
-    public var allowHosts: [String]? = nil  // nil: the contract's default (point 9)
-    public var allowOrigins: [String] = []
-    public var unixMode: UInt32 = 0o660
-    public init() {}
-}
-
-public struct ForwardConfiguration: Sendable, Equatable {
-    public enum ClientAuthorization: String, Sendable, Equatable, CaseIterable { case replace, keep, reject }
-    public var clientAuthorization: ClientAuthorization = .replace
-    public var preserveHost: Bool = false
-    public var retryBodyLimit: Int = 1 << 20
-    public var retryMemory: Int = 64 << 20
-    /// A chunked request body that ends within this size goes upstream with Content-Length (CONTRACT
-    /// point 8: WSGI servers read nothing of a chunked body); 0 turns it off.
-    public var requestBuffering: Int = 1 << 20
-    /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file beside the
-    /// store and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
-    public var requestBufferingDisk: Int = 0
-    public init() {}
-}
-
-public struct LimitsConfiguration: Sendable, Equatable {
-    public var maxHeaderBytes: Int = 64 << 10
-    public var maxBodyBytes: Int = 0  // 0: unlimited
-    public var maxConnections: Int = 4096
-    public var clientHeaderTimeout: Double = 10
-    public var clientIdleTimeout: Double = 60
-    public var upstreamTimeout: Double = 60
-    public var upstreamIdleTimeout: Double = 60
-    /// The client took no byte of the answer for this long: the connection is closed (nginx's `send_timeout`).
-    public var clientSendTimeout: Double = 60
-    /// Idle upstream connections kept per event loop for reuse (nginx's `keepalive`); 0 keeps none.
-    public var upstreamKeepalive: Int = 256
-    /// How long an idle upstream connection is kept (nginx's `keepalive_timeout`).
-    public var upstreamKeepaliveTimeout: Double = 60
-    public var refreshWait: Double = 10
-    public init() {}
-}
-
-public struct LogConfiguration: Sendable, Equatable {
-    public enum Level: String, Sendable, Equatable, CaseIterable { case error, warn, info, debug }
-    public enum Format: String, Sendable, Equatable, CaseIterable { case text, json }
-    public var level: Level = .info
-    public var format: Format = .text
-    public var accessLog: Bool = false
-    public init() {}
 }
 
 /// A configuration error: names the key path and the reason (`credentials.tokne_url: unknown key`).
