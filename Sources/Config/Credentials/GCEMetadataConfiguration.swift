@@ -13,6 +13,14 @@ extension Keys {
     static let gceMetadata = ["service_account", "audience", "scope", "endpoint"]
 }
 
+extension GCEMetadataConfiguration {
+    func describe(_ line: (String, String?) -> Void) {
+        line("endpoint", endpoint)
+        line("scope", scope.map(quoted))
+        line("audience", audience.map(quoted))
+    }
+}
+
 extension Builder {
     mutating func parseGCEMetadata(_ s: YAMLSection) -> GCEMetadataConfiguration {
         var c = GCEMetadataConfiguration()
@@ -21,13 +29,5 @@ extension Builder {
         c.audience = found.collect { try s.nonEmptyString("audience") }
         if let value = found.collect({ try s.nonEmptyString("service_account") }) { c.serviceAccount = value }
         return c
-    }
-}
-
-extension GCEMetadataConfiguration {
-    func describe(_ line: (String, String?) -> Void) {
-        line("endpoint", endpoint)
-        line("scope", scope.map(quoted))
-        line("audience", audience.map(quoted))
     }
 }

@@ -36,7 +36,6 @@ extension Keys {
 extension Builder {
     mutating func parseJWTBearer(_ s: YAMLSection, errorsBefore: Int) -> JWTBearerConfiguration? {
         var r = readOAuth2Client(s)
-        r.keys = parseClientKeys(s)
         let file = found.collect { try pathValue(s, "assertion_file") }
         let issuer = found.collect { try s.nonEmptyString("assertion_issuer") }
         let subject = found.collect { try s.nonEmptyString("assertion_subject") }

@@ -54,7 +54,7 @@ struct OAuth2ClientReading {
 }
 
 extension Builder {
-    /// The keys every oauth2_* type reads first (the client keys follow the grant's own: `parseClientKeys`).
+    /// The keys every oauth2_* type reads before the grant's own.
     mutating func readOAuth2Client(_ s: YAMLSection) -> OAuth2ClientReading {
         var r = OAuth2ClientReading()
         r.client.issuerURL = found.collect { try checkURL(s, "issuer_url") }
@@ -71,6 +71,7 @@ extension Builder {
             }
             r.client.extraParams = params
         }
+        r.keys = parseClientKeys(s)
         return r
     }
 
@@ -94,7 +95,6 @@ extension Builder {
     /// oauth2_refresh and oauth2_client_credentials: the client id, then the endpoint, then `client_auth`.
     mutating func parseOAuth2ClientCredentials(_ s: YAMLSection, errorsBefore: Int) -> OAuth2ClientConfiguration? {
         var r = readOAuth2Client(s)
-        r.keys = parseClientKeys(s)
         finishOAuth2Client(s, &r, signsGrant: false)
         guard found.errors.count == errorsBefore else { return nil }
         if r.client.clientID == nil { found.record(missingCredential("client_id", for: .oauth2ClientCredentials)) }
@@ -111,7 +111,6 @@ extension Builder {
         c.revocationURL = found.collect { try checkURL(s, "revocation_url") }
         if let value = found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
         c.browser = parseBrowserLogin(s)
-        r.keys = parseClientKeys(s)
         finishOAuth2Client(s, &r, signsGrant: false)
         c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
         guard found.errors.count == errorsBefore else { return nil }

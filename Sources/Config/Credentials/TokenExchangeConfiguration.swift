@@ -1,22 +1,18 @@
 /// `type: oauth2_token_exchange` (RFC 8693 §2.1): each fetch exchanges the token in a file (a
 /// projected service-account token) for one of the identity provider.
 public struct TokenExchangeConfiguration: Sendable, Equatable {
+    /// `actor_token_file` and its `actor_token_type` (RFC 8693 §2.1: the type is required with the token).
+    public struct ActorToken: Sendable, Equatable {
+        public var file: String
+        public var type: String
+    }
+
     public var client: OAuth2ClientConfiguration
     public var subjectTokenFile: String
     public var subjectTokenType: String = TokenTypeURI.jwt
     public var actorToken: ActorToken? = nil
     public var requestedTokenType: String? = nil
     public var resource: String? = nil
-
-    /// `actor_token_file` and its `actor_token_type` (RFC 8693 §2.1: the type is required with the token).
-    public struct ActorToken: Sendable, Equatable {
-        public var file: String
-        public var type: String
-        public init(file: String, type: String) {
-            self.file = file
-            self.type = type
-        }
-    }
 
     public init(client: OAuth2ClientConfiguration, subjectTokenFile: String) {
         self.client = client
@@ -33,7 +29,6 @@ extension Keys {
 extension Builder {
     mutating func parseTokenExchange(_ s: YAMLSection, errorsBefore: Int) -> TokenExchangeConfiguration? {
         var r = readOAuth2Client(s)
-        r.keys = parseClientKeys(s)
         let subjectFile = found.collect { try pathValue(s, "subject_token_file") }
         let subjectType = found.collect { try s.nonEmptyString("subject_token_type") }
         let actorFile = found.collect { try pathValue(s, "actor_token_file") }
