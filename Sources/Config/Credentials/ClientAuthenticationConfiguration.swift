@@ -69,7 +69,7 @@ extension Keys {
 
 /// The `client_*` keys as read, whatever `client_auth` is (each is checked; the ones it does not use
 /// are warned about), before they become a `ClientAuthenticationConfiguration`.
-struct ClientKeys {
+struct ClientKeys: Sendable, Equatable {
     var keyFile: String?
     var keyID: String?
     var keyAlg: SigningAlgorithm?
@@ -166,30 +166,15 @@ extension Builder {
     }
 }
 
-extension ClientAuthenticationConfiguration {
-    /// `check`'s lines for the keys the method uses, in the order of the client keys.
-    func describe(signingGrant grantKey: SigningKeyFile?, _ line: (String, String?) -> Void) {
-        var key = grantKey
-        var audience: String? = nil
-        var assertionFile: String? = nil
-        var certificateFile: String? = nil
-        var tlsKeyFile: String? = nil
-        switch self {
-        case .basic, .post, .none: break
-        case .privateKeyJWT(let signing, let aud):
-            key = signing
-            audience = aud
-        case .clientSecretJWT(_, let aud): audience = aud
-        case .clientAssertion(let file): assertionFile = file
-        case .tlsClientAuth(let certificate, let keyFile):
-            certificateFile = certificate
-            tlsKeyFile = keyFile
-        }
-        line("client_key_file", tlsKeyFile ?? key?.path)
-        line("client_key_id", key?.keyID.map(quoted))
-        line("client_key_alg", key?.algorithm?.rawValue)
-        line("client_assertion_audience", audience.map(quoted))
+extension ClientKeys {
+    /// `check`'s lines for the client keys as written (a key `client_auth` does not use is printed
+    /// too, beside its warning).
+    func describe(_ line: (String, String?) -> Void) {
+        line("client_key_file", keyFile)
+        line("client_key_id", keyID.map(quoted))
+        line("client_key_alg", keyAlg?.rawValue)
+        line("client_assertion_audience", assertionAudience.map(quoted))
         line("client_assertion_file", assertionFile)
-        line("client_cert_file", certificateFile)
+        line("client_cert_file", certFile)
     }
 }

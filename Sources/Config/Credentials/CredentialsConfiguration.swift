@@ -254,7 +254,7 @@ extension CredentialsConfiguration {
         case .oauth2Refresh(let c): c.describe(line)
         case .oauth2ClientCredentials(let client):
             client.describeEndpointsAndClient(line)
-            client.authentication.describe(signingGrant: nil, line)
+            client.keysAsWritten.describe(line)
             client.describeDPoP(line)
         case .oauth2JWTBearer(let c): c.describe(line)
         case .oauth2TokenExchange(let c): c.describe(line)

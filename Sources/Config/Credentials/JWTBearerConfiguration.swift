@@ -70,14 +70,8 @@ extension Builder {
 extension JWTBearerConfiguration {
     func describe(_ line: (String, String?) -> Void) {
         client.describeEndpointsAndClient(line)
-        var file: String? = nil
-        var signingKey: SigningKeyFile? = nil
-        switch assertion {
-        case .file(let path): file = path
-        case .signed(let signed): signingKey = signed.key
-        }
-        client.authentication.describe(signingGrant: signingKey, line)
-        line("assertion_file", file)
+        client.keysAsWritten.describe(line)
+        if case .file(let path) = assertion { line("assertion_file", path) }
         client.describeDPoP(line)
     }
 }

@@ -12,6 +12,8 @@ public struct OAuth2ClientConfiguration: Sendable, Equatable {
     public var extraParams: [String: String] = [:]
     /// RFC 9449: proofs on token requests.
     public var dpop: DPoPConfiguration? = nil
+    /// The `client_*` keys as written, for `check` (what they mean is in `authentication`).
+    var keysAsWritten = ClientKeys()
 
     public init(tokenURL: String? = nil, clientID: String? = nil, clientSecret: Secret? = nil) {
         self.tokenURL = tokenURL
@@ -79,6 +81,7 @@ extension Builder {
     /// keys `client_auth` does not use.
     mutating func finishOAuth2Client(_ s: YAMLSection, _ r: inout OAuth2ClientReading, signsGrant: Bool) {
         r.client.dpop = parseDPoP(s)
+        r.client.keysAsWritten = r.keys
         warnUnusedClientKeys(r.keys, r.method, signsGrant: signsGrant)
         r.client.clientSecret = found.collect { try readSecret(s, "client_secret", literal: true) }
     }
@@ -179,7 +182,7 @@ extension OAuth2RefreshConfiguration {
         line("device_authorization_url", deviceAuthorizationURL)
         browser.describe(login: login, line)
         line("revocation_url", revocationURL)
-        client.authentication.describe(signingGrant: nil, line)
+        client.keysAsWritten.describe(line)
         client.describeDPoP(line)
     }
 }

@@ -62,7 +62,7 @@ extension Builder {
 extension TokenExchangeConfiguration {
     func describe(_ line: (String, String?) -> Void) {
         client.describeEndpointsAndClient(line)
-        client.authentication.describe(signingGrant: nil, line)
+        client.keysAsWritten.describe(line)
         line("subject_token_file", subjectTokenFile)
         line("actor_token_file", actorToken?.file)
         line("resource", resource.map(quoted))
