@@ -18,55 +18,10 @@ extension Configuration {
 
         func describe(_ route: RouteConfiguration, _ p: String) {
             let c = route.credentials
-            let used = Set(ConfigurationLoader.credentialsKeys(usedBy: c.type))
-            func credential(_ key: String, _ value: String?) { if used.contains(key) { add(p + "credentials.\(key)", value) } }
             add(p + "credentials.type", c.type.rawValue)
             add(p + "credentials.refresh_margin", Units.formatDuration(c.refreshMargin))
             add(p + "credentials.default_lifetime", Units.formatDuration(c.defaultLifetime))
-            credential("issuer_url", c.issuerURL)
-            credential("token_url", c.tokenURL)
-            credential("region", c.region)
-            credential("endpoint", c.endpoint)
-            credential("client_id", c.clientID.map(quoted))
-            credential("client_secret", c.clientSecret?.description ?? "none")
-            credential("client_auth", c.clientAuth.rawValue)
-            credential("scope", c.scope.map(quoted))
-            credential("audience", c.audience.map(quoted))
-            if used.contains("extra_params"), !c.extraParams.isEmpty {
-                let pairs = c.extraParams.sorted { $0.key < $1.key }.map { "\(quoted($0.key)): \(quoted($0.value))" }
-                add(p + "credentials.extra_params", "{" + pairs.joined(separator: ", ") + "}")
-            }
-            credential("use_token", c.useToken.rawValue)
-            credential("login_url", c.loginURL)
-            credential("refresh_url", c.refreshURL)
-            credential("refresh_token_in", c.refreshTokenIn.rawValue)
-            credential("access_token_path", c.accessTokenPath)
-            credential("refresh_token_path", c.refreshTokenPath)
-            credential("expires_in_path", c.expiresInPath)
-            credential("expires_at_path", c.expiresAtPath)
-            if used.contains("refresh_token_env") {
-                add(p + "credentials.seed_refresh_token", c.seedRefreshToken?.description ?? "none")
-            }
-            credential("login", c.login.rawValue)
-            credential("device_authorization_url", c.deviceAuthorizationURL)
-            describeLoginKeys(c, credential)
-            credential("revocation_url", c.revocationURL)
-            if used.contains("token_env") { add(p + "credentials.token", c.token?.description ?? "none") }
-            credential("path", c.path)
-            credential("command", c.command.isEmpty ? nil : list(c.command))
-            credential("exec_timeout", Units.formatDuration(c.execTimeout))
-            let x = c.secretless
-            credential("client_key_file", x.clientKeyFile)
-            credential("client_key_id", x.clientKeyID.map(quoted))
-            credential("client_key_alg", x.clientKeyAlg?.rawValue)
-            credential("client_assertion_audience", x.clientAssertionAudience.map(quoted))
-            credential("client_assertion_file", x.clientAssertionFile)
-            credential("client_cert_file", x.clientCertFile)
-            credential("assertion_file", x.assertionFile)
-            credential("subject_token_file", x.subjectTokenFile)
-            credential("actor_token_file", x.actorTokenFile)
-            credential("resource", x.resource.map(quoted))
-            if used.contains("dpop"), let dpop = x.dpop { add(p + "credentials.dpop.key_file", dpop.keyFile ?? "made once, kept in the store") }
+            c.describeSource { key, value in add(p + "credentials.\(key)", value) }
 
             add(p + "upstream_tls.ca_file", route.upstreamTLS.caFile ?? "system CAs")
             add(p + "upstream_tls.client_cert_file", route.upstreamTLS.clientCertFile)
@@ -148,7 +103,7 @@ extension Configuration {
 
 /// The value as written when it is plain, else double-quoted with escapes (a JSON string is a YAML
 /// double-quoted scalar: the same escapes, YAML 1.2 §5.7).
-private func quoted(_ s: String) -> String {
+func quoted(_ s: String) -> String {
     let plain =
         !s.isEmpty && s.trimmingWhitespace() == s
         && s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_./:".contains($0)) }

@@ -1,3 +1,5 @@
+import Yams
+
 /// One protected API: how requests reach it and what it forwards them with (CONTRACT.md "Several
 /// APIs in one process: routes").
 public struct RouteConfiguration: Sendable, Equatable {
@@ -150,10 +152,7 @@ extension Configuration {
         func add(_ path: String?) { if let path, !files.contains(path) { files.append(path) } }
         func add(_ secret: Secret?) { if case .file(let path)? = secret?.origin { add(path) } }
         for route in routes {
-            let c = route.credentials
-            add(c.clientSecret)
-            add(c.seedRefreshToken)
-            add(c.token)
+            for secret in route.credentials.source.secrets { add(secret) }
             add(route.access.requireValue)
             add(route.store.redis?.password)
             add(route.store.redis?.caFile)
@@ -165,5 +164,154 @@ extension Configuration {
             add(route.upstreamTLS.clientKeyFile)
         }
         return files
+    }
+}
+
+extension Keys {
+    /// The keys of one entry of `routes:`.
+    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward"]
+    static let match = ["listen", "host", "path_prefix", "strip_prefix"]
+}
+
+extension Builder {
+    /// What a route whose credentials could not be read holds: the load fails, the route is never used.
+    static let unreadCredentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: "", origin: .literal))))
+    /// The sections a route has: `upstream` and `credentials` (required when `requireAPI`), and
+    /// `upstream_tls`, `sink`, `store`, `access`, `forward`, each replacing the one of `defaults` as a whole.
+    mutating func parseRouteSections(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool) -> RouteConfiguration {
+        let upstream: UpstreamURL? = found.collect {
+            if defaults == nil, requireAPI, let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
+                return try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
+            } else if let value = try s.string("upstream") {
+                return try parseUpstream(value, keyPath: "upstream")
+            } else if requireAPI {
+                throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
+            }
+            return nil
+        }
+        let credentials: CredentialsConfiguration? = found.collect {
+            guard let credentialsSection = try s.section("credentials") else {
+                guard requireAPI else { return nil }
+                throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
+            }
+            return try parseCredentials(credentialsSection)
+        }
+        let ownStore = found.collect { try s.section("store") }
+        let store: StoreConfiguration
+        if let ownStore {
+            store = found.collect { try parseStore(ownStore) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+        } else if let defaults {
+            store = defaults.store.forRoute(name)
+        } else {
+            store = found.collect { try parseStore(nil) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+        }
+        // Without an upstream or credentials the file is invalid already (recorded above); the rest
+        // is still read, for its own errors, into a route that is never used.
+        var route = RouteConfiguration(
+            name: name,
+            upstream: upstream ?? UpstreamURL(scheme: "http", host: "", port: 0, explicitPort: false, basePath: "", original: ""),
+            credentials: credentials ?? Self.unreadCredentials, store: store)
+        if let defaults {
+            route.upstreamTLS = defaults.upstreamTLS
+            route.sink = defaults.sink
+            route.access = defaults.access
+            route.forward = defaults.forward
+        }
+        found.collect {
+            guard let tls = try s.section("upstream_tls") else { return }
+            route.upstreamTLS = parseUpstreamTLS(tls, upstream: upstream)
+        }
+        found.collect {
+            guard let sink = try s.section("sink") else { return }
+            found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
+            guard let path = try pathValue(sink, "path") else {
+                throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
+            }
+            route.sink = SinkConfiguration(path: path)
+        }
+        if let access = found.collect({ try s.section("access") }) { route.access = parseAccess(access) }
+        if let forward = found.collect({ try s.section("forward") }) { route.forward = parseForward(forward) }
+        return route
+    }
+
+    /// `routes:`: each entry read by a builder of its own, whose errors and warnings are then named
+    /// `routes[i].…`, so that every route's errors are found (`check`).
+    mutating func parseRoutes(_ root: YAMLSection, defaults: RouteConfiguration, allowRemote: Bool) -> [RouteConfiguration] {
+        guard let node = root.node("routes") else { return [defaults] }
+        guard case .sequence(let sequence) = node, !sequence.isEmpty else {
+            found.record(ConfigurationError(keyPath: "routes", reason: "must be a list of routes, each with name, match, upstream and credentials"))
+            return [defaults]
+        }
+        var routes: [RouteConfiguration] = []
+        for (i, entry) in sequence.enumerated() {
+            let prefix = "routes[\(i)]"
+            var sub = Builder(baseDirectory: baseDirectory, environment: environment)
+            var route = defaults
+            route.name = ""
+            if let section = sub.found.collect({ try YAMLSection(node: entry, keyPath: "") }) {
+                sub.found.collect { try section.rejectUnknownKeys(Keys.route) }
+                let name = sub.found.collect { try section.string("name") } ?? nil
+                if name == nil {
+                    sub.found.record(ConfigurationError(keyPath: "name", reason: "required: the route's name ([a-z0-9_-], 1 to 32 characters)"))
+                }
+                route = sub.parseRouteSections(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true)
+                route.name = name ?? ""
+                route.match = sub.parseMatch(section, allowRemote: allowRemote)
+            }
+            for error in sub.found.errors {
+                found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))
+            }
+            warnings += sub.warnings.map { "\(prefix).\($0)" }
+            routes.append(route)
+        }
+        return routes
+    }
+
+    /// A route's `match:`; nil when it has none (the fallback route).
+    func parseMatch(_ route: YAMLSection, allowRemote: Bool) -> RouteMatch? {
+        guard let s = found.collect({ try route.section("match") }) else { return nil }
+        found.collect { try s.rejectUnknownKeys(Keys.match) }
+        var match = RouteMatch()
+        found.collect {
+            guard let value = try s.string("listen") else { return }
+            match.listen = try parseListen(value, keyPath: "match.listen", allowRemote: allowRemote)
+        }
+        found.collect {
+            guard let node = s.node("host") else { return }
+            let names: [String]
+            var isList = false
+            if case .sequence = node { isList = true }
+            if isList {
+                names = try s.stringList("host", example: "[api.example.com, \"*.example.com\"]") ?? []
+            } else {
+                names = [try s.nonEmptyString("host") ?? ""]
+            }
+            for (index, name) in names.enumerated() {
+                let key = !isList ? "match.host" : "match.host[\(index)]"
+                let (bare, _) = RouteTable.splitPort(Array(name.utf8)[...])
+                let label = bare.starts(with: "*.".utf8) ? Array(bare.dropFirst(2)) : Array(bare)
+                let nameOK = !label.isEmpty && label.allSatisfy { b in
+                    (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5B || b == 0x5D || b == 0x3A
+                }
+                if !nameOK {
+                    throw ConfigurationError(keyPath: key, reason: "\"\(name)\" is not a host name (a name, \"*.\" and a name, or either with :port)")
+                }
+            }
+            match.hosts = names.map { $0.lowercased() }
+        }
+        found.collect {
+            guard let prefix = try s.nonEmptyString("path_prefix") else { return }
+            guard prefix.hasPrefix("/") else { throw ConfigurationError(keyPath: "match.path_prefix", reason: "\"\(prefix)\" must start with /") }
+            match.pathPrefix = prefix
+        }
+        if let strip = found.collect({ try s.bool("strip_prefix") }) { match.stripPrefix = strip }
+        if match.listen == nil, match.hosts.isEmpty, match.pathPrefix == nil {
+            found.record(ConfigurationError(keyPath: "match", reason: "needs listen, host or path_prefix (leave match out for the fallback route)"))
+        }
+        if match.listen != nil, !match.hosts.isEmpty || match.pathPrefix != nil {
+            found.record(ConfigurationError(
+                keyPath: "match.listen", reason: "a route on a listener of its own takes every request there; host and path_prefix do not go with it"))
+        }
+        return match
     }
 }

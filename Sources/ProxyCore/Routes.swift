@@ -72,13 +72,9 @@ final class LoopRoute {
         upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
         policy = AccessPolicy(configuration: configuration)
         forwarder = Forwarder(configuration: configuration)
-        tokenCanChange = route.credentials.type != .static
-        switch route.credentials.type {
-        case .oauth2Refresh, .cognito, .jsonRefresh: sessionNeedsLogin = true
-        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
-            sessionNeedsLogin = false
-        }
-        dpopEnabled = route.credentials.secretless.dpop != nil
+        tokenCanChange = route.credentials.type.tokenCanChange
+        sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
+        dpopEnabled = route.credentials.source.oauth2Client?.dpop != nil
         errorName = named ? route.name : nil
         requestBuffering = route.forward.requestBuffering
         requestBufferingDisk = route.forward.requestBufferingDisk

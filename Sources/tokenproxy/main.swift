@@ -64,10 +64,8 @@ func fail(_ message: String, status: Int32) -> Never {
 /// Every secret the configuration holds is known to the log redactor before the first log line.
 func registerConfiguredSecrets(_ configuration: Configuration) {
     for route in configuration.routes {
-        let c = route.credentials
-        for secret in [c.clientSecret, c.seedRefreshToken, c.token, route.access.requireValue, route.store.redis?.password] {
-            if let value = secret?.value { SecretRegistry.shared.register(value) }
-        }
+        let secrets = route.credentials.source.secrets + [route.access.requireValue, route.store.redis?.password].compactMap { $0 }
+        for secret in secrets { SecretRegistry.shared.register(secret.value) }
     }
 }
 
@@ -89,7 +87,7 @@ struct RouteOption: ParsableArguments {
         } else if configuration.routes.count == 1 {
             chosen = 0
         } else {
-            let withSession = configuration.routes.indices.filter { keepsSession(configuration.routes[$0].credentials.type) }
+            let withSession = configuration.routes.indices.filter { configuration.routes[$0].credentials.type.keepsSession }
             guard withSession.count == 1 else {
                 let which = withSession.isEmpty ? "" : " (routes that keep a session: \(withSession.map { configuration.routes[$0].name }.joined(separator: ", ")))"
                 fail("\(command): the file has several routes; name one with --route NAME\(which); the routes are: \(names)", status: Exit.badConfiguration)
@@ -102,14 +100,6 @@ struct RouteOption: ParsableArguments {
     }
 }
 
-func keepsSession(_ type: CredentialsType) -> Bool {
-    switch type {
-    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity:
-        return true
-    case .static, .file, .exec: return false
-    }
-}
 
 /// Sets up logging from the `log:` section and reports the loader's warnings.
 func startLogging(_ loaded: LoadedConfiguration) -> Logger {
@@ -276,16 +266,13 @@ struct Check: ParsableCommand {
 /// The session-backed source that `login`, `token`, `status` and `logout` share with the server.
 func sessionSource(_ loaded: LoadedConfiguration, logger: Logger, command: String) -> SessionTokenSource {
     let type = loaded.configuration.credentials.type
-    switch type {
-    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity:
-        do {
-            return try makeSessionTokenSource(loaded.configuration, logger: logger)
-        } catch {
-            fail("configuration error: \(error)", status: Exit.badConfiguration)
-        }
-    case .static, .file, .exec:
+    guard type.keepsSession else {
         fail("\(command): credentials.type \(type.rawValue) keeps no session", status: 1)
+    }
+    do {
+        return try makeSessionTokenSource(loaded.configuration, logger: logger)
+    } catch {
+        fail("configuration error: \(error)", status: Exit.badConfiguration)
     }
 }
 
@@ -314,7 +301,7 @@ struct Login: ParsableCommand {
         if source.provider.fetchesWithoutSession {
             input = .none
         } else {
-            switch loaded.configuration.credentials.login {
+            switch loaded.configuration.credentials.source.login {
             case .device where source.provider is OAuth2Provider:
                 input = .device
             case .browser where source.provider is OAuth2Provider:
@@ -377,9 +364,7 @@ struct Token: ParsableCommand {
     func run() throws {
         let loaded = route.select(options.load(), command: "token")
         let logger = startLogging(loaded)
-        switch loaded.configuration.credentials.type {
-        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity:
+        if loaded.configuration.credentials.type.keepsSession {
             let source = sessionSource(loaded, logger: logger, command: "token")
             do {
                 print(try source.validToken())
@@ -391,7 +376,7 @@ struct Token: ParsableCommand {
                     fail("no valid token: \(why)", status: 1)
                 }
             }
-        case .static, .file, .exec:
+        } else {
             try printManagedToken(loaded, logger: logger)
         }
     }
@@ -451,7 +436,7 @@ struct Status: ParsableCommand {
             one.configuration = all.configuration.selecting(route: i)
             let name = one.configuration.routes[0].name
             let fields: [(String, String?)]
-            if keepsSession(one.configuration.credentials.type) {
+            if one.configuration.credentials.type.keepsSession {
                 fields = statusFields(one, logger: logger)
                 if fields.first(where: { $0.0 == "session" })?.1 != "active" { anyInactive = true }
             } else {

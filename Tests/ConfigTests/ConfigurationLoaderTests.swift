@@ -97,18 +97,19 @@ let contractExampleEnvironment = [
         #expect(c.type == .oauth2Refresh)
         #expect(c.refreshMargin == 300)
         #expect(c.defaultLifetime == 3600)
-        #expect(c.issuerURL == "https://idp.example.com")
-        #expect(c.tokenURL == "https://idp.example.com/oauth/token")
-        #expect(c.clientID == "my-client")
-        #expect(c.clientSecret == Secret(value: "client-secret-value", origin: .env("CLIENT_SECRET")))
-        #expect(c.clientAuth == .basic)
-        #expect(c.scope == "read write")
-        #expect(c.audience == "https://api.example.com")
-        #expect(c.extraParams == ["resource": "https://api.example.com", "version": "2"])
-        #expect(c.seedRefreshToken == Secret(value: "seed-refresh-value", origin: .env("SEED_REFRESH_TOKEN")))
-        #expect(c.login == .password)
-        #expect(c.deviceAuthorizationURL == "https://idp.example.com/oauth/device")
-        #expect(c.revocationURL == "https://idp.example.com/oauth/revoke")
+        let refresh = try #require(c.asOAuth2Refresh)
+        #expect(refresh.client.issuerURL == "https://idp.example.com")
+        #expect(refresh.client.tokenURL == "https://idp.example.com/oauth/token")
+        #expect(refresh.client.clientID == "my-client")
+        #expect(refresh.client.clientSecret == Secret(value: "client-secret-value", origin: .env("CLIENT_SECRET")))
+        #expect(refresh.client.authentication == .basic)
+        #expect(refresh.client.scope == "read write")
+        #expect(refresh.client.audience == "https://api.example.com")
+        #expect(refresh.client.extraParams == ["resource": "https://api.example.com", "version": "2"])
+        #expect(refresh.seedRefreshToken == Secret(value: "seed-refresh-value", origin: .env("SEED_REFRESH_TOKEN")))
+        #expect(refresh.login == .password)
+        #expect(refresh.deviceAuthorizationURL == "https://idp.example.com/oauth/device")
+        #expect(refresh.revocationURL == "https://idp.example.com/oauth/revoke")
 
         #expect(config.upstreamTLS.caFile == "/etc/ssl/private-ca.pem")
         #expect(config.upstreamTLS.clientCertFile == "/etc/tokenproxy/client.pem")
@@ -149,7 +150,7 @@ let contractExampleEnvironment = [
         #expect(config.log.level == .info)
         #expect(config.credentials.refreshMargin == 300)
         #expect(config.credentials.defaultLifetime == 3600)
-        #expect(config.credentials.token == Secret(value: "static-token-value", origin: .env("TOKEN")))
+        #expect(config.credentials.asStatic?.token == Secret(value: "static-token-value", origin: .env("TOKEN")))
     }
 
     @Test(arguments: [
@@ -240,8 +241,8 @@ let contractExampleEnvironment = [
         let config = loaded.configuration
         let base = folder.resolved
         #expect(config.baseDirectory == base)
-        #expect(config.credentials.clientSecret == Secret(value: "file-secret-value", origin: .file(base + "/secrets/client")))
-        #expect(config.credentials.seedRefreshToken == Secret(value: "seed-from-file", origin: .file(base + "/seed")))
+        #expect(config.credentials.source.oauth2Client?.clientSecret == Secret(value: "file-secret-value", origin: .file(base + "/secrets/client")))
+        #expect(config.credentials.source.seedRefreshToken == Secret(value: "seed-from-file", origin: .file(base + "/seed")))
         #expect(config.upstreamTLS.caFile == (base as NSString).deletingLastPathComponent + "/ca.pem")
         #expect(config.upstreamTLS.clientCertFile == base + "/tls/client.pem")
         #expect(config.sink?.path == base + "/token")
@@ -254,22 +255,22 @@ let contractExampleEnvironment = [
         try folder.write("token", "abc\n\n")
         let yaml = "upstream: http://localhost:1\ncredentials: {type: static, token_file: token}"
         let config = try parse(yaml, base: folder.path, environment: [:]).configuration
-        #expect(config.credentials.token?.value == "abc\n")
+        #expect(config.credentials.asStatic?.token.value == "abc\n")
     }
 
     @Test func fileAndExecPathsAreResolvedButNeedNotExist() throws {
         let file = try parse("upstream: http://localhost:1\ncredentials: {type: file, path: tokens/current}", base: "/opt/p").configuration
-        #expect(file.credentials.path == "/opt/p/tokens/current")
+        #expect(file.credentials.asFile?.path == "/opt/p/tokens/current")
 
         let exec = try parse(
             "upstream: http://localhost:1\ncredentials: {type: exec, command: [bin/get-token, --audience, api], exec_timeout: 2s}",
             base: "/opt/p"
         ).configuration
-        #expect(exec.credentials.command == ["/opt/p/bin/get-token", "--audience", "api"])
-        #expect(exec.credentials.execTimeout == 2)
+        #expect(exec.credentials.asExec?.command == ["/opt/p/bin/get-token", "--audience", "api"])
+        #expect(exec.credentials.asExec?.timeout == 2)
 
         let onPath = try parse("upstream: http://localhost:1\ncredentials: {type: exec, command: [get-token]}", base: "/opt/p").configuration
-        #expect(onPath.credentials.command == ["get-token"])
+        #expect(onPath.credentials.asExec?.command == ["get-token"])
     }
 
     @Test func loadingAMissingFileNamesThePath() {
@@ -295,11 +296,11 @@ let contractExampleEnvironment = [
             let loaded = try parse("upstream: http://localhost:1\ncredentials:\n  \(body)", environment: ["CLIENT_SECRET": "s"])
             #expect(loaded.warnings == [], "\(body)")
         }
-        let json = try parse("upstream: http://localhost:1\ncredentials:\n  \(files[3])").configuration.credentials
+        let json = try #require(try parse("upstream: http://localhost:1\ncredentials:\n  \(files[3])").configuration.credentials.asJSONRefresh)
         #expect(json.expiresAtPath == "data.exp")
         #expect(json.expiresInPath == nil)
         #expect(json.refreshTokenIn == .body)
-        let cognito = try parse("upstream: http://localhost:1\ncredentials:\n  \(files[1])").configuration.credentials
+        let cognito = try #require(try parse("upstream: http://localhost:1\ncredentials:\n  \(files[1])").configuration.credentials.asCognito)
         #expect(cognito.seedRefreshToken == nil)
         #expect(cognito.useToken == .id)
     }

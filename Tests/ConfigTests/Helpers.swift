@@ -49,3 +49,16 @@ struct TemporaryFolder {
     /// The folder's path as the loader reports it (no `//`, no `.`).
     var resolved: String { URL(fileURLWithPath: path).standardizedFileURL.path }
 }
+
+/// The configuration of one source, or nil when the credentials are of another type.
+extension CredentialsConfiguration {
+    var asStatic: StaticTokenConfiguration? { if case .static(let c) = source { c } else { nil } }
+    var asFile: FileTokenConfiguration? { if case .file(let c) = source { c } else { nil } }
+    var asExec: ExecConfiguration? { if case .exec(let c) = source { c } else { nil } }
+    var asCognito: CognitoConfiguration? { if case .cognito(let c) = source { c } else { nil } }
+    var asGCE: GCEMetadataConfiguration? { if case .gceMetadata(let c) = source { c } else { nil } }
+    var asTokenExchange: TokenExchangeConfiguration? { if case .oauth2TokenExchange(let c) = source { c } else { nil } }
+    var asOAuth2Refresh: OAuth2RefreshConfiguration? { if case .oauth2Refresh(let c) = source { c } else { nil } }
+    var asJSONRefresh: JSONRefreshConfiguration? { if case .jsonRefresh(let c) = source { c } else { nil } }
+    var asJWTBearer: JWTBearerConfiguration? { if case .oauth2JWTBearer(let c) = source { c } else { nil } }
+}

@@ -18,11 +18,11 @@ import Testing
         let loaded = try parse(
             "upstream: https://api.example.com\ncredentials:\n  type: oauth2_refresh\n  login: browser\n  client_id: c\n  issuer_url: https://idp.example\n"
                 + "  redirect_uri: http://localhost:8400/callback\n  authorization_params: {prompt: select_account}\n")
-        let c = loaded.configuration.credentials
+        let c = try #require(loaded.configuration.credentials.asOAuth2Refresh)
         #expect(c.login == .browser)
-        #expect(c.redirectURI?.port == 8400)
-        #expect(c.redirectURI?.host == .localhost)
-        #expect(c.authorizationParams == ["prompt": "select_account"])
+        #expect(c.browser.redirectURI?.port == 8400)
+        #expect(c.browser.redirectURI?.host == .localhost)
+        #expect(c.browser.authorizationParams == ["prompt": "select_account"])
         #expect(loaded.warnings.isEmpty)
     }
 
@@ -43,8 +43,8 @@ import Testing
 
     @Test func thePoolIdGivesTheDefaultRegion() throws {
         let loaded = try parse("upstream: https://api.example.com\ncredentials:\n  type: cognito\n  login: srp\n  client_id: c\n  user_pool_id: eu-west-3_Ab12Cd34E\n")
-        #expect(loaded.configuration.credentials.region == "eu-west-3")
-        #expect(loaded.configuration.credentials.userPoolID == "eu-west-3_Ab12Cd34E")
+        #expect(loaded.configuration.credentials.asCognito?.region == "eu-west-3")
+        #expect(loaded.configuration.credentials.asCognito?.userPoolID == "eu-west-3_Ab12Cd34E")
     }
 
     @Test func flowsOfOtherTypesAreRefused() throws {

@@ -61,7 +61,7 @@ import Testing
         #expect(c.routes[0].access.allowPaths == nil)
         #expect(c.routes[0].store.path == "/etc/tokenproxy/state/orders.json")
         #expect(c.routes[4].store.path == "/etc/tokenproxy/state/rest.json")
-        #expect(c.routes[1].credentials.token?.value == "t2")
+        #expect(c.routes[1].credentials.asStatic?.token.value == "t2")
         let printed = c.resolvedDescription()
         for name in ["orders", "github", "wild", "billing", "rest"] { #expect(printed.contains("route \(name):")) }
         #expect(printed.contains("routes.orders.match.path_prefix: /orders/"))

@@ -68,7 +68,7 @@ import Testing
         let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {keyfile: x}"))
         #expect(error?.keyPath == "credentials.dpop.keyfile")
         let loaded = try parse(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {}"))
-        #expect(loaded.configuration.credentials.secretless.dpop == DPoPConfiguration())
+        #expect(loaded.configuration.credentials.source.oauth2Client?.dpop == DPoPConfiguration())
     }
 
     @Test func aKeyOfAnotherClientAuthIsAWarning() throws {
@@ -79,11 +79,11 @@ import Testing
 
     @Test func theSecretlessTypesLoadWithTheirDefaults() throws {
         let gce = try parse(credentials("type: gce_metadata")).configuration.credentials
-        #expect(gce.secretless.serviceAccount == "default")
+        #expect(gce.asGCE?.serviceAccount == "default")
         let exchange = try parse(credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s"))
-        #expect(exchange.configuration.credentials.secretless.subjectTokenType == "urn:ietf:params:oauth:token-type:jwt")
-        #expect(exchange.configuration.credentials.secretless.subjectTokenFile == "/etc/tokenproxy/s")
+        #expect(exchange.configuration.credentials.asTokenExchange?.subjectTokenType == "urn:ietf:params:oauth:token-type:jwt")
+        #expect(exchange.configuration.credentials.asTokenExchange?.subjectTokenFile == "/etc/tokenproxy/s")
         let bearer = try parse(credentials("type: oauth2_jwt_bearer\ntoken_url: https://idp/t\nassertion_file: ./a"))
-        #expect(bearer.configuration.credentials.secretless.assertionLifetime == 300)
+        #expect(bearer.configuration.credentials.asJWTBearer?.assertion == .file("/etc/tokenproxy/a"))
     }
 }

@@ -9,7 +9,7 @@ import Testing
             upstream: https://a
             credentials: {type: oauth2_client_credentials, token_url: https://i, client_id: c, client_secret: literal-secret-value}
             """)
-        #expect(loaded.configuration.credentials.clientSecret == Secret(value: "literal-secret-value", origin: .literal))
+        #expect(loaded.configuration.credentials.source.oauth2Client?.clientSecret == Secret(value: "literal-secret-value", origin: .literal))
         #expect(loaded.warnings == [
             "credentials.client_secret: a literal secret in the config file; prefer client_secret_env or client_secret_file"
         ])
@@ -31,7 +31,7 @@ import Testing
             "credentials.client_secret_env: not used by type static",
         ])
         // An unused secret is not read, so an unset variable is no error.
-        #expect(loaded.configuration.credentials.clientSecret == nil)
+        #expect(loaded.configuration.credentials.source.secrets == [Secret(value: "static-token-value", origin: .env("TOKEN"))])
     }
 
     @Test func insecureSkipVerifyIsAWarning() throws {
@@ -44,7 +44,7 @@ import Testing
         let loaded = try parse(
             "upstream: https://a\ncredentials: {type: oauth2_refresh, token_url: https://i, client_id: c, refresh_token_env: NO_SEED}",
             environment: [:])
-        #expect(loaded.configuration.credentials.seedRefreshToken == nil)
+        #expect(loaded.configuration.credentials.source.seedRefreshToken == nil)
         #expect(loaded.warnings == [])
     }
 

@@ -43,9 +43,7 @@ private final class Moto: Sendable {
 private func cognito(
     endpoint: String, clientID: String, secret: String? = nil, useToken: CredentialsConfiguration.CognitoTokenUse = .access
 ) throws -> CognitoProvider {
-    var credentials = CredentialsConfiguration(type: .cognito)
-    credentials.endpoint = endpoint
-    credentials.clientID = clientID
+    var credentials = CognitoConfiguration(clientID: clientID, endpoint: endpoint)
     credentials.clientSecret = secret.map { Secret(value: $0, origin: .literal) }
     credentials.useToken = useToken
     return try CognitoProvider(credentials)
@@ -259,16 +257,14 @@ private func claim(_ name: String, of token: String) -> JSONValue? {
     // MARK: Without a server
 
     @Test func aRegionMakesTheAWSEndpoint() throws {
-        var credentials = CredentialsConfiguration(type: .cognito)
-        credentials.region = "eu-west-1"
-        credentials.clientID = "client"
+        var credentials = CognitoConfiguration(clientID: "client", region: "eu-west-1")
         #expect(try CognitoProvider(credentials).endpoint == "https://cognito-idp.eu-west-1.amazonaws.com/")
         credentials.region = "eu-west-1.evil.example/"
         #expect(throws: ConfigurationError.self) { try CognitoProvider(credentials) }
         credentials.region = nil
         #expect(throws: ConfigurationError.self) { try CognitoProvider(credentials) }
         credentials.region = "us-east-1"
-        credentials.clientID = nil
+        credentials.clientID = ""
         #expect(throws: ConfigurationError.self) { try CognitoProvider(credentials) }
     }
 

@@ -27,7 +27,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", "echo 'bare-token-123'")
-        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
+        let source = try execSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "bare-token-123"))
         #expect(source.defaultLifetime == 3600)
     }
@@ -37,7 +37,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", #"printf '{"token": "json-token", "expires_in": 120}\n'"#)
-        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
+        let source = try execSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "json-token", expiresIn: 120))
     }
 
@@ -46,13 +46,13 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", #"echo '{"token":"t1","expires_at":"2026-11-22T03:00:00Z"}'"#)
-        let source = try ExecTokenSource(execCredentials(["/bin/sh", script]))
+        let source = try execSource(execCredentials(["/bin/sh", script]))
         #expect(try fetch(source).get() == IssuedToken(accessToken: "t1", expiresAt: 1_795_316_400))
     }
 
     @Test("arguments are passed without a shell, and a bare program name is looked up in PATH")
     func argumentsWithoutShell() throws {
-        let source = try ExecTokenSource(execCredentials(["printf", "%s", "tok;$(id)|`id`&*"]))
+        let source = try execSource(execCredentials(["printf", "%s", "tok;$(id)|`id`&*"]))
         #expect(try fetch(source).get().accessToken == "tok;$(id)|`id`&*")
     }
 
@@ -61,7 +61,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", "echo 'secret-output-token'\necho 'stderr-secret' >&2\nexit 3")
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script]))))
+        let reason = failureReason(fetch(try execSource(execCredentials(["/bin/sh", script]))))
         #expect(reason?.contains("status 3") == true, "\(reason ?? "no failure")")
         #expect(reason?.contains("secret-output-token") == false)
         #expect(reason?.contains("stderr-secret") == false)
@@ -73,7 +73,7 @@ struct ExecTokenSourceTests {
         defer { folder.remove() }
         let pids = folder.file("pids")
         let script = folder.script("get", "sleep 30 &\necho $! > \(pids)\necho $$ >> \(pids)\nwait")
-        let source = try ExecTokenSource(execCredentials(["/bin/sh", script], timeout: 0.5))
+        let source = try execSource(execCredentials(["/bin/sh", script], timeout: 0.5))
         let started = Date()
         let reason = failureReason(fetch(source))
         let elapsed = Date().timeIntervalSince(started)
@@ -107,7 +107,7 @@ struct ExecTokenSourceTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let script = folder.script("get", body)
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script]))))
+        let reason = failureReason(fetch(try execSource(execCredentials(["/bin/sh", script]))))
         #expect(reason != nil)
         #expect(reason?.contains("secret") == false)
     }
@@ -118,7 +118,7 @@ struct ExecTokenSourceTests {
         defer { folder.remove() }
         let script = folder.script("get", "head -c 200000 /dev/zero | tr '\\0' a\nsleep 30")
         let started = Date()
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials(["/bin/sh", script], timeout: 20))))
+        let reason = failureReason(fetch(try execSource(execCredentials(["/bin/sh", script], timeout: 20))))
         #expect(reason?.contains("KiB") == true)
         #expect(Date().timeIntervalSince(started) < 10)
     }
@@ -131,14 +131,14 @@ struct ExecTokenSourceTests {
         #expect(leaky > 2)
         defer { close(leaky) }
         let script = folder.script("get", "if [ -e /proc/$$/fd/\(leaky) ]; then echo leaked; else echo clean; fi")
-        #expect(try fetch(ExecTokenSource(execCredentials(["/bin/sh", script]))).get().accessToken == "clean")
+        #expect(try fetch(execSource(execCredentials(["/bin/sh", script]))).get().accessToken == "clean")
     }
 
     @Test("a command that cannot be started is a passing failure")
     func missingCommand() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        let reason = failureReason(fetch(try ExecTokenSource(execCredentials([folder.file("missing")]))))
+        let reason = failureReason(fetch(try execSource(execCredentials([folder.file("missing")]))))
         #expect(reason?.contains("cannot start") == true)
     }
 
@@ -153,7 +153,7 @@ struct ExecTokenSourceTests {
 
     @Test("an exec source without a command is a configuration error")
     func emptyCommand() {
-        #expect(throws: (any Error).self) { try ExecTokenSource(execCredentials([])) }
+        #expect(throws: (any Error).self) { try execSource(execCredentials([])) }
     }
 }
 

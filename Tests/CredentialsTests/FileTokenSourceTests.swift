@@ -7,9 +7,7 @@ import Testing
 @Suite("file source")
 struct FileTokenSourceTests {
     func source(_ path: String) throws -> FileTokenSource {
-        var credentials = CredentialsConfiguration(type: .file)
-        credentials.path = path
-        return try FileTokenSource(credentials)
+        try FileTokenSource(FileTokenConfiguration(path: path))
     }
 
     @Test("the token is the file's content without surrounding whitespace")
@@ -63,8 +61,8 @@ struct FileTokenSourceTests {
         }
     }
 
-    @Test("a file source without a path is a configuration error")
+    @Test("a file source with an empty path is a configuration error")
     func missingPath() {
-        #expect(throws: ConfigurationError.self) { try FileTokenSource(CredentialsConfiguration(type: .file)) }
+        #expect(throws: ConfigurationError.self) { try FileTokenSource(FileTokenConfiguration(path: "")) }
     }
 }

@@ -25,16 +25,14 @@ struct FuzzFindingTests {
 
     @Test("every identity provider's answer with such a Date still yields its token, without a server date")
     func answersWithANonASCIIDate() throws {
-        var json = CredentialsConfiguration(type: .jsonRefresh)
-        json.refreshURL = "http://127.0.0.1:9/refresh"
+        let json = JSONRefreshConfiguration(refreshURL: "http://127.0.0.1:9/refresh")
         let fromBackend = try JSONRefreshProvider(json).read(
             Self.answer(date: Self.brokenDate, body: #"{"access_token":"access-1","expires_in":60}"#))
         #expect(fromBackend.accessToken == "access-1")
         #expect(fromBackend.serverDate == nil)
 
-        var oauth = CredentialsConfiguration(type: .oauth2Refresh)
-        oauth.tokenURL = "http://127.0.0.1:9/token"
-        oauth.clientID = "client"
+        let oauth = CredentialsConfiguration(
+            .oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration(tokenURL: "http://127.0.0.1:9/token", clientID: "client"))))
         let fromTokenEndpoint = try OAuth2Provider(oauth).read(
             Self.answer(date: Self.brokenDate, body: #"{"access_token":"access-2","token_type":"Bearer"}"#), call: "refresh")
         #expect(fromTokenEndpoint.accessToken == "access-2")

@@ -11,11 +11,9 @@ private struct Backend {
     let server: PythonServer
     let provider: JSONRefreshProvider
 
-    init(_ arguments: [String] = [], configure: (inout CredentialsConfiguration) -> Void = { _ in }) throws {
+    init(_ arguments: [String] = [], configure: (inout JSONRefreshConfiguration) -> Void = { _ in }) throws {
         server = try PythonServer("json_backend_for_provider_tests", arguments: arguments)
-        var credentials = CredentialsConfiguration(type: .jsonRefresh)
-        credentials.loginURL = server.baseURL + "/login"
-        credentials.refreshURL = server.baseURL + "/refresh"
+        var credentials = JSONRefreshConfiguration(refreshURL: server.baseURL + "/refresh", loginURL: server.baseURL + "/login")
         if arguments.contains("body") { credentials.refreshTokenIn = .body }
         configure(&credentials)
         provider = try JSONRefreshProvider(credentials)
@@ -278,14 +276,13 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     // MARK: Configuration
 
     @Test func refreshURLIsRequired() {
-        let credentials = CredentialsConfiguration(type: .jsonRefresh)
+        let credentials = JSONRefreshConfiguration(refreshURL: "")
         #expect(throws: ConfigurationError.self) { try JSONRefreshProvider(credentials) }
     }
 
     @Test(arguments: ["", "a..b", ".a", "a."])
     func aMalformedPathIsAConfigurationError(path: String) {
-        var credentials = CredentialsConfiguration(type: .jsonRefresh)
-        credentials.refreshURL = "http://127.0.0.1:1/refresh"
+        var credentials = JSONRefreshConfiguration(refreshURL: "http://127.0.0.1:1/refresh")
         credentials.accessTokenPath = path
         #expect(throws: ConfigurationError(keyPath: "credentials.access_token_path", reason: "\"\(path)\" is no dotted JSON path (names separated by single dots, e.g. data.tokens.access)")) {
             try JSONRefreshProvider(credentials)

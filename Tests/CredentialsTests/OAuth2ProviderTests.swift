@@ -38,15 +38,13 @@ struct OAuth2ProviderTests {
     /// A server of the test's own, stopped when the test releases it.
     static func server() throws -> AuthlibServer { try AuthlibServer() }
 
-    func credentials(_ server: AuthlibServer, type: CredentialsType = .oauth2Refresh, auth: CredentialsConfiguration.ClientAuth = .basic, secret: String = clientSecret) -> CredentialsConfiguration {
-        var credentials = CredentialsConfiguration(type: type)
-        credentials.tokenURL = server.tokenURL
-        credentials.clientID = "app"
-        credentials.clientSecret = Secret(value: secret, origin: .literal)
-        credentials.clientAuth = auth
-        credentials.revocationURL = server.base + "/oauth/revoke"
-        credentials.deviceAuthorizationURL = server.base + "/oauth/device"
-        return credentials
+    func credentials(_ server: AuthlibServer, auth: CredentialsConfiguration.ClientAuth = .basic, secret: String = clientSecret) -> CredentialsConfiguration {
+        var client = OAuth2ClientConfiguration(tokenURL: server.tokenURL, clientID: "app", clientSecret: Secret(value: secret, origin: .literal))
+        client.authentication = auth == .post ? .post : .basic
+        var refresh = OAuth2RefreshConfiguration(client: client)
+        refresh.revocationURL = server.base + "/oauth/revoke"
+        refresh.deviceAuthorizationURL = server.base + "/oauth/device"
+        return CredentialsConfiguration(.oauth2Refresh(refresh))
     }
 
     /// Every failure reason: never a secret, a token or the raw body.
@@ -145,9 +143,8 @@ struct OAuth2ProviderTests {
 
     @Test("network failure is passing")
     func unreachable() throws {
-        var configuration = CredentialsConfiguration(type: .oauth2Refresh)
-        configuration.tokenURL = "http://127.0.0.1:9/oauth/token"
-        configuration.clientID = "app"
+        let configuration = CredentialsConfiguration(
+            .oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration(tokenURL: "http://127.0.0.1:9/oauth/token", clientID: "app"))))
         let provider = try OAuth2Provider(configuration)
         let failure = error { try provider.refresh(StoredSession(kind: "oauth2_refresh", refreshToken: "rt-unreachable")) }
         guard case .passing? = failure else {
@@ -160,14 +157,12 @@ struct OAuth2ProviderTests {
     func clientCredentialsAndDiscovery() throws {
         let server = try Self.server()
         try server.post("/test/reset-stats")
-        var configuration = CredentialsConfiguration(type: .oauth2ClientCredentials)
-        configuration.issuerURL = server.base
-        configuration.clientID = "app"
-        configuration.clientSecret = Secret(value: Self.clientSecret, origin: .literal)
-        configuration.scope = "read write"
-        configuration.audience = "https://api.example"
-        configuration.extraParams = ["resource": "https://api.example/v1"]
-        let provider = try OAuth2Provider(configuration)
+        var client = OAuth2ClientConfiguration(clientID: "app", clientSecret: Secret(value: Self.clientSecret, origin: .literal))
+        client.issuerURL = server.base
+        client.scope = "read write"
+        client.audience = "https://api.example"
+        client.extraParams = ["resource": "https://api.example/v1"]
+        let provider = try OAuth2Provider(CredentialsConfiguration(.oauth2ClientCredentials(client)))
         #expect(provider.fetchesWithoutSession)
         let issued = try provider.refresh(nil)
         #expect(!issued.accessToken.isEmpty)
@@ -177,16 +172,16 @@ struct OAuth2ProviderTests {
 
     @Test("configuration checks name the key")
     func configurationChecks() throws {
-        var configuration = CredentialsConfiguration(type: .oauth2Refresh)
-        configuration.clientID = "app"
+        var client = OAuth2ClientConfiguration(clientID: "app")
+        func refresh() -> CredentialsConfiguration { CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: client))) }
         #expect(throws: ConfigurationError(keyPath: "credentials.token_url", reason: "oauth2_refresh needs token_url (or issuer_url for discovery)")) {
-            try OAuth2Provider(configuration)
+            try OAuth2Provider(refresh())
         }
-        configuration.tokenURL = "ftp://x"
-        #expect(throws: ConfigurationError.self) { try OAuth2Provider(configuration) }
-        configuration.tokenURL = "http://127.0.0.1/t"
-        configuration.clientID = nil
-        #expect(throws: ConfigurationError.self) { try OAuth2Provider(configuration) }
+        client.tokenURL = "ftp://x"
+        #expect(throws: ConfigurationError.self) { try OAuth2Provider(refresh()) }
+        client.tokenURL = "http://127.0.0.1/t"
+        client.clientID = nil
+        #expect(throws: ConfigurationError.self) { try OAuth2Provider(refresh()) }
     }
 
     @Test("device login: the code is shown, pending polls continue, approval yields tokens; a denial refuses")

@@ -6,9 +6,7 @@ import Testing
 /// SECRET_HASH through the provider's own `secretHash(for:)`, against values computed outside Swift.
 @Suite struct SecretHashTests {
     private func provider(secret: String?) throws -> CognitoProvider {
-        var credentials = CredentialsConfiguration(type: .cognito)
-        credentials.region = "us-east-1"
-        credentials.clientID = "client-1"
+        var credentials = CognitoConfiguration(clientID: "client-1", region: "us-east-1")
         credentials.clientSecret = secret.map { Secret(value: $0, origin: .literal) }
         return try CognitoProvider(credentials)
     }

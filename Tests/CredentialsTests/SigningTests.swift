@@ -178,13 +178,10 @@ struct SigningTests {
 /// How each `client_auth` shapes a token request (RFC 6749 §2.3.1, RFC 7523 §2.2, RFC 8705 §2).
 @Suite("Client authentication requests")
 struct ClientAuthenticationRequestTests {
-    func apply(_ auth: CredentialsConfiguration.ClientAuth, secret: String? = "s", configure: (inout SecretlessConfiguration) -> Void = { _ in })
+    func apply(_ auth: ClientAuthenticationConfiguration, secret: String? = "s")
         throws -> (form: [(String, String)], headers: [String], request: HTTPCallRequest)
     {
-        var credentials = CredentialsConfiguration(type: .oauth2ClientCredentials)
-        credentials.clientAuth = auth
-        configure(&credentials.secretless)
-        let authentication = try ClientAuthentication(credentials, clientID: "app", secret: secret)
+        let authentication = try ClientAuthentication(auth, clientID: "app", secret: secret)
         var form: [(String, String)] = [("grant_type", "client_credentials")]
         var headers: [String] = []
         var request = HTTPCallRequest(url: "https://idp.example/token")
@@ -206,10 +203,7 @@ struct ClientAuthenticationRequestTests {
 
     @Test("tls_client_auth sends the certificate and key to the token endpoint and client_id in the form, no secret")
     func tlsClientAuth() throws {
-        let sent = try apply(.tlsClientAuth, secret: nil) {
-            $0.clientCertFile = "/keys/client.pem"
-            $0.clientKeyFile = "/keys/client.key"
-        }
+        let sent = try apply(.tlsClientAuth(certificateFile: "/keys/client.pem", keyFile: "/keys/client.key"), secret: nil)
         #expect(sent.request.clientCertificateFile == "/keys/client.pem")
         #expect(sent.request.clientKeyFile == "/keys/client.key")
         #expect(names(sent.form) == ["grant_type", "client_id"])
@@ -218,7 +212,8 @@ struct ClientAuthenticationRequestTests {
 
     @Test("client_assertion_audience replaces the token endpoint as the assertion's aud")
     func audienceOverride() throws {
-        let sent = try apply(.clientSecretJWT, secret: "s3cret") { $0.clientAssertionAudience = "https://login.example/tenant" }
+        let sent = try apply(
+            .clientSecretJWT(secret: Secret(value: "s3cret", origin: .literal), audience: "https://login.example/tenant"), secret: "s3cret")
         let jwt = try #require(sent.form.last?.1)
         let payload = try #require(JWT.base64URLDecode(jwt.split(separator: ".")[1]))
         let claims = try #require(try JSONSerialization.jsonObject(with: payload) as? [String: Any])
@@ -229,7 +224,7 @@ struct ClientAuthenticationRequestTests {
     @Test("none sends client_id only; client_secret_jwt sends client_id and an assertion, never the secret")
     func noneAndSecretJWT() throws {
         #expect(names(try apply(.none, secret: nil).form) == ["grant_type", "client_id"])
-        let jwt = try apply(.clientSecretJWT, secret: "very-secret-value")
+        let jwt = try apply(.clientSecretJWT(secret: Secret(value: "very-secret-value", origin: .literal), audience: nil), secret: "very-secret-value")
         #expect(names(jwt.form) == ["grant_type", "client_id", "client_assertion_type", "client_assertion"])
         #expect(jwt.form.last?.1.contains("very-secret-value") == false)
         #expect(jwt.form[2].1 == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
@@ -263,11 +258,8 @@ struct MutualTLSTests {
         }
         let server = try PythonServer(
             "echo_upstream", arguments: ["--tls-cert", dir.file("server.pem"), "--tls-key", dir.file("server.key"), "--tls-client-ca", ca])
-        var credentials = CredentialsConfiguration(type: .oauth2ClientCredentials)
-        credentials.clientAuth = .tlsClientAuth
-        credentials.secretless.clientCertFile = dir.file("client.pem")
-        credentials.secretless.clientKeyFile = dir.file("client.key")
-        let authentication = try ClientAuthentication(credentials, clientID: "mtls-app", secret: nil)
+        let authentication = try ClientAuthentication(
+            .tlsClientAuth(certificateFile: dir.file("client.pem"), keyFile: dir.file("client.key")), clientID: "mtls-app", secret: nil)
         let url = "https://127.0.0.1:\(server.port)/token"
         var form: [(String, String)] = [("grant_type", "client_credentials")]
         var headers: [String] = []

@@ -62,11 +62,15 @@ func makeConfiguration(_ credentials: CredentialsConfiguration, folder: Temporar
 }
 
 func execCredentials(_ command: [String], timeout: Double = 5, defaultLifetime: Double = 3600) -> CredentialsConfiguration {
-    var credentials = CredentialsConfiguration(type: .exec)
-    credentials.command = command
-    credentials.execTimeout = timeout
+    var credentials = CredentialsConfiguration(.exec(ExecConfiguration(command: command, timeout: timeout)))
     credentials.defaultLifetime = defaultLifetime
     return credentials
+}
+
+/// The exec source that `makeTokenSource` builds for `credentials` (an exec configuration).
+func execSource(_ credentials: CredentialsConfiguration) throws -> ExecTokenSource {
+    guard case .exec(let exec) = credentials.source else { throw ConfigurationError(keyPath: "credentials.type", reason: "not exec") }
+    return try ExecTokenSource(exec, defaultLifetime: credentials.defaultLifetime)
 }
 
 /// base64url without padding (RFC 4648 §5).

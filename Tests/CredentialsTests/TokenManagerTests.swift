@@ -132,7 +132,7 @@ struct TokenManagerTests {
         let source = ScriptedSource()
         source.answers = [.failure(.loginRequired("no session; run tokenproxy login"))]
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(type: .oauth2Refresh), folder: folder),
+            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(),
             source: source
         )
@@ -159,7 +159,7 @@ struct TokenManagerTests {
         let source = ScriptedSource()
         source.answers = [.success(IssuedToken(accessToken: "first", expiresIn: 600)), .failure(.refused("invalid_grant"))]
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(type: .oauth2Refresh), folder: folder),
+            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(),
             source: source
         )
@@ -205,8 +205,7 @@ struct TokenManagerTests {
     func staticToken() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        var credentials = CredentialsConfiguration(type: .static)
-        credentials.token = Secret(value: "static-secret\n", origin: .env("TOKEN"))
+        let credentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: "static-secret\n", origin: .env("TOKEN")))))
         let logs = LogCapture()
         let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: logs.logger())
         manager.start()
@@ -229,9 +228,8 @@ struct TokenManagerTests {
     func staticJWT() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        var credentials = CredentialsConfiguration(type: .static)
         let jwt = makeJWT(payload: #"{"exp":4102444800}"#)
-        credentials.token = Secret(value: jwt, origin: .literal)
+        let credentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: jwt, origin: .literal))))
         let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: LogCapture().logger())
         manager.start()
         defer { manager.stop() }
@@ -245,8 +243,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         let path = folder.file("token")
         folder.write("token", "file-token-A\n")
-        var credentials = CredentialsConfiguration(type: .file)
-        credentials.path = path
+        let credentials = CredentialsConfiguration(.file(FileTokenConfiguration(path: path)))
         let logs = LogCapture()
         let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: logs.logger())
         manager.start()
@@ -282,8 +279,7 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         folder.write("token", "old-file-token")
-        var credentials = CredentialsConfiguration(type: .file)
-        credentials.path = folder.file("token")
+        let credentials = CredentialsConfiguration(.file(FileTokenConfiguration(path: folder.file("token"))))
         let manager = try TokenManager(configuration: makeConfiguration(credentials, folder: folder), logger: LogCapture().logger())
         manager.start()
         defer { manager.stop() }
@@ -302,8 +298,7 @@ struct TokenManagerTests {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         folder.write("token", "sink-token-1")
-        var credentials = CredentialsConfiguration(type: .file)
-        credentials.path = folder.file("token")
+        let credentials = CredentialsConfiguration(.file(FileTokenConfiguration(path: folder.file("token"))))
         let sinkPath = folder.file("run/sink/token")
         let changes = Mutex(0)
         let manager = try TokenManager(
@@ -350,7 +345,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         #expect(throws: ConfigurationError.self) {
             try TokenManager(
-                configuration: makeConfiguration(CredentialsConfiguration(type: .cognito), folder: folder),
+                configuration: makeConfiguration(CredentialsConfiguration(.cognito(CognitoConfiguration(clientID: ""))), folder: folder),
                 logger: LogCapture().logger()
             )
         }

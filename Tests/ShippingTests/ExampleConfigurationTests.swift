@@ -72,14 +72,17 @@ import Testing
             let loaded = try ConfigurationLoader.load(path: url.path, environment: Self.dummySecrets(for: keys.environmentNames))
             #expect(loaded.configuration.credentials.type == type, "config/\(name)")
             covered.insert(loaded.configuration.credentials.type)
+            let source = loaded.configuration.credentials.source
+            var cognitoSecret: Secret? = nil
+            if case .cognito(let cognito) = source { cognitoSecret = cognito.clientSecret }
             switch name {
-            case "oauth2-refresh-password.yaml": #expect(loaded.configuration.credentials.login == .password)
-            case "oauth2-refresh-device.yaml": #expect(loaded.configuration.credentials.login == .device)
-            case "oauth2-refresh-browser.yaml": #expect(loaded.configuration.credentials.login == .browser)
-            case "cognito-srp.yaml": #expect(loaded.configuration.credentials.login == .srp)
-            case "oauth2-client-credentials.yaml": #expect(loaded.configuration.credentials.issuerURL != nil)
-            case "cognito.yaml": #expect(loaded.configuration.credentials.clientSecret == nil)
-            case "cognito-with-secret.yaml": #expect(loaded.configuration.credentials.clientSecret != nil)
+            case "oauth2-refresh-password.yaml": #expect(source.login == .password)
+            case "oauth2-refresh-device.yaml": #expect(source.login == .device)
+            case "oauth2-refresh-browser.yaml": #expect(source.login == .browser)
+            case "cognito-srp.yaml": #expect(source.login == .srp)
+            case "oauth2-client-credentials.yaml": #expect(source.oauth2Client?.issuerURL != nil)
+            case "cognito.yaml": #expect(source.type == .cognito && cognitoSecret == nil)
+            case "cognito-with-secret.yaml": #expect(cognitoSecret != nil)
             default: break
             }
         }

@@ -30,38 +30,35 @@ final class ClientAuthentication {
     let audience: String?
     var now: () -> Double = { Date().timeIntervalSince1970 }
 
-    init(_ credentials: CredentialsConfiguration, clientID: String?, secret: String?) throws {
+    /// `client_auth` as the loader checked it: each method comes with what it needs.
+    init(_ configuration: ClientAuthenticationConfiguration, clientID: String?, secret: String?) throws {
         self.clientID = clientID
         self.secret = secret
-        let x = credentials.secretless
-        audience = x.clientAssertionAudience
-        switch credentials.clientAuth {
-        case .basic: method = .basic
-        case .post: method = .post
-        case .none: method = .none
-        case .privateKeyJWT:
-            guard let path = x.clientKeyFile else {
-                throw ConfigurationError(keyPath: "credentials.client_key_file", reason: "required for client_auth: private_key_jwt")
-            }
-            method = .signed(try KeyFile(path, algorithm: x.clientKeyAlg, keyID: x.clientKeyID, keyPath: "credentials.client_key_file"), hmac: nil)
-        case .clientSecretJWT:
-            guard let secret else {
-                throw ConfigurationError(keyPath: "credentials.client_secret_env", reason: "required for client_auth: client_secret_jwt")
-            }
-            method = .signed(nil, hmac: SigningKey.hmac(secret: secret))
-        case .clientAssertion:
-            guard let path = x.clientAssertionFile else {
-                throw ConfigurationError(keyPath: "credentials.client_assertion_file", reason: "required for client_auth: client_assertion")
-            }
+        switch configuration {
+        case .basic:
+            method = .basic
+            audience = nil
+        case .post:
+            method = .post
+            audience = nil
+        case .none:
+            method = .none
+            audience = nil
+        case .privateKeyJWT(let key, let assertionAudience):
+            method = .signed(try KeyFile(key.path, algorithm: key.algorithm, keyID: key.keyID, keyPath: "credentials.client_key_file"), hmac: nil)
+            audience = assertionAudience
+        case .clientSecretJWT(let clientSecret, let assertionAudience):
+            method = .signed(nil, hmac: SigningKey.hmac(secret: clientSecret.value))
+            audience = assertionAudience
+        case .clientAssertion(let path):
             method = .assertion(WatchedFile(path, keyPath: "credentials.client_assertion_file"))
-        case .tlsClientAuth:
-            guard let certificate = x.clientCertFile, let key = x.clientKeyFile else {
-                throw ConfigurationError(keyPath: "credentials.client_cert_file", reason: "client_auth: tls_client_auth needs client_cert_file and client_key_file")
-            }
+            audience = nil
+        case .tlsClientAuth(let certificate, let key):
             method = .tls(certificate: certificate, key: key)
+            audience = nil
         }
         guard clientID != nil || { if case .basic = method { return true } else { return false } }() else {
-            throw ConfigurationError(keyPath: "credentials.client_id", reason: "required for client_auth: \(credentials.clientAuth.rawValue)")
+            throw ConfigurationError(keyPath: "credentials.client_id", reason: "required for client_auth: \(configuration.method.rawValue)")
         }
     }
 

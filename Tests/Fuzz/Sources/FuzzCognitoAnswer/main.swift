@@ -18,9 +18,7 @@ enum Fixed {
 }
 
 func makeProvider(useIDToken: Bool) -> CognitoProvider {
-    var credentials = CredentialsConfiguration(type: .cognito)
-    credentials.endpoint = "http://127.0.0.1:9/"
-    credentials.clientID = "fuzz-client"
+    var credentials = CognitoConfiguration(clientID: "fuzz-client", endpoint: "http://127.0.0.1:9/")
     credentials.clientSecret = Secret(value: Fixed.clientSecret, origin: .literal)
     credentials.useToken = useIDToken ? .id : .access
     return try! CognitoProvider(credentials)

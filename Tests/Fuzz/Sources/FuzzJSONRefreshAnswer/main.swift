@@ -11,9 +11,7 @@ import Logs
 // an accepted expiry is finite.
 
 func makeProvider(_ choice: UInt8) -> JSONRefreshProvider {
-    var credentials = CredentialsConfiguration(type: .jsonRefresh)
-    credentials.refreshURL = "http://127.0.0.1:9/auth/refresh"
-    credentials.loginURL = "http://127.0.0.1:9/auth/login"
+    var credentials = JSONRefreshConfiguration(refreshURL: "http://127.0.0.1:9/auth/refresh", loginURL: "http://127.0.0.1:9/auth/login")
     switch choice % 3 {
     case 0:
         break

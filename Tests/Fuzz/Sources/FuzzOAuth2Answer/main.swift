@@ -16,11 +16,9 @@ enum Fixed {
 }
 
 func makeProvider() -> OAuth2Provider {
-    var credentials = CredentialsConfiguration(type: .oauth2Refresh)
-    credentials.tokenURL = "http://127.0.0.1:9/token"
-    credentials.clientID = "fuzz-client"
-    credentials.clientSecret = Secret(value: Fixed.clientSecret, origin: .literal)
-    return try! OAuth2Provider(credentials)
+    let client = OAuth2ClientConfiguration(
+        tokenURL: "http://127.0.0.1:9/token", clientID: "fuzz-client", clientSecret: Secret(value: Fixed.clientSecret, origin: .literal))
+    return try! OAuth2Provider(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: client))))
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -31,8 +31,9 @@ public final class CognitoProvider: IdentityProvider {
     /// Seconds for one call to Cognito.
     var timeout: Double = 30
 
-    public init(_ credentials: CredentialsConfiguration) throws {
-        guard let clientID = credentials.clientID, !clientID.isEmpty else {
+    public init(_ credentials: CognitoConfiguration) throws {
+        let clientID = credentials.clientID
+        guard !clientID.isEmpty else {
             throw ConfigurationError(keyPath: "credentials.client_id", reason: "cognito needs the app client's id")
         }
         if let endpoint = credentials.endpoint {

@@ -61,44 +61,50 @@ public final class OAuth2Provider: IdentityProvider {
     static let longestLifetime: Double = 10 * 365 * 86400
 
     public init(_ credentials: CredentialsConfiguration) throws {
-        kind = credentials.type.rawValue
         type = credentials.type
-        fetchesWithoutSession = [.oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange].contains(credentials.type)
-        let clientID = credentials.clientID.flatMap { $0.isEmpty ? nil : $0 }
-        if clientID == nil, credentials.type == .oauth2Refresh || credentials.type == .oauth2ClientCredentials {
-            throw ConfigurationError(keyPath: "credentials.client_id", reason: "\(credentials.type.rawValue) needs client_id")
+        kind = type.rawValue
+        guard let client = credentials.source.oauth2Client else {
+            throw ConfigurationError(keyPath: "credentials.type", reason: "\(kind) is not an oauth2_* type")
+        }
+        // Only oauth2_refresh keeps a session a person logged in to; the others fetch anew each time.
+        fetchesWithoutSession = !type.sessionNeedsLogin
+        var refresh: OAuth2RefreshConfiguration? = nil
+        if case .oauth2Refresh(let c) = credentials.source { refresh = c }
+        let clientID = client.clientID.flatMap { $0.isEmpty ? nil : $0 }
+        if clientID == nil, type == .oauth2Refresh || type == .oauth2ClientCredentials {
+            throw ConfigurationError(keyPath: "credentials.client_id", reason: "\(kind) needs client_id")
         }
         for (key, value) in [
-            ("issuer_url", credentials.issuerURL), ("token_url", credentials.tokenURL),
-            ("device_authorization_url", credentials.deviceAuthorizationURL), ("revocation_url", credentials.revocationURL),
+            ("issuer_url", client.issuerURL), ("token_url", client.tokenURL),
+            ("device_authorization_url", refresh?.deviceAuthorizationURL), ("revocation_url", refresh?.revocationURL),
         ] {
             if let value, !Self.isHTTPURL(value) {
                 throw ConfigurationError(keyPath: "credentials.\(key)", reason: "must be an http:// or https:// URL")
             }
         }
-        guard credentials.tokenURL != nil || credentials.issuerURL != nil else {
-            throw ConfigurationError(keyPath: "credentials.token_url", reason: "\(credentials.type.rawValue) needs token_url (or issuer_url for discovery)")
+        guard client.tokenURL != nil || client.issuerURL != nil else {
+            throw ConfigurationError(keyPath: "credentials.token_url", reason: "\(kind) needs token_url (or issuer_url for discovery)")
         }
-        if type == .oauth2ClientCredentials, credentials.clientSecret == nil, [.basic, .post, .clientSecretJWT].contains(credentials.clientAuth) {
+        if type == .oauth2ClientCredentials, client.clientSecret == nil, [.basic, .post].contains(client.authentication.method) {
             throw ConfigurationError(
                 keyPath: "credentials.client_secret_env", reason: "oauth2_client_credentials needs a client secret (client_secret_env or client_secret_file)")
         }
         self.clientID = clientID
-        self.clientSecret = credentials.clientSecret.map(\.value).flatMap { $0.isEmpty ? nil : $0 }
+        self.clientSecret = client.clientSecret.map(\.value).flatMap { $0.isEmpty ? nil : $0 }
         if let clientSecret { registerSecret(clientSecret) }
-        self.clientAuthentication = try ClientAuthentication(credentials, clientID: clientID, secret: clientSecret)
-        self.grant = try SecretlessGrant(credentials)
-        self.dpop = try credentials.secretless.dpop.map(DPoPKeySource.init)
-        self.scope = credentials.scope.flatMap { $0.isEmpty ? nil : $0 }
-        self.audience = credentials.audience.flatMap { $0.isEmpty ? nil : $0 }
-        self.extraParams = credentials.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        self.issuerURL = credentials.issuerURL
-        self.tokenURL = credentials.tokenURL
-        self.deviceAuthorizationURL = credentials.deviceAuthorizationURL
-        self.revocationURL = credentials.revocationURL
-        self.authorizationURL = credentials.authorizationURL
-        self.redirect = credentials.redirectURI ?? .standard
-        self.authorizationParams = credentials.authorizationParams
+        self.clientAuthentication = try ClientAuthentication(client.authentication, clientID: clientID, secret: clientSecret)
+        self.grant = try SecretlessGrant(credentials.source)
+        self.dpop = try client.dpop.map(DPoPKeySource.init)
+        self.scope = client.scope.flatMap { $0.isEmpty ? nil : $0 }
+        self.audience = client.audience.flatMap { $0.isEmpty ? nil : $0 }
+        self.extraParams = client.extraParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        self.issuerURL = client.issuerURL
+        self.tokenURL = client.tokenURL
+        self.deviceAuthorizationURL = refresh?.deviceAuthorizationURL
+        self.revocationURL = refresh?.revocationURL
+        self.authorizationURL = refresh?.browser.authorizationURL
+        self.redirect = refresh?.browser.redirectURI ?? .standard
+        self.authorizationParams = refresh?.browser.authorizationParams ?? [:]
     }
 
     public func dpopProver(for session: StoredSession) -> DPoPProver? {

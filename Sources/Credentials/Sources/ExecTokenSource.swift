@@ -16,17 +16,17 @@ final class ExecTokenSource: TokenSource {
     let withheld: Set<String>
     static let outputLimit = 64 << 10
 
-    init(_ credentials: CredentialsConfiguration, withholding withheld: Set<String> = []) throws {
+    init(_ configuration: ExecConfiguration, defaultLifetime: Double, withholding withheld: Set<String> = []) throws {
         self.withheld = withheld
-        guard let program = credentials.command.first, !program.isEmpty, !program.utf8.contains(0) else {
+        guard let program = configuration.command.first, !program.isEmpty, !program.utf8.contains(0) else {
             throw ConfigurationError(keyPath: "credentials.command", reason: "an exec source needs a command")
         }
-        guard credentials.execTimeout > 0 else {
+        guard configuration.timeout > 0 else {
             throw ConfigurationError(keyPath: "credentials.exec_timeout", reason: "must be more than 0")
         }
-        self.command = credentials.command
-        self.timeout = credentials.execTimeout
-        self.defaultLifetime = credentials.defaultLifetime
+        self.command = configuration.command
+        self.timeout = configuration.timeout
+        self.defaultLifetime = defaultLifetime
     }
 
     private var name: String { command[0] }

@@ -7,9 +7,14 @@ import FoundationEssentials
 final class SecretlessGrant {
     enum Kind {
         /// The assertion from a file, or signed with a key: iss, sub, aud, lifetime.
-        case jwtBearer(file: WatchedFile?, key: KeyFile?, issuer: String?, subject: String?, audience: String?, lifetime: Double)
+        case jwtBearer(Assertion)
         case tokenExchange(
             subject: WatchedFile, subjectType: String, actor: WatchedFile?, actorType: String?, requestedType: String?, resource: String?)
+    }
+
+    enum Assertion {
+        case file(WatchedFile)
+        case signed(key: KeyFile, issuer: String?, subject: String?, audience: String?, lifetime: Double)
     }
 
     static let jwtBearerGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -19,33 +24,26 @@ final class SecretlessGrant {
     var now: () -> Double = { Date().timeIntervalSince1970 }
 
     /// nil for the types that use another grant.
-    init?(_ credentials: CredentialsConfiguration) throws {
-        let x = credentials.secretless
-        switch credentials.type {
-        case .oauth2JWTBearer:
-            let file = x.assertionFile.map { WatchedFile($0, keyPath: "credentials.assertion_file") }
-            var key: KeyFile? = nil
-            if file == nil {
-                guard let path = x.clientKeyFile else {
-                    throw ConfigurationError(keyPath: "credentials.assertion_file", reason: "oauth2_jwt_bearer needs assertion_file or client_key_file")
-                }
-                key = try KeyFile(path, algorithm: x.clientKeyAlg, keyID: x.clientKeyID, keyPath: "credentials.client_key_file")
-                guard x.assertionIssuer != nil || credentials.clientID != nil else {
+    init?(_ source: CredentialsSource) throws {
+        switch source {
+        case .oauth2JWTBearer(let c):
+            switch c.assertion {
+            case .file(let path):
+                kind = .jwtBearer(.file(WatchedFile(path, keyPath: "credentials.assertion_file")))
+            case .signed(let signed):
+                let key = try KeyFile(signed.key.path, algorithm: signed.key.algorithm, keyID: signed.key.keyID, keyPath: "credentials.client_key_file")
+                guard signed.issuer != nil || c.client.clientID != nil else {
                     throw ConfigurationError(keyPath: "credentials.assertion_issuer", reason: "required to sign the assertion (or set client_id)")
                 }
+                kind = .jwtBearer(
+                    .signed(key: key, issuer: signed.issuer, subject: signed.subject, audience: signed.audience, lifetime: signed.lifetime))
             }
-            kind = .jwtBearer(
-                file: file, key: key, issuer: x.assertionIssuer, subject: x.assertionSubject, audience: x.assertionAudience,
-                lifetime: x.assertionLifetime)
-        case .oauth2TokenExchange:
-            guard let subject = x.subjectTokenFile else {
-                throw ConfigurationError(keyPath: "credentials.subject_token_file", reason: "required for oauth2_token_exchange")
-            }
+        case .oauth2TokenExchange(let c):
             kind = .tokenExchange(
-                subject: WatchedFile(subject, keyPath: "credentials.subject_token_file"), subjectType: x.subjectTokenType,
-                actor: x.actorTokenFile.map { WatchedFile($0, keyPath: "credentials.actor_token_file") }, actorType: x.actorTokenType,
-                requestedType: x.requestedTokenType, resource: x.resource)
-        default:
+                subject: WatchedFile(c.subjectTokenFile, keyPath: "credentials.subject_token_file"), subjectType: c.subjectTokenType,
+                actor: c.actorToken.map { WatchedFile($0.file, keyPath: "credentials.actor_token_file") }, actorType: c.actorToken?.type,
+                requestedType: c.requestedTokenType, resource: c.resource)
+        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec:
             return nil
         }
     }
@@ -61,13 +59,14 @@ final class SecretlessGrant {
     /// The grant's form fields and the values that must never appear in an error.
     func form(clientID: String?, tokenEndpoint: String) throws -> ([(String, String)], [String]) {
         switch kind {
-        case .jwtBearer(let file, let key, let issuer, let subject, let audience, let lifetime):
+        case .jwtBearer(let source):
             let assertion: String
-            if let file {
+            switch source {
+            case .file(let file):
                 assertion = try file.read()
                 try ClientAuthentication.checkAssertion(assertion, path: file.path, now: now())
-            } else {
-                let signingKey = try key!.current()
+            case .signed(let key, let issuer, let subject, let audience, let lifetime):
+                let signingKey = try key.current()
                 let iss = issuer ?? clientID ?? ""
                 let claims = GrantAssertionClaims.make(
                     issuer: iss, subject: subject ?? iss, audience: audience ?? tokenEndpoint, lifetime: lifetime, now: now(), jti: JWS.randomID())

@@ -8,11 +8,8 @@ final class StaticTokenSource: TokenSource {
     let defaultLifetime: Double? = nil
     private let token: String
 
-    init(_ credentials: CredentialsConfiguration) throws {
-        guard let secret = credentials.token else {
-            throw ConfigurationError(keyPath: "credentials.token_env", reason: "a static token needs token_env or token_file")
-        }
-        let token = secret.value.trimmingWhitespace()
+    init(_ configuration: StaticTokenConfiguration) throws {
+        let token = configuration.token.value.trimmingWhitespace()
         guard BearerToken.isUsable(token) else {
             throw ConfigurationError(
                 keyPath: "credentials.token_env",

@@ -23,17 +23,23 @@ public final class CloudIdentityProvider: IdentityProvider {
     var isGCE: Bool { kind == CredentialsType.gceMetadata.rawValue }
     var timeout: Double = 10
 
-    public convenience init(_ credentials: CredentialsConfiguration) throws {
-        try self.init(credentials, environment: ProcessInfo.processInfo.environment)
+    /// The two metadata identities.
+    public enum Identity: Sendable, Equatable {
+        case gce(GCEMetadataConfiguration)
+        case azure(AzureManagedIdentityConfiguration)
     }
 
-    init(_ credentials: CredentialsConfiguration, environment: [String: String]) throws {
-        kind = credentials.type.rawValue
-        switch credentials.type {
-        case .gceMetadata:
+    public convenience init(_ identity: Identity) {
+        self.init(identity, environment: ProcessInfo.processInfo.environment)
+    }
+
+    init(_ identity: Identity, environment: [String: String]) {
+        switch identity {
+        case .gce(let credentials):
+            kind = CredentialsType.gceMetadata.rawValue
             let base = Self.trimmed(credentials.endpoint ?? "http://metadata.google.internal")
             // A path segment (RFC 3986 §3.3): an e-mail's "@" stays as it is.
-            let account = OAuth2Provider.formEncode(credentials.secretless.serviceAccount).replacingOccurrences(of: "%40", with: "@")
+            let account = OAuth2Provider.formEncode(credentials.serviceAccount).replacingOccurrences(of: "%40", with: "@")
             let prefix = "\(base)/computeMetadata/v1/instance/service-accounts/\(account)"
             if let audience = credentials.audience {
                 request = HTTPCallRequest(
@@ -49,9 +55,10 @@ public final class CloudIdentityProvider: IdentityProvider {
                 request = HTTPCallRequest(url: url, method: "GET", headers: ["Metadata-Flavor: Google", "Accept: application/json"])
                 plainAnswer = false
             }
-        case .azureManagedIdentity:
+        case .azure(let credentials):
+            kind = CredentialsType.azureManagedIdentity.rawValue
             // Managed identity takes a resource; a v2 scope "R/.default" names the resource R.
-            var resource = credentials.secretless.resource ?? credentials.scope ?? ""
+            var resource = credentials.resource ?? credentials.scope ?? ""
             if resource.hasSuffix("/.default") { resource.removeLast("/.default".count) }
             var query = "resource=\(OAuth2Provider.formEncode(resource))"
             if let clientID = credentials.clientID { query += "&client_id=\(OAuth2Provider.formEncode(clientID))" }
@@ -68,8 +75,6 @@ public final class CloudIdentityProvider: IdentityProvider {
                     headers: ["Metadata: true", "Accept: application/json"])
             }
             plainAnswer = false
-        default:
-            throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) is not a metadata identity")
         }
     }
 

@@ -27,8 +27,9 @@ public final class JSONRefreshProvider: IdentityProvider {
     /// A lifetime beyond this is taken for a mistake (milliseconds for seconds, a bad field).
     static let longestLifetime: Double = 10 * 365 * 86400
 
-    public init(_ credentials: CredentialsConfiguration) throws {
-        guard let refreshURL = credentials.refreshURL, !refreshURL.isEmpty else {
+    public init(_ credentials: JSONRefreshConfiguration) throws {
+        let refreshURL = credentials.refreshURL
+        guard !refreshURL.isEmpty else {
             throw ConfigurationError(keyPath: "credentials.refresh_url", reason: "json_refresh needs refresh_url")
         }
         try Self.checkURL(refreshURL, key: "refresh_url")

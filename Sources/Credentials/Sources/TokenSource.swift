@@ -111,13 +111,13 @@ extension TokenSource {
 /// Builds the source that `configuration.credentials.type` names.
 public func makeTokenSource(_ configuration: Configuration, logger: Logger = Logger(label: "tokenproxy")) throws -> any TokenSource {
     let credentials = configuration.credentials
-    switch credentials.type {
-    case .static:
-        return try StaticTokenSource(credentials)
-    case .file:
-        return try FileTokenSource(credentials)
-    case .exec:
-        return try ExecTokenSource(credentials, withholding: secretVariables(configuration))
+    switch credentials.source {
+    case .static(let c):
+        return try StaticTokenSource(c)
+    case .file(let c):
+        return try FileTokenSource(c)
+    case .exec(let c):
+        return try ExecTokenSource(c, defaultLifetime: credentials.defaultLifetime, withholding: secretVariables(configuration))
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
         .azureManagedIdentity:
         return try makeSessionTokenSource(configuration, logger: logger)
@@ -128,28 +128,27 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
 /// type does not use still names a secret).
 func secretVariables(_ configuration: Configuration) -> Set<String> {
     var names = Set<String>()
-    let secrets = [
-        configuration.credentials.clientSecret, configuration.credentials.seedRefreshToken, configuration.credentials.token,
-        configuration.access.requireValue, configuration.store.redis?.password,
-    ]
+    let secrets = configuration.credentials.source.secrets + [configuration.access.requireValue, configuration.store.redis?.password].compactMap { $0 }
     for secret in secrets {
-        if case .env(let name)? = secret?.origin { names.insert(name) }
+        if case .env(let name) = secret.origin { names.insert(name) }
     }
     return names.union(configuration.credentials.unusedSecretVariables)
 }
 
 /// The provider that `configuration.credentials.type` names, for the types that call an identity
-/// provider (oauth2_refresh, oauth2_client_credentials, cognito, json_refresh).
+/// provider (the oauth2_* types, cognito, json_refresh and the metadata identities).
 public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws -> any IdentityProvider {
-    switch credentials.type {
+    switch credentials.source {
     case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
         return try OAuth2Provider(credentials)
-    case .gceMetadata, .azureManagedIdentity:
-        return try CloudIdentityProvider(credentials)
-    case .cognito:
-        return try CognitoProvider(credentials)
-    case .jsonRefresh:
-        return try JSONRefreshProvider(credentials)
+    case .gceMetadata(let c):
+        return CloudIdentityProvider(.gce(c))
+    case .azureManagedIdentity(let c):
+        return CloudIdentityProvider(.azure(c))
+    case .cognito(let c):
+        return try CognitoProvider(c)
+    case .jsonRefresh(let c):
+        return try JSONRefreshProvider(c)
     case .static, .file, .exec:
         throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
     }
@@ -164,7 +163,7 @@ public func makeSessionTokenSource(_ configuration: Configuration, logger: Logge
         provider: provider,
         store: store,
         storeMetrics: metrics,
-        seedRefreshToken: credentials.seedRefreshToken?.value.trimmingWhitespace(),
+        seedRefreshToken: credentials.source.seedRefreshToken?.value.trimmingWhitespace(),
         defaultLifetime: credentials.defaultLifetime,
         refreshMargin: credentials.refreshMargin,
         logger: logger
@@ -175,31 +174,29 @@ public func makeSessionTokenSource(_ configuration: Configuration, logger: Logge
 /// key file that holds no usable key, an algorithm the key cannot sign), as the error the server
 /// would stop with; nil when there is nothing wrong. Makes no network call.
 public func credentialFileProblem(_ credentials: CredentialsConfiguration) -> ConfigurationError? {
-    switch credentials.type {
-    case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange:
-        do {
-            _ = try OAuth2Provider(credentials)
-        } catch let error as ConfigurationError {
-            return error
-        } catch {
-            return ConfigurationError(keyPath: "credentials", reason: "\(error)")
-        }
-        // A file that must hold a JWT and is there already, but holds none (one that is not there
-        // yet, such as a projected token before the pod starts, is read at the first token request).
-        let x = credentials.secretless
-        var jwtFiles: [(String, String?)] = [("assertion_file", x.assertionFile)]
-        if credentials.clientAuth == .clientAssertion { jwtFiles.append(("client_assertion_file", x.clientAssertionFile)) }
-        if x.subjectTokenType == TokenTypeURI.jwt { jwtFiles.append(("subject_token_file", x.subjectTokenFile)) }
-        if x.actorTokenType == TokenTypeURI.jwt { jwtFiles.append(("actor_token_file", x.actorTokenFile)) }
-        for case (let key, let path?) in jwtFiles {
-            guard case .success(let bytes) = SmallFile.read(path, limit: 1 << 20) else { continue }
-            let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
-            if !text.isEmpty, JWT.claims(of: text) == nil {
-                return ConfigurationError(keyPath: "credentials.\(key)", reason: "\(path) does not hold a JWT (header.payload.signature)")
-            }
-        }
-        return nil
-    case .cognito, .jsonRefresh, .static, .file, .exec, .gceMetadata, .azureManagedIdentity:
-        return nil
+    guard let client = credentials.source.oauth2Client else { return nil }
+    do {
+        _ = try OAuth2Provider(credentials)
+    } catch let error as ConfigurationError {
+        return error
+    } catch {
+        return ConfigurationError(keyPath: "credentials", reason: "\(error)")
     }
+    // A file that must hold a JWT and is there already, but holds none (one that is not there
+    // yet, such as a projected token before the pod starts, is read at the first token request).
+    var jwtFiles: [(String, String)] = []
+    if case .oauth2JWTBearer(let c) = credentials.source, case .file(let path) = c.assertion { jwtFiles.append(("assertion_file", path)) }
+    if case .clientAssertion(let path) = client.authentication { jwtFiles.append(("client_assertion_file", path)) }
+    if case .oauth2TokenExchange(let c) = credentials.source {
+        if c.subjectTokenType == TokenTypeURI.jwt { jwtFiles.append(("subject_token_file", c.subjectTokenFile)) }
+        if let actor = c.actorToken, actor.type == TokenTypeURI.jwt { jwtFiles.append(("actor_token_file", actor.file)) }
+    }
+    for (key, path) in jwtFiles {
+        guard case .success(let bytes) = SmallFile.read(path, limit: 1 << 20) else { continue }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
+        if !text.isEmpty, JWT.claims(of: text) == nil {
+            return ConfigurationError(keyPath: "credentials.\(key)", reason: "\(path) does not hold a JWT (header.payload.signature)")
+        }
+    }
+    return nil
 }

@@ -161,3 +161,50 @@ public enum FixedLimits {
     public static let stormGuardSeconds = 30.0
     public static let adminRequestSeconds = 10.0
 }
+
+public struct LimitsConfiguration: Sendable, Equatable {
+    public var maxHeaderBytes: Int = 64 << 10
+    public var maxBodyBytes: Int = 0  // 0: unlimited
+    public var maxConnections: Int = 4096
+    public var clientHeaderTimeout: Double = 10
+    public var clientIdleTimeout: Double = 60
+    public var upstreamTimeout: Double = 60
+    public var upstreamIdleTimeout: Double = 60
+    /// The client took no byte of the answer for this long: the connection is closed (nginx's `send_timeout`).
+    public var clientSendTimeout: Double = 60
+    /// Idle upstream connections kept per event loop for reuse (nginx's `keepalive`); 0 keeps none.
+    public var upstreamKeepalive: Int = 256
+    /// How long an idle upstream connection is kept (nginx's `keepalive_timeout`).
+    public var upstreamKeepaliveTimeout: Double = 60
+    public var refreshWait: Double = 10
+    public init() {}
+}
+
+extension Builder {
+    func parseLimits(_ s: YAMLSection) -> LimitsConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["limits"]!) }
+        var l = LimitsConfiguration()
+        for key in Limits.keys {
+            found.collect {
+                switch key.value {
+                case .size(let field, let minimum, _):
+                    guard let value = try s.size(key.name) else { return }
+                    guard value >= minimum else { throw ConfigurationError(keyPath: key.keyPath, reason: Self.atLeast(minimum)) }
+                    l[keyPath: field] = value
+                case .count(let field, let minimum, _):
+                    guard let value = try s.int(key.name) else { return }
+                    guard value >= minimum else { throw ConfigurationError(keyPath: key.keyPath, reason: Self.atLeast(minimum)) }
+                    l[keyPath: field] = value
+                case .duration(let field):
+                    if let value = try positiveDuration(s, key.name) { l[keyPath: field] = value }
+                }
+            }
+        }
+        return l
+    }
+
+    /// The reason a number below `minimum` is refused.
+    private static func atLeast(_ minimum: Int) -> String {
+        minimum == 1 ? "must be 1 or more" : "must be \(minimum) or more"
+    }
+}

@@ -15,8 +15,9 @@ final class FileTokenSource: TokenSource {
 
     private var lastSignature: FileSignature?
 
-    init(_ credentials: CredentialsConfiguration) throws {
-        guard let path = credentials.path, !path.isEmpty else {
+    init(_ configuration: FileTokenConfiguration) throws {
+        let path = configuration.path
+        guard !path.isEmpty else {
             throw ConfigurationError(keyPath: "credentials.path", reason: "a file source needs path")
         }
         self.path = path

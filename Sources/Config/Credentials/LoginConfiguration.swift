@@ -95,8 +95,19 @@ extension Keys {
     ]
 }
 
+/// `login: browser` of oauth2_refresh (CONTRACT.md "Logging in a person").
+public struct BrowserLoginConfiguration: Sendable, Equatable {
+    /// nil: from OpenID discovery (`issuer_url`).
+    public var authorizationURL: String? = nil
+    /// nil: `LoopbackRedirect.standard`.
+    public var redirectURI: LoopbackRedirect? = nil
+    public var authorizationParams: [String: String] = [:]
+    public init() {}
+}
+
 extension Builder {
-    mutating func parseLoginKeys(_ s: YAMLSection, into c: inout CredentialsConfiguration) {
+    mutating func parseBrowserLogin(_ s: YAMLSection) -> BrowserLoginConfiguration {
+        var c = BrowserLoginConfiguration()
         c.authorizationURL = found.collect { try checkURL(s, "authorization_url") }
         c.redirectURI = found.collect { () throws -> LoopbackRedirect? in
             guard let text = try s.nonEmptyString("redirect_uri") else { return nil }
@@ -115,13 +126,17 @@ extension Builder {
             }
             c.authorizationParams = params
         }
-        c.userPoolID = found.collect { () throws -> String? in
+        return c
+    }
+
+    /// `user_pool_id` (login: srp); its region is the default `region`.
+    func parseUserPoolID(_ s: YAMLSection) -> (id: String, region: String)? {
+        found.collect { () throws -> (id: String, region: String)? in
             guard let value = try s.nonEmptyString("user_pool_id") else { return nil }
             guard let region = Self.poolRegion(value) else {
                 throw ConfigurationError(keyPath: s.path("user_pool_id"), reason: "is not a user pool id such as us-east-1_Ab12Cd34E")
             }
-            if c.region == nil, !s.has("region") { c.region = region }
-            return value
+            return (value, region)
         }
     }
 
@@ -134,43 +149,17 @@ extension Builder {
         else { return nil }
         return String(parts[0])
     }
-
-    /// Every key a login flow needs and lacks, each recorded on its own (`tokenproxy check`).
-    func checkLoginFlow(_ c: CredentialsConfiguration) {
-        switch (c.type, c.login) {
-        case (.oauth2Refresh, .browser):
-            if c.authorizationURL == nil, c.issuerURL == nil {
-                found.record(
-                    ConfigurationError(
-                        keyPath: "credentials.authorization_url", reason: "required for login: browser (or set issuer_url for OpenID discovery)"))
-            }
-        case (.oauth2Refresh, .srp):
-            found.record(ConfigurationError(keyPath: "credentials.login", reason: "srp is a cognito flow; oauth2_refresh logs in with password, device or browser"))
-        case (.cognito, .srp):
-            if c.userPoolID == nil {
-                found.record(ConfigurationError(keyPath: "credentials.user_pool_id", reason: "required for login: srp (like us-east-1_Ab12Cd34E)"))
-            }
-        case (.cognito, .device), (.cognito, .browser):
-            found.record(
-                ConfigurationError(
-                    keyPath: "credentials.login",
-                    reason: "cognito logs in with password or srp; for the managed login (hosted UI) use type oauth2_refresh with login: browser"))
-        default:
-            break
-        }
-    }
 }
 
-extension Configuration {
-    func describeLoginKeys(_ c: CredentialsConfiguration, _ credential: (String, String?) -> Void) {
-        credential("authorization_url", c.authorizationURL)
-        if c.login == .browser {
-            credential("redirect_uri", c.redirectURI?.text ?? "http://127.0.0.1:<free port>/callback (default)")
+extension BrowserLoginConfiguration {
+    func describe(login: CredentialsConfiguration.LoginFlow, _ line: (String, String?) -> Void) {
+        line("authorization_url", authorizationURL)
+        if login == .browser {
+            line("redirect_uri", redirectURI?.text ?? "http://127.0.0.1:<free port>/callback (default)")
         }
-        if !c.authorizationParams.isEmpty {
-            let pairs = c.authorizationParams.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-            credential("authorization_params", "{" + pairs.joined(separator: ", ") + "}")
+        if !authorizationParams.isEmpty {
+            let pairs = authorizationParams.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+            line("authorization_params", "{" + pairs.joined(separator: ", ") + "}")
         }
-        credential("user_pool_id", c.userPoolID)
     }
 }

@@ -1,0 +1,27 @@
+/// `type: static`: one token, from `token_env` or `token_file`, read by the loader.
+public struct StaticTokenConfiguration: Sendable, Equatable {
+    public var token: Secret
+    public init(token: Secret) { self.token = token }
+}
+
+extension Keys {
+    static let staticToken = ["token_env", "token_file"]
+}
+
+extension Builder {
+    mutating func parseStaticToken(_ s: YAMLSection, errorsBefore: Int) -> StaticTokenConfiguration? {
+        let token = found.collect { try readSecret(s, "token", literal: false) }
+        guard found.errors.count == errorsBefore else { return nil }
+        guard let token else {
+            found.record(ConfigurationError(keyPath: "credentials.token_env", reason: "type static needs token_env or token_file"))
+            return nil
+        }
+        return StaticTokenConfiguration(token: token)
+    }
+}
+
+extension StaticTokenConfiguration {
+    func describe(_ line: (String, String?) -> Void) {
+        line("token", token.description)
+    }
+}

@@ -1,0 +1,37 @@
+/// `forward:` (CONTRACT.md "The configuration file"): what the proxy does to a request on its way upstream.
+public struct ForwardConfiguration: Sendable, Equatable {
+    public enum ClientAuthorization: String, Sendable, Equatable, CaseIterable { case replace, keep, reject }
+    public var clientAuthorization: ClientAuthorization = .replace
+    public var preserveHost: Bool = false
+    public var retryBodyLimit: Int = 1 << 20
+    public var retryMemory: Int = 64 << 20
+    /// A chunked request body that ends within this size goes upstream with Content-Length (CONTRACT
+    /// point 8: WSGI servers read nothing of a chunked body); 0 turns it off.
+    public var requestBuffering: Int = 1 << 20
+    /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file beside the
+    /// store and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
+    public var requestBufferingDisk: Int = 0
+    public init() {}
+}
+
+extension Builder {
+    func parseForward(_ s: YAMLSection) -> ForwardConfiguration {
+        found.collect { try s.rejectUnknownKeys(Keys.sections["forward"]!) }
+        var f = ForwardConfiguration()
+        if let value = found.collect({ try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) }) {
+            f.clientAuthorization = value
+        }
+        if let value = found.collect({ try s.bool("preserve_host") }) { f.preserveHost = value }
+        if let value = found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
+        if let value = found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
+        if let value = found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
+        if let value = found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
+        // The disk takes over where memory stops: it means nothing below `request_buffering`.
+        if f.requestBufferingDisk > 0 && f.requestBufferingDisk <= f.requestBuffering {
+            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "must be 0 or larger than forward.request_buffering"))
+        } else if f.requestBufferingDisk > 0 && f.requestBuffering == 0 {
+            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "needs forward.request_buffering (the body is spooled beyond it)"))
+        }
+        return f
+    }
+}
