@@ -194,6 +194,41 @@ struct RedisTokenStoreTests {
         #expect(try a.load() == nil)
     }
 
+    func session(_ access: String, issuedAt: Double) -> StoredSession {
+        StoredSession(kind: "oauth2_refresh", accessToken: access, refreshToken: "refresh-" + access, expiresAt: issuedAt + 3600, issuedAt: issuedAt)
+    }
+
+    @Test("a key back at a lower generation with older tokens (a failover that lost writes) is lost; one with newer tokens (a login into an emptied store) is a session")
+    func lowerGenerationIsLostOnlyWithOlderTokens() throws {
+        let a = try store()
+        let b = try store()
+        try a.withExclusiveLock { try a.save(session("first", issuedAt: 1_800_000_000)) }
+        let older = try redis.cli(["--raw", "HGET", key + ":session", "session"])
+        #expect(try a.read() == .session(session("first", issuedAt: 1_800_000_000)))
+        try a.withExclusiveLock { try a.save(session("second", issuedAt: 1_800_000_100)) }
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "2")
+
+        // A promoted replica that missed the second write.
+        _ = try redis.cli(["HSET", key + ":session", "generation", "1", "session", older])
+        guard case .lost(let why) = try a.read() else {
+            Issue.record("an older session under a lower generation should read as lost")
+            return
+        }
+        #expect(why.contains("went back to generation 1 after this process saw generation 2"))
+        // A process that never saw generation 2 has nothing newer: it takes the key as it is.
+        #expect(try b.read() == .session(session("first", issuedAt: 1_800_000_000)))
+        try a.withExclusiveLock { try a.restore(session("second", issuedAt: 1_800_000_100)) }
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "3")
+        #expect(try b.read() == .session(session("second", issuedAt: 1_800_000_100)))
+
+        // Redis emptied, then a login (any generation): newer tokens at generation 1 are taken.
+        _ = try redis.cli(["DEL", key + ":session"])
+        let login = try store()
+        try login.withExclusiveLock { try login.save(session("login", issuedAt: 1_800_000_200)) }
+        #expect(try redis.cli(["HGET", key + ":session", "generation"]) == "1")
+        #expect(try a.read() == .session(session("login", issuedAt: 1_800_000_200)))
+    }
+
     @Test("a key overwritten with another type or a garbage document is lost; the write-back replaces it; logout still records the end")
     func garbageIsLostAndReplaced() throws {
         let a = try store()

@@ -50,6 +50,8 @@ public final class RedisTokenStore: TokenStore {
     private var lostGeneration: String?
     /// The highest generation this process has read or written; a write-back goes above it.
     private var highestGeneration: Int64 = 0
+    /// When the tokens of the newest session this process read or wrote were issued.
+    private var newestIssuedAt: Double = 0
     private var unavailable: String?
 
     /// How often the generation is read when no notification came (pub/sub is the fast path).
@@ -100,17 +102,18 @@ public final class RedisTokenStore: TokenStore {
             lostGeneration = seen
             return .lost("\(sessionKey) is not a tokenproxy session hash")
         case .ended(let generation):
-            if let why = steppedBack(to: generation, seen: String(generation)) { return .lost(why) }
             remember(generation)
             return .noSession
         case .document(let generation, let stored):
-            if let why = steppedBack(to: generation ?? 0, seen: generation.map { String($0) } ?? "") { return .lost(why) }
+            let seen = generation.map { String($0) } ?? ""
             remember(generation ?? 0)
             let document = try SessionSeal.document(stored, with: seal)
             guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
-                lostGeneration = generation.map { String($0) } ?? ""
+                lostGeneration = seen
                 return .lost("the stored session cannot be read (not a session document this version can read)")
             }
+            if let why = steppedBack(to: generation ?? 0, seen: seen, issuedAt: session.issuedAt) { return .lost(why) }
+            rememberIssued(session)
             if let token = session.accessToken { registerSecret(token) }
             if let token = session.refreshToken { registerSecret(token) }
             return .session(session)
@@ -130,19 +133,26 @@ public final class RedisTokenStore: TokenStore {
             ])
         }
         try commit(reply, what: "write-back")
+        rememberIssued(session)
         awaitReplica("write-back")
     }
 
-    /// Generations only grow (every write adds one), so a key older than one this process already
-    /// read or wrote lost writes: a replica promoted before it had them (a failover after `WAIT`
-    /// timed out). Its refresh token may be one the identity provider already rotated, so it is
-    /// treated as lost and the newer session this process holds goes back (`restore`, fenced on the
-    /// generation seen here, written above the highest one).
-    private func steppedBack(to generation: Int64, seen: String) -> String? {
-        guard generation < highestGeneration else { return nil }
+    /// Generations only grow (every write adds one), so a key below one this process already read
+    /// or wrote, holding tokens issued before the newest this process saw, lost writes: a replica
+    /// promoted before it had them (a failover after `WAIT` timed out). Its refresh token may be one
+    /// the identity provider already rotated, so it is treated as lost and the newer session this
+    /// process holds goes back (`restore`, fenced on the generation seen here, written above the
+    /// highest one). Newer tokens under a lower generation are a login into a store that lost
+    /// everything (a Redis restarted empty): those are taken as they are.
+    private func steppedBack(to generation: Int64, seen: String, issuedAt: Double?) -> String? {
+        guard generation < highestGeneration, (issuedAt ?? 0) < newestIssuedAt else { return nil }
         knownGeneration = generation
         lostGeneration = seen
         return "\(sessionKey) went back to generation \(generation) after this process saw generation \(highestGeneration) (a failover lost writes?)"
+    }
+
+    private func rememberIssued(_ session: StoredSession) {
+        newestIssuedAt = max(newestIssuedAt, session.issuedAt ?? 0)
     }
 
     private func remember(_ generation: Int64) {
@@ -168,6 +178,7 @@ public final class RedisTokenStore: TokenStore {
             try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
         }
         try commit(reply, what: "write")
+        rememberIssued(session)
         awaitReplica("write")
     }
 
