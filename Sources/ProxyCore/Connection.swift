@@ -31,10 +31,11 @@ final class Connection: EventHandler, LoopTask {
     let outBuf = ByteBuffer()
     var outStart = 0
     private var interest: Interest = .read
-    /// Where the connection is in its life, and its client-side clocks; decides closing, lingering and
-    /// the client's timeouts.
+    /// Where the connection is in its life, its client-side clocks and the exchange in progress
+    /// (`machine.exchange`): every decision is its; this class performs them.
     var machine: ConnectionMachine
-    var exchange: Exchange?
+    /// The bytes and the upstream leg of the exchange in progress; set and cleared with `machine.exchange`.
+    private(set) var exchange: Exchange?
     var closed: Bool { machine.isClosed }
 
     // Buffer bounds: FixedLimits.
@@ -64,7 +65,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if let exchange, exchange.machine.isTunnel {
+        if machine.phase == .tunnel {
             readAvailable()
             return
         }
@@ -96,7 +97,7 @@ final class Connection: EventHandler, LoopTask {
             discardInput()
             return
         }
-        if let exchange, exchange.machine.isTunnel {
+        if machine.phase == .tunnel, let exchange {
             readIntoTunnel(exchange)
             return
         }
@@ -127,9 +128,7 @@ final class Connection: EventHandler, LoopTask {
     }
 
     private func clientFinishedSending() {
-        let action = machine.onClientFinishedSending(
-            inExchange: exchange != nil, requestBodyDone: exchange?.machine.requestBodyDone ?? true, pendingOut: pendingOut)
-        switch action {
+        switch machine.onClientFinishedSending(pendingOut: pendingOut) {
         case .none: break
         case .close: close()
         case .closeTunnel: if let exchange { tunnelSideClosed(exchange, upstreamClosed: false) }
@@ -146,7 +145,7 @@ final class Connection: EventHandler, LoopTask {
         // The parser wants another call after every event, even with no bytes left (`.end` may be due).
         var more = true
         while more && machine.parsesRequests {
-            if let exchange, exchange.bodyBacklogged { break }
+            if let exchange, exchange.bodyBacklogged(waitingForBody: machine.exchange!.isWaitingForBody) { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes(from: base) { parser.parse($0) }
             inStart += consumed
@@ -174,12 +173,11 @@ final class Connection: EventHandler, LoopTask {
     private func handle(_ event: consuming ParseEvent, base: Int) {
         switch consume event {
         case .head(let head):
-            machine.onRequestHead()
             begin(head)
         case .body(let range):
             guard let exchange else { return }
             let buffering = inBuf.withUnsafeBytes(from: base) { raw in
-                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]))
+                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange!)
             }
             if exchange.overBodyLimit {
                 fail(.bodyTooLarge, exchange: exchange)
@@ -197,14 +195,14 @@ final class Connection: EventHandler, LoopTask {
             }
         case .end:
             guard let exchange else { return }
-            let buffering = exchange.bodyEnded()
+            let buffering = exchange.bodyEnded(&machine.exchange!)
             machine.onRequestEnded()
             if case .send = buffering {
                 forward(exchange)
             } else {
                 sendUpstream(exchange)
             }
-            if exchange.machine.responseDone { finish(exchange) }
+            if machine.exchange?.responseDone == true { finish(exchange) }
         case .error(let error):
             fail(ProxyError(error), exchange: exchange)
         }
@@ -233,9 +231,11 @@ final class Connection: EventHandler, LoopTask {
     @inline(__always)
     private func open(_ head: consuming RequestHead, route: LoopRoute?) -> Exchange {
         let dropped = head.droppedFieldCount
-        let exchange = Exchange(
-            head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut, spoolLimit: route?.requestBufferingDisk ?? 0)
+        machine.onRequestHead(
+            ExchangeMachine(
+                head: head, draining: ctx.shared.draining.load(ordering: .relaxed), requestBuffering: route?.requestBuffering ?? 0,
+                spoolLimit: route?.requestBufferingDisk ?? 0))
+        let exchange = Exchange(head: head, route: route, startedAt: ctx.loop.now, upOut: upstreamOut)
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange
@@ -247,14 +247,9 @@ final class Connection: EventHandler, LoopTask {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
-            exchange.path = target.path
-            exchange.query = target.query
-            exchange.forwardedHost = target.authority ?? exchange.head.first("host")
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
-            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(exchange.head)
-            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
+            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange!)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
-            if !exchange.machine.isWaitingForBody { forward(exchange) }
+            if !machine.exchange!.isWaitingForBody { forward(exchange) }
         }
     }
 
@@ -292,30 +287,26 @@ final class Connection: EventHandler, LoopTask {
             break
         }
         ctx.metrics.waitedForToken()
-        exchange.waitingForToken = true
-        exchange.tokenWaitStartedAt = ctx.loop.now
         let loop = ctx.loop
-        exchange.tokenTimer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
-            guard let self, let exchange, exchange.waitingForToken, !self.closed else { return }
-            exchange.waitingForToken = false
+        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
+            guard let self, let exchange, !self.closed, exchange.endTokenWait().ended else { return }
             self.tokenWaitEnded(exchange, outcome: nil)
         }
+        exchange.waitForToken(timer: timer, now: ctx.loop.now)
         let waiter = LoopBound(self), waiting = LoopBound(exchange)
         route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
             loop.execute {
-                guard let self = waiter.object, let exchange = waiting.object, exchange.waitingForToken, !self.closed else { return }
-                exchange.waitingForToken = false
-                if let timer = exchange.tokenTimer { loop.cancel(timer) }
+                guard let self = waiter.object, let exchange = waiting.object, !self.closed else { return }
+                let (ended, timer) = exchange.endTokenWait()
+                guard ended else { return }
+                if let timer { loop.cancel(timer) }
                 self.tokenWaitEnded(exchange, outcome: outcome)
             }
         }
     }
 
     func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
-        if exchange.tokenWaitStartedAt > 0 {
-            let waited = ctx.loop.now - exchange.tokenWaitStartedAt
-            exchange.tokenWaitStartedAt = 0
-            exchange.tokenWaitSeconds += waited
+        if let waited = exchange.tokenWaitCounted(now: ctx.loop.now) {
             ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
         }
         // A held 401 means this wait was for its retry (CONTRACT point 3).
@@ -333,7 +324,7 @@ final class Connection: EventHandler, LoopTask {
         case .token, .unavailable, nil:
             arrived = .none
         }
-        switch exchange.machine.onTokenArrived(arrived) {
+        switch machine.exchange!.onTokenArrived(arrived) {
         case .send(let isRetryAfter401):
             if isRetryAfter401 {
                 ctx.metrics.retriedAfter401()
@@ -358,16 +349,15 @@ final class Connection: EventHandler, LoopTask {
     /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
     func count401(_ exchange: Exchange, _ result: Upstream401Result) {
         ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
-        if result == .retried { exchange.retriedAfter401 = true }
+        if result == .retried { exchange.noteRetryAfter401() }
     }
 
     func releaseHeld401(_ exchange: Exchange) {
-        guard let held = exchange.held401 else { return }
-        exchange.held401 = nil
+        guard let held = exchange.takeHeld401() else { return }
         count401(exchange, .passedThrough)
         // The framing of what we hold is known exactly now.
         let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
+        let framing = machine.exchange!.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
         writeHead(exchange, response, framing: framing)
         held.body.withUnsafeBytes { writeBody(exchange, $0) }
         responseDone(exchange)
@@ -378,32 +368,31 @@ final class Connection: EventHandler, LoopTask {
     /// Answers with one of the proxy's own errors.
     func respond(_ error: ProxyError, to exchange: Exchange) {
         exchange.detachUpstream()?.retire()
-        exchange.held401 = nil
-        exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
-        exchange.status = error.status
-        exchange.refusal = error.code
+        exchange.takeHeld401()
+        machine.exchange!.onProxyAnswer(closesConnection: error.closesConnection)
+        exchange.answered(status: error.status, refusal: error.code)
         let fromTokenState: Bool
         switch error {
         case .loginRequired, .tokenUnavailable: fromTokenState = true
         default: fromTokenState = false
         }
         let bytes = error.response(
-            keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD,
+            keepAlive: machine.exchange!.keepAlive && !noMoreRequests, isHead: machine.exchange!.isHEAD,
             route: fromTokenState ? exchange.route?.errorName : nil)
-        exchange.bytesOut += bytes.count
+        exchange.wroteOut(bytes.count)
         appendOut(bytes)
         responseDone(exchange)
     }
 
     /// A request that could not even be parsed (or a timeout): answer, then close.
     func fail(_ error: ProxyError, exchange: Exchange?) {
-        if let exchange {
-            if exchange.machine.responseStarted && !exchange.machine.responseDone {
+        if let exchange, machine.exchange != nil {
+            if machine.exchange!.responseStarted && !machine.exchange!.responseDone {
                 close()
                 return
             }
-            exchange.machine.onConnectionClosing()
-            if !exchange.machine.responseDone {
+            machine.exchange!.onConnectionClosing()
+            if !machine.exchange!.responseDone {
                 respond(error, to: exchange)
                 return
             }
@@ -416,19 +405,19 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func responseDone(_ exchange: Exchange) {
-        exchange.machine.onResponseDone()
+        machine.exchange!.onResponseDone()
         recordFinished(exchange)
-        if !exchange.machine.keepAlive || noMoreRequests { machine.onLastAnswer() }
-        if exchange.machine.requestBodyDone || machine.isClosingAfterWrite {
+        if !machine.exchange!.keepAlive || noMoreRequests { machine.onLastAnswer() }
+        if machine.exchange!.requestBodyDone || machine.isClosingAfterWrite {
             finish(exchange)
         }
         flush()
     }
 
     func recordFinished(_ exchange: Exchange) {
-        guard !exchange.recorded else { return }
-        exchange.recorded = true
+        guard exchange.markRecorded() else { return }
         exchange.releaseReplay()
+        machine.exchange?.onReplayKept(false)
         ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
@@ -458,14 +447,24 @@ final class Connection: EventHandler, LoopTask {
     /// Both halves of the exchange are over: go on with the next pipelined request.
     func finish(_ exchange: Exchange) {
         guard self.exchange === exchange else { return }
-        exchange.connection = nil
-        self.exchange = nil
         // A token that arrives late finds the exchange over and leaves the buffer to the next one.
-        exchange.waitingForToken = false
+        exchange.detach()
+        self.exchange = nil
         upstreamOut.removeAll(keepingCapacity: upstreamOut.capacity <= 4 * Connection.bodyHighWater)
         if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
             ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
+    }
+
+    /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
+    /// out, then the connection closes short of the announced end.
+    func cutShort(_ exchange: Exchange) {
+        exchange.endedShort(status: 502)
+        recordFinished(exchange)
+        exchange.detach()
+        self.exchange = nil
+        machine.onAnswerCut()
+        flush()
     }
 
     // MARK: writing and closing
@@ -512,7 +511,7 @@ final class Connection: EventHandler, LoopTask {
     func updateInterest() {
         guard !closed, !machine.isLingering else { return }
         var wanted: Interest = []
-        if let exchange, exchange.machine.isTunnel {
+        if machine.phase == .tunnel, let exchange {
             if exchange.pendingUpstreamCount < Connection.bodyHighWater && !machine.peerHalfClosed { wanted.insert(.read) }
         } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
@@ -549,21 +548,21 @@ final class Connection: EventHandler, LoopTask {
 
     func close() {
         guard !closed else { return }
+        let ending = machine.exchange
         machine.onClosed()
-        if let exchange {
+        if let exchange, let ending {
             // An upstream connection in the middle of an exchange cannot be reused.
             exchange.detachUpstream()?.retire()
-            exchange.waitingForToken = false
-            exchange.connection = nil
-            if exchange.machine.responseStarted && !exchange.machine.responseDone { exchange.status = exchange.status == 0 ? 499 : exchange.status }
-            if exchange.machine.isTunnel { ctx.metrics.tunnelClosed() }
+            exchange.detach()
+            if ending.responseStarted && !ending.responseDone { exchange.endedShort(status: 499) }
+            if ending.isTunnel { ctx.metrics.tunnelClosed() }
             // Every request has its access-log line: a tunnel's end, or a client gone (or cut by
             // `client_send_timeout`) before its answer's end, which `recordFinished` never saw.
             if ctx.configuration.log.accessLog {
-                if exchange.machine.isTunnel {
+                if ending.isTunnel {
                     logAccess(exchange, event: "tunnel_closed", seconds: ctx.loop.now - exchange.startedAt)
                 } else if !exchange.recorded {
-                    if exchange.status == 0 { exchange.status = 499 }
+                    exchange.endedShort(status: 499)
                     logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
                 }
             }
@@ -580,11 +579,17 @@ final class Connection: EventHandler, LoopTask {
 
     func checkTimeouts(now: Double) {
         let limits = ctx.configuration.limits
+        var surroundings = ConnectionMachine.ExchangeSurroundings()
+        if let exchange, let waitingForBody = machine.exchange?.isWaitingForBody {
+            surroundings = .init(
+                upstreamActive: exchange.upstreamActive, bodyBacklogged: exchange.bodyBacklogged(waitingForBody: waitingForBody),
+                waitingForToken: exchange.waitingForToken)
+        }
         let action = machine.onTick(
-            now: now, pendingOut: pendingOut, inExchange: exchange != nil,
+            now: now, pendingOut: pendingOut, surroundings,
             ConnectionMachine.Timeouts(
                 clientHeaderTimeout: limits.clientHeaderTimeout, clientIdleTimeout: limits.clientIdleTimeout,
-                clientSendTimeout: limits.clientSendTimeout))
+                clientSendTimeout: limits.clientSendTimeout), ctx.timeouts)
         switch action {
         case .none:
             break
@@ -595,12 +600,9 @@ final class Connection: EventHandler, LoopTask {
             fail(.requestTimeout, exchange: nil)
         case .close:
             close()
-        case .tickExchange:
+        case .exchange(let timeout):
             guard let exchange else { return }
-            let side = ExchangeMachine.ClientSide(
-                lastClientByte: machine.lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
-                bodyBacklogged: exchange.bodyBacklogged, waitingForToken: exchange.waitingForToken)
-            switch exchange.machine.onTick(now: now, side, ctx.timeouts) {
+            switch timeout {
             case .none:
                 break
             case .gatewayTimeout:
@@ -618,11 +620,7 @@ final class Connection: EventHandler, LoopTask {
 
     /// Drain: idle connections close now; busy ones close after their current answer.
     func beginDrain() {
-        if machine.closesAtDrain(inExchange: exchange != nil, parserIdle: parser.isIdle, unparsedInput: inStart < inBuf.count) {
-            close()
-        } else {
-            exchange?.machine.onConnectionClosing()
-        }
+        if machine.onDrain(parserIdle: parser.isIdle, unparsedInput: inStart < inBuf.count) { close() }
     }
 }
 
