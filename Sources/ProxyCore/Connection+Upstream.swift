@@ -247,7 +247,7 @@ extension Connection {
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - machine.exchange!.lastUpstreamWrite
         ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
-        exchange.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
+        exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin) }
@@ -276,13 +276,13 @@ extension Connection {
 
     /// Writes the answer's head for the client, framed as the machine decided.
     func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming) {
-        exchange.answered(status: response.status)
+        exchange.record.answered(status: response.status)
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
         exchange.route!.forwarder.writeResponseHead(
             into: outBuf, response, framing: framing, closing: !machine.exchange!.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
-        exchange.wroteOut(outBuf.count - before)
+        exchange.record.wroteOut(outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
         if machine.exchange!.bodyRefused { exchange.dropQueuedBody() }
@@ -313,12 +313,12 @@ extension Connection {
         case .none:
             return
         case .chunked:
-            exchange.wroteOut(bytes.count)
+            exchange.record.wroteOut(bytes.count)
             if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
             ResponseWriter.appendChunk(outBuf, bytes)
             flush()
         case .length, .close:
-            exchange.wroteOut(bytes.count)
+            exchange.record.wroteOut(bytes.count)
             writeRaw(bytes)
         }
     }
@@ -374,62 +374,6 @@ extension Connection {
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }
             responseDone(exchange)
-        }
-    }
-
-    // MARK: tunnel (101 Switching Protocols)
-
-    private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
-        exchange.answered(status: 101)
-        let out = ByteBuffer()
-        Forwarder.writeSwitchingProtocolsHead(into: out, response)
-        exchange.wroteOut(out.count)
-        appendOut(out.bytes)
-        recordFinished(exchange)
-        ctx.metrics.tunnelOpened()
-        machine.onTunnel()
-        // What the client sent after its request head already belongs to the new protocol.
-        if inStart < inBuf.count {
-            inBuf.withUnsafeBytes(from: inStart) { exchange.queueRaw($0) }
-            inStart = inBuf.count
-            compactInput()
-        }
-        pumpUpstream(exchange)
-        updateUpstreamInterest(exchange)
-        flush()
-    }
-
-    /// Client bytes of a tunnel go up as they are, while the upstream keeps up.
-    func readIntoTunnel(_ exchange: Exchange) {
-        while !closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
-            switch Syscall.read(fd, ctx.readBuffer) {
-            case .done(let n):
-                machine.onClientBytes(now: ctx.loop.now)
-                exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
-                pumpUpstream(exchange)
-                if n < ctx.readBuffer.count { break }
-                continue
-            case .wouldBlock:
-                break
-            case .closed:
-                tunnelSideClosed(exchange, upstreamClosed: false)
-                return
-            }
-            break
-        }
-        updateUpstreamInterest(exchange)
-        updateInterest()
-    }
-
-    /// Either side of a tunnel closed: what the other side still has to get is sent, then both close.
-    func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool) {
-        if upstreamClosed {
-            exchange.detachUpstream()?.retire(.closedByUpstream)
-            machine.onTunnelUpstreamClosed()
-            flush()
-        } else {
-            pumpUpstream(exchange)
-            close()
         }
     }
 

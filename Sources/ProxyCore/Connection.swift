@@ -180,12 +180,12 @@ final class Connection: EventHandler, LoopTask {
                 exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange!)
             }
             if exchange.overBodyLimit {
-                fail(.bodyTooLarge, exchange: exchange)
+                fail(.bodyTooLarge)
                 return
             }
             if let why = exchange.spoolFailure {
                 ctx.logger.error("\(why)")
-                fail(.overloaded, exchange: exchange)
+                fail(.overloaded)
                 return
             }
             if case .send = buffering {
@@ -196,15 +196,15 @@ final class Connection: EventHandler, LoopTask {
         case .end:
             guard let exchange else { return }
             let buffering = exchange.bodyEnded(&machine.exchange!)
-            machine.onRequestEnded()
+            let over = machine.onRequestEnded()
             if case .send = buffering {
                 forward(exchange)
             } else {
                 sendUpstream(exchange)
             }
-            if machine.exchange?.responseDone == true { finish(exchange) }
+            if over { finish(exchange) }
         case .error(let error):
-            fail(ProxyError(error), exchange: exchange)
+            fail(ProxyError(error))
         }
     }
 
@@ -262,107 +262,6 @@ final class Connection: EventHandler, LoopTask {
         }
     }
 
-    /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
-    func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
-        let route = exchange.route!
-        let view = route.tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
-            // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
-            if staleGeneration != nil {
-                ctx.metrics.retriedAfter401()
-                count401(exchange, .retried)
-            }
-            send(exchange, token: snapshot)
-            return
-        }
-        switch view.session {
-        case .ended:
-            respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
-            return
-        case .none where route.sessionNeedsLogin:
-            // The token source's own words when it gave any (a sealed session no key opens names its key id).
-            respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
-            return
-        case .none, .active:
-            break
-        }
-        ctx.metrics.waitedForToken()
-        let loop = ctx.loop
-        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
-            guard let self, let exchange, !self.closed, exchange.endTokenWait().ended else { return }
-            self.tokenWaitEnded(exchange, outcome: nil)
-        }
-        exchange.waitForToken(timer: timer, now: ctx.loop.now)
-        let waiter = LoopBound(self), waiting = LoopBound(exchange)
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
-            loop.execute {
-                guard let self = waiter.object, let exchange = waiting.object, !self.closed else { return }
-                let (ended, timer) = exchange.endTokenWait()
-                guard ended else { return }
-                if let timer { loop.cancel(timer) }
-                self.tokenWaitEnded(exchange, outcome: outcome)
-            }
-        }
-    }
-
-    func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
-        if let waited = exchange.tokenWaitCounted(now: ctx.loop.now) {
-            ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
-        }
-        // A held 401 means this wait was for its retry (CONTRACT point 3).
-        let after401 = exchange.held401 != nil
-        let arrived: ExchangeMachine.TokenArrived
-        var token: TokenSnapshot?
-        var loginWhy = ""
-        switch outcome {
-        case .token(let snapshot) where snapshot.isValid(at: wallClock()):
-            arrived = .valid(generation: snapshot.generation)
-            token = snapshot
-        case .loginRequired(let why):
-            arrived = .loginRequired
-            loginWhy = why
-        case .token, .unavailable, nil:
-            arrived = .none
-        }
-        switch machine.exchange!.onTokenArrived(arrived) {
-        case .send(let isRetryAfter401):
-            if isRetryAfter401 {
-                ctx.metrics.retriedAfter401()
-                count401(exchange, .retried)
-            }
-            send(exchange, token: token)
-        case .releaseHeld401:
-            // No other token (or the one the upstream refused): its 401 goes on as it came.
-            releaseHeld401(exchange)
-        case .loginRequired:
-            if after401 { count401(exchange, .loginRequired) }
-            respond(.loginRequired(loginWhy), to: exchange)
-        case .unavailable:
-            if after401 { count401(exchange, .unavailable) }
-            let view = exchange.route!.tokens.current()
-            let why: String
-            if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
-            respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
-        }
-    }
-
-    /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
-    func count401(_ exchange: Exchange, _ result: Upstream401Result) {
-        ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
-        if result == .retried { exchange.noteRetryAfter401() }
-    }
-
-    func releaseHeld401(_ exchange: Exchange) {
-        guard let held = exchange.takeHeld401() else { return }
-        count401(exchange, .passedThrough)
-        // The framing of what we hold is known exactly now.
-        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = machine.exchange!.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
-        writeHead(exchange, response, framing: framing)
-        held.body.withUnsafeBytes { writeBody(exchange, $0) }
-        responseDone(exchange)
-    }
-
     // MARK: ending an exchange
 
     /// Answers with one of the proxy's own errors.
@@ -370,7 +269,7 @@ final class Connection: EventHandler, LoopTask {
         exchange.detachUpstream()?.retire()
         exchange.takeHeld401()
         machine.exchange!.onProxyAnswer(closesConnection: error.closesConnection)
-        exchange.answered(status: error.status, refusal: error.code)
+        exchange.record.answered(status: error.status, refusal: error.code)
         let fromTokenState: Bool
         switch error {
         case .loginRequired, .tokenUnavailable: fromTokenState = true
@@ -379,68 +278,48 @@ final class Connection: EventHandler, LoopTask {
         let bytes = error.response(
             keepAlive: machine.exchange!.keepAlive && !noMoreRequests, isHead: machine.exchange!.isHEAD,
             route: fromTokenState ? exchange.route?.errorName : nil)
-        exchange.wroteOut(bytes.count)
+        exchange.record.wroteOut(bytes.count)
         appendOut(bytes)
         responseDone(exchange)
     }
 
     /// A request that could not even be parsed (or a timeout): answer, then close.
-    func fail(_ error: ProxyError, exchange: Exchange?) {
-        if let exchange, machine.exchange != nil {
-            if machine.exchange!.responseStarted && !machine.exchange!.responseDone {
-                close()
-                return
-            }
-            machine.exchange!.onConnectionClosing()
-            if !machine.exchange!.responseDone {
-                respond(error, to: exchange)
-                return
-            }
+    func fail(_ error: ProxyError) {
+        switch machine.onRequestFailed() {
+        case .close:
+            close()
+        case .answerInExchange:
+            if let exchange { respond(error, to: exchange) }
+        case .answerAlone:
+            let bytes = error.response(keepAlive: false, isHead: false)
+            appendOut(bytes)
+            ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
+            flush()
         }
-        let bytes = error.response(keepAlive: false, isHead: false)
-        appendOut(bytes)
-        ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
-        machine.onLastAnswer()
-        flush()
     }
 
     func responseDone(_ exchange: Exchange) {
-        machine.exchange!.onResponseDone()
+        let over = machine.onResponseDone(noMoreRequests: noMoreRequests)
         recordFinished(exchange)
-        if !machine.exchange!.keepAlive || noMoreRequests { machine.onLastAnswer() }
-        if machine.exchange!.requestBodyDone || machine.isClosingAfterWrite {
-            finish(exchange)
-        }
+        if over { finish(exchange) }
         flush()
     }
 
     func recordFinished(_ exchange: Exchange) {
-        guard exchange.markRecorded() else { return }
+        guard exchange.record.markRecorded() else { return }
         exchange.releaseReplay()
         machine.exchange?.onReplayKept(false)
-        ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
+        ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
-            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.status, seconds: seconds)
+            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.record.status, seconds: seconds)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
     }
 
     /// One access-log line (docs/OBSERVABILITY.md "Access log").
     func logAccess(_ exchange: Exchange, event: String, seconds: Double) {
-        var record = AccessRecord(
-            event: event, route: exchange.route?.state.name, method: exchange.head.method,
-            path: exchange.path.isEmpty ? AccessRecord.refusedPath(exchange.head.target) : exchange.path, status: exchange.status)
-        record.upstreamStatus = exchange.upstreamStatus
-        record.bytesIn = exchange.bodyBytesSeen
-        record.bytesOut = exchange.bytesOut
-        record.seconds = seconds
-        record.upstreamSeconds = exchange.upstreamSeconds
-        record.tokenWaitSeconds = exchange.tokenWaitSeconds
-        record.retriedAfter401 = exchange.retriedAfter401
-        record.error = exchange.refusal
-        record.tokenGeneration = exchange.sentToken?.generation
-        record.traceID = AccessRecord.traceID(fromTraceparent: exchange.head.first("traceparent"))
+        let record = exchange.accessRecord(event: event, seconds: seconds)
         ctx.logger.info(record.message, metadata: record.metadata)
     }
 
@@ -459,7 +338,7 @@ final class Connection: EventHandler, LoopTask {
     /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
     /// out, then the connection closes short of the announced end.
     func cutShort(_ exchange: Exchange) {
-        exchange.endedShort(status: 502)
+        exchange.record.endedShort(status: 502)
         recordFinished(exchange)
         exchange.detach()
         self.exchange = nil
@@ -554,15 +433,15 @@ final class Connection: EventHandler, LoopTask {
             // An upstream connection in the middle of an exchange cannot be reused.
             exchange.detachUpstream()?.retire()
             exchange.detach()
-            if ending.responseStarted && !ending.responseDone { exchange.endedShort(status: 499) }
+            if ending.responseStarted && !ending.responseDone { exchange.record.endedShort(status: 499) }
             if ending.isTunnel { ctx.metrics.tunnelClosed() }
             // Every request has its access-log line: a tunnel's end, or a client gone (or cut by
             // `client_send_timeout`) before its answer's end, which `recordFinished` never saw.
             if ctx.configuration.log.accessLog {
                 if ending.isTunnel {
                     logAccess(exchange, event: "tunnel_closed", seconds: ctx.loop.now - exchange.startedAt)
-                } else if !exchange.recorded {
-                    exchange.endedShort(status: 499)
+                } else if !exchange.record.recorded {
+                    exchange.record.endedShort(status: 499)
                     logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
                 }
             }
@@ -597,7 +476,7 @@ final class Connection: EventHandler, LoopTask {
             ctx.logger.info("client took no byte of the answer for \(Int(limits.clientSendTimeout))s: closing")
             close()
         case .requestTimeout:
-            fail(.requestTimeout, exchange: nil)
+            fail(.requestTimeout)
         case .close:
             close()
         case .exchange(let timeout):
@@ -611,7 +490,7 @@ final class Connection: EventHandler, LoopTask {
             case .silentMidBody:
                 upstreamWentSilent(exchange, seconds: limits.upstreamIdleTimeout)
             case .requestTimeout:
-                fail(.requestTimeout, exchange: exchange)
+                fail(.requestTimeout)
             case .closeClient:
                 close()
             }

@@ -90,9 +90,11 @@ struct ConnectionMachine {
         self.exchange = exchange
     }
 
-    /// The request in progress was read whole.
-    mutating func onRequestEnded() {
+    /// The request in progress was read whole. Answers whether that ends the exchange (its answer
+    /// was complete already: the upstream answered before the body's end).
+    mutating func onRequestEnded() -> Bool {
         requestEnded = true
+        return exchange?.responseDone == true
     }
 
     /// 101 Switching Protocols: the connection is a tunnel.
@@ -145,6 +147,38 @@ struct ConnectionMachine {
         case .closed, .lingering: return
         case .idle, .readingHead, .exchange, .tunnel, .closingAfterWrite: phase = .closingAfterWrite
         }
+    }
+
+    /// The exchange's answer is complete (queued for the client). `noMoreRequests`: the client has shut
+    /// down its side and every request it sent has been taken. Answers whether the exchange is over
+    /// now: its request was read whole, or the connection takes nothing more (the rest of a body the
+    /// upstream did not wait for is read and dropped until the request's end).
+    mutating func onResponseDone(noMoreRequests: Bool) -> Bool {
+        guard exchange != nil else { return false }
+        exchange!.onResponseDone()
+        if !exchange!.keepAlive || noMoreRequests { onLastAnswer() }
+        return exchange!.requestBodyDone || phase == .closingAfterWrite
+    }
+
+    enum FailureAction: Equatable {
+        /// The answer had started and cannot be replaced: close.
+        case close
+        /// The exchange answers with the error (`Connection.respond`); the connection closes after it.
+        case answerInExchange
+        /// The error goes alone (no exchange, or its answer is complete); the connection closes after it.
+        case answerAlone
+    }
+
+    /// A request failed in a way that ends the connection: it cannot be parsed, its body is over the
+    /// limit or cannot be spooled, or the client went silent in it.
+    mutating func onRequestFailed() -> FailureAction {
+        if exchange != nil {
+            if exchange!.responseStarted && !exchange!.responseDone { return .close }
+            exchange!.onConnectionClosing()
+            if !exchange!.responseDone { return .answerInExchange }
+        }
+        onLastAnswer()
+        return .answerAlone
     }
 
     /// The upstream failed after the answer had started: the exchange ends here, and the connection

@@ -40,30 +40,14 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private(set) var query: String?
     /// The authority the client addressed: the absolute-form target's, else its Host field.
     private(set) var forwardedHost: String?
-    /// The status the client got (0: none yet).
-    private(set) var status = 0
-    private(set) var bytesOut = 0
-    /// The request was counted and logged (`Connection.recordFinished`).
-    private(set) var recorded = false
+    /// What the metrics and the access log report of it.
+    var record = ExchangeRecord()
 
     // For the metrics and the access log (docs/OBSERVABILITY.md).
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
     let metricsSlot: Int
     /// When the current connect attempt started (0: none, or the connection came from the pool).
     private var connectStartedAt = 0.0
-    /// When the current wait for a token started (0: not waiting).
-    private var tokenWaitStartedAt = 0.0
-    /// Seconds spent waiting for a token, over every wait.
-    private(set) var tokenWaitSeconds = 0.0
-    /// Seconds from the last request written to the response head (nil: no head came).
-    private(set) var upstreamSeconds: Double?
-    /// The status the upstream answered (0: none), before any retry's.
-    private(set) var upstreamStatus = 0
-    /// A retry went up after a 401 (the access log's `retried_401`; the machine's
-    /// `retryAfter401Used` is the decision that the one retry was taken).
-    private(set) var retriedAfter401 = false
-    /// The contract's error code when the proxy answered itself.
-    private(set) var refusal: String?
 
     // Request body
     private(set) var bodyBytesSeen = 0
@@ -441,7 +425,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     func waitForToken(timer: UInt64, now: Double) {
         waitingForToken = true
-        tokenWaitStartedAt = now
+        record.tokenWaitStarted(now: now)
         tokenTimer = timer
     }
 
@@ -451,15 +435,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         guard waitingForToken else { return (false, nil) }
         waitingForToken = false
         return (true, tokenTimer)
-    }
-
-    /// Counts the wait that just ended; answers its seconds (nil: this was no wait).
-    func tokenWaitCounted(now: Double) -> Double? {
-        guard tokenWaitStartedAt > 0 else { return nil }
-        let waited = now - tokenWaitStartedAt
-        tokenWaitStartedAt = 0
-        tokenWaitSeconds += waited
-        return waited
     }
 
     func hold401(_ head: ResponseHead, _ framing: ResponseBodyFraming, dpopNonceDemanded: Bool) {
@@ -480,39 +455,23 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         return held
     }
 
-    // MARK: what the metrics and the access log report
-
-    /// The upstream's final head arrived after `seconds`; the first status is the one logged.
-    func upstreamAnswered(status: Int, seconds: Double) {
-        upstreamSeconds = seconds
-        if upstreamStatus == 0 { upstreamStatus = status }
-    }
-
-    func noteRetryAfter401() {
-        retriedAfter401 = true
-    }
-
-    /// The client gets this status (a head written, or one of the proxy's own answers).
-    func answered(status: Int, refusal: String? = nil) {
-        self.status = status
-        if let refusal { self.refusal = refusal }
-    }
-
-    /// An answer that will not be complete: `status` when none was given yet (502 for an upstream
-    /// failure, 499 for a client gone).
-    func endedShort(status: Int) {
-        if self.status == 0 { self.status = status }
-    }
-
-    func wroteOut(_ n: Int) {
-        bytesOut += n
-    }
-
-    /// True the first time: the request is counted and logged once.
-    func markRecorded() -> Bool {
-        guard !recorded else { return false }
-        recorded = true
-        return true
+    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
+    /// client gone before its answer's end.
+    func accessRecord(event: String, seconds: Double) -> AccessRecord {
+        var line = AccessRecord(
+            event: event, route: route?.state.name, method: head.method,
+            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
+        line.upstreamStatus = record.upstreamStatus
+        line.bytesIn = bodyBytesSeen
+        line.bytesOut = record.bytesOut
+        line.seconds = seconds
+        line.upstreamSeconds = record.upstreamSeconds
+        line.tokenWaitSeconds = record.tokenWaitSeconds
+        line.retriedAfter401 = record.retriedAfter401
+        line.error = record.refusal
+        line.tokenGeneration = sentToken?.generation
+        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
+        return line
     }
 
     // MARK: upstream events (forwarded to the connection)

@@ -34,7 +34,8 @@ extension ConnectionMachine {
         #expect(m.phase == .readingHead(since: 1))
         m.onRequestHead(exchange())
         #expect(m.phase == .exchange && m.parsesRequests && m.exchange != nil)
-        m.onRequestEnded()
+        let r1 = m.onRequestEnded()
+        #expect(!r1, "its answer has not gone yet")
         #expect(!m.parsesRequests, "a pipelined request waits for this answer")
         #expect(m.readsRequests, "but is read into the buffer meanwhile")
         #expect(m.onExchangeFinished(now: 5, noMoreRequests: false) == .readNext)
@@ -88,7 +89,7 @@ extension ConnectionMachine {
     @Test func aClientThatHalfClosedIsClosedRightAfterItsAnswer() {
         var m = ConnectionMachine(now: 0)
         m.onRequestHead(exchange())
-        m.onRequestEnded()
+        _ = m.onRequestEnded()
         #expect(m.onClientFinishedSending(pendingOut: 0) == .none)
         #expect(!m.readsRequests)
         #expect(m.onExchangeFinished(now: 1, noMoreRequests: true) == .closeAfterWrite)
@@ -175,6 +176,50 @@ extension ConnectionMachine {
         var connected = ConnectionMachine.ExchangeSurroundings()
         connected.upstreamActive = true
         #expect(m.onTick(now: 161, pendingOut: 0, connected, limits, exchangeLimits) == .exchange(.gatewayTimeout))
+    }
+
+    @Test func anAnswerThatCameBeforeTheBodysEndEndsTheExchangeWithTheBody() {
+        var m = ConnectionMachine(now: 0)
+        m.onRequestHead(exchange(post))
+        let r2 = m.onResponseDone(noMoreRequests: false)
+        #expect(!r2, "the rest of the body is read first")
+        m.exchange!.onRequestBodyEnded()
+        let r3 = m.onRequestEnded()
+        #expect(r3, "the body's end ends the exchange")
+        var get = ConnectionMachine(now: 0)
+        get.onRequestHead(exchange())
+        let r4 = get.onResponseDone(noMoreRequests: false)
+        #expect(r4)
+        #expect(get.phase == .exchange, "keep-alive: the next request is read after `onExchangeFinished`")
+        var last = ConnectionMachine(now: 0)
+        last.onRequestHead(exchange("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+        let r5 = last.onResponseDone(noMoreRequests: false)
+        #expect(r5)
+        #expect(last.isClosingAfterWrite)
+    }
+
+    @Test func aFailedRequestIsAnsweredByItsExchangeAloneOrByClosing() {
+        var none = ConnectionMachine(now: 0)
+        none.onClientBytes(now: 0)
+        let r6 = none.onRequestFailed()
+        #expect(r6 == .answerAlone)
+        #expect(none.isClosingAfterWrite)
+        var waiting = ConnectionMachine(now: 0)
+        waiting.onRequestHead(exchange(post))
+        let r7 = waiting.onRequestFailed()
+        #expect(r7 == .answerInExchange)
+        #expect(waiting.exchange?.keepAlive == false, "the exchange's answer closes the connection")
+        var answering = ConnectionMachine(now: 0)
+        answering.onRequestHead(exchange(post))
+        answering.exchange!.onTryStarted(tokenGeneration: 1, now: 0)
+        _ = answering.exchange!.onFinalHead(status: 200, upstreamFraming: .contentLength(2), tokenCanChange: true, refusingGoodTokens: false)
+        let r8 = answering.onRequestFailed()
+        #expect(r8 == .close, "an answer that started cannot be replaced")
+        var answered = ConnectionMachine(now: 0)
+        answered.onRequestHead(exchange(post))
+        _ = answered.onResponseDone(noMoreRequests: false)
+        let r9 = answered.onRequestFailed()
+        #expect(r9 == .answerAlone, "the exchange's answer is complete: the error goes alone")
     }
 
     @Test func anAnswerCutShortEndsTheExchangeAndTheConnection() {
