@@ -67,7 +67,7 @@ extension Connection {
         case .token, .unavailable, nil:
             arrived = .none
         }
-        switch machine.exchange!.onTokenArrived(arrived) {
+        switch machine.exchange.onTokenArrived(arrived) {
         case .send(let isRetryAfter401):
             if isRetryAfter401 {
                 ctx.metrics.retriedAfter401()
@@ -100,7 +100,7 @@ extension Connection {
         count401(exchange, .passedThrough)
         // The framing of what we hold is known exactly now.
         let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = machine.exchange!.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
+        let framing = machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
         writeHead(exchange, response, framing: framing)
         held.body.withUnsafeBytes { writeBody(exchange, $0) }
         responseDone(exchange)

@@ -16,15 +16,15 @@ extension Connection {
         let route = exchange.route!
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { forwardedHostLine.line(for: $0) }
-        let wholeBodyLength = exchange.beginTry(machine.exchange!)
+        let wholeBodyLength = exchange.beginTry(machine.exchange)
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
             authorization: token?.authorizationField, forwardedFor: forwardedForLines, forwardedHost: forwardedHost,
-            upgrade: machine.exchange!.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
+            upgrade: machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
-        exchange.headWritten(token: token, now: ctx.loop.now, &machine.exchange!)
+        exchange.headWritten(token: token, now: ctx.loop.now, &machine.exchange)
         responseParser.reset()
-        responseParser.expect(requestMethodIsHEAD: machine.exchange!.isHEAD)
+        responseParser.expect(requestMethodIsHEAD: machine.exchange.isHEAD)
         exchange.attach(to: self)
         if !fresh, let idle = route.upstream.takeIdle() {
             ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
@@ -69,26 +69,26 @@ extension Connection {
 
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange) {
-        guard let upstream = exchange.upstream, !machine.exchange!.sendStopped else { return }
+        guard let upstream = exchange.upstream, !machine.exchange.sendStopped else { return }
         let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
         let spooled = exchange.spoolHasMore
-        if spooled { exchange.refillFromSpool(&machine.exchange!) }
+        if spooled { exchange.refillFromSpool(&machine.exchange) }
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
             switch result {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
-                exchange.sent(n, now: ctx.loop.now, &machine.exchange!)
+                exchange.sent(n, now: ctx.loop.now, &machine.exchange)
             case .wouldBlock:
                 break
             case .closed:
                 // The upstream stopped reading; it may have answered first (epoll reports the hang-up
                 // and the answer is read then).
-                machine.exchange!.onSendFailed()
+                machine.exchange.onSendFailed()
             }
             if case .done = result {
-                if spooled && exchange.spoolHasMore { exchange.refillFromSpool(&machine.exchange!) }
+                if spooled && exchange.spoolHasMore { exchange.refillFromSpool(&machine.exchange) }
                 continue
             }
             break
@@ -99,10 +99,11 @@ extension Connection {
     }
 
     func updateUpstreamInterest(_ exchange: Exchange) {
-        guard let upstream = exchange.upstream, let paused = machine.exchange?.receivePaused else { return }
+        guard let upstream = exchange.upstream else { return }
+        let paused = machine.exchange.receivePaused
         var wanted: Interest = []
         if !paused { wanted.insert(.read) }
-        if !machine.exchange!.sendStopped && exchange.bytesWaitingToGoUp > 0 { wanted.insert(.write) }
+        if !machine.exchange.sendStopped && exchange.bytesWaitingToGoUp > 0 { wanted.insert(.write) }
         upstream.setInterest(wanted)
     }
 
@@ -110,7 +111,7 @@ extension Connection {
         if events & ReadyEvents.writable != 0 { pumpUpstream(exchange) }
         guard exchange.upstream != nil, self.exchange === exchange else { return }
         // A hang-up is read even while paused: what is left is bounded by the socket's buffer.
-        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !machine.exchange!.receivePaused) {
+        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !machine.exchange.receivePaused) {
             readUpstream(exchange)
         }
         updateUpstreamInterest(exchange)
@@ -119,8 +120,8 @@ extension Connection {
     /// The client took enough of the answer: read the upstream again. With TLS the library may
     /// hold bytes epoll cannot see, so read now rather than wait for readiness.
     func resumeUpstreamIfDrained() {
-        guard let exchange, machine.exchange?.receivePaused == true, pendingOut < Connection.outLowWater else { return }
-        machine.exchange!.onClientCaughtUp()
+        guard let exchange, machine.exchange.receivePaused, pendingOut < Connection.outLowWater else { return }
+        machine.exchange.onClientCaughtUp()
         readUpstream(exchange)
         updateUpstreamInterest(exchange)
     }
@@ -132,13 +133,13 @@ extension Connection {
         guard exchange.beginReading() else { return }
         defer { exchange.endReading() }
         let buffer = ctx.upstreamBuffer
-        while let upstream = exchange.upstream, self.exchange === exchange, !machine.exchange!.receivePaused || machine.exchange!.sendStopped {
+        while let upstream = exchange.upstream, self.exchange === exchange, !machine.exchange.receivePaused || machine.exchange.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
-                machine.exchange!.onAnswerBytes(n, now: ctx.loop.now)
+                machine.exchange.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { machine.exchange!.onClientBacklogged() }
+                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { machine.exchange.onClientBacklogged() }
                 // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
                 if n < buffer.count && !upstream.buffersInternally { return }
             case .wouldBlock:
@@ -153,7 +154,7 @@ extension Connection {
     private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while self.exchange === exchange, !closed, exchange.upstream != nil {
-            if machine.phase == .tunnel {
+            if machine.isTunnel {
                 if offset < bytes.count { writeRaw(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
                 return
             }
@@ -183,7 +184,7 @@ extension Connection {
 
     /// The upstream closed its side (or the connection broke).
     private func upstreamClosed(_ exchange: Exchange) {
-        if machine.phase == .tunnel {
+        if machine.isTunnel {
             tunnelSideClosed(exchange, upstreamClosed: true)
             return
         }
@@ -198,14 +199,14 @@ extension Connection {
             let upstream = exchange.detachUpstream()
             upstream?.retire(.closedByUpstream)
             let why = "the upstream closed the connection without answering"
-            act(on: machine.exchange!.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
+            act(on: machine.exchange.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
         }
     }
 
     /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
     private func upstreamBroken(_ exchange: Exchange, _ why: String) {
         exchange.detachUpstream()?.retire()
-        act(on: machine.exchange!.onBroken(), exchange, why)
+        act(on: machine.exchange.onBroken(), exchange, why)
     }
 
     private func act(on failure: ExchangeMachine.Failure, _ exchange: Exchange, _ why: String) {
@@ -226,7 +227,7 @@ extension Connection {
 
     /// RFC 9110 §15.2: 1xx answers are relayed to HTTP/1.1 clients (never to 1.0 ones).
     private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
-        guard machine.exchange!.clientVersion == .http1_1 else { return }
+        guard machine.exchange.clientVersion == .http1_1 else { return }
         let bytes = ByteBuffer()
         Forwarder.writeInformationalHead(into: bytes, head)
         appendOut(bytes.bytes)
@@ -243,15 +244,15 @@ extension Connection {
     }
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
-        ctx.metrics.upstreamLatency(ctx.loop.now - machine.exchange!.tryStartedAt)
+        ctx.metrics.upstreamLatency(ctx.loop.now - machine.exchange.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
-        let upstreamSeconds = ctx.loop.now - machine.exchange!.lastUpstreamWrite
+        let upstreamSeconds = ctx.loop.now - machine.exchange.lastUpstreamWrite
         ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
         exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin) }
-        let action = machine.exchange!.onFinalHead(
+        let action = machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
             refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
@@ -280,16 +281,16 @@ extension Connection {
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
         exchange.route!.forwarder.writeResponseHead(
-            into: outBuf, response, framing: framing, closing: !machine.exchange!.keepAlive || noMoreRequests,
+            into: outBuf, response, framing: framing, closing: !machine.exchange.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
         exchange.record.wroteOut(outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
-        if machine.exchange!.bodyRefused { exchange.dropQueuedBody() }
+        if machine.exchange.bodyRefused { exchange.dropQueuedBody() }
     }
 
     private func upstreamBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
-        switch machine.exchange!.onAnswerBody(count: bytes.count) {
+        switch machine.exchange.onAnswerBody(count: bytes.count) {
         case .relay:
             break
         case .hold:
@@ -299,7 +300,7 @@ extension Connection {
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
             if let held = exchange.takeHeld401() {
                 count401(exchange, .passedThrough)
-                let framing = machine.exchange!.startAnswering(status: held.head.status, upstreamFraming: held.framing)
+                let framing = machine.exchange.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing)
                 held.body.withUnsafeBytes { writeBody(exchange, $0) }
             }
@@ -308,8 +309,8 @@ extension Connection {
     }
 
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
-        guard bytes.count > 0, !closed, let framing = machine.exchange?.framing else { return }
-        switch framing {
+        guard bytes.count > 0, !closed else { return }
+        switch machine.exchange.framing {
         case .none:
             return
         case .chunked:
@@ -349,7 +350,7 @@ extension Connection {
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
         let upstreamCloses = responseParser.connectionMustClose
-        let (reuse, next) = machine.exchange!.onAnswerEnded(
+        let (reuse, next) = machine.exchange.onAnswerEnded(
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
         if let upstream = exchange.detachUpstream() {
             if reuse {
@@ -370,7 +371,7 @@ extension Connection {
                 acquireToken(for: exchange, staleGeneration: stale)
             }
         case .complete(let refusedBody):
-            if case .chunked = machine.exchange!.framing { ResponseWriter.appendLastChunk(outBuf) }
+            if case .chunked = machine.exchange.framing { ResponseWriter.appendLastChunk(outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }
             responseDone(exchange)

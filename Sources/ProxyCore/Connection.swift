@@ -65,7 +65,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if machine.phase == .tunnel {
+        if machine.isTunnel {
             readAvailable()
             return
         }
@@ -97,7 +97,7 @@ final class Connection: EventHandler, LoopTask {
             discardInput()
             return
         }
-        if machine.phase == .tunnel, let exchange {
+        if machine.isTunnel, let exchange {
             readIntoTunnel(exchange)
             return
         }
@@ -145,7 +145,7 @@ final class Connection: EventHandler, LoopTask {
         // The parser wants another call after every event, even with no bytes left (`.end` may be due).
         var more = true
         while more && machine.parsesRequests {
-            if let exchange, exchange.bodyBacklogged(waitingForBody: machine.exchange!.isWaitingForBody) { break }
+            if let exchange, exchange.bodyBacklogged(waitingForBody: machine.exchange.isWaitingForBody) { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes(from: base) { parser.parse($0) }
             inStart += consumed
@@ -177,7 +177,7 @@ final class Connection: EventHandler, LoopTask {
         case .body(let range):
             guard let exchange else { return }
             let buffering = inBuf.withUnsafeBytes(from: base) { raw in
-                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange!)
+                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange)
             }
             if exchange.overBodyLimit {
                 fail(.bodyTooLarge)
@@ -195,7 +195,7 @@ final class Connection: EventHandler, LoopTask {
             }
         case .end:
             guard let exchange else { return }
-            let buffering = exchange.bodyEnded(&machine.exchange!)
+            let buffering = exchange.bodyEnded(&machine.exchange)
             let over = machine.onRequestEnded()
             if case .send = buffering {
                 forward(exchange)
@@ -247,9 +247,9 @@ final class Connection: EventHandler, LoopTask {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
-            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange!)
+            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
-            if !machine.exchange!.isWaitingForBody { forward(exchange) }
+            if !machine.exchange.isWaitingForBody { forward(exchange) }
         }
     }
 
@@ -268,7 +268,7 @@ final class Connection: EventHandler, LoopTask {
     func respond(_ error: ProxyError, to exchange: Exchange) {
         exchange.detachUpstream()?.retire()
         exchange.takeHeld401()
-        machine.exchange!.onProxyAnswer(closesConnection: error.closesConnection)
+        machine.exchange.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.record.answered(status: error.status, refusal: error.code)
         let fromTokenState: Bool
         switch error {
@@ -276,7 +276,7 @@ final class Connection: EventHandler, LoopTask {
         default: fromTokenState = false
         }
         let bytes = error.response(
-            keepAlive: machine.exchange!.keepAlive && !noMoreRequests, isHead: machine.exchange!.isHEAD,
+            keepAlive: machine.exchange.keepAlive && !noMoreRequests, isHead: machine.exchange.isHEAD,
             route: fromTokenState ? exchange.route?.errorName : nil)
         exchange.record.wroteOut(bytes.count)
         appendOut(bytes)
@@ -308,7 +308,7 @@ final class Connection: EventHandler, LoopTask {
     func recordFinished(_ exchange: Exchange) {
         guard exchange.record.markRecorded() else { return }
         exchange.releaseReplay()
-        machine.exchange?.onReplayKept(false)
+        machine.exchange.onReplayKept(false)
         ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
@@ -390,7 +390,7 @@ final class Connection: EventHandler, LoopTask {
     func updateInterest() {
         guard !closed, !machine.isLingering else { return }
         var wanted: Interest = []
-        if machine.phase == .tunnel, let exchange {
+        if machine.isTunnel, let exchange {
             if exchange.pendingUpstreamCount < Connection.bodyHighWater && !machine.peerHalfClosed { wanted.insert(.read) }
         } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
@@ -429,7 +429,8 @@ final class Connection: EventHandler, LoopTask {
         guard !closed else { return }
         let ending = machine.exchange
         machine.onClosed()
-        if let exchange, let ending {
+        // `ending` is this exchange's machine while `exchange` is set (they begin and end together).
+        if let exchange {
             // An upstream connection in the middle of an exchange cannot be reused.
             exchange.detachUpstream()?.retire()
             exchange.detach()
@@ -459,7 +460,8 @@ final class Connection: EventHandler, LoopTask {
     func checkTimeouts(now: Double) {
         let limits = ctx.configuration.limits
         var surroundings = ConnectionMachine.ExchangeSurroundings()
-        if let exchange, let waitingForBody = machine.exchange?.isWaitingForBody {
+        if let exchange {
+            let waitingForBody = machine.exchange.isWaitingForBody
             surroundings = .init(
                 upstreamActive: exchange.upstreamActive, bodyBacklogged: exchange.bodyBacklogged(waitingForBody: waitingForBody),
                 waitingForToken: exchange.waitingForToken)

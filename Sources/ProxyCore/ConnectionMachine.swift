@@ -27,10 +27,12 @@ struct ConnectionMachine {
     }
 
     private(set) var phase: Phase = .idle
-    /// The exchange in progress (nil between exchanges, and once an answer was cut short). Its events
-    /// go to it here (`machine.exchange!.on…`); it begins with `onRequestHead` and ends with
-    /// `onExchangeFinished`, `onAnswerCut` or `onClosed`.
-    var exchange: ExchangeMachine?
+    /// The exchange in progress while `hasExchange`: it begins with `onRequestHead` and ends with
+    /// `onExchangeFinished`, `onAnswerCut` or `onClosed`. Its events go to it here
+    /// (`machine.exchange.on…`). Not an optional: the hot path reads it a few dozen times per request,
+    /// and an optional's tag check on a value this size is a call each time (docs/ENGINE.md).
+    var exchange = ExchangeMachine()
+    private(set) var hasExchange = false
     /// The client shut down its sending side: the current answer is finished, then the connection closes.
     private(set) var peerHalfClosed = false
     /// The request in progress has been read whole while its answer has not: the next pipelined
@@ -51,6 +53,11 @@ struct ConnectionMachine {
         return false
     }
     var isClosingAfterWrite: Bool { phase == .closingAfterWrite }
+    /// After `101 Switching Protocols` (a pattern test: `==` on a phase with payloads is a call).
+    var isTunnel: Bool {
+        if case .tunnel = phase { return true }
+        return false
+    }
 
     /// Request bytes are parsed now: between requests, in a head, or in the body of the request in progress.
     var parsesRequests: Bool {
@@ -88,13 +95,14 @@ struct ConnectionMachine {
         phase = .exchange
         requestEnded = false
         self.exchange = exchange
+        hasExchange = true
     }
 
     /// The request in progress was read whole. Answers whether that ends the exchange (its answer
     /// was complete already: the upstream answered before the body's end).
     mutating func onRequestEnded() -> Bool {
         requestEnded = true
-        return exchange?.responseDone == true
+        return hasExchange && exchange.responseDone
     }
 
     /// 101 Switching Protocols: the connection is a tunnel.
@@ -119,7 +127,7 @@ struct ConnectionMachine {
             return .closeTunnel
         case .exchange:
             // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
-            if let exchange { return exchange.requestBodyDone ? .none : .close }
+            if hasExchange { return exchange.requestBodyDone ? .none : .close }
             return closeUnlessWriting(pendingOut: pendingOut)
         case .closingAfterWrite:
             return .none
@@ -154,10 +162,10 @@ struct ConnectionMachine {
     /// now: its request was read whole, or the connection takes nothing more (the rest of a body the
     /// upstream did not wait for is read and dropped until the request's end).
     mutating func onResponseDone(noMoreRequests: Bool) -> Bool {
-        guard exchange != nil else { return false }
-        exchange!.onResponseDone()
-        if !exchange!.keepAlive || noMoreRequests { onLastAnswer() }
-        return exchange!.requestBodyDone || phase == .closingAfterWrite
+        guard hasExchange else { return false }
+        exchange.onResponseDone()
+        if !exchange.keepAlive || noMoreRequests { onLastAnswer() }
+        return exchange.requestBodyDone || phase == .closingAfterWrite
     }
 
     enum FailureAction: Equatable {
@@ -172,10 +180,10 @@ struct ConnectionMachine {
     /// A request failed in a way that ends the connection: it cannot be parsed, its body is over the
     /// limit or cannot be spooled, or the client went silent in it.
     mutating func onRequestFailed() -> FailureAction {
-        if exchange != nil {
-            if exchange!.responseStarted && !exchange!.responseDone { return .close }
-            exchange!.onConnectionClosing()
-            if !exchange!.responseDone { return .answerInExchange }
+        if hasExchange {
+            if exchange.responseStarted && !exchange.responseDone { return .close }
+            exchange.onConnectionClosing()
+            if !exchange.responseDone { return .answerInExchange }
         }
         onLastAnswer()
         return .answerAlone
@@ -184,7 +192,7 @@ struct ConnectionMachine {
     /// The upstream failed after the answer had started: the exchange ends here, and the connection
     /// closes short of the announced end once what was sent is written.
     mutating func onAnswerCut() {
-        exchange = nil
+        hasExchange = false
         onLastAnswer()
     }
 
@@ -206,7 +214,7 @@ struct ConnectionMachine {
     /// Both halves of the exchange are over. `noMoreRequests`: the client has shut down its side and
     /// every request it sent has been taken.
     mutating func onExchangeFinished(now: Double, noMoreRequests: Bool) -> AfterExchange {
-        exchange = nil
+        hasExchange = false
         guard phase == .exchange || phase == .tunnel else { return .closeAfterWrite }
         requestEnded = false
         if noMoreRequests {
@@ -248,7 +256,7 @@ struct ConnectionMachine {
 
     mutating func onClosed() {
         phase = .closed
-        exchange = nil
+        hasExchange = false
     }
 
     // MARK: time and drain
@@ -294,7 +302,7 @@ struct ConnectionMachine {
             break
         }
         if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout { return .sendTimedOut }
-        if let exchange {
+        if hasExchange {
             let side = ExchangeMachine.ClientSide(
                 lastClientByte: lastClientByte, upstreamActive: surroundings.upstreamActive,
                 bodyBacklogged: surroundings.bodyBacklogged, waitingForToken: surroundings.waitingForToken)
@@ -315,8 +323,8 @@ struct ConnectionMachine {
     /// The server drains: an idle connection closes now (true); a busy one after its current answer,
     /// which no longer keeps the connection alive.
     mutating func onDrain(parserIdle: Bool, unparsedInput: Bool) -> Bool {
-        if exchange != nil {
-            exchange!.onConnectionClosing()
+        if hasExchange {
+            exchange.onConnectionClosing()
             return false
         }
         return parserIdle && !unparsedInput && phase != .closingAfterWrite

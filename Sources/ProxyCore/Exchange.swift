@@ -115,6 +115,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// `refillFromSpool` has something to do.
     var spoolHasMore: Bool { spoolWaiting > 0 || spoolLastChunkDue }
 
+    @inline(__always)
     init(head: consuming RequestHead, route: LoopRoute?, startedAt: Double, upOut: ByteBuffer) {
         self.head = head
         self.upOut = upOut
@@ -125,6 +126,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
     /// Authorization goes up, and whether its body is kept for a retry.
+    @inline(__always)
     func accept(
         _ target: AccessPolicy.CheckedTarget, route: LoopRoute, maxBodyBytes: Int, shared: SharedProxyState, _ m: inout ExchangeMachine
     ) {

@@ -92,6 +92,19 @@ struct ExchangeMachine {
     private(set) var lastUpstreamWrite = 0.0
     private(set) var lastUpstreamByte = 0.0
 
+    /// No exchange: what `ConnectionMachine` holds between exchanges, never asked anything.
+    init() {
+        spoolLimit = 0
+        isHEAD = false
+        isIdempotent = false
+        hasBody = false
+        clientVersion = .http1_1
+        wantsUpgrade = false
+        keepAlive = false
+        requestBodyDone = true
+        bodyBuffering = .off
+    }
+
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
     /// `forward.request_buffering_disk` (0: off).
     init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {

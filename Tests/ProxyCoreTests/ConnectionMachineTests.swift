@@ -33,13 +33,13 @@ extension ConnectionMachine {
         m.onClientBytes(now: 1)
         #expect(m.phase == .readingHead(since: 1))
         m.onRequestHead(exchange())
-        #expect(m.phase == .exchange && m.parsesRequests && m.exchange != nil)
+        #expect(m.phase == .exchange && m.parsesRequests && m.hasExchange)
         let r1 = m.onRequestEnded()
         #expect(!r1, "its answer has not gone yet")
         #expect(!m.parsesRequests, "a pipelined request waits for this answer")
         #expect(m.readsRequests, "but is read into the buffer meanwhile")
         #expect(m.onExchangeFinished(now: 5, noMoreRequests: false) == .readNext)
-        #expect(m.phase == .idle && m.parsesRequests && m.lastClientByte == 5 && m.exchange == nil)
+        #expect(m.phase == .idle && m.parsesRequests && m.lastClientByte == 5 && !m.hasExchange)
         m.onPipelinedBytesWaiting(now: 6)
         #expect(m.phase == .readingHead(since: 6))
     }
@@ -152,10 +152,10 @@ extension ConnectionMachine {
     @Test func aDrainLetsTheExchangeInProgressFinishWithoutKeepAlive() {
         var m = ConnectionMachine(now: 0)
         m.onRequestHead(exchange())
-        #expect(m.exchange?.keepAlive == true)
+        #expect(m.exchange.keepAlive)
         let drained5 = m.onDrain(parserIdle: true, unparsedInput: false)
         #expect(!drained5)
-        #expect(m.exchange?.keepAlive == false, "its answer says close")
+        #expect(m.exchange.keepAlive == false, "its answer says close")
     }
 
     @Test func theExchangesTimeoutsAreDecidedWithTheConnectionsClock() {
@@ -171,8 +171,8 @@ extension ConnectionMachine {
         waiting.waitingForToken = true
         #expect(m.onTick(now: 121, pendingOut: 0, waiting, limits, exchangeLimits) == .none, "not while it waits for a token")
         // The upstream's head is late: 504 (upstream_timeout 60 from the last byte written).
-        m.exchange!.onTryStarted(tokenGeneration: 1, now: 100)
-        m.exchange!.onRequestBodyEnded()
+        m.exchange.onTryStarted(tokenGeneration: 1, now: 100)
+        m.exchange.onRequestBodyEnded()
         var connected = ConnectionMachine.ExchangeSurroundings()
         connected.upstreamActive = true
         #expect(m.onTick(now: 161, pendingOut: 0, connected, limits, exchangeLimits) == .exchange(.gatewayTimeout))
@@ -183,7 +183,7 @@ extension ConnectionMachine {
         m.onRequestHead(exchange(post))
         let r2 = m.onResponseDone(noMoreRequests: false)
         #expect(!r2, "the rest of the body is read first")
-        m.exchange!.onRequestBodyEnded()
+        m.exchange.onRequestBodyEnded()
         let r3 = m.onRequestEnded()
         #expect(r3, "the body's end ends the exchange")
         var get = ConnectionMachine(now: 0)
@@ -208,11 +208,11 @@ extension ConnectionMachine {
         waiting.onRequestHead(exchange(post))
         let r7 = waiting.onRequestFailed()
         #expect(r7 == .answerInExchange)
-        #expect(waiting.exchange?.keepAlive == false, "the exchange's answer closes the connection")
+        #expect(waiting.exchange.keepAlive == false, "the exchange's answer closes the connection")
         var answering = ConnectionMachine(now: 0)
         answering.onRequestHead(exchange(post))
-        answering.exchange!.onTryStarted(tokenGeneration: 1, now: 0)
-        _ = answering.exchange!.onFinalHead(status: 200, upstreamFraming: .contentLength(2), tokenCanChange: true, refusingGoodTokens: false)
+        answering.exchange.onTryStarted(tokenGeneration: 1, now: 0)
+        _ = answering.exchange.onFinalHead(status: 200, upstreamFraming: .contentLength(2), tokenCanChange: true, refusingGoodTokens: false)
         let r8 = answering.onRequestFailed()
         #expect(r8 == .close, "an answer that started cannot be replaced")
         var answered = ConnectionMachine(now: 0)
@@ -226,7 +226,7 @@ extension ConnectionMachine {
         var m = ConnectionMachine(now: 0)
         m.onRequestHead(exchange())
         m.onAnswerCut()
-        #expect(m.exchange == nil && m.isClosingAfterWrite)
+        #expect(!m.hasExchange && m.isClosingAfterWrite)
         #expect(m.onClientFinishedSending(pendingOut: 3) == .none)
     }
 
