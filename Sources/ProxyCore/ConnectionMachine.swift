@@ -47,13 +47,20 @@ struct ConnectionMachine {
         lastClientWrite = now
     }
 
-    var isClosed: Bool { phase == .closed }
+    // Pattern tests, not `==`: the phase has payloads, and these are asked many times a request.
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
     var isLingering: Bool {
         if case .lingering = phase { return true }
         return false
     }
-    var isClosingAfterWrite: Bool { phase == .closingAfterWrite }
-    /// After `101 Switching Protocols` (a pattern test: `==` on a phase with payloads is a call).
+    var isClosingAfterWrite: Bool {
+        if case .closingAfterWrite = phase { return true }
+        return false
+    }
+    /// After `101 Switching Protocols`.
     var isTunnel: Bool {
         if case .tunnel = phase { return true }
         return false
@@ -82,15 +89,16 @@ struct ConnectionMachine {
     /// Bytes came from the client; outside an exchange the first one starts a request head.
     mutating func onClientBytes(now: Double) {
         lastClientByte = now
-        if phase == .idle { phase = .readingHead(since: now) }
+        if case .idle = phase { phase = .readingHead(since: now) }
     }
 
     /// Unparsed bytes wait after an answer (a pipelined request): its head has started.
     mutating func onPipelinedBytesWaiting(now: Double) {
-        if phase == .idle { phase = .readingHead(since: now) }
+        if case .idle = phase { phase = .readingHead(since: now) }
     }
 
     /// A request head was parsed: its exchange begins.
+    @inline(__always)
     mutating func onRequestHead(_ exchange: ExchangeMachine) {
         phase = .exchange
         requestEnded = false
@@ -165,7 +173,7 @@ struct ConnectionMachine {
         guard hasExchange else { return false }
         exchange.onResponseDone()
         if !exchange.keepAlive || noMoreRequests { onLastAnswer() }
-        return exchange.requestBodyDone || phase == .closingAfterWrite
+        return exchange.requestBodyDone || isClosingAfterWrite
     }
 
     enum FailureAction: Equatable {
@@ -215,7 +223,10 @@ struct ConnectionMachine {
     /// every request it sent has been taken.
     mutating func onExchangeFinished(now: Double, noMoreRequests: Bool) -> AfterExchange {
         hasExchange = false
-        guard phase == .exchange || phase == .tunnel else { return .closeAfterWrite }
+        switch phase {
+        case .exchange, .tunnel: break
+        case .idle, .readingHead, .closingAfterWrite, .lingering, .closed: return .closeAfterWrite
+        }
         requestEnded = false
         if noMoreRequests {
             phase = .closingAfterWrite
@@ -248,7 +259,7 @@ struct ConnectionMachine {
 
     /// Everything queued for the client has been written.
     mutating func onOutputWritten(now: Double) -> WrittenAction {
-        guard phase == .closingAfterWrite else { return .none }
+        guard isClosingAfterWrite else { return .none }
         if peerHalfClosed { return .close }
         phase = .lingering(until: now + FixedLimits.lingerSeconds)
         return .linger

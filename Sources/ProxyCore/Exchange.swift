@@ -134,17 +134,20 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         query = target.query
         forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
-        self.shared = shared
-        retryMemoryLimit = route.retryMemory
         keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
-        prepareReplay(enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, &m)
+        prepareReplay(
+            enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,
+            retryMemory: route.retryMemory, &m)
     }
 
-    /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`).
-    private func prepareReplay(enabled: Bool, limit: Int, _ m: inout ExchangeMachine) {
+    /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`), counted
+    /// against `forward.retry_memory` in `shared` (kept only then: most requests have no body).
+    private func prepareReplay(enabled: Bool, limit: Int, shared: SharedProxyState, retryMemory: Int, _ m: inout ExchangeMachine) {
         guard enabled, head.framing != .none else { return }
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
+        self.shared = shared
+        retryMemoryLimit = retryMemory
         replay = []
         m.onReplayKept(true)
     }

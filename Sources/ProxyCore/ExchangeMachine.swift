@@ -107,13 +107,15 @@ struct ExchangeMachine {
 
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
     /// `forward.request_buffering_disk` (0: off).
+    @inline(__always)
     init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {
         self.spoolLimit = spoolLimit
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
         clientVersion = head.version
-        wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
+        // Most requests name no connection option: the list is not walked (nor retained) for them.
+        wantsUpgrade = !head.connectionOptions.isEmpty && head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
         keepAlive = head.keepAlive && !draining
         requestBodyDone = !hasBody
         bodyBuffering =
