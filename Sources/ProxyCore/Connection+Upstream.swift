@@ -193,9 +193,10 @@ extension Connection {
             upstreamEnded(exchange, trailingBytes: false)
         case .error(let error)?:
             upstreamBroken(exchange, "\(error)")
-        default:
-            // Nothing of an answer came. On a reused connection that is the upstream closing it as
-            // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
+        case nil, .informational?, .head?, .body?:
+            // (`finish` answers only nil, `.end` or `.error`.) Nothing of an answer came. On a reused
+            // connection that is the upstream closing it as the request arrived (RFC 9112 §9.3.1):
+            // send again once on a fresh one when that is safe.
             let upstream = exchange.detachUpstream()
             upstream?.retire(.closedByUpstream)
             let why = "the upstream closed the connection without answering"
