@@ -16,24 +16,24 @@ extension Connection {
         let route = exchange.route!
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { forwardedHostLine.line(for: $0) }
-        let wholeBodyLength = exchange.beginTry()
+        let wholeBodyLength = exchange.beginTry(machine.exchange)
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
             authorization: token?.authorizationField, forwardedFor: forwardedForLines, forwardedHost: forwardedHost,
-            upgrade: exchange.machine.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
+            upgrade: machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
-        exchange.headWritten(token: token, now: ctx.loop.now)
+        exchange.headWritten(token: token, now: ctx.loop.now, &machine.exchange)
         responseParser.reset()
-        responseParser.expect(requestMethodIsHEAD: exchange.machine.isHEAD)
-        exchange.connection = self
+        responseParser.expect(requestMethodIsHEAD: machine.exchange.isHEAD)
+        exchange.attach(to: self)
         if !fresh, let idle = route.upstream.takeIdle() {
             ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
             upstreamConnected(exchange, idle)
             return
         }
         do {
-            exchange.connectStartedAt = ctx.loop.now
-            exchange.attempt = try route.upstream.connect(exchange)
+            let startedAt = ctx.loop.now
+            exchange.connecting(try route.upstream.connect(exchange), startedAt: startedAt)
         } catch {
             ctx.noteUpstreamFailure("the upstream connection could not be started: \(error)")
             respond(.badGateway("the upstream connection could not be started: \(error)"), to: exchange)
@@ -41,21 +41,18 @@ extension Connection {
     }
 
     func upstreamConnected(_ exchange: Exchange, _ upstream: UpstreamConnection) {
-        if exchange.connectStartedAt > 0 {
+        if let took = exchange.connected(upstream, now: ctx.loop.now) {
             // A new connection: TCP, TLS and any proxy tunnel (`tokenproxy_upstream_connect_seconds`).
             let route = exchange.route!
             ctx.metrics.counters.routes[route.metricsSlot].connectionsOpened += 1
-            ctx.metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(ctx.loop.now - exchange.connectStartedAt)
-            exchange.connectStartedAt = 0
+            ctx.metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(took)
         }
-        upstream.owner = exchange
-        exchange.upstream = upstream
         pumpUpstream(exchange)
         updateUpstreamInterest(exchange)
     }
 
     func upstreamFailed(_ exchange: Exchange, _ failure: UpstreamFailure) {
-        exchange.connectStartedAt = 0
+        exchange.connectFailed()
         ctx.noteUpstreamFailure("\(failure)")
         switch failure {
         case .timedOut: respond(.upstreamTimeout, to: exchange)
@@ -72,26 +69,26 @@ extension Connection {
 
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange) {
-        guard let upstream = exchange.upstream, !exchange.machine.sendStopped else { return }
+        guard let upstream = exchange.upstream, !machine.exchange.sendStopped else { return }
         let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
         let spooled = exchange.spoolHasMore
-        if spooled { exchange.refillFromSpool() }
+        if spooled { exchange.refillFromSpool(&machine.exchange) }
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
             switch result {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
-                exchange.sent(n, now: ctx.loop.now)
+                exchange.sent(n, now: ctx.loop.now, &machine.exchange)
             case .wouldBlock:
                 break
             case .closed:
                 // The upstream stopped reading; it may have answered first (epoll reports the hang-up
                 // and the answer is read then).
-                exchange.machine.onSendFailed()
+                machine.exchange.onSendFailed()
             }
             if case .done = result {
-                if spooled && exchange.spoolHasMore { exchange.refillFromSpool() }
+                if spooled && exchange.spoolHasMore { exchange.refillFromSpool(&machine.exchange) }
                 continue
             }
             break
@@ -103,9 +100,10 @@ extension Connection {
 
     func updateUpstreamInterest(_ exchange: Exchange) {
         guard let upstream = exchange.upstream else { return }
+        let paused = machine.exchange.receivePaused
         var wanted: Interest = []
-        if !exchange.machine.receivePaused { wanted.insert(.read) }
-        if !exchange.machine.sendStopped && exchange.bytesWaitingToGoUp > 0 { wanted.insert(.write) }
+        if !paused { wanted.insert(.read) }
+        if !machine.exchange.sendStopped && exchange.bytesWaitingToGoUp > 0 { wanted.insert(.write) }
         upstream.setInterest(wanted)
     }
 
@@ -113,7 +111,7 @@ extension Connection {
         if events & ReadyEvents.writable != 0 { pumpUpstream(exchange) }
         guard exchange.upstream != nil, self.exchange === exchange else { return }
         // A hang-up is read even while paused: what is left is bounded by the socket's buffer.
-        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !exchange.machine.receivePaused) {
+        if events & ReadyEvents.failed != 0 || (events & ReadyEvents.readable != 0 && !machine.exchange.receivePaused) {
             readUpstream(exchange)
         }
         updateUpstreamInterest(exchange)
@@ -122,8 +120,8 @@ extension Connection {
     /// The client took enough of the answer: read the upstream again. With TLS the library may
     /// hold bytes epoll cannot see, so read now rather than wait for readiness.
     func resumeUpstreamIfDrained() {
-        guard let exchange, exchange.machine.receivePaused, pendingOut < Connection.outLowWater else { return }
-        exchange.machine.onClientCaughtUp()
+        guard let exchange, machine.exchange.receivePaused, pendingOut < Connection.outLowWater else { return }
+        machine.exchange.onClientCaughtUp()
         readUpstream(exchange)
         updateUpstreamInterest(exchange)
     }
@@ -132,17 +130,16 @@ extension Connection {
 
     func readUpstream(_ exchange: Exchange) {
         // One read at a time: the loop's buffer holds the bytes being passed on.
-        guard !exchange.reading else { return }
-        exchange.reading = true
-        defer { exchange.reading = false }
+        guard exchange.beginReading() else { return }
+        defer { exchange.endReading() }
         let buffer = ctx.upstreamBuffer
-        while let upstream = exchange.upstream, self.exchange === exchange, !exchange.machine.receivePaused || exchange.machine.sendStopped {
+        while let upstream = exchange.upstream, self.exchange === exchange, !machine.exchange.receivePaused || machine.exchange.sendStopped {
             switch upstream.receive(into: buffer) {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
-                exchange.machine.onAnswerBytes(n, now: ctx.loop.now)
+                machine.exchange.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { exchange.machine.onClientBacklogged() }
+                if pendingOut >= Connection.outHighWater, let e = self.exchange, e === exchange { machine.exchange.onClientBacklogged() }
                 // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
                 if n < buffer.count && !upstream.buffersInternally { return }
             case .wouldBlock:
@@ -157,7 +154,7 @@ extension Connection {
     private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
         var offset = 0
         while self.exchange === exchange, !closed, exchange.upstream != nil {
-            if exchange.machine.isTunnel {
+            if machine.isTunnel {
                 if offset < bytes.count { writeRaw(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
                 return
             }
@@ -187,7 +184,7 @@ extension Connection {
 
     /// The upstream closed its side (or the connection broke).
     private func upstreamClosed(_ exchange: Exchange) {
-        if exchange.machine.isTunnel {
+        if machine.isTunnel {
             tunnelSideClosed(exchange, upstreamClosed: true)
             return
         }
@@ -196,20 +193,21 @@ extension Connection {
             upstreamEnded(exchange, trailingBytes: false)
         case .error(let error)?:
             upstreamBroken(exchange, "\(error)")
-        default:
-            // Nothing of an answer came. On a reused connection that is the upstream closing it as
-            // the request arrived (RFC 9112 §9.3.1): send again once on a fresh one when that is safe.
+        case nil, .informational?, .head?, .body?:
+            // (`finish` answers only nil, `.end` or `.error`.) Nothing of an answer came. On a reused
+            // connection that is the upstream closing it as the request arrived (RFC 9112 §9.3.1):
+            // send again once on a fresh one when that is safe.
             let upstream = exchange.detachUpstream()
             upstream?.retire(.closedByUpstream)
             let why = "the upstream closed the connection without answering"
-            act(on: exchange.machine.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
+            act(on: machine.exchange.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why)
         }
     }
 
     /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
     private func upstreamBroken(_ exchange: Exchange, _ why: String) {
         exchange.detachUpstream()?.retire()
-        act(on: exchange.machine.onBroken(), exchange, why)
+        act(on: machine.exchange.onBroken(), exchange, why)
     }
 
     private func act(on failure: ExchangeMachine.Failure, _ exchange: Exchange, _ why: String) {
@@ -218,25 +216,19 @@ extension Connection {
             ctx.metrics.retriedOnFreshConnection()
             send(exchange, token: exchange.sentToken, fresh: true)
         case .badGateway:
-            let held = exchange.held401 != nil
-            exchange.held401 = nil
+            let held = exchange.takeHeld401() != nil
             respond(.badGateway(held ? "the upstream answered badly: \(why)" : why), to: exchange)
         case .cut:
             // Once a response has started, a failure can only end the connection (CONTRACT): what was
             // sent goes out, then the connection closes short of the announced end.
             ctx.logger.warning("upstream failed mid-response: \(why)")
-            exchange.status = exchange.status == 0 ? 502 : exchange.status
-            recordFinished(exchange)
-            exchange.connection = nil
-            self.exchange = nil
-            machine.onLastAnswer()
-            flush()
+            cutShort(exchange)
         }
     }
 
     /// RFC 9110 §15.2: 1xx answers are relayed to HTTP/1.1 clients (never to 1.0 ones).
     private func relayInformational(_ exchange: Exchange, _ head: ResponseHead) {
-        guard exchange.machine.clientVersion == .http1_1 else { return }
+        guard machine.exchange.clientVersion == .http1_1 else { return }
         let bytes = ByteBuffer()
         Forwarder.writeInformationalHead(into: bytes, head)
         appendOut(bytes.bytes)
@@ -253,16 +245,15 @@ extension Connection {
     }
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming) {
-        ctx.metrics.upstreamLatency(ctx.loop.now - exchange.machine.tryStartedAt)
+        ctx.metrics.upstreamLatency(ctx.loop.now - machine.exchange.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
-        let upstreamSeconds = ctx.loop.now - exchange.machine.lastUpstreamWrite
+        let upstreamSeconds = ctx.loop.now - machine.exchange.lastUpstreamWrite
         ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
-        exchange.upstreamSeconds = upstreamSeconds
-        if exchange.upstreamStatus == 0 { exchange.upstreamStatus = head.status }
+        exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop { nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin) }
-        let action = exchange.machine.onFinalHead(
+        let action = machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
             refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
         switch action {
@@ -271,8 +262,7 @@ extension Connection {
         case .startTunnel:
             startTunnel(exchange, head)
         case .hold401:
-            exchange.held401 = Held401(head: head, framing: framing)
-            if nonceDemanded { exchange.held401?.dpopNonceDemanded = true }
+            exchange.hold401(head, framing, dpopNonceDemanded: nonceDemanded)
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
             if startStormGuard {
@@ -288,31 +278,30 @@ extension Connection {
 
     /// Writes the answer's head for the client, framed as the machine decided.
     func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming) {
-        exchange.status = response.status
+        exchange.record.answered(status: response.status)
         if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
         let before = outBuf.count
         exchange.route!.forwarder.writeResponseHead(
-            into: outBuf, response, framing: framing, closing: !exchange.machine.keepAlive || noMoreRequests,
+            into: outBuf, response, framing: framing, closing: !machine.exchange.keepAlive || noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
-        exchange.bytesOut += outBuf.count - before
+        exchange.record.wroteOut(outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
-        if exchange.machine.bodyRefused { exchange.dropQueuedBody() }
+        if machine.exchange.bodyRefused { exchange.dropQueuedBody() }
     }
 
     private func upstreamBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
-        switch exchange.machine.onAnswerBody(count: bytes.count) {
+        switch machine.exchange.onAnswerBody(count: bytes.count) {
         case .relay:
             break
         case .hold:
-            exchange.held401?.body.append(contentsOf: bytes)
+            exchange.holdMore(bytes)
             return
         case .releaseHeldThenRelay:
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
-            if let held = exchange.held401 {
-                exchange.held401 = nil
+            if let held = exchange.takeHeld401() {
                 count401(exchange, .passedThrough)
-                let framing = exchange.machine.startAnswering(status: held.head.status, upstreamFraming: held.framing)
+                let framing = machine.exchange.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing)
                 held.body.withUnsafeBytes { writeBody(exchange, $0) }
             }
@@ -322,16 +311,16 @@ extension Connection {
 
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer) {
         guard bytes.count > 0, !closed else { return }
-        switch exchange.machine.framing {
+        switch machine.exchange.framing {
         case .none:
             return
         case .chunked:
-            exchange.bytesOut += bytes.count
+            exchange.record.wroteOut(bytes.count)
             if pendingOut == 0 { machine.onOutputWaiting(now: ctx.loop.now) }
             ResponseWriter.appendChunk(outBuf, bytes)
             flush()
         case .length, .close:
-            exchange.bytesOut += bytes.count
+            exchange.record.wroteOut(bytes.count)
             writeRaw(bytes)
         }
     }
@@ -362,7 +351,7 @@ extension Connection {
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool) {
         let upstreamCloses = responseParser.connectionMustClose
-        let (reuse, next) = exchange.machine.onAnswerEnded(
+        let (reuse, next) = machine.exchange.onAnswerEnded(
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
         if let upstream = exchange.detachUpstream() {
             if reuse {
@@ -383,66 +372,10 @@ extension Connection {
                 acquireToken(for: exchange, staleGeneration: stale)
             }
         case .complete(let refusedBody):
-            if case .chunked = exchange.machine.framing { ResponseWriter.appendLastChunk(outBuf) }
+            if case .chunked = machine.exchange.framing { ResponseWriter.appendLastChunk(outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }
             responseDone(exchange)
-        }
-    }
-
-    // MARK: tunnel (101 Switching Protocols)
-
-    private func startTunnel(_ exchange: Exchange, _ response: ResponseHead) {
-        exchange.status = 101
-        let out = ByteBuffer()
-        Forwarder.writeSwitchingProtocolsHead(into: out, response)
-        exchange.bytesOut += out.count
-        appendOut(out.bytes)
-        recordFinished(exchange)
-        ctx.metrics.tunnelOpened()
-        machine.onTunnel()
-        // What the client sent after its request head already belongs to the new protocol.
-        if inStart < inBuf.count {
-            inBuf.withUnsafeBytes(from: inStart) { exchange.queueRaw($0) }
-            inStart = inBuf.count
-            compactInput()
-        }
-        pumpUpstream(exchange)
-        updateUpstreamInterest(exchange)
-        flush()
-    }
-
-    /// Client bytes of a tunnel go up as they are, while the upstream keeps up.
-    func readIntoTunnel(_ exchange: Exchange) {
-        while !closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
-            switch Syscall.read(fd, ctx.readBuffer) {
-            case .done(let n):
-                machine.onClientBytes(now: ctx.loop.now)
-                exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
-                pumpUpstream(exchange)
-                if n < ctx.readBuffer.count { break }
-                continue
-            case .wouldBlock:
-                break
-            case .closed:
-                tunnelSideClosed(exchange, upstreamClosed: false)
-                return
-            }
-            break
-        }
-        updateUpstreamInterest(exchange)
-        updateInterest()
-    }
-
-    /// Either side of a tunnel closed: what the other side still has to get is sent, then both close.
-    func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool) {
-        if upstreamClosed {
-            exchange.detachUpstream()?.retire(.closedByUpstream)
-            machine.onTunnelUpstreamClosed()
-            flush()
-        } else {
-            pumpUpstream(exchange)
-            close()
         }
     }
 

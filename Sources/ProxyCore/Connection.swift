@@ -31,10 +31,11 @@ final class Connection: EventHandler, LoopTask {
     let outBuf = ByteBuffer()
     var outStart = 0
     private var interest: Interest = .read
-    /// Where the connection is in its life, and its client-side clocks; decides closing, lingering and
-    /// the client's timeouts.
+    /// Where the connection is in its life, its client-side clocks and the exchange in progress
+    /// (`machine.exchange`): every decision is its; this class performs them.
     var machine: ConnectionMachine
-    var exchange: Exchange?
+    /// The bytes and the upstream leg of the exchange in progress; set and cleared with `machine.exchange`.
+    private(set) var exchange: Exchange?
     var closed: Bool { machine.isClosed }
 
     // Buffer bounds: FixedLimits.
@@ -64,7 +65,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if let exchange, exchange.machine.isTunnel {
+        if machine.isTunnel {
             readAvailable()
             return
         }
@@ -96,7 +97,7 @@ final class Connection: EventHandler, LoopTask {
             discardInput()
             return
         }
-        if let exchange, exchange.machine.isTunnel {
+        if machine.isTunnel, let exchange {
             readIntoTunnel(exchange)
             return
         }
@@ -127,9 +128,7 @@ final class Connection: EventHandler, LoopTask {
     }
 
     private func clientFinishedSending() {
-        let action = machine.onClientFinishedSending(
-            inExchange: exchange != nil, requestBodyDone: exchange?.machine.requestBodyDone ?? true, pendingOut: pendingOut)
-        switch action {
+        switch machine.onClientFinishedSending(pendingOut: pendingOut) {
         case .none: break
         case .close: close()
         case .closeTunnel: if let exchange { tunnelSideClosed(exchange, upstreamClosed: false) }
@@ -146,7 +145,7 @@ final class Connection: EventHandler, LoopTask {
         // The parser wants another call after every event, even with no bytes left (`.end` may be due).
         var more = true
         while more && machine.parsesRequests {
-            if let exchange, exchange.bodyBacklogged { break }
+            if let exchange, exchange.bodyBacklogged(waitingForBody: machine.exchange.isWaitingForBody) { break }
             let base = inStart
             let (consumed, event) = inBuf.withUnsafeBytes(from: base) { parser.parse($0) }
             inStart += consumed
@@ -174,20 +173,19 @@ final class Connection: EventHandler, LoopTask {
     private func handle(_ event: consuming ParseEvent, base: Int) {
         switch consume event {
         case .head(let head):
-            machine.onRequestHead()
             begin(head)
         case .body(let range):
             guard let exchange else { return }
             let buffering = inBuf.withUnsafeBytes(from: base) { raw in
-                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]))
+                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange)
             }
             if exchange.overBodyLimit {
-                fail(.bodyTooLarge, exchange: exchange)
+                fail(.bodyTooLarge)
                 return
             }
             if let why = exchange.spoolFailure {
                 ctx.logger.error("\(why)")
-                fail(.overloaded, exchange: exchange)
+                fail(.overloaded)
                 return
             }
             if case .send = buffering {
@@ -197,16 +195,16 @@ final class Connection: EventHandler, LoopTask {
             }
         case .end:
             guard let exchange else { return }
-            let buffering = exchange.bodyEnded()
-            machine.onRequestEnded()
+            let buffering = exchange.bodyEnded(&machine.exchange)
+            let over = machine.onRequestEnded()
             if case .send = buffering {
                 forward(exchange)
             } else {
                 sendUpstream(exchange)
             }
-            if exchange.machine.responseDone { finish(exchange) }
+            if over { finish(exchange) }
         case .error(let error):
-            fail(ProxyError(error), exchange: exchange)
+            fail(ProxyError(error))
         }
     }
 
@@ -233,9 +231,11 @@ final class Connection: EventHandler, LoopTask {
     @inline(__always)
     private func open(_ head: consuming RequestHead, route: LoopRoute?) -> Exchange {
         let dropped = head.droppedFieldCount
-        let exchange = Exchange(
-            head: head, route: route, startedAt: ctx.loop.now, draining: ctx.shared.draining.load(ordering: .relaxed),
-            requestBuffering: route?.requestBuffering ?? 0, upOut: upstreamOut, spoolLimit: route?.requestBufferingDisk ?? 0)
+        machine.onRequestHead(
+            ExchangeMachine(
+                head: head, draining: ctx.shared.draining.load(ordering: .relaxed), requestBuffering: route?.requestBuffering ?? 0,
+                spoolLimit: route?.requestBufferingDisk ?? 0))
+        let exchange = Exchange(head: head, route: route, startedAt: ctx.loop.now, upOut: upstreamOut)
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange
@@ -247,14 +247,9 @@ final class Connection: EventHandler, LoopTask {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
-            exchange.path = target.path
-            exchange.query = target.query
-            exchange.forwardedHost = target.authority ?? exchange.head.first("host")
-            exchange.configureLimits(maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, retryMemory: route.retryMemory)
-            exchange.keepsClientAuthorization = route.forwarder.keepsClientAuthorization(exchange.head)
-            exchange.prepareReplay(enabled: route.tokenCanChange && !exchange.keepsClientAuthorization, limit: route.retryBodyLimit)
+            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
-            if !exchange.machine.isWaitingForBody { forward(exchange) }
+            if !machine.exchange.isWaitingForBody { forward(exchange) }
         }
     }
 
@@ -267,205 +262,88 @@ final class Connection: EventHandler, LoopTask {
         }
     }
 
-    /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
-    func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
-        let route = exchange.route!
-        let view = route.tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
-            // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
-            if staleGeneration != nil {
-                ctx.metrics.retriedAfter401()
-                count401(exchange, .retried)
-            }
-            send(exchange, token: snapshot)
-            return
-        }
-        switch view.session {
-        case .ended:
-            respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
-            return
-        case .none where route.sessionNeedsLogin:
-            // The token source's own words when it gave any (a sealed session no key opens names its key id).
-            respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
-            return
-        case .none, .active:
-            break
-        }
-        ctx.metrics.waitedForToken()
-        exchange.waitingForToken = true
-        exchange.tokenWaitStartedAt = ctx.loop.now
-        let loop = ctx.loop
-        exchange.tokenTimer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
-            guard let self, let exchange, exchange.waitingForToken, !self.closed else { return }
-            exchange.waitingForToken = false
-            self.tokenWaitEnded(exchange, outcome: nil)
-        }
-        let waiter = LoopBound(self), waiting = LoopBound(exchange)
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
-            loop.execute {
-                guard let self = waiter.object, let exchange = waiting.object, exchange.waitingForToken, !self.closed else { return }
-                exchange.waitingForToken = false
-                if let timer = exchange.tokenTimer { loop.cancel(timer) }
-                self.tokenWaitEnded(exchange, outcome: outcome)
-            }
-        }
-    }
-
-    func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
-        if exchange.tokenWaitStartedAt > 0 {
-            let waited = ctx.loop.now - exchange.tokenWaitStartedAt
-            exchange.tokenWaitStartedAt = 0
-            exchange.tokenWaitSeconds += waited
-            ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
-        }
-        // A held 401 means this wait was for its retry (CONTRACT point 3).
-        let after401 = exchange.held401 != nil
-        let arrived: ExchangeMachine.TokenArrived
-        var token: TokenSnapshot?
-        var loginWhy = ""
-        switch outcome {
-        case .token(let snapshot) where snapshot.isValid(at: wallClock()):
-            arrived = .valid(generation: snapshot.generation)
-            token = snapshot
-        case .loginRequired(let why):
-            arrived = .loginRequired
-            loginWhy = why
-        case .token, .unavailable, nil:
-            arrived = .none
-        }
-        switch exchange.machine.onTokenArrived(arrived) {
-        case .send(let isRetryAfter401):
-            if isRetryAfter401 {
-                ctx.metrics.retriedAfter401()
-                count401(exchange, .retried)
-            }
-            send(exchange, token: token)
-        case .releaseHeld401:
-            // No other token (or the one the upstream refused): its 401 goes on as it came.
-            releaseHeld401(exchange)
-        case .loginRequired:
-            if after401 { count401(exchange, .loginRequired) }
-            respond(.loginRequired(loginWhy), to: exchange)
-        case .unavailable:
-            if after401 { count401(exchange, .unavailable) }
-            let view = exchange.route!.tokens.current()
-            let why: String
-            if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
-            respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
-        }
-    }
-
-    /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
-    func count401(_ exchange: Exchange, _ result: Upstream401Result) {
-        ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
-        if result == .retried { exchange.retriedAfter401 = true }
-    }
-
-    func releaseHeld401(_ exchange: Exchange) {
-        guard let held = exchange.held401 else { return }
-        exchange.held401 = nil
-        count401(exchange, .passedThrough)
-        // The framing of what we hold is known exactly now.
-        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = exchange.machine.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
-        writeHead(exchange, response, framing: framing)
-        held.body.withUnsafeBytes { writeBody(exchange, $0) }
-        responseDone(exchange)
-    }
-
     // MARK: ending an exchange
 
     /// Answers with one of the proxy's own errors.
     func respond(_ error: ProxyError, to exchange: Exchange) {
         exchange.detachUpstream()?.retire()
-        exchange.held401 = nil
-        exchange.machine.onProxyAnswer(closesConnection: error.closesConnection)
-        exchange.status = error.status
-        exchange.refusal = error.code
+        exchange.takeHeld401()
+        machine.exchange.onProxyAnswer(closesConnection: error.closesConnection)
+        exchange.record.answered(status: error.status, refusal: error.code)
         let fromTokenState: Bool
         switch error {
         case .loginRequired, .tokenUnavailable: fromTokenState = true
         default: fromTokenState = false
         }
         let bytes = error.response(
-            keepAlive: exchange.machine.keepAlive && !noMoreRequests, isHead: exchange.machine.isHEAD,
+            keepAlive: machine.exchange.keepAlive && !noMoreRequests, isHead: machine.exchange.isHEAD,
             route: fromTokenState ? exchange.route?.errorName : nil)
-        exchange.bytesOut += bytes.count
+        exchange.record.wroteOut(bytes.count)
         appendOut(bytes)
         responseDone(exchange)
     }
 
     /// A request that could not even be parsed (or a timeout): answer, then close.
-    func fail(_ error: ProxyError, exchange: Exchange?) {
-        if let exchange {
-            if exchange.machine.responseStarted && !exchange.machine.responseDone {
-                close()
-                return
-            }
-            exchange.machine.onConnectionClosing()
-            if !exchange.machine.responseDone {
-                respond(error, to: exchange)
-                return
-            }
+    func fail(_ error: ProxyError) {
+        switch machine.onRequestFailed() {
+        case .close:
+            close()
+        case .answerInExchange:
+            if let exchange { respond(error, to: exchange) }
+        case .answerAlone:
+            let bytes = error.response(keepAlive: false, isHead: false)
+            appendOut(bytes)
+            ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
+            flush()
         }
-        let bytes = error.response(keepAlive: false, isHead: false)
-        appendOut(bytes)
-        ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
-        machine.onLastAnswer()
-        flush()
     }
 
     func responseDone(_ exchange: Exchange) {
-        exchange.machine.onResponseDone()
+        let over = machine.onResponseDone(noMoreRequests: noMoreRequests)
         recordFinished(exchange)
-        if !exchange.machine.keepAlive || noMoreRequests { machine.onLastAnswer() }
-        if exchange.machine.requestBodyDone || machine.isClosingAfterWrite {
-            finish(exchange)
-        }
+        if over { finish(exchange) }
         flush()
     }
 
     func recordFinished(_ exchange: Exchange) {
-        guard !exchange.recorded else { return }
-        exchange.recorded = true
+        guard exchange.record.markRecorded() else { return }
         exchange.releaseReplay()
-        ctx.metrics.requestFinished(status: exchange.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.bytesOut)
+        machine.exchange.onReplayKept(false)
+        ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
-            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.status, seconds: seconds)
+            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.record.status, seconds: seconds)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
     }
 
     /// One access-log line (docs/OBSERVABILITY.md "Access log").
     func logAccess(_ exchange: Exchange, event: String, seconds: Double) {
-        var record = AccessRecord(
-            event: event, route: exchange.route?.state.name, method: exchange.head.method,
-            path: exchange.path.isEmpty ? AccessRecord.refusedPath(exchange.head.target) : exchange.path, status: exchange.status)
-        record.upstreamStatus = exchange.upstreamStatus
-        record.bytesIn = exchange.bodyBytesSeen
-        record.bytesOut = exchange.bytesOut
-        record.seconds = seconds
-        record.upstreamSeconds = exchange.upstreamSeconds
-        record.tokenWaitSeconds = exchange.tokenWaitSeconds
-        record.retriedAfter401 = exchange.retriedAfter401
-        record.error = exchange.refusal
-        record.tokenGeneration = exchange.sentToken?.generation
-        record.traceID = AccessRecord.traceID(fromTraceparent: exchange.head.first("traceparent"))
+        let record = exchange.accessRecord(event: event, seconds: seconds)
         ctx.logger.info(record.message, metadata: record.metadata)
     }
 
     /// Both halves of the exchange are over: go on with the next pipelined request.
     func finish(_ exchange: Exchange) {
         guard self.exchange === exchange else { return }
-        exchange.connection = nil
-        self.exchange = nil
         // A token that arrives late finds the exchange over and leaves the buffer to the next one.
-        exchange.waitingForToken = false
+        exchange.detach()
+        self.exchange = nil
         upstreamOut.removeAll(keepingCapacity: upstreamOut.capacity <= 4 * Connection.bodyHighWater)
         if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
             ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
+    }
+
+    /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
+    /// out, then the connection closes short of the announced end.
+    func cutShort(_ exchange: Exchange) {
+        exchange.record.endedShort(status: 502)
+        recordFinished(exchange)
+        exchange.detach()
+        self.exchange = nil
+        machine.onAnswerCut()
+        flush()
     }
 
     // MARK: writing and closing
@@ -512,7 +390,7 @@ final class Connection: EventHandler, LoopTask {
     func updateInterest() {
         guard !closed, !machine.isLingering else { return }
         var wanted: Interest = []
-        if let exchange, exchange.machine.isTunnel {
+        if machine.isTunnel, let exchange {
             if exchange.pendingUpstreamCount < Connection.bodyHighWater && !machine.peerHalfClosed { wanted.insert(.read) }
         } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
@@ -549,21 +427,22 @@ final class Connection: EventHandler, LoopTask {
 
     func close() {
         guard !closed else { return }
+        let ending = machine.exchange
         machine.onClosed()
+        // `ending` is this exchange's machine while `exchange` is set (they begin and end together).
         if let exchange {
             // An upstream connection in the middle of an exchange cannot be reused.
             exchange.detachUpstream()?.retire()
-            exchange.waitingForToken = false
-            exchange.connection = nil
-            if exchange.machine.responseStarted && !exchange.machine.responseDone { exchange.status = exchange.status == 0 ? 499 : exchange.status }
-            if exchange.machine.isTunnel { ctx.metrics.tunnelClosed() }
+            exchange.detach()
+            if ending.responseStarted && !ending.responseDone { exchange.record.endedShort(status: 499) }
+            if ending.isTunnel { ctx.metrics.tunnelClosed() }
             // Every request has its access-log line: a tunnel's end, or a client gone (or cut by
             // `client_send_timeout`) before its answer's end, which `recordFinished` never saw.
             if ctx.configuration.log.accessLog {
-                if exchange.machine.isTunnel {
+                if ending.isTunnel {
                     logAccess(exchange, event: "tunnel_closed", seconds: ctx.loop.now - exchange.startedAt)
-                } else if !exchange.recorded {
-                    if exchange.status == 0 { exchange.status = 499 }
+                } else if !exchange.record.recorded {
+                    exchange.record.endedShort(status: 499)
                     logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
                 }
             }
@@ -580,11 +459,18 @@ final class Connection: EventHandler, LoopTask {
 
     func checkTimeouts(now: Double) {
         let limits = ctx.configuration.limits
+        var surroundings = ConnectionMachine.ExchangeSurroundings()
+        if let exchange {
+            let waitingForBody = machine.exchange.isWaitingForBody
+            surroundings = .init(
+                upstreamActive: exchange.upstreamActive, bodyBacklogged: exchange.bodyBacklogged(waitingForBody: waitingForBody),
+                waitingForToken: exchange.waitingForToken)
+        }
         let action = machine.onTick(
-            now: now, pendingOut: pendingOut, inExchange: exchange != nil,
+            now: now, pendingOut: pendingOut, surroundings,
             ConnectionMachine.Timeouts(
                 clientHeaderTimeout: limits.clientHeaderTimeout, clientIdleTimeout: limits.clientIdleTimeout,
-                clientSendTimeout: limits.clientSendTimeout))
+                clientSendTimeout: limits.clientSendTimeout), ctx.timeouts)
         switch action {
         case .none:
             break
@@ -592,15 +478,12 @@ final class Connection: EventHandler, LoopTask {
             ctx.logger.info("client took no byte of the answer for \(Int(limits.clientSendTimeout))s: closing")
             close()
         case .requestTimeout:
-            fail(.requestTimeout, exchange: nil)
+            fail(.requestTimeout)
         case .close:
             close()
-        case .tickExchange:
+        case .exchange(let timeout):
             guard let exchange else { return }
-            let side = ExchangeMachine.ClientSide(
-                lastClientByte: machine.lastClientByte, upstreamActive: exchange.upstream != nil || exchange.attempt != nil,
-                bodyBacklogged: exchange.bodyBacklogged, waitingForToken: exchange.waitingForToken)
-            switch exchange.machine.onTick(now: now, side, ctx.timeouts) {
+            switch timeout {
             case .none:
                 break
             case .gatewayTimeout:
@@ -609,7 +492,7 @@ final class Connection: EventHandler, LoopTask {
             case .silentMidBody:
                 upstreamWentSilent(exchange, seconds: limits.upstreamIdleTimeout)
             case .requestTimeout:
-                fail(.requestTimeout, exchange: exchange)
+                fail(.requestTimeout)
             case .closeClient:
                 close()
             }
@@ -618,11 +501,7 @@ final class Connection: EventHandler, LoopTask {
 
     /// Drain: idle connections close now; busy ones close after their current answer.
     func beginDrain() {
-        if machine.closesAtDrain(inExchange: exchange != nil, parserIdle: parser.isIdle, unparsedInput: inStart < inBuf.count) {
-            close()
-        } else {
-            exchange?.machine.onConnectionClosing()
-        }
+        if machine.onDrain(parserIdle: parser.isIdle, unparsedInput: inStart < inBuf.count) { close() }
     }
 }
 

@@ -2,9 +2,12 @@ import Config
 
 /// The life of one client connection (docs/ARCHITECTURE.md, "A request"), with no I/O and no buffers:
 /// `Connection` tells it what happened (events in: the `on…` methods, the time passed in) and does
-/// what it answers (actions out). The exchange in progress has its own machine (`ExchangeMachine`);
-/// this one decides what surrounds it: when a request head may be read, when the connection closes or
-/// lingers, and which of the client's timeouts has run out. ProxyCoreTests drive it case by case.
+/// what it answers (actions out). The exchange in progress is part of this state: its machine
+/// (`ExchangeMachine`) lives in `exchange` from the request head until the exchange ends, so that a
+/// decision that needs both (a half-close mid-request, a tick, a drain) is taken here from what the
+/// machine already knows, and `Connection` only performs the answer. This one decides what surrounds
+/// the exchange: when a request head may be read, when the connection closes or lingers, and which of
+/// the client's timeouts has run out. ProxyCoreTests drive it case by case.
 struct ConnectionMachine {
     enum Phase: Equatable {
         /// Waiting for a request (a new connection, or keep-alive between requests).
@@ -24,6 +27,12 @@ struct ConnectionMachine {
     }
 
     private(set) var phase: Phase = .idle
+    /// The exchange in progress while `hasExchange`: it begins with `onRequestHead` and ends with
+    /// `onExchangeFinished`, `onAnswerCut` or `onClosed`. Its events go to it here
+    /// (`machine.exchange.on…`). Not an optional: the hot path reads it a few dozen times per request,
+    /// and an optional's tag check on a value this size is a call each time (docs/ENGINE.md).
+    var exchange = ExchangeMachine()
+    private(set) var hasExchange = false
     /// The client shut down its sending side: the current answer is finished, then the connection closes.
     private(set) var peerHalfClosed = false
     /// The request in progress has been read whole while its answer has not: the next pipelined
@@ -38,12 +47,24 @@ struct ConnectionMachine {
         lastClientWrite = now
     }
 
-    var isClosed: Bool { phase == .closed }
+    // Pattern tests, not `==`: the phase has payloads, and these are asked many times a request.
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
     var isLingering: Bool {
         if case .lingering = phase { return true }
         return false
     }
-    var isClosingAfterWrite: Bool { phase == .closingAfterWrite }
+    var isClosingAfterWrite: Bool {
+        if case .closingAfterWrite = phase { return true }
+        return false
+    }
+    /// After `101 Switching Protocols`.
+    var isTunnel: Bool {
+        if case .tunnel = phase { return true }
+        return false
+    }
 
     /// Request bytes are parsed now: between requests, in a head, or in the body of the request in progress.
     var parsesRequests: Bool {
@@ -68,23 +89,28 @@ struct ConnectionMachine {
     /// Bytes came from the client; outside an exchange the first one starts a request head.
     mutating func onClientBytes(now: Double) {
         lastClientByte = now
-        if phase == .idle { phase = .readingHead(since: now) }
+        if case .idle = phase { phase = .readingHead(since: now) }
     }
 
     /// Unparsed bytes wait after an answer (a pipelined request): its head has started.
     mutating func onPipelinedBytesWaiting(now: Double) {
-        if phase == .idle { phase = .readingHead(since: now) }
+        if case .idle = phase { phase = .readingHead(since: now) }
     }
 
     /// A request head was parsed: its exchange begins.
-    mutating func onRequestHead() {
+    @inline(__always)
+    mutating func onRequestHead(_ exchange: ExchangeMachine) {
         phase = .exchange
         requestEnded = false
+        self.exchange = exchange
+        hasExchange = true
     }
 
-    /// The request in progress was read whole.
-    mutating func onRequestEnded() {
+    /// The request in progress was read whole. Answers whether that ends the exchange (its answer
+    /// was complete already: the upstream answered before the body's end).
+    mutating func onRequestEnded() -> Bool {
         requestEnded = true
+        return hasExchange && exchange.responseDone
     }
 
     /// 101 Switching Protocols: the connection is a tunnel.
@@ -100,25 +126,31 @@ struct ConnectionMachine {
         case closeTunnel
     }
 
-    /// The client shut down its sending side (or its connection broke while reading).
-    mutating func onClientFinishedSending(inExchange: Bool, requestBodyDone: Bool, pendingOut: Int) -> HalfCloseAction {
+    /// The client shut down its sending side (or its connection broke while reading). `pendingOut`:
+    /// bytes of an answer still wait for the client.
+    mutating func onClientFinishedSending(pendingOut: Int) -> HalfCloseAction {
         peerHalfClosed = true
         switch phase {
         case .tunnel:
             return .closeTunnel
-        case .exchange where inExchange:
+        case .exchange:
             // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
-            return requestBodyDone ? .none : .close
+            if hasExchange { return exchange.requestBodyDone ? .none : .close }
+            return closeUnlessWriting(pendingOut: pendingOut)
         case .closingAfterWrite:
             return .none
-        default:
-            // Nothing in flight; an unfinished request head can never complete now.
-            if pendingOut > 0 {
-                phase = .closingAfterWrite
-                return .none
-            }
-            return .close
+        case .idle, .readingHead, .lingering, .closed:
+            return closeUnlessWriting(pendingOut: pendingOut)
         }
+    }
+
+    /// Nothing in flight; an unfinished request head can never complete now.
+    private mutating func closeUnlessWriting(pendingOut: Int) -> HalfCloseAction {
+        if pendingOut > 0 {
+            phase = .closingAfterWrite
+            return .none
+        }
+        return .close
     }
 
     // MARK: ending an exchange
@@ -129,8 +161,47 @@ struct ConnectionMachine {
     mutating func onLastAnswer() {
         switch phase {
         case .closed, .lingering: return
-        default: phase = .closingAfterWrite
+        case .idle, .readingHead, .exchange, .tunnel, .closingAfterWrite: phase = .closingAfterWrite
         }
+    }
+
+    /// The exchange's answer is complete (queued for the client). `noMoreRequests`: the client has shut
+    /// down its side and every request it sent has been taken. Answers whether the exchange is over
+    /// now: its request was read whole, or the connection takes nothing more (the rest of a body the
+    /// upstream did not wait for is read and dropped until the request's end).
+    mutating func onResponseDone(noMoreRequests: Bool) -> Bool {
+        guard hasExchange else { return false }
+        exchange.onResponseDone()
+        if !exchange.keepAlive || noMoreRequests { onLastAnswer() }
+        return exchange.requestBodyDone || isClosingAfterWrite
+    }
+
+    enum FailureAction: Equatable {
+        /// The answer had started and cannot be replaced: close.
+        case close
+        /// The exchange answers with the error (`Connection.respond`); the connection closes after it.
+        case answerInExchange
+        /// The error goes alone (no exchange, or its answer is complete); the connection closes after it.
+        case answerAlone
+    }
+
+    /// A request failed in a way that ends the connection: it cannot be parsed, its body is over the
+    /// limit or cannot be spooled, or the client went silent in it.
+    mutating func onRequestFailed() -> FailureAction {
+        if hasExchange {
+            if exchange.responseStarted && !exchange.responseDone { return .close }
+            exchange.onConnectionClosing()
+            if !exchange.responseDone { return .answerInExchange }
+        }
+        onLastAnswer()
+        return .answerAlone
+    }
+
+    /// The upstream failed after the answer had started: the exchange ends here, and the connection
+    /// closes short of the announced end once what was sent is written.
+    mutating func onAnswerCut() {
+        hasExchange = false
+        onLastAnswer()
     }
 
     /// The upstream's side of a tunnel closed: what the client still has to get goes, then the
@@ -151,7 +222,11 @@ struct ConnectionMachine {
     /// Both halves of the exchange are over. `noMoreRequests`: the client has shut down its side and
     /// every request it sent has been taken.
     mutating func onExchangeFinished(now: Double, noMoreRequests: Bool) -> AfterExchange {
-        guard phase == .exchange || phase == .tunnel else { return .closeAfterWrite }
+        hasExchange = false
+        switch phase {
+        case .exchange, .tunnel: break
+        case .idle, .readingHead, .closingAfterWrite, .lingering, .closed: return .closeAfterWrite
+        }
         requestEnded = false
         if noMoreRequests {
             phase = .closingAfterWrite
@@ -184,7 +259,7 @@ struct ConnectionMachine {
 
     /// Everything queued for the client has been written.
     mutating func onOutputWritten(now: Double) -> WrittenAction {
-        guard phase == .closingAfterWrite else { return .none }
+        guard isClosingAfterWrite else { return .none }
         if peerHalfClosed { return .close }
         phase = .lingering(until: now + FixedLimits.lingerSeconds)
         return .linger
@@ -192,6 +267,7 @@ struct ConnectionMachine {
 
     mutating func onClosed() {
         phase = .closed
+        hasExchange = false
     }
 
     // MARK: time and drain
@@ -207,38 +283,61 @@ struct ConnectionMachine {
         case none
         /// The client took no byte of the answer for `client_send_timeout` (nginx's `send_timeout`): close.
         case sendTimedOut
-        /// An exchange or tunnel is in progress: its own machine decides (`ExchangeMachine.onTick`).
-        case tickExchange
         /// The head took longer than `client_header_timeout`, or the client went silent in it: 408.
         case requestTimeout
         /// An idle keep-alive connection, or a lingering one whose time is up: close.
         case close
+        /// One of the exchange's own timeouts ran out (`ExchangeMachine.onTick`).
+        case exchange(ExchangeMachine.TimeoutAction)
     }
 
-    func onTick(now: Double, pendingOut: Int, inExchange: Bool, _ limits: Timeouts) -> TickAction {
+    /// What the connection knows of the exchange's surroundings at a tick (its buffers and timers).
+    struct ExchangeSurroundings {
+        /// An upstream connection is being made or carries this exchange.
+        var upstreamActive = false
+        /// So much of the body waits for the upstream that the client is not being read.
+        var bodyBacklogged = false
+        var waitingForToken = false
+    }
+
+    func onTick(
+        now: Double, pendingOut: Int, _ surroundings: ExchangeSurroundings = .init(), _ limits: Timeouts,
+        _ exchangeLimits: ExchangeMachine.Timeouts
+    ) -> TickAction {
         switch phase {
         case .closed:
             return .none
         case .lingering(let until):
             return now >= until ? .close : .none
-        default:
+        case .idle, .readingHead, .exchange, .tunnel, .closingAfterWrite:
             break
         }
         if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout { return .sendTimedOut }
-        if inExchange { return .tickExchange }
+        if hasExchange {
+            let side = ExchangeMachine.ClientSide(
+                lastClientByte: lastClientByte, upstreamActive: surroundings.upstreamActive,
+                bodyBacklogged: surroundings.bodyBacklogged, waitingForToken: surroundings.waitingForToken)
+            let action = exchange.onTick(now: now, side, exchangeLimits)
+            return action == .none ? .none : .exchange(action)
+        }
         switch phase {
         case .readingHead(let since):
             if now - since > limits.clientHeaderTimeout || now - lastClientByte > limits.clientIdleTimeout { return .requestTimeout }
             return .none
         case .idle:
             return pendingOut == 0 && now - lastClientByte > limits.clientIdleTimeout ? .close : .none
-        default:
+        case .exchange, .tunnel, .closingAfterWrite, .lingering, .closed:
             return .none
         }
     }
 
-    /// The server drains: an idle connection closes now (true); a busy one after its current answer.
-    func closesAtDrain(inExchange: Bool, parserIdle: Bool, unparsedInput: Bool) -> Bool {
-        !inExchange && parserIdle && !unparsedInput && phase != .closingAfterWrite
+    /// The server drains: an idle connection closes now (true); a busy one after its current answer,
+    /// which no longer keeps the connection alive.
+    mutating func onDrain(parserIdle: Bool, unparsedInput: Bool) -> Bool {
+        if hasExchange {
+            exchange.onConnectionClosing()
+            return false
+        }
+        return parserIdle && !unparsedInput && phase != .closingAfterWrite
     }
 }

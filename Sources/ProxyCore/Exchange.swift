@@ -18,84 +18,82 @@ final class Held401 {
 }
 
 /// One request and its answer, and the upstream connection that carries it: the bytes (the buffer
-/// for the upstream, the replay copy, a held 401) and the upstream leg; `machine` holds the state
-/// and makes the decisions. Owned by its `Connection`; it is also the upstream connection's owner
-/// and connect delegate, and forwards those events to the connection while it is attached
+/// for the upstream, the replay copy, a held 401), the upstream leg, and what the metrics and the
+/// access log report of it. Its state and decisions are its `ExchangeMachine`, which lives in the
+/// connection's state (`ConnectionMachine.exchange`): the methods that need it are lent it. Every
+/// field is set by the exchange's own methods. Owned by its `Connection`; its identity is what
+/// stale timers and token callbacks are checked against, and it is the upstream connection's owner
+/// and connect delegate, forwarding those events to the connection while it is attached
 /// (`Connection+Upstream.swift` handles them).
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     let head: RequestHead
     let startedAt: Double
-    var machine: ExchangeMachine
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
-    /// `Connection.finish` and `Connection.close` clear it, which ends the cycle.
-    var connection: Connection?
+    /// `Connection.finish` and `Connection.close` clear it (`detach`), which ends the cycle.
+    private(set) var connection: Connection?
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
     /// until the exchange ends, also across a reload.
     let route: LoopRoute?
     /// The normalised path that goes upstream (empty until the checks pass; the access log then
     /// shows the target as it came).
-    var path = ""
-    var query: String?
+    private(set) var path = ""
+    private(set) var query: String?
     /// The authority the client addressed: the absolute-form target's, else its Host field.
-    var forwardedHost: String?
-    var status = 0
-    var bytesOut = 0
-    var recorded = false
+    private(set) var forwardedHost: String?
+    /// What the metrics and the access log report of it.
+    var record = ExchangeRecord()
 
     // For the metrics and the access log (docs/OBSERVABILITY.md).
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
     let metricsSlot: Int
     /// When the current connect attempt started (0: none, or the connection came from the pool).
-    var connectStartedAt = 0.0
-    /// When the current wait for a token started (0: not waiting).
-    var tokenWaitStartedAt = 0.0
-    /// Seconds spent waiting for a token, over every wait.
-    var tokenWaitSeconds = 0.0
-    /// Seconds from the last request written to the response head (nil: no head came).
-    var upstreamSeconds: Double?
-    /// The status the upstream answered (0: none), before any retry's.
-    var upstreamStatus = 0
-    var retriedAfter401 = false
-    /// The contract's error code when the proxy answered itself.
-    var refusal: String?
+    private var connectStartedAt = 0.0
 
     // Request body
-    var bodyBytesSeen = 0
-    var maxBodyBytes = 0
+    private(set) var bodyBytesSeen = 0
+    private var maxBodyBytes = 0
     private(set) var overBodyLimit = false
 
     // The copy kept for a retry after a 401 (nil: not replayable).
-    var replay: [UInt8]?
+    private var replay: [UInt8]?
     private var replayLimit = 0
     private var replayReserved = 0
     private var shared: SharedProxyState?
     private var retryMemoryLimit = 0
 
     // Token
-    var sentToken: TokenSnapshot?
-    var held401: Held401?
-    var waitingForToken = false
-    var tokenTimer: UInt64?
+    private(set) var sentToken: TokenSnapshot?
+    private(set) var held401: Held401?
+    /// A wait for a token is under way; a timer or a refresh that ends it finds this false when it
+    /// came too late (the other ended it, or the exchange is over).
+    private(set) var waitingForToken = false
+    private var tokenTimer: UInt64?
 
     // The upstream leg: one connection (or an attempt to make one) per try.
-    var upstream: UpstreamConnection?
-    var attempt: UpstreamConnectAttempt?
+    private(set) var upstream: UpstreamConnection?
+    private var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
     /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
     let upOut: ByteBuffer
-    var upOutStart = 0
+    private(set) var upOutStart = 0
     /// The body bytes a try puts after its head (`beginTry`); empty between tries.
     private var bodyAfterHead: [UInt8] = []
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
-    var upHeadEnd = 0
-    var reading = false
+    private var upHeadEnd = 0
+    /// A read of the answer is under way (`Connection.readUpstream`: one at a time).
+    private var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
     /// So much of the body waits for the upstream that the client is not read; a body the request
     /// waits for (`forward.request_buffering`) is bounded by its limit instead.
-    var bodyBacklogged: Bool { !machine.isWaitingForBody && bytesWaitingToGoUp >= Connection.bodyHighWater }
+    /// `waitingForBody`: the machine's `isWaitingForBody`.
+    func bodyBacklogged(waitingForBody: Bool) -> Bool {
+        !waitingForBody && bytesWaitingToGoUp >= Connection.bodyHighWater
+    }
     /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
-    var keepsClientAuthorization = false
+    private(set) var keepsClientAuthorization = false
+    /// An upstream connection is being made or carries this exchange.
+    var upstreamActive: Bool { upstream != nil || attempt != nil }
 
     // A chunked body spooled to disk (`forward.request_buffering_disk`): once there is a spool, every
     // body byte goes through it, in order, and `upOut` is refilled from it as the upstream drains.
@@ -117,11 +115,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// `refillFromSpool` has something to do.
     var spoolHasMore: Bool { spoolWaiting > 0 || spoolLastChunkDue }
 
-    init(
-        head: consuming RequestHead, route: LoopRoute?, startedAt: Double, draining: Bool, requestBuffering: Int, upOut: ByteBuffer,
-        spoolLimit: Int = 0
-    ) {
-        machine = ExchangeMachine(head: head, draining: draining, requestBuffering: requestBuffering, spoolLimit: spoolLimit)
+    @inline(__always)
+    init(head: consuming RequestHead, route: LoopRoute?, startedAt: Double, upOut: ByteBuffer) {
         self.head = head
         self.upOut = upOut
         self.route = route
@@ -129,26 +124,39 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         self.startedAt = startedAt
     }
 
-    func configureLimits(maxBodyBytes: Int, shared: SharedProxyState, retryMemory: Int) {
+    /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
+    /// Authorization goes up, and whether its body is kept for a retry.
+    @inline(__always)
+    func accept(
+        _ target: AccessPolicy.CheckedTarget, route: LoopRoute, maxBodyBytes: Int, shared: SharedProxyState, _ m: inout ExchangeMachine
+    ) {
+        path = target.path
+        query = target.query
+        forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
-        self.shared = shared
-        self.retryMemoryLimit = retryMemory
+        keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
+        prepareReplay(
+            enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,
+            retryMemory: route.retryMemory, &m)
     }
 
-    /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`).
-    func prepareReplay(enabled: Bool, limit: Int) {
+    /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`), counted
+    /// against `forward.retry_memory` in `shared` (kept only then: most requests have no body).
+    private func prepareReplay(enabled: Bool, limit: Int, shared: SharedProxyState, retryMemory: Int, _ m: inout ExchangeMachine) {
         guard enabled, head.framing != .none else { return }
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
+        self.shared = shared
+        retryMemoryLimit = retryMemory
         replay = []
-        machine.onReplayKept(true)
+        m.onReplayKept(true)
     }
 
     /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
     /// upstream in its framing.
     /// Answers whether the request, which waited for its chunked body, is to be sent now.
     @discardableResult
-    func takeBody(_ bytes: UnsafeRawBufferPointer) -> ExchangeMachine.BufferingAction {
+    func takeBody(_ bytes: UnsafeRawBufferPointer, _ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
         bodyBytesSeen += bytes.count
         if maxBodyBytes > 0 && bodyBytesSeen > maxBodyBytes {
             overBodyLimit = true
@@ -158,6 +166,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             if replay!.count + bytes.count > replayLimit || !(shared?.reserveRetryMemory(bytes.count, limit: retryMemoryLimit) ?? false) {
                 // Too big to keep (per request or in total): this body streams without a retry.
                 releaseReplay()
+                machine.onReplayKept(false)
             } else {
                 replayReserved += bytes.count
                 replay!.append(contentsOf: bytes)
@@ -201,8 +210,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// The client's body is complete: the last chunk for a chunked body that streams (trailers are
     /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
-    func bodyEnded() -> ExchangeMachine.BufferingAction {
-        if spool != nil { return spooledBodyEnded() }
+    func bodyEnded(_ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
+        if spool != nil { return spooledBodyEnded(&machine) }
         let action = machine.onRequestBodyEnded()
         guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
         ResponseWriter.appendLastChunk(upOut)
@@ -210,13 +219,13 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     }
 
     /// The same for a body in the spool, kept out of the usual request's way.
-    private func spooledBodyEnded() -> ExchangeMachine.BufferingAction {
+    private func spooledBodyEnded(_ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
         let action = machine.onRequestBodyEnded()
         // A spooled body that ended in time is wholly at hand, in the file: a complete replay copy.
         if action == .send(whole: true) { machine.onReplayKept(true) }
         guard action == .none, !machine.bodyRefused else { return action }
         spoolLastChunkDue = true
-        refillFromSpool()
+        refillFromSpool(&machine)
         return action
     }
 
@@ -238,7 +247,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// Puts the next part of the spool into `upOut` while little is queued there: as it is for a
     /// body that goes whole (Content-Length), as a chunk for one that outgrew the spool's limit.
-    func refillFromSpool() {
+    func refillFromSpool(_ machine: inout ExchangeMachine) {
         guard let spool, tryStarted else { return }
         let whole = machine.bodyBuffering == .whole
         while pendingUpstreamCount < Connection.bodyHighWater && spoolSent < spool.size {
@@ -284,18 +293,19 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         }
     }
 
+    /// The replay copy goes (its memory returns to `forward.retry_memory`); the caller tells the
+    /// machine when the exchange goes on.
     func releaseReplay() {
         if replayReserved > 0 { shared?.releaseRetryMemory(replayReserved) }
         replayReserved = 0
         replay = nil
-        machine.onReplayKept(false)
     }
 
     /// Starts a try: empties `upOut` for a new request head, keeping aside the body bytes that go
     /// after it. Body bytes already sent on an earlier try come again from the replay copy; bytes
     /// never sent stay. Answers the length of a chunked body that goes whole, with Content-Length
     /// (CONTRACT point 8); nil when it streams. The caller writes the head, then calls `headWritten`.
-    func beginTry() -> Int? {
+    func beginTry(_ machine: borrowing ExchangeMachine) -> Int? {
         var wholeLength: Int?
         bodyAfterHead = []
         if let spool {
@@ -330,7 +340,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     }
 
     /// The head for the try with `token` is in `upOut`: the kept body follows it.
-    func headWritten(token: TokenSnapshot?, now: Double) {
+    func headWritten(token: TokenSnapshot?, now: Double, _ machine: inout ExchangeMachine) {
         upHeadEnd = upOut.count
         tryStarted = true
         if !bodyAfterHead.isEmpty {
@@ -357,7 +367,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     }
 
     /// Notes `n` bytes sent from the front of `upOut`.
-    func sent(_ n: Int, now: Double) {
+    func sent(_ n: Int, now: Double, _ machine: inout ExchangeMachine) {
         upOutStart += n
         machine.onSent(reachedBody: upOutStart > upHeadEnd, now: now)
         compactUpOut()
@@ -371,6 +381,102 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         upstream = nil
         c?.owner = nil
         return c
+    }
+
+    // MARK: the upstream leg
+
+    /// A try goes on this connection's behalf (until `detach`).
+    func attach(to connection: Connection) {
+        self.connection = connection
+    }
+
+    /// The exchange is over for its connection: late upstream events, timers and tokens find nothing.
+    func detach() {
+        connection = nil
+        waitingForToken = false
+    }
+
+    /// A new connection is being made for this try.
+    func connecting(_ attempt: UpstreamConnectAttempt, startedAt: Double) {
+        self.attempt = attempt
+        connectStartedAt = startedAt
+    }
+
+    /// The try's connection is ready; answers how long a new one took to make (nil: it came from the pool).
+    func connected(_ c: UpstreamConnection, now: Double) -> Double? {
+        let took = connectStartedAt > 0 ? now - connectStartedAt : nil
+        connectStartedAt = 0
+        c.owner = self
+        upstream = c
+        return took
+    }
+
+    func connectFailed() {
+        connectStartedAt = 0
+    }
+
+    /// One read of the answer at a time: false while another is under way.
+    func beginReading() -> Bool {
+        guard !reading else { return false }
+        reading = true
+        return true
+    }
+
+    func endReading() {
+        reading = false
+    }
+
+    // MARK: tokens and the held 401
+
+    func waitForToken(timer: UInt64, now: Double) {
+        waitingForToken = true
+        record.tokenWaitStarted(now: now)
+        tokenTimer = timer
+    }
+
+    /// The wait ends (the timer or the refresh, whichever comes first); false when it had ended
+    /// already. Answers the timer to cancel.
+    func endTokenWait() -> (ended: Bool, timer: UInt64?) {
+        guard waitingForToken else { return (false, nil) }
+        waitingForToken = false
+        return (true, tokenTimer)
+    }
+
+    func hold401(_ head: ResponseHead, _ framing: ResponseBodyFraming, dpopNonceDemanded: Bool) {
+        let held = Held401(head: head, framing: framing)
+        held.dpopNonceDemanded = dpopNonceDemanded
+        held401 = held
+    }
+
+    func holdMore(_ bytes: UnsafeRawBufferPointer) {
+        held401?.body.append(contentsOf: bytes)
+    }
+
+    /// The held 401 goes (to the client, or away): answers it.
+    @discardableResult
+    func takeHeld401() -> Held401? {
+        let held = held401
+        held401 = nil
+        return held
+    }
+
+    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
+    /// client gone before its answer's end.
+    func accessRecord(event: String, seconds: Double) -> AccessRecord {
+        var line = AccessRecord(
+            event: event, route: route?.state.name, method: head.method,
+            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
+        line.upstreamStatus = record.upstreamStatus
+        line.bytesIn = bodyBytesSeen
+        line.bytesOut = record.bytesOut
+        line.seconds = seconds
+        line.upstreamSeconds = record.upstreamSeconds
+        line.tokenWaitSeconds = record.tokenWaitSeconds
+        line.retriedAfter401 = record.retriedAfter401
+        line.error = record.refusal
+        line.tokenGeneration = sentToken?.generation
+        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
+        return line
     }
 
     // MARK: upstream events (forwarded to the connection)

@@ -3,7 +3,8 @@ import HTTP1
 
 /// The state and decisions of one exchange (docs/ENGINE.md, "One exchange"), with no I/O and no
 /// buffers: the connection tells it what happened (events in: the `on…` methods) and does what it
-/// answers (actions out). `Exchange` holds the bytes; `Connection+Upstream.swift` does the sending,
+/// answers (actions out). It lives in the connection's state (`ConnectionMachine.exchange`) for the
+/// exchange's life. `Exchange` holds the bytes; `Connection+Upstream.swift` does the sending,
 /// reading and writing; ProxyCoreTests drive it through the 401 hold, replays, retries on a fresh
 /// connection, timeouts and upgrades. The single rules it applies are in `ExchangeRules`.
 struct ExchangeMachine {
@@ -70,8 +71,10 @@ struct ExchangeMachine {
     // The token and the tries.
     private(set) var tokenInjected = false
     private(set) var sentGeneration: UInt64?
-    /// This try follows a refresh after a 401.
-    private(set) var retriedAfter401 = false
+    /// The request's one retry after a 401 has been taken (a held 401 was read whole and a new token
+    /// asked for): a second 401 goes to the client. The access log's `retried_401` is another fact,
+    /// that a retry went up (`Exchange.record`).
+    private(set) var retryAfter401Used = false
     /// A failed reused connection was replaced by a fresh one once (RFC 9110 §9.2.2).
     private(set) var retriedOnFresh = false
 
@@ -89,15 +92,30 @@ struct ExchangeMachine {
     private(set) var lastUpstreamWrite = 0.0
     private(set) var lastUpstreamByte = 0.0
 
+    /// No exchange: what `ConnectionMachine` holds between exchanges, never asked anything.
+    init() {
+        spoolLimit = 0
+        isHEAD = false
+        isIdempotent = false
+        hasBody = false
+        clientVersion = .http1_1
+        wantsUpgrade = false
+        keepAlive = false
+        requestBodyDone = true
+        bodyBuffering = .off
+    }
+
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
     /// `forward.request_buffering_disk` (0: off).
+    @inline(__always)
     init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {
         self.spoolLimit = spoolLimit
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
         clientVersion = head.version
-        wantsUpgrade = head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
+        // Most requests name no connection option: the list is not walked (nor retained) for them.
+        wantsUpgrade = !head.connectionOptions.isEmpty && head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
         keepAlive = head.keepAlive && !draining
         requestBodyDone = !hasBody
         bodyBuffering =
@@ -249,7 +267,7 @@ struct ExchangeMachine {
         if status == 401 {
             let action = ExchangeRules.onUnauthorized(
                 .init(
-                    tokenInjected: tokenInjected, alreadyRetried: retriedAfter401, tokenCanChange: tokenCanChange,
+                    tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,
                     refusingGoodTokens: refusingGoodTokens, requestHasBody: hasBody, bodyOnWire: bodyOnWire,
                     replayComplete: replayComplete))
             switch action {
@@ -313,7 +331,7 @@ struct ExchangeMachine {
                 requestBodyDone: requestBodyDone, bytesWaitingToGoUp: bytesWaitingToGoUp))
         if isHolding401 {
             if bodyOnWire && !replayComplete { return (reuse, .releaseHeld401) }
-            retriedAfter401 = true
+            retryAfter401Used = true
             return (reuse, .retryWithNewToken(staleGeneration: sentGeneration))
         }
         if !requestBodyDone {
