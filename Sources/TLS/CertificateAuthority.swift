@@ -16,23 +16,14 @@ public final class CertificateAuthority: @unchecked Sendable {
     public static func create(commonName: String = "tokenproxy local CA", now: Double = Syscall.wallClock(), lifetime: Double = lifetime)
         throws(TLSSetupError) -> CertificateAuthority
     {
-        let key = try newKey()
-        let certificate: OpaquePointer
-        do {
-            // RFC 5280 §4.2.1.9 and §4.2.1.3: a CA that signs end-entity certificates only.
-            certificate = try X509Builder.sign(
-                subject: [("O", "tokenproxy"), ("CN", commonName)], publicKey: key, issuer: nil, issuerKey: key,
-                notBefore: now - 3600, notAfter: now + lifetime,
-                extensions: [
-                    (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
-                    (NID_subject_key_identifier, "hash"),
-                ], alternativeName: nil)
-        } catch {
-            EVP_PKEY_free(key)
-            throw error
-        }
-        guard let chain = tp_x509_stack_new() else { preconditionFailure("sk_X509_new_null: out of memory") }
-        return CertificateAuthority(pair: CertificatePair(certificate: certificate, key: key, chain: chain))
+        // RFC 5280 §4.2.1.9 and §4.2.1.3: a CA that signs end-entity certificates only.
+        let pair = try makePair(
+            subject: [("O", "tokenproxy"), ("CN", commonName)], issuer: nil, notBefore: now - 3600, notAfter: now + lifetime,
+            extensions: [
+                (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"), (NID_key_usage, "critical,keyCertSign,cRLSign"),
+                (NID_subject_key_identifier, "hash"),
+            ], alternativeName: nil)
+        return CertificateAuthority(pair: pair)
     }
 
     /// Reads a CA's certificate and key (PEM); the key file must not be readable by group or others.
@@ -76,19 +67,28 @@ public final class CertificateAuthority: @unchecked Sendable {
     /// (RFC 5280 §4.2.1.3 digitalSignature, §4.2.1.12 serverAuth) naming the host only in its
     /// subjectAltName, which is what clients match (RFC 6125 §6.4.4).
     public func issue(for name: CertificateName, validity: LeafValidity) throws(TLSSetupError) -> CertificatePair {
-        let key = try Self.newKey()
+        // A subject commonName holds at most 64 characters (RFC 5280 Appendix A, ub-common-name).
+        let subject = name.text.utf8.count <= 64 ? [("O", "tokenproxy"), ("CN", name.text)] : [("O", "tokenproxy")]
+        return try Self.makePair(
+            subject: subject, issuer: pair, notBefore: validity.notBefore, notAfter: validity.notAfter,
+            extensions: [
+                (NID_basic_constraints, "critical,CA:FALSE"), (NID_key_usage, "critical,digitalSignature"),
+                (NID_ext_key_usage, "serverAuth"), (NID_subject_key_identifier, "hash"),
+                (NID_authority_key_identifier, "keyid:always"),
+            ], alternativeName: name)
+    }
+
+    /// A new key and a certificate for it, signed by `issuer` (nil: by the new key itself).
+    private static func makePair(
+        subject: [(String, String)], issuer: CertificatePair?, notBefore: Double, notAfter: Double, extensions: [(Int32, String)],
+        alternativeName: CertificateName?
+    ) throws(TLSSetupError) -> CertificatePair {
+        let key = try newKey()
         let certificate: OpaquePointer
         do {
-            // A subject commonName holds at most 64 characters (RFC 5280 Appendix A, ub-common-name).
-            let subject = name.text.utf8.count <= 64 ? [("O", "tokenproxy"), ("CN", name.text)] : [("O", "tokenproxy")]
             certificate = try X509Builder.sign(
-                subject: subject, publicKey: key, issuer: pair.certificate, issuerKey: pair.key,
-                notBefore: validity.notBefore, notAfter: validity.notAfter,
-                extensions: [
-                    (NID_basic_constraints, "critical,CA:FALSE"), (NID_key_usage, "critical,digitalSignature"),
-                    (NID_ext_key_usage, "serverAuth"), (NID_subject_key_identifier, "hash"),
-                    (NID_authority_key_identifier, "keyid:always"),
-                ], alternativeName: name)
+                subject: subject, publicKey: key, issuer: issuer?.certificate, issuerKey: issuer?.key ?? key,
+                notBefore: notBefore, notAfter: notAfter, extensions: extensions, alternativeName: alternativeName)
         } catch {
             EVP_PKEY_free(key)
             throw error

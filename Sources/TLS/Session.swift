@@ -73,19 +73,21 @@ public final class TLSSession {
     /// Decrypted bytes into `buffer`; `closed` at the peer's close_notify or end of the socket.
     public func read(into buffer: UnsafeMutableRawBufferPointer) -> TLSTransfer {
         guard buffer.count > 0 else { return .done(0) }
-        ERR_clear_error()
-        var count = 0
-        let result = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &count)
-        if result == 1 { return .done(count) }
-        return TLSTransfer(outcome(of: result))
+        return transfer { SSL_read_ex(ssl, buffer.baseAddress, buffer.count, $0) }
     }
 
     /// Encrypts and sends bytes; `done(n)` may be short of the whole (partial writes are on).
     public func write(_ bytes: UnsafeRawBufferPointer) -> TLSTransfer {
         guard bytes.count > 0 else { return .done(0) }
+        return transfer { SSL_write_ex(ssl, bytes.baseAddress, bytes.count, $0) }
+    }
+
+    /// One SSL_read_ex or SSL_write_ex, which answers 1 and the byte count on success.
+    @inline(__always)
+    private func transfer(_ call: (UnsafeMutablePointer<Int>) -> Int32) -> TLSTransfer {
         ERR_clear_error()
         var count = 0
-        let result = SSL_write_ex(ssl, bytes.baseAddress, bytes.count, &count)
+        let result = call(&count)
         if result == 1 { return .done(count) }
         return TLSTransfer(outcome(of: result))
     }

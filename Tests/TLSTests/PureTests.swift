@@ -81,3 +81,25 @@ struct PureTests {
         }
     }
 }
+
+@Suite("TLS: handshake failure logging")
+struct FailureLogLimitTests {
+    @Test("one line per address and minute; other addresses are not held back")
+    func oncePerMinute() {
+        let limit = FailureLogLimit()
+        #expect(limit.shouldLog(address: "10.0.0.1", now: 1000))
+        #expect(!limit.shouldLog(address: "10.0.0.1", now: 1059.9))
+        #expect(limit.shouldLog(address: "10.0.0.2", now: 1010))
+        #expect(limit.shouldLog(address: "10.0.0.1", now: 1060))
+    }
+
+    @Test("a flood of addresses stays within the capacity")
+    func bounded() {
+        let limit = FailureLogLimit(capacity: 2)
+        #expect(limit.shouldLog(address: "a", now: 0))
+        #expect(limit.shouldLog(address: "b", now: 1))
+        #expect(limit.shouldLog(address: "c", now: 2))  // full and all recent: forgets everything
+        #expect(limit.shouldLog(address: "a", now: 3))
+        #expect(!limit.shouldLog(address: "c", now: 4))
+    }
+}

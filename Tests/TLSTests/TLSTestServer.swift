@@ -109,32 +109,32 @@ final class TLSTestServer: @unchecked Sendable {
                     return finish()
                 }
             }
-            reading: while true {
+            while true {
                 let result = buffer.withUnsafeMutableBytes { session.read(into: $0) }
-                switch result {
-                case .done(let count): input += buffer[0..<count]
-                case .wantRead: break reading
-                case .wantWrite: return wait([.read, .write])
-                case .closed: return finish()
-                case .failed(let failure):
-                    server.record(.failure(failure))
-                    return finish()
-                }
+                if result == .wantRead { break }
+                guard let count = byteCount(result) else { return }
+                input += buffer[0..<count]
             }
             answerRequests()
             while !output.isEmpty {
-                let result = output.withUnsafeBytes { session.write($0) }
-                switch result {
-                case .done(let count): output.removeFirst(count)
-                case .wantRead: return wait(.read)
-                case .wantWrite: return wait([.read, .write])
-                case .closed: return finish()
-                case .failed(let failure):
-                    server.record(.failure(failure))
-                    return finish()
-                }
+                guard let count = byteCount(output.withUnsafeBytes { session.write($0) }) else { return }
+                output.removeFirst(count)
             }
             wait(.read)
+        }
+
+        /// The bytes a read or write moved, or nil after arranging what comes next: a wait, or the end.
+        private func byteCount(_ result: TLSTransfer) -> Int? {
+            switch result {
+            case .done(let count): return count
+            case .wantRead: wait(.read)
+            case .wantWrite: wait([.read, .write])
+            case .closed: finish()
+            case .failed(let failure):
+                server.record(.failure(failure))
+                finish()
+            }
+            return nil
         }
 
         /// Every complete request head gets its answer (these tests send no bodies).
