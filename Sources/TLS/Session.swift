@@ -67,7 +67,7 @@ public final class TLSSession {
         ERR_clear_error()
         let result = SSL_do_handshake(ssl)
         if result == 1 { return .done }
-        return TLSStep(outcome(of: result))
+        return outcome(of: result)
     }
 
     /// Decrypted bytes into `buffer`; `closed` at the peer's close_notify or end of the socket.
@@ -99,7 +99,7 @@ public final class TLSSession {
         ERR_clear_error()
         let result = SSL_shutdown(ssl)
         if result >= 0 { return .done }
-        return TLSStep(outcome(of: result))
+        return outcome(of: result)
     }
 
     /// True when OpenSSL holds decrypted bytes not yet read.
@@ -128,8 +128,8 @@ public final class TLSSession {
         }
     }
 
-    /// Why a call that answered `result` (not success) stopped.
-    private func outcome(of result: Int32) -> Outcome {
+    /// Why a call that answered `result` (not success) stopped: never `done`.
+    private func outcome(of result: Int32) -> TLSStep {
         switch SSL_get_error(ssl, result) {
         case SSL_ERROR_WANT_READ:
             return .wantRead
@@ -154,27 +154,13 @@ public final class TLSSession {
             return .failed(.protocolError(library: 0, reason: other))
         }
     }
-
-    fileprivate enum Outcome {
-        case wantRead, wantWrite, closed
-        case failed(TLSFailure)
-    }
-}
-
-extension TLSStep {
-    fileprivate init(_ outcome: TLSSession.Outcome) {
-        switch outcome {
-        case .wantRead: self = .wantRead
-        case .wantWrite: self = .wantWrite
-        case .closed: self = .closed
-        case .failed(let failure): self = .failed(failure)
-        }
-    }
 }
 
 extension TLSTransfer {
-    fileprivate init(_ outcome: TLSSession.Outcome) {
-        switch outcome {
+    /// A read or write that stopped as `outcome(of:)` says.
+    fileprivate init(_ step: TLSStep) {
+        switch step {
+        case .done: preconditionFailure("a stopped transfer is never done")
         case .wantRead: self = .wantRead
         case .wantWrite: self = .wantWrite
         case .closed: self = .closed

@@ -8,6 +8,14 @@ import Testing
 /// The forward proxy's local CA and the host certificates it signs, checked by openssl and curl.
 @Suite("TLS: the local CA and minted host certificates", .serialized)
 struct MintingTests {
+    /// A new CA, its certificate in a file, and its leaf cache (a day's lifetime).
+    private func madeAuthority() throws -> (TempDir, caFile: String, LeafCertificates) {
+        let directory = try TempDir(prefix: "tls-minted")
+        let authority = try CertificateAuthority.create()
+        let caFile = try directory.write("ca.pem", String(decoding: authority.certificatePEM, as: UTF8.self))
+        return (directory, caFile, LeafCertificates(authority: authority, lifetime: 24 * 3600))
+    }
+
     @Test("a made CA is written with its key 0600 and read back the same; one file alone is an error")
     func authorityFiles() throws {
         let directory = try TempDir(prefix: "tls-ca")
@@ -43,10 +51,7 @@ struct MintingTests {
 
     @Test("minted leaves verify against the CA with openssl verify, name the host in subjectAltName and are cached")
     func mintedLeaves() throws {
-        let directory = try TempDir(prefix: "tls-leaf")
-        let authority = try CertificateAuthority.create()
-        let caFile = try directory.write("ca.pem", String(decoding: authority.certificatePEM, as: UTF8.self))
-        let leaves = LeafCertificates(authority: authority, lifetime: 24 * 3600)
+        let (directory, caFile, leaves) = try madeAuthority()
         for (host, expected) in [("API.Example.test", "DNS:api.example.test"), ("10.1.2.3", "IP Address:10.1.2.3"), ("[::1]", "IP Address:0:0:0:0:0:0:0:1")] {
             let leaf = try leaves.certificate(for: host)
             let leafFile = try directory.write("leaf.pem", String(decoding: leaf.certificatePEM, as: UTF8.self))
@@ -88,10 +93,8 @@ struct MintingTests {
 
     @Test("curl trusts a minted leaf chosen by the SNI hook (--resolve), and a name the hook refuses fails")
     func curlThroughMintedLeaf() throws {
-        let directory = try TempDir(prefix: "tls-mint-curl")
-        let authority = try CertificateAuthority.create()
-        let caFile = try directory.write("ca.pem", String(decoding: authority.certificatePEM, as: UTF8.self))
-        let leaves = LeafCertificates(authority: authority, lifetime: 24 * 3600)
+        let (directory, caFile, leaves) = try madeAuthority()
+        defer { withExtendedLifetime(directory) {} }  // the CA file lives until curl is done
         let context = try TLSServerContext(certificate: try leaves.certificate(for: "default.example.test"))
         let server = try TLSTestServer(context: context) { name in
             guard let name, name == "api.example.test", let leaf = try? leaves.certificate(for: name) else { return .refuse }
