@@ -45,9 +45,9 @@ final class TLSTestServer: @unchecked Sendable {
 
     func record(_ event: ServerEvent) { log.withLock { $0.append(event) } }
 
-    /// Waits up to 10 s for an event that `match` accepts.
-    func waitFor(_ match: (ServerEvent) -> Bool) -> ServerEvent? {
-        let deadline = Date().addingTimeInterval(10)
+    /// Waits up to `seconds` for an event that `match` accepts.
+    func waitFor(seconds: Double = 10, _ match: (ServerEvent) -> Bool) -> ServerEvent? {
+        let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let found = events.first(where: match) { return found }
             Thread.sleep(forTimeInterval: 0.02)
