@@ -54,8 +54,10 @@ public final class CertificateAuthority: @unchecked Sendable {
     /// Writes the key (mode 0600) and then the certificate (0644), each atomically.
     public func write(certificateFile: String, keyFile: String) throws(TLSSetupError) {
         let key = PEM.write { PEM_write_bio_PrivateKey($0, pair.key, nil, nil, 0, nil, nil) }
-        do { try AtomicFile.write(key, to: keyFile, mode: 0o600) } catch { throw .cannotWrite(path: keyFile) }
-        do { try AtomicFile.write(certificatePEM, to: certificateFile, mode: 0o644) } catch { throw .cannotWrite(path: certificateFile) }
+        do { try AtomicFile.write(key, to: keyFile, mode: 0o600) } catch { throw .cannotWrite(path: keyFile, reason: "\(error)") }
+        do { try AtomicFile.write(certificatePEM, to: certificateFile, mode: 0o644) } catch {
+            throw .cannotWrite(path: certificateFile, reason: "\(error)")
+        }
     }
 
     /// The CA certificate (PEM), for clients to trust (`tokenproxy ca`).

@@ -69,7 +69,7 @@ public enum TLSSetupError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidHostName(String)
     /// An OpenSSL call failed; `call` names it.
     case openSSL(call: String, library: Int32, reason: Int32)
-    case cannotWrite(path: String)
+    case cannotWrite(path: String, reason: String)
     /// A CA file whose certificate is not a CA's (basicConstraints CA:TRUE, RFC 5280 §4.2.1.9).
     case notAnAuthority(path: String)
 
@@ -84,7 +84,7 @@ public enum TLSSetupError: Error, Equatable, Sendable, CustomStringConvertible {
         case .incompleteAuthority(let missing): "\(missing) is missing (a CA needs both its certificate and its key)"
         case .invalidHostName(let name): "\(name): not a host name or IP address a certificate can name"
         case .openSSL(let call, let library, let reason): "\(call) failed (OpenSSL library \(library), reason \(reason))"
-        case .cannotWrite(let path): "\(path): cannot be written"
+        case .cannotWrite(let path, let reason): "\(path): cannot be written (\(reason))"
         case .notAnAuthority(let path): "\(path): not a CA certificate (basicConstraints CA:TRUE)"
         }
     }

@@ -39,6 +39,14 @@ struct MintingTests {
         #expect(throws: TLSSetupError.incompleteAuthority(missing: keyFile)) {
             _ = try CertificateAuthority.loadOrCreate(certificateFile: certificateFile, keyFile: keyFile)
         }
+        let nowhere = directory.file("missing-folder/ca-key.pem")
+        do {
+            _ = try CertificateAuthority.loadOrCreate(certificateFile: directory.file("missing-folder/ca.pem"), keyFile: nowhere)
+            Issue.record("a CA was written into a folder that does not exist")
+        } catch {
+            guard case .cannotWrite(let path, _) = error else { throw error }
+            #expect(path == nowhere)
+        }
     }
 
     @Test("a server certificate is not accepted as a CA")
