@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
-// CCurl/CSystem/CHiredis/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP → Credentials/Config → ProxyCore/LoginListener → tokenproxy
+// CCurl/CSystem/CHiredis/COpenSSL/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP/TLS → Credentials/Config → ProxyCore/LoginListener → tokenproxy
 // LoginListener is the browser login's loopback HTTP listener, on Sockets and HTTP1; Credentials sees it only
 // through its `RedirectListener` protocol, which the command line fills, so Credentials stays off HTTP1.
 // Basics holds the small pure values several layers share, each written once (docs/ARCHITECTURE.md).
@@ -39,6 +39,12 @@ let package = Package(
             name: "CHiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        // OpenSSL 3 (Debian's libssl-dev: the library libcurl already loads) for the TLS module only.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(name: "CSystem"),
         // On the request path (HTTP1's ASCII folding, the Host field's authority): `@inlinable` there.
         .target(name: "Basics", swiftSettings: hotPath),
@@ -47,6 +53,9 @@ let package = Package(
         // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
         .target(name: "IdentityHTTP", dependencies: ["Curl"]),
+        // Server-side TLS (the TLS listener, the forward proxy's interception) and the local CA's
+        // certificates; the only Swift module that imports COpenSSL (docs/ARCHITECTURE.md, "TLS").
+        .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
         .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")]),
         .target(
             name: "Config", dependencies: ["Basics", "Sockets", .product(name: "Yams", package: "Yams")],
@@ -108,6 +117,7 @@ let package = Package(
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
+        .testTarget(name: "TLSTests", dependencies: ["TLS", "Sockets", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
         .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
     ],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's and hiredis's headers, redis-server, tinyproxy and nginx (real servers for
+# Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy and nginx (real servers for
 # the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
 # import. Idempotent, and silent when everything is present.
 set -euo pipefail
@@ -23,11 +23,13 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light)
+apt_packages=(libcurl4-openssl-dev libssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
 # tinyproxy lives in /usr/bin (Debian 12) or /usr/sbin (older releases); the tests start their own.
 [ -x /usr/bin/tinyproxy ] || [ -x /usr/sbin/tinyproxy ] || need_apt=1
+# OpenSSL's headers for the TLS module (libcurl4-openssl-dev does not depend on libssl-dev).
+[ -f /usr/include/openssl/ssl.h ] || need_apt=1
 # The Redis store's client library (a header and libhiredis.so) and the server the tests start.
 [ -f /usr/include/hiredis/hiredis.h ] || need_apt=1
 command -v redis-server >/dev/null 2>&1 || need_apt=1
