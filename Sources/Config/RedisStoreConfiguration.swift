@@ -189,32 +189,34 @@ extension String {
     }
 }
 
-extension Builder {
-    static let storeKeys = [
+extension Keys {
+    static let store = [
         "path", "backend", "url", "key", "password_env", "password_file", "ca_file", "connect_timeout", "command_timeout",
         "lease_time", "encryption_key_env", "encryption_key_file", "encryption_previous_keys_file", "client_cert_file", "client_key_file",
         "sentinel",
     ]
-    static let sentinelKeys = ["master", "addresses", "password_env", "password_file"]
-    static let redisOnlyStoreKeys = [
+    static let sentinel = ["master", "addresses", "password_env", "password_file"]
+    static let redisOnlyStore = [
         "url", "key", "password_env", "password_file", "ca_file", "client_cert_file", "client_key_file", "connect_timeout", "command_timeout",
         "lease_time", "sentinel",
     ]
+}
 
+extension StoreConfiguration {
     /// `store:` (CONTRACT.md): the file store's `path`, or a Redis server's keys.
-    mutating func parseStore(_ store: YAMLSection?) throws -> StoreConfiguration {
-        var configuration = StoreConfiguration(path: resolve("./state/tokens.json"))
+    static func parse(_ store: YAMLSection?, in load: LoadContext) throws -> StoreConfiguration {
+        var configuration = StoreConfiguration(path: load.resolve("./state/tokens.json"))
         guard let store else { return configuration }
-        try store.rejectUnknownKeys(Self.storeKeys)
-        if let path = try pathValue(store, "path") { configuration.path = path }
+        try store.rejectUnknownKeys(Keys.store)
+        if let path = try load.pathValue(store, "path") { configuration.path = path }
         configuration.backend = try store.choice("backend", StoreConfiguration.Backend.self) ?? .file
         switch configuration.backend {
         case .file:
-            for key in Self.redisOnlyStoreKeys where store.has(key) {
-                warnings.append("\(store.path(key)): used only with store.backend: redis; ignored")
+            for key in Keys.redisOnlyStore where store.has(key) {
+                load.warnings.append("\(store.path(key)): used only with store.backend: redis; ignored")
             }
         case .redis:
-            if store.has("path") { warnings.append("\(store.path("path")): not used with store.backend: redis; ignored") }
+            if store.has("path") { load.warnings.append("\(store.path("path")): not used with store.backend: redis; ignored") }
             guard let raw = try store.nonEmptyString("url") else {
                 throw ConfigurationError(keyPath: store.path("url"), reason: "required with store.backend: redis (e.g. redis://127.0.0.1:6379/0)")
             }
@@ -226,46 +228,48 @@ extension Builder {
             }
             var redis = RedisStoreConfiguration(
                 url: raw.trimmingWhitespace(), tls: url.tls, host: url.host, port: url.port, database: url.database, user: url.user)
-            redis.password = try readSecret(store, "password", literal: false)
+            redis.password = try load.readSecret(store, "password", literal: false)
             if let key = try store.nonEmptyString("key") {
                 guard key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7f }), key.utf8.count <= 512 else {
                     throw ConfigurationError(keyPath: store.path("key"), reason: "must be printable, without spaces, at most 512 bytes")
                 }
                 redis.key = key
             }
-            redis.caFile = try pathValue(store, "ca_file")
+            redis.caFile = try load.pathValue(store, "ca_file")
             if let caFile = redis.caFile {
-                if !url.tls { warnings.append("\(store.path("ca_file")): used only with a rediss:// URL; ignored") }
+                if !url.tls { load.warnings.append("\(store.path("ca_file")): used only with a rediss:// URL; ignored") }
                 guard Paths.kind(of: caFile) == .other else {
                     throw ConfigurationError(keyPath: store.path("ca_file"), reason: "no such file: \(caFile)")
                 }
             }
-            redis.clientCertFile = try existingFile(store, "client_cert_file")
-            redis.clientKeyFile = try privateKeyFile(store, "client_key_file")
+            redis.clientCertFile = try load.existingFile(store, "client_cert_file")
+            redis.clientKeyFile = try load.privateKeyFile(store, "client_key_file")
             if (redis.clientCertFile == nil) != (redis.clientKeyFile == nil) {
                 let missing = redis.clientCertFile == nil ? "client_cert_file" : "client_key_file"
                 throw ConfigurationError(keyPath: store.path(missing), reason: "required with the other half of the client certificate")
             }
             if redis.clientCertFile != nil && !url.tls {
-                warnings.append("\(store.path("client_cert_file")): used only with a rediss:// URL; ignored")
+                load.warnings.append("\(store.path("client_cert_file")): used only with a rediss:// URL; ignored")
             }
-            redis.sentinel = try parseSentinel(store)
-            if let value = try positiveDuration(store, "connect_timeout") { redis.connectTimeout = value }
-            if let value = try positiveDuration(store, "command_timeout") { redis.commandTimeout = value }
-            if let value = try positiveDuration(store, "lease_time") {
+            redis.sentinel = try RedisSentinelConfiguration.parse(store, in: load)
+            if let value = try load.positiveDuration(store, "connect_timeout") { redis.connectTimeout = value }
+            if let value = try load.positiveDuration(store, "command_timeout") { redis.commandTimeout = value }
+            if let value = try load.positiveDuration(store, "lease_time") {
                 guard value >= 0.1 else { throw ConfigurationError(keyPath: store.path("lease_time"), reason: "must be at least 100ms") }
                 redis.leaseTime = value
             }
             configuration.redis = redis
         }
-        configuration.encryption = try parseStoreEncryption(store)
+        configuration.encryption = try StoreEncryption.parse(store, in: load)
         return configuration
     }
+}
 
+extension RedisSentinelConfiguration {
     /// `store.sentinel`: `master`, `addresses` (`host:port`, IPv6 in brackets), an optional password.
-    mutating func parseSentinel(_ store: YAMLSection) throws -> RedisSentinelConfiguration? {
+    static func parse(_ store: YAMLSection, in load: LoadContext) throws -> RedisSentinelConfiguration? {
         guard let section = try store.section("sentinel") else { return nil }
-        try section.rejectUnknownKeys(Self.sentinelKeys)
+        try section.rejectUnknownKeys(Keys.sentinel)
         guard let master = try section.nonEmptyString("master") else {
             throw ConfigurationError(keyPath: section.path("master"), reason: "required: the name the sentinels monitor the primary by")
         }
@@ -284,14 +288,16 @@ extension Builder {
             }
             addresses.append(.init(host: host, port: port))
         }
-        return RedisSentinelConfiguration(master: master, addresses: addresses, password: try readSecret(section, "password", literal: false))
+        return RedisSentinelConfiguration(master: master, addresses: addresses, password: try load.readSecret(section, "password", literal: false))
     }
+}
 
+extension StoreEncryption {
     /// `store.encryption_key_env` / `_file` and `store.encryption_previous_keys_file`: base64 of 32
     /// bytes each (AES-256); a key file readable by group or others is refused like other keys.
-    mutating func parseStoreEncryption(_ store: YAMLSection) throws -> StoreEncryption? {
-        if store.has("encryption_key_file") { _ = try privateKeyFile(store, "encryption_key_file") }
-        guard let secret = try readSecret(store, "encryption_key", literal: false) else {
+    static func parse(_ store: YAMLSection, in load: LoadContext) throws -> StoreEncryption? {
+        if store.has("encryption_key_file") { _ = try load.privateKeyFile(store, "encryption_key_file") }
+        guard let secret = try load.readSecret(store, "encryption_key", literal: false) else {
             if store.has("encryption_previous_keys_file") {
                 throw ConfigurationError(
                     keyPath: store.path("encryption_previous_keys_file"), reason: "needs store.encryption_key_env or encryption_key_file (the current key)")
@@ -299,21 +305,21 @@ extension Builder {
             return nil
         }
         let keyPath = store.path(store.has("encryption_key_env") ? "encryption_key_env" : "encryption_key_file")
-        var encryption = StoreEncryption(current: try Self.storeKey(secret.value, keyPath: keyPath))
-        if let path = try privateKeyFile(store, "encryption_previous_keys_file") {
+        var encryption = StoreEncryption(current: try Self.key(secret.value, keyPath: keyPath))
+        if let path = try load.privateKeyFile(store, "encryption_previous_keys_file") {
             let keyPath = store.path("encryption_previous_keys_file")
-            let text = try readSecretFile(path, keyPath: keyPath)
+            let text = try load.readSecretFile(path, keyPath: keyPath)
             for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 let key = String(line).trimmingWhitespace()
                 if key.isEmpty { continue }
-                encryption.previous.append(try Self.storeKey(key, keyPath: "\(keyPath) (line \(number + 1))"))
+                encryption.previous.append(try Self.key(key, keyPath: "\(keyPath) (line \(number + 1))"))
             }
         }
         return encryption
     }
 
     /// The 32 bytes a base64 key stands for (its value is never in the message).
-    static func storeKey(_ text: String, keyPath: String) throws -> [UInt8] {
+    static func key(_ text: String, keyPath: String) throws -> [UInt8] {
         guard let data = Data(base64Encoded: text.trimmingWhitespace()) else {
             throw ConfigurationError(keyPath: keyPath, reason: "is not base64 (make one with: openssl rand -base64 32)")
         }

@@ -173,37 +173,38 @@ extension Keys {
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
 
-extension Builder {
+extension RouteConfiguration {
     /// What a route whose credentials could not be read holds: the load fails, the route is never used.
     static let unreadCredentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: "", origin: .literal))))
+
     /// The sections a route has: `upstream` and `credentials` (required when `requireAPI`), and
     /// `upstream_tls`, `sink`, `store`, `access`, `forward`, each replacing the one of `defaults` as a whole.
-    mutating func parseRouteSections(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool) -> RouteConfiguration {
-        let upstream: UpstreamURL? = found.collect {
-            if defaults == nil, requireAPI, let value = env(ConfigurationLoader.upstreamEnvironmentKey) {
-                return try parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
+    static func parse(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool, in load: LoadContext) -> RouteConfiguration {
+        let upstream: UpstreamURL? = load.found.collect {
+            if defaults == nil, requireAPI, let value = load.env(ConfigurationLoader.upstreamEnvironmentKey) {
+                return try load.parseUpstream(value, keyPath: ConfigurationLoader.upstreamEnvironmentKey)
             } else if let value = try s.string("upstream") {
-                return try parseUpstream(value, keyPath: "upstream")
+                return try load.parseUpstream(value, keyPath: "upstream")
             } else if requireAPI {
                 throw ConfigurationError(keyPath: "upstream", reason: "required: the base URL requests are forwarded to (e.g. https://api.example.com)")
             }
             return nil
         }
-        let credentials: CredentialsConfiguration? = found.collect {
+        let credentials: CredentialsConfiguration? = load.found.collect {
             guard let credentialsSection = try s.section("credentials") else {
                 guard requireAPI else { return nil }
                 throw ConfigurationError(keyPath: "credentials", reason: "required: where the proxy gets its tokens (credentials.type)")
             }
-            return try parseCredentials(credentialsSection)
+            return try CredentialsConfiguration.parse(credentialsSection, in: load)
         }
-        let ownStore = found.collect { try s.section("store") }
+        let ownStore = load.found.collect { try s.section("store") }
         let store: StoreConfiguration
         if let ownStore {
-            store = found.collect { try parseStore(ownStore) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+            store = load.found.collect { try StoreConfiguration.parse(ownStore, in: load) } ?? StoreConfiguration(path: load.resolve("./state/tokens.json"))
         } else if let defaults {
             store = defaults.store.forRoute(name)
         } else {
-            store = found.collect { try parseStore(nil) } ?? StoreConfiguration(path: resolve("./state/tokens.json"))
+            store = load.found.collect { try StoreConfiguration.parse(nil, in: load) } ?? StoreConfiguration(path: load.resolve("./state/tokens.json"))
         }
         // Without an upstream or credentials the file is invalid already (recorded above); the rest
         // is still read, for its own errors, into a route that is never used.
@@ -217,35 +218,35 @@ extension Builder {
             route.access = defaults.access
             route.forward = defaults.forward
         }
-        found.collect {
+        load.found.collect {
             guard let tls = try s.section("upstream_tls") else { return }
-            route.upstreamTLS = parseUpstreamTLS(tls, upstream: upstream)
+            route.upstreamTLS = UpstreamTLSConfiguration.parse(tls, upstream: upstream, in: load)
         }
-        found.collect {
+        load.found.collect {
             guard let sink = try s.section("sink") else { return }
-            found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
-            guard let path = try pathValue(sink, "path") else {
+            load.found.collect { try sink.rejectUnknownKeys(Keys.sections["sink"]!) }
+            guard let path = try load.pathValue(sink, "path") else {
                 throw ConfigurationError(keyPath: "sink.path", reason: "required when sink: is present")
             }
             route.sink = SinkConfiguration(path: path)
         }
-        if let access = found.collect({ try s.section("access") }) { route.access = parseAccess(access) }
-        if let forward = found.collect({ try s.section("forward") }) { route.forward = parseForward(forward) }
+        if let access = load.found.collect({ try s.section("access") }) { route.access = AccessConfiguration.parse(access, in: load) }
+        if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
         return route
     }
 
-    /// `routes:`: each entry read by a builder of its own, whose errors and warnings are then named
+    /// `routes:`: each entry read with a context of its own, whose errors and warnings are then named
     /// `routes[i].…`, so that every route's errors are found (`check`).
-    mutating func parseRoutes(_ root: YAMLSection, defaults: RouteConfiguration, allowRemote: Bool) -> [RouteConfiguration] {
+    static func parseList(_ root: YAMLSection, defaults: RouteConfiguration, allowRemote: Bool, in load: LoadContext) -> [RouteConfiguration] {
         guard let node = root.node("routes") else { return [defaults] }
         guard case .sequence(let sequence) = node, !sequence.isEmpty else {
-            found.record(ConfigurationError(keyPath: "routes", reason: "must be a list of routes, each with name, match, upstream and credentials"))
+            load.found.record(ConfigurationError(keyPath: "routes", reason: "must be a list of routes, each with name, match, upstream and credentials"))
             return [defaults]
         }
         var routes: [RouteConfiguration] = []
         for (i, entry) in sequence.enumerated() {
             let prefix = "routes[\(i)]"
-            var sub = Builder(baseDirectory: baseDirectory, environment: environment)
+            let sub = LoadContext(baseDirectory: load.baseDirectory, environment: load.environment)
             var route = defaults
             route.name = ""
             if let section = sub.found.collect({ try YAMLSection(node: entry, keyPath: "") }) {
@@ -254,29 +255,31 @@ extension Builder {
                 if name == nil {
                     sub.found.record(ConfigurationError(keyPath: "name", reason: "required: the route's name ([a-z0-9_-], 1 to 32 characters)"))
                 }
-                route = sub.parseRouteSections(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true)
+                route = Self.parse(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true, in: sub)
                 route.name = name ?? ""
-                route.match = sub.parseMatch(section, allowRemote: allowRemote)
+                route.match = RouteMatch.parse(section, allowRemote: allowRemote, in: sub)
             }
             for error in sub.found.errors {
-                found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))
+                load.found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))
             }
-            warnings += sub.warnings.map { "\(prefix).\($0)" }
+            load.warnings += sub.warnings.map { "\(prefix).\($0)" }
             routes.append(route)
         }
         return routes
     }
+}
 
+extension RouteMatch {
     /// A route's `match:`; nil when it has none (the fallback route).
-    func parseMatch(_ route: YAMLSection, allowRemote: Bool) -> RouteMatch? {
-        guard let s = found.collect({ try route.section("match") }) else { return nil }
-        found.collect { try s.rejectUnknownKeys(Keys.match) }
+    static func parse(_ route: YAMLSection, allowRemote: Bool, in load: LoadContext) -> RouteMatch? {
+        guard let s = load.found.collect({ try route.section("match") }) else { return nil }
+        load.found.collect { try s.rejectUnknownKeys(Keys.match) }
         var match = RouteMatch()
-        found.collect {
+        load.found.collect {
             guard let value = try s.string("listen") else { return }
-            match.listen = try parseListen(value, keyPath: "match.listen", allowRemote: allowRemote)
+            match.listen = try load.parseListen(value, keyPath: "match.listen", allowRemote: allowRemote)
         }
-        found.collect {
+        load.found.collect {
             guard let node = s.node("host") else { return }
             let names: [String]
             var isList = false
@@ -299,17 +302,17 @@ extension Builder {
             }
             match.hosts = names.map { $0.lowercased() }
         }
-        found.collect {
+        load.found.collect {
             guard let prefix = try s.nonEmptyString("path_prefix") else { return }
             guard prefix.hasPrefix("/") else { throw ConfigurationError(keyPath: "match.path_prefix", reason: "\"\(prefix)\" must start with /") }
             match.pathPrefix = prefix
         }
-        if let strip = found.collect({ try s.bool("strip_prefix") }) { match.stripPrefix = strip }
+        if let strip = load.found.collect({ try s.bool("strip_prefix") }) { match.stripPrefix = strip }
         if match.listen == nil, match.hosts.isEmpty, match.pathPrefix == nil {
-            found.record(ConfigurationError(keyPath: "match", reason: "needs listen, host or path_prefix (leave match out for the fallback route)"))
+            load.found.record(ConfigurationError(keyPath: "match", reason: "needs listen, host or path_prefix (leave match out for the fallback route)"))
         }
         if match.listen != nil, !match.hosts.isEmpty || match.pathPrefix != nil {
-            found.record(ConfigurationError(
+            load.found.record(ConfigurationError(
                 keyPath: "match.listen", reason: "a route on a listener of its own takes every request there; host and path_prefix do not go with it"))
         }
         return match

@@ -18,20 +18,20 @@ extension Keys {
     static let azureManagedIdentity = ["resource", "scope", "client_id", "endpoint"]
 }
 
-extension Builder {
-    mutating func parseAzureManagedIdentity(_ s: YAMLSection, errorsBefore: Int) -> AzureManagedIdentityConfiguration? {
+extension AzureManagedIdentityConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> AzureManagedIdentityConfiguration? {
         var c = AzureManagedIdentityConfiguration()
-        c.endpoint = found.collect { try checkURL(s, "endpoint") }
-        c.clientID = found.collect { try s.nonEmptyString("client_id") }
-        c.scope = found.collect { try s.string("scope") }
-        c.resource = found.collect { try s.nonEmptyString("resource") }
-        guard found.errors.count == errorsBefore else { return nil }
+        c.endpoint = load.found.collect { try load.checkURL(s, "endpoint") }
+        c.clientID = load.found.collect { try s.nonEmptyString("client_id") }
+        c.scope = load.found.collect { try s.string("scope") }
+        c.resource = load.found.collect { try s.nonEmptyString("resource") }
+        guard load.found.errors.count == errorsBefore else { return nil }
         if c.resource != nil, c.scope != nil {
-            found.record(ConfigurationError(keyPath: "credentials.scope", reason: "set only one of resource and scope"))
+            load.found.record(ConfigurationError(keyPath: "credentials.scope", reason: "set only one of resource and scope"))
             return nil
         }
         guard c.resource != nil || c.scope != nil else {
-            found.record(ConfigurationError(keyPath: "credentials.resource", reason: "required for type azure_managed_identity (or scope)"))
+            load.found.record(ConfigurationError(keyPath: "credentials.resource", reason: "required for type azure_managed_identity (or scope)"))
             return nil
         }
         return c

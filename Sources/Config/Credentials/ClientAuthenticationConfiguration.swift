@@ -80,28 +80,32 @@ struct ClientKeys: Sendable, Equatable {
     var signingKey: SigningKeyFile? { keyFile.map { SigningKeyFile(path: $0, keyID: keyID, algorithm: keyAlg) } }
 }
 
-extension Builder {
-    mutating func parseClientKeys(_ s: YAMLSection) -> ClientKeys {
+extension ClientKeys {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> ClientKeys {
         ClientKeys(
-            keyFile: found.collect { try privateKeyFile(s, "client_key_file") },
-            keyID: found.collect { try s.nonEmptyString("client_key_id") },
-            keyAlg: found.collect { try s.choice("client_key_alg", SigningAlgorithm.self) },
-            assertionAudience: found.collect { try s.nonEmptyString("client_assertion_audience") },
-            assertionFile: found.collect { try pathValue(s, "client_assertion_file") },
-            certFile: found.collect { try existingFile(s, "client_cert_file") })
+            keyFile: load.found.collect { try load.privateKeyFile(s, "client_key_file") },
+            keyID: load.found.collect { try s.nonEmptyString("client_key_id") },
+            keyAlg: load.found.collect { try s.choice("client_key_alg", SigningAlgorithm.self) },
+            assertionAudience: load.found.collect { try s.nonEmptyString("client_assertion_audience") },
+            assertionFile: load.found.collect { try load.pathValue(s, "client_assertion_file") },
+            certFile: load.found.collect { try load.existingFile(s, "client_cert_file") })
     }
+}
 
-    func parseDPoP(_ s: YAMLSection) -> DPoPConfiguration? {
-        found.collect {
+extension DPoPConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> DPoPConfiguration? {
+        load.found.collect {
             guard let section = try s.section("dpop") else { return nil }
             try section.rejectUnknownKeys(Keys.dpop)
-            return DPoPConfiguration(keyFile: try privateKeyFile(section, "key_file"))
+            return DPoPConfiguration(keyFile: try load.privateKeyFile(section, "key_file"))
         }
     }
+}
 
+extension ClientKeys {
     /// Keys of one client_auth left beside another: a warning, as for keys of another type.
     /// `signsGrant`: the key signs oauth2_jwt_bearer's assertion, so it is used whatever client_auth is.
-    mutating func warnUnusedClientKeys(_ x: ClientKeys, _ method: CredentialsConfiguration.ClientAuth, signsGrant: Bool) {
+    static func warnUnused(_ x: ClientKeys, _ method: CredentialsConfiguration.ClientAuth, signsGrant: Bool, in load: LoadContext) {
         let unused: [(String, Bool)] = [
             ("client_key_file", x.keyFile != nil && ![.privateKeyJWT, .tlsClientAuth].contains(method) && !signsGrant),
             ("client_key_id", x.keyID != nil && method != .privateKeyJWT && !signsGrant),
@@ -111,14 +115,16 @@ extension Builder {
             ("client_cert_file", x.certFile != nil && method != .tlsClientAuth),
         ]
         for (key, isUnused) in unused where isUnused {
-            warnings.append("credentials.\(key): not used with client_auth: \(method.rawValue)")
+            load.warnings.append("credentials.\(key): not used with client_auth: \(method.rawValue)")
         }
     }
+}
 
+extension ClientAuthenticationConfiguration {
     /// The method `client_auth` names with what it needs; nil (and the missing key recorded) when a key is missing.
-    func clientAuthentication(_ method: CredentialsConfiguration.ClientAuth, _ x: ClientKeys, secret: Secret?) -> ClientAuthenticationConfiguration? {
+    static func make(_ method: CredentialsConfiguration.ClientAuth, _ x: ClientKeys, secret: Secret?, in load: LoadContext) -> ClientAuthenticationConfiguration? {
         func missing(_ key: String, _ why: String) -> ClientAuthenticationConfiguration? {
-            found.record(ConfigurationError(keyPath: "credentials.\(key)", reason: "required \(why)"))
+            load.found.record(ConfigurationError(keyPath: "credentials.\(key)", reason: "required \(why)"))
             return nil
         }
         switch method {
@@ -139,30 +145,6 @@ extension Builder {
             guard let key = x.keyFile else { return missing("client_key_file", "for client_auth: tls_client_auth") }
             return .tlsClientAuth(certificateFile: certificate, keyFile: key)
         }
-    }
-
-    /// A path that must name a readable file now (a key or certificate read at start).
-    func existingFile(_ section: YAMLSection, _ key: String) throws -> String? {
-        guard let path = try pathValue(section, key) else { return nil }
-        guard let kind = Paths.kind(of: path) else {
-            throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): no such file")
-        }
-        guard kind != .folder else { throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): it is a folder") }
-        return path
-    }
-
-    /// The path of a private key (signing, DPoP, a TLS client key): refused when group or others may
-    /// read it, since the key is then as good as theirs (as `ssh` refuses such a key). `mustExist`:
-    /// a missing file is an error too; otherwise only an existing one is checked.
-    func privateKeyFile(_ section: YAMLSection, _ key: String, mustExist: Bool = true) throws -> String? {
-        guard let path = try mustExist ? existingFile(section, key) : pathValue(section, key) else { return nil }
-        if let mode = FileKind.mode(of: path), mode & 0o044 != 0 {
-            let octal = String(mode & 0o777, radix: 8)
-            throw ConfigurationError(
-                keyPath: section.path(key),
-                reason: "\(path) is readable by group or others (mode 0\(octal)): chmod 600 it (in Kubernetes, defaultMode: 0400 on the secret volume)")
-        }
-        return path
     }
 }
 

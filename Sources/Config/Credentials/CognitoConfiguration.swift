@@ -24,40 +24,40 @@ extension Keys {
     static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin
 }
 
-extension Builder {
-    mutating func parseCognito(_ s: YAMLSection, errorsBefore: Int) -> CognitoConfiguration? {
-        let endpoint = found.collect { try checkURL(s, "endpoint") }
-        let clientID = found.collect { try s.nonEmptyString("client_id") }
-        let login = found.collect { try s.choice("login", CredentialsConfiguration.LoginFlow.self) } ?? .password
-        var region = found.collect { () throws -> String? in
+extension CognitoConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> CognitoConfiguration? {
+        let endpoint = load.found.collect { try load.checkURL(s, "endpoint") }
+        let clientID = load.found.collect { try s.nonEmptyString("client_id") }
+        let login = load.found.collect { try s.choice("login", CredentialsConfiguration.LoginFlow.self) } ?? .password
+        var region = load.found.collect { () throws -> String? in
             guard let value = try s.nonEmptyString("region") else { return nil }
             guard value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
                 throw ConfigurationError(keyPath: "credentials.region", reason: "is not an AWS region name such as us-east-1")
             }
             return value
         }
-        let pool = parseUserPoolID(s)
+        let pool = CognitoConfiguration.parseUserPoolID(s, in: load)
         if region == nil, !s.has("region") { region = pool?.region }
-        let useToken = found.collect { try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }
-        let secret = found.collect { try readSecret(s, "client_secret", literal: true) }
-        let seed = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
-        guard found.errors.count == errorsBefore else { return nil }
-        if clientID == nil { found.record(missingCredential("client_id", for: .cognito)) }
-        if region == nil, endpoint == nil { found.record(missingCredential("region", for: .cognito, " (or set endpoint or user_pool_id)")) }
+        let useToken = load.found.collect { try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }
+        let secret = load.found.collect { try load.readSecret(s, "client_secret", literal: true) }
+        let seed = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
+        guard load.found.errors.count == errorsBefore else { return nil }
+        if clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .cognito)) }
+        if region == nil, endpoint == nil { load.found.record(ConfigurationError.missingCredential("region", for: .cognito, " (or set endpoint or user_pool_id)")) }
         switch login {
         case .srp:
             if pool == nil {
-                found.record(ConfigurationError(keyPath: "credentials.user_pool_id", reason: "required for login: srp (like us-east-1_Ab12Cd34E)"))
+                load.found.record(ConfigurationError(keyPath: "credentials.user_pool_id", reason: "required for login: srp (like us-east-1_Ab12Cd34E)"))
             }
         case .device, .browser:
-            found.record(
+            load.found.record(
                 ConfigurationError(
                     keyPath: "credentials.login",
                     reason: "cognito logs in with password or srp; for the managed login (hosted UI) use type oauth2_refresh with login: browser"))
         case .password, .none:
             break
         }
-        guard let clientID, found.errors.count == errorsBefore else { return nil }
+        guard let clientID, load.found.errors.count == errorsBefore else { return nil }
         var c = CognitoConfiguration(clientID: clientID, region: region, endpoint: endpoint)
         c.clientSecret = secret
         if let useToken { c.useToken = useToken }

@@ -192,13 +192,13 @@ extension Keys {
     }()
 }
 
-extension Builder {
+extension CredentialsConfiguration {
     /// Throws when the type is missing or unknown; records the section's other errors and returns
     /// the configuration of the type's source, or nil when an error was found.
-    mutating func parseCredentials(_ s: YAMLSection) throws -> CredentialsConfiguration? {
+    static func parse(_ s: YAMLSection, in load: LoadContext) throws -> CredentialsConfiguration? {
         let typeNames = CredentialsType.allCases.map(\.rawValue)
-        let errorsBefore = found.errors.count
-        found.collect {
+        let errorsBefore = load.found.errors.count
+        load.found.collect {
             try s.rejectUnknownKeys(Keys.credentials) { key in
                 typeNames.contains(key) || key == "oauth2"
                     ? "every key of every type sits directly under credentials: (credentials.command, not credentials.exec.command)"
@@ -210,27 +210,28 @@ extension Builder {
         }
         let used = Set(ConfigurationLoader.credentialsKeys(usedBy: type))
         for key in s.presentKeys where !used.contains(key) {
-            warnings.append("\(s.path(key)): not used by type \(type.rawValue)")
+            load.warnings.append("\(s.path(key)): not used by type \(type.rawValue)")
         }
-        let refreshMargin = found.collect { try s.duration("refresh_margin") }
-        let defaultLifetime = found.collect { try positiveDuration(s, "default_lifetime") }
+        let refreshMargin = load.found.collect { try s.duration("refresh_margin") }
+        let defaultLifetime = load.found.collect { try load.positiveDuration(s, "default_lifetime") }
 
         // Each type reads only its own keys (a key found wrong is not reported again as missing).
         let source: CredentialsSource?
         switch type {
-        case .oauth2Refresh: source = parseOAuth2Refresh(s, errorsBefore: errorsBefore).map { .oauth2Refresh($0) }
-        case .oauth2ClientCredentials: source = parseOAuth2ClientCredentials(s, errorsBefore: errorsBefore).map { .oauth2ClientCredentials($0) }
-        case .oauth2JWTBearer: source = parseJWTBearer(s, errorsBefore: errorsBefore).map { .oauth2JWTBearer($0) }
-        case .oauth2TokenExchange: source = parseTokenExchange(s, errorsBefore: errorsBefore).map { .oauth2TokenExchange($0) }
-        case .cognito: source = parseCognito(s, errorsBefore: errorsBefore).map { .cognito($0) }
-        case .jsonRefresh: source = parseJSONRefresh(s, errorsBefore: errorsBefore).map { .jsonRefresh($0) }
-        case .gceMetadata: source = .gceMetadata(parseGCEMetadata(s))
-        case .azureManagedIdentity: source = parseAzureManagedIdentity(s, errorsBefore: errorsBefore).map { .azureManagedIdentity($0) }
-        case .static: source = parseStaticToken(s, errorsBefore: errorsBefore).map { .static($0) }
-        case .file: source = parseFileToken(s, errorsBefore: errorsBefore).map { .file($0) }
-        case .exec: source = parseExec(s, errorsBefore: errorsBefore).map { .exec($0) }
+        case .oauth2Refresh: source = OAuth2RefreshConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .oauth2Refresh($0) }
+        case .oauth2ClientCredentials:
+            source = OAuth2ClientConfiguration.parseClientCredentials(s, errorsBefore: errorsBefore, in: load).map { .oauth2ClientCredentials($0) }
+        case .oauth2JWTBearer: source = JWTBearerConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .oauth2JWTBearer($0) }
+        case .oauth2TokenExchange: source = TokenExchangeConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .oauth2TokenExchange($0) }
+        case .cognito: source = CognitoConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .cognito($0) }
+        case .jsonRefresh: source = JSONRefreshConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .jsonRefresh($0) }
+        case .gceMetadata: source = .gceMetadata(GCEMetadataConfiguration.parse(s, in: load))
+        case .azureManagedIdentity: source = AzureManagedIdentityConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .azureManagedIdentity($0) }
+        case .static: source = StaticTokenConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .static($0) }
+        case .file: source = FileTokenConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .file($0) }
+        case .exec: source = ExecConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .exec($0) }
         }
-        guard let source, found.errors.count == errorsBefore else { return nil }
+        guard let source, load.found.errors.count == errorsBefore else { return nil }
         var c = CredentialsConfiguration(source)
         if let refreshMargin { c.refreshMargin = refreshMargin }
         if let defaultLifetime { c.defaultLifetime = defaultLifetime }
@@ -240,9 +241,11 @@ extension Builder {
         }
         return c
     }
+}
 
+extension ConfigurationError {
     /// `credentials.<key>: required for type <type><extra>`.
-    func missingCredential(_ key: String, for type: CredentialsType, _ extra: String = "") -> ConfigurationError {
+    static func missingCredential(_ key: String, for type: CredentialsType, _ extra: String = "") -> ConfigurationError {
         ConfigurationError(keyPath: "credentials.\(key)", reason: "required for type \(type.rawValue)\(extra)")
     }
 }

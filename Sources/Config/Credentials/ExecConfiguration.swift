@@ -15,20 +15,20 @@ extension Keys {
     static let exec = ["command", "exec_timeout"]
 }
 
-extension Builder {
-    mutating func parseExec(_ s: YAMLSection, errorsBefore: Int) -> ExecConfiguration? {
-        let command = found.collect { try parseCommand(s) }
-        let timeout = found.collect { try positiveDuration(s, "exec_timeout") }
-        guard found.errors.count == errorsBefore else { return nil }
+extension ExecConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> ExecConfiguration? {
+        let command = load.found.collect { try ExecConfiguration.parseCommand(s, in: load) }
+        let timeout = load.found.collect { try load.positiveDuration(s, "exec_timeout") }
+        guard load.found.errors.count == errorsBefore else { return nil }
         guard let command else {
-            found.record(missingCredential("command", for: .exec, " (a list: the program and its arguments)"))
+            load.found.record(ConfigurationError.missingCredential("command", for: .exec, " (a list: the program and its arguments)"))
             return nil
         }
         return ExecConfiguration(command: command, timeout: timeout ?? 10)
     }
 
     /// `credentials.command`: a list, the program (resolved when it names a path) and its arguments.
-    func parseCommand(_ s: YAMLSection) throws -> [String]? {
+    static func parseCommand(_ s: YAMLSection, in load: LoadContext) throws -> [String]? {
         guard let node = s.node("command") else { return nil }
         guard case .sequence = node else {
             throw ConfigurationError(
@@ -39,7 +39,7 @@ extension Builder {
             throw ConfigurationError(keyPath: "credentials.command", reason: "must not be empty: name the program to run")
         }
         guard !program.isEmpty else { throw ConfigurationError(keyPath: "credentials.command[0]", reason: "must not be empty") }
-        if program.contains("/") { command[0] = resolve(program) }
+        if program.contains("/") { command[0] = load.resolve(program) }
         return command
     }
 }

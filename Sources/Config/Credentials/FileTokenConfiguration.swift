@@ -8,12 +8,12 @@ extension Keys {
     static let file = ["path"]
 }
 
-extension Builder {
-    mutating func parseFileToken(_ s: YAMLSection, errorsBefore: Int) -> FileTokenConfiguration? {
-        let path = found.collect { try pathValue(s, "path") }
-        guard found.errors.count == errorsBefore else { return nil }
+extension FileTokenConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> FileTokenConfiguration? {
+        let path = load.found.collect { try load.pathValue(s, "path") }
+        guard load.found.errors.count == errorsBefore else { return nil }
         guard let path else {
-            found.record(missingCredential("path", for: .file, " (the file that holds the token)"))
+            load.found.record(ConfigurationError.missingCredential("path", for: .file, " (the file that holds the token)"))
             return nil
         }
         return FileTokenConfiguration(path: path)

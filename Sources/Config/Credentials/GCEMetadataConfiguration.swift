@@ -21,13 +21,13 @@ extension GCEMetadataConfiguration {
     }
 }
 
-extension Builder {
-    mutating func parseGCEMetadata(_ s: YAMLSection) -> GCEMetadataConfiguration {
+extension GCEMetadataConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> GCEMetadataConfiguration {
         var c = GCEMetadataConfiguration()
-        c.endpoint = found.collect { try checkURL(s, "endpoint") }
-        c.scope = found.collect { try s.string("scope") }
-        c.audience = found.collect { try s.nonEmptyString("audience") }
-        if let value = found.collect({ try s.nonEmptyString("service_account") }) { c.serviceAccount = value }
+        c.endpoint = load.found.collect { try load.checkURL(s, "endpoint") }
+        c.scope = load.found.collect { try s.string("scope") }
+        c.audience = load.found.collect { try s.nonEmptyString("audience") }
+        if let value = load.found.collect({ try s.nonEmptyString("service_account") }) { c.serviceAccount = value }
         return c
     }
 }

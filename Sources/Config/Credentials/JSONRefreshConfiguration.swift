@@ -24,17 +24,17 @@ extension Keys {
         + seedRefreshToken
 }
 
-extension Builder {
-    mutating func parseJSONRefresh(_ s: YAMLSection, errorsBefore: Int) -> JSONRefreshConfiguration? {
-        let loginURL = found.collect { try checkURL(s, "login_url") }
-        let refreshURL = found.collect { try checkURL(s, "refresh_url") }
+extension JSONRefreshConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> JSONRefreshConfiguration? {
+        let loginURL = load.found.collect { try load.checkURL(s, "login_url") }
+        let refreshURL = load.found.collect { try load.checkURL(s, "refresh_url") }
         var c = JSONRefreshConfiguration(refreshURL: refreshURL ?? "", loginURL: loginURL)
-        if let value = found.collect({ try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) }) {
+        if let value = load.found.collect({ try s.choice("refresh_token_in", CredentialsConfiguration.RefreshTokenPlacement.self) }) {
             c.refreshTokenIn = value
         }
-        if let value = found.collect({ try s.nonEmptyString("access_token_path") }) { c.accessTokenPath = value }
-        if let value = found.collect({ try s.nonEmptyString("refresh_token_path") }) { c.refreshTokenPath = value }
-        found.collect {
+        if let value = load.found.collect({ try s.nonEmptyString("access_token_path") }) { c.accessTokenPath = value }
+        if let value = load.found.collect({ try s.nonEmptyString("refresh_token_path") }) { c.refreshTokenPath = value }
+        load.found.collect {
             let expiresIn = try s.nonEmptyString("expires_in_path")
             let expiresAt = try s.nonEmptyString("expires_at_path")
             if expiresIn != nil, expiresAt != nil {
@@ -47,10 +47,10 @@ extension Builder {
                 c.expiresInPath = expiresIn
             }
         }
-        c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
-        guard found.errors.count == errorsBefore else { return nil }
+        c.seedRefreshToken = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
+        guard load.found.errors.count == errorsBefore else { return nil }
         guard refreshURL != nil else {
-            found.record(missingCredential("refresh_url", for: .jsonRefresh))
+            load.found.record(ConfigurationError.missingCredential("refresh_url", for: .jsonRefresh))
             return nil
         }
         return c

@@ -33,17 +33,17 @@ extension Keys {
     static let jwtBearer = ["assertion_file", "assertion_issuer", "assertion_subject", "assertion_audience", "assertion_lifetime"]
 }
 
-extension Builder {
-    mutating func parseJWTBearer(_ s: YAMLSection, errorsBefore: Int) -> JWTBearerConfiguration? {
-        var r = readOAuth2Client(s)
-        let file = found.collect { try pathValue(s, "assertion_file") }
-        let issuer = found.collect { try s.nonEmptyString("assertion_issuer") }
-        let subject = found.collect { try s.nonEmptyString("assertion_subject") }
-        let audience = found.collect { try s.nonEmptyString("assertion_audience") }
-        let lifetime = found.collect { try positiveDuration(s, "assertion_lifetime") }
-        finishOAuth2Client(s, &r, signsGrant: file == nil)
-        guard found.errors.count == errorsBefore, requireTokenEndpoint(r.client, .oauth2JWTBearer),
-            let authentication = clientAuthentication(r.method, r.keys, secret: r.client.clientSecret)
+extension JWTBearerConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> JWTBearerConfiguration? {
+        var r = OAuth2ClientReading.read(s, in: load)
+        let file = load.found.collect { try load.pathValue(s, "assertion_file") }
+        let issuer = load.found.collect { try s.nonEmptyString("assertion_issuer") }
+        let subject = load.found.collect { try s.nonEmptyString("assertion_subject") }
+        let audience = load.found.collect { try s.nonEmptyString("assertion_audience") }
+        let lifetime = load.found.collect { try load.positiveDuration(s, "assertion_lifetime") }
+        OAuth2ClientReading.finish(s, &r, signsGrant: file == nil, in: load)
+        guard load.found.errors.count == errorsBefore, OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2JWTBearer, in: load),
+            let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load)
         else { return nil }
         r.client.authentication = authentication
         let assertion: JWTBearerConfiguration.Assertion
@@ -57,7 +57,7 @@ extension Builder {
             if let lifetime { signed.lifetime = lifetime }
             assertion = .signed(signed)
         } else {
-            found.record(
+            load.found.record(
                 ConfigurationError(
                     keyPath: "credentials.assertion_file",
                     reason: "required for type oauth2_jwt_bearer (or client_key_file, to have the proxy sign the assertion)"))

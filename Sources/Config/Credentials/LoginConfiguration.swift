@@ -105,11 +105,11 @@ public struct BrowserLoginConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    mutating func parseBrowserLogin(_ s: YAMLSection) -> BrowserLoginConfiguration {
+extension BrowserLoginConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> BrowserLoginConfiguration {
         var c = BrowserLoginConfiguration()
-        c.authorizationURL = found.collect { try checkURL(s, "authorization_url") }
-        c.redirectURI = found.collect { () throws -> LoopbackRedirect? in
+        c.authorizationURL = load.found.collect { try load.checkURL(s, "authorization_url") }
+        c.redirectURI = load.found.collect { () throws -> LoopbackRedirect? in
             guard let text = try s.nonEmptyString("redirect_uri") else { return nil }
             do {
                 return try LoopbackRedirect.parse(text)
@@ -117,7 +117,7 @@ extension Builder {
                 throw ConfigurationError(keyPath: s.path("redirect_uri"), reason: problem.reason)
             }
         }
-        found.collect {
+        load.found.collect {
             guard let params = try s.stringMap("authorization_params") else { return }
             for name in params.keys.sorted() where Keys.authorizationRequestOwn.contains(name) {
                 throw ConfigurationError(
@@ -128,10 +128,12 @@ extension Builder {
         }
         return c
     }
+}
 
+extension CognitoConfiguration {
     /// `user_pool_id` (login: srp); its region is the default `region`.
-    func parseUserPoolID(_ s: YAMLSection) -> (id: String, region: String)? {
-        found.collect { () throws -> (id: String, region: String)? in
+    static func parseUserPoolID(_ s: YAMLSection, in load: LoadContext) -> (id: String, region: String)? {
+        load.found.collect { () throws -> (id: String, region: String)? in
             guard let value = try s.nonEmptyString("user_pool_id") else { return nil }
             guard let region = Self.poolRegion(value) else {
                 throw ConfigurationError(keyPath: s.path("user_pool_id"), reason: "is not a user pool id such as us-east-1_Ab12Cd34E")

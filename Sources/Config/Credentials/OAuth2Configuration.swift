@@ -55,17 +55,17 @@ struct OAuth2ClientReading {
     var keys = ClientKeys()
 }
 
-extension Builder {
+extension OAuth2ClientReading {
     /// The keys every oauth2_* type reads before the grant's own.
-    mutating func readOAuth2Client(_ s: YAMLSection) -> OAuth2ClientReading {
+    static func read(_ s: YAMLSection, in load: LoadContext) -> OAuth2ClientReading {
         var r = OAuth2ClientReading()
-        r.client.issuerURL = found.collect { try checkURL(s, "issuer_url") }
-        r.client.tokenURL = found.collect { try checkURL(s, "token_url") }
-        r.client.clientID = found.collect { try s.nonEmptyString("client_id") }
-        if let value = found.collect({ try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) }) { r.method = value }
-        r.client.scope = found.collect { try s.string("scope") }
-        r.client.audience = found.collect { try s.nonEmptyString("audience") }
-        found.collect {
+        r.client.issuerURL = load.found.collect { try load.checkURL(s, "issuer_url") }
+        r.client.tokenURL = load.found.collect { try load.checkURL(s, "token_url") }
+        r.client.clientID = load.found.collect { try s.nonEmptyString("client_id") }
+        if let value = load.found.collect({ try s.choice("client_auth", CredentialsConfiguration.ClientAuth.self) }) { r.method = value }
+        r.client.scope = load.found.collect { try s.string("scope") }
+        r.client.audience = load.found.collect { try s.nonEmptyString("audience") }
+        load.found.collect {
             guard let params = try s.stringMap("extra_params") else { return }
             for name in params.keys.sorted() where Keys.reservedTokenRequestParams.contains(name) {
                 throw ConfigurationError(
@@ -73,62 +73,66 @@ extension Builder {
             }
             r.client.extraParams = params
         }
-        r.keys = parseClientKeys(s)
+        r.keys = ClientKeys.parse(s, in: load)
         return r
     }
 
     /// What follows the grant's own keys: `dpop`, the client secret, and the warnings about client
     /// keys `client_auth` does not use.
-    mutating func finishOAuth2Client(_ s: YAMLSection, _ r: inout OAuth2ClientReading, signsGrant: Bool) {
-        r.client.dpop = parseDPoP(s)
+    static func finish(_ s: YAMLSection, _ r: inout OAuth2ClientReading, signsGrant: Bool, in load: LoadContext) {
+        r.client.dpop = DPoPConfiguration.parse(s, in: load)
         r.client.keysAsWritten = r.keys
-        warnUnusedClientKeys(r.keys, r.method, signsGrant: signsGrant)
-        r.client.clientSecret = found.collect { try readSecret(s, "client_secret", literal: true) }
+        ClientKeys.warnUnused(r.keys, r.method, signsGrant: signsGrant, in: load)
+        r.client.clientSecret = load.found.collect { try load.readSecret(s, "client_secret", literal: true) }
     }
 
     /// The endpoint every oauth2_* type needs (`missing` builds the error naming the type).
-    func requireTokenEndpoint(_ client: OAuth2ClientConfiguration, _ type: CredentialsType) -> Bool {
+    static func requireTokenEndpoint(_ client: OAuth2ClientConfiguration, _ type: CredentialsType, in load: LoadContext) -> Bool {
         guard client.tokenURL != nil || client.issuerURL != nil else {
-            found.record(missingCredential("token_url", for: type, " (or set issuer_url for OpenID discovery)"))
+            load.found.record(ConfigurationError.missingCredential("token_url", for: type, " (or set issuer_url for OpenID discovery)"))
             return false
         }
         return true
     }
+}
 
+extension OAuth2ClientConfiguration {
     /// oauth2_refresh and oauth2_client_credentials: the client id, then the endpoint, then `client_auth`.
-    mutating func parseOAuth2ClientCredentials(_ s: YAMLSection, errorsBefore: Int) -> OAuth2ClientConfiguration? {
-        var r = readOAuth2Client(s)
-        finishOAuth2Client(s, &r, signsGrant: false)
-        guard found.errors.count == errorsBefore else { return nil }
-        if r.client.clientID == nil { found.record(missingCredential("client_id", for: .oauth2ClientCredentials)) }
-        guard requireTokenEndpoint(r.client, .oauth2ClientCredentials), found.errors.count == errorsBefore else { return nil }
-        guard let authentication = clientAuthentication(r.method, r.keys, secret: r.client.clientSecret) else { return nil }
+    static func parseClientCredentials(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> OAuth2ClientConfiguration? {
+        var r = OAuth2ClientReading.read(s, in: load)
+        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
+        guard load.found.errors.count == errorsBefore else { return nil }
+        if r.client.clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .oauth2ClientCredentials)) }
+        guard OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2ClientCredentials, in: load), load.found.errors.count == errorsBefore else { return nil }
+        guard let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load) else { return nil }
         r.client.authentication = authentication
         return r.client
     }
+}
 
-    mutating func parseOAuth2Refresh(_ s: YAMLSection, errorsBefore: Int) -> OAuth2RefreshConfiguration? {
-        var r = readOAuth2Client(s)
+extension OAuth2RefreshConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> OAuth2RefreshConfiguration? {
+        var r = OAuth2ClientReading.read(s, in: load)
         var c = OAuth2RefreshConfiguration(client: r.client)
-        c.deviceAuthorizationURL = found.collect { try checkURL(s, "device_authorization_url") }
-        c.revocationURL = found.collect { try checkURL(s, "revocation_url") }
-        if let value = found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
-        c.browser = parseBrowserLogin(s)
-        finishOAuth2Client(s, &r, signsGrant: false)
-        c.seedRefreshToken = found.collect { try readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
-        guard found.errors.count == errorsBefore else { return nil }
+        c.deviceAuthorizationURL = load.found.collect { try load.checkURL(s, "device_authorization_url") }
+        c.revocationURL = load.found.collect { try load.checkURL(s, "revocation_url") }
+        if let value = load.found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
+        c.browser = BrowserLoginConfiguration.parse(s, in: load)
+        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
+        c.seedRefreshToken = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
+        guard load.found.errors.count == errorsBefore else { return nil }
         var complete = true
-        if r.client.clientID == nil { found.record(missingCredential("client_id", for: .oauth2Refresh)) }
-        if !requireTokenEndpoint(r.client, .oauth2Refresh) {
+        if r.client.clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .oauth2Refresh)) }
+        if !OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2Refresh, in: load) {
             complete = false
         } else if c.login == .device, c.deviceAuthorizationURL == nil, r.client.issuerURL == nil {
-            found.record(
+            load.found.record(
                 ConfigurationError(
                     keyPath: "credentials.device_authorization_url", reason: "required for login: device (or set issuer_url for OpenID discovery)"))
             complete = false
         }
-        if complete, found.errors.count == errorsBefore {
-            if let authentication = clientAuthentication(r.method, r.keys, secret: r.client.clientSecret) {
+        if complete, load.found.errors.count == errorsBefore {
+            if let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load) {
                 r.client.authentication = authentication
             } else {
                 complete = false
@@ -137,16 +141,17 @@ extension Builder {
         switch c.login {
         case .browser:
             if c.browser.authorizationURL == nil, r.client.issuerURL == nil {
-                found.record(
+                load.found.record(
                     ConfigurationError(
                         keyPath: "credentials.authorization_url", reason: "required for login: browser (or set issuer_url for OpenID discovery)"))
             }
         case .srp:
-            found.record(ConfigurationError(keyPath: "credentials.login", reason: "srp is a cognito flow; oauth2_refresh logs in with password, device or browser"))
+            load.found.record(
+                ConfigurationError(keyPath: "credentials.login", reason: "srp is a cognito flow; oauth2_refresh logs in with password, device or browser"))
         case .password, .device, .none:
             break
         }
-        guard complete, found.errors.count == errorsBefore else { return nil }
+        guard complete, load.found.errors.count == errorsBefore else { return nil }
         c.client = r.client
         return c
     }

@@ -8,12 +8,12 @@ extension Keys {
     static let staticToken = ["token_env", "token_file"]
 }
 
-extension Builder {
-    mutating func parseStaticToken(_ s: YAMLSection, errorsBefore: Int) -> StaticTokenConfiguration? {
-        let token = found.collect { try readSecret(s, "token", literal: false) }
-        guard found.errors.count == errorsBefore else { return nil }
+extension StaticTokenConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> StaticTokenConfiguration? {
+        let token = load.found.collect { try load.readSecret(s, "token", literal: false) }
+        guard load.found.errors.count == errorsBefore else { return nil }
         guard let token else {
-            found.record(ConfigurationError(keyPath: "credentials.token_env", reason: "type static needs token_env or token_file"))
+            load.found.record(ConfigurationError(keyPath: "credentials.token_env", reason: "type static needs token_env or token_file"))
             return nil
         }
         return StaticTokenConfiguration(token: token)

@@ -26,29 +26,29 @@ extension Keys {
     ]
 }
 
-extension Builder {
-    mutating func parseTokenExchange(_ s: YAMLSection, errorsBefore: Int) -> TokenExchangeConfiguration? {
-        var r = readOAuth2Client(s)
-        let subjectFile = found.collect { try pathValue(s, "subject_token_file") }
-        let subjectType = found.collect { try s.nonEmptyString("subject_token_type") }
-        let actorFile = found.collect { try pathValue(s, "actor_token_file") }
-        let actorType = found.collect { try s.nonEmptyString("actor_token_type") }
-        let requestedType = found.collect { try s.nonEmptyString("requested_token_type") }
-        let resource = found.collect { try s.nonEmptyString("resource") }
-        finishOAuth2Client(s, &r, signsGrant: false)
-        guard found.errors.count == errorsBefore, requireTokenEndpoint(r.client, .oauth2TokenExchange),
-            let authentication = clientAuthentication(r.method, r.keys, secret: r.client.clientSecret)
+extension TokenExchangeConfiguration {
+    static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> TokenExchangeConfiguration? {
+        var r = OAuth2ClientReading.read(s, in: load)
+        let subjectFile = load.found.collect { try load.pathValue(s, "subject_token_file") }
+        let subjectType = load.found.collect { try s.nonEmptyString("subject_token_type") }
+        let actorFile = load.found.collect { try load.pathValue(s, "actor_token_file") }
+        let actorType = load.found.collect { try s.nonEmptyString("actor_token_type") }
+        let requestedType = load.found.collect { try s.nonEmptyString("requested_token_type") }
+        let resource = load.found.collect { try s.nonEmptyString("resource") }
+        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
+        guard load.found.errors.count == errorsBefore, OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2TokenExchange, in: load),
+            let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load)
         else { return nil }
         r.client.authentication = authentication
         guard let subjectFile else {
-            found.record(ConfigurationError(keyPath: "credentials.subject_token_file", reason: "required for type oauth2_token_exchange"))
+            load.found.record(ConfigurationError(keyPath: "credentials.subject_token_file", reason: "required for type oauth2_token_exchange"))
             return nil
         }
         var c = TokenExchangeConfiguration(client: r.client, subjectTokenFile: subjectFile)
         if let subjectType { c.subjectTokenType = subjectType }
         if let actorFile {
             guard let actorType else {
-                found.record(ConfigurationError(keyPath: "credentials.actor_token_type", reason: "required when actor_token_file is set (RFC 8693 §2.1)"))
+                load.found.record(ConfigurationError(keyPath: "credentials.actor_token_type", reason: "required when actor_token_file is set (RFC 8693 §2.1)"))
                 return nil
             }
             c.actorToken = TokenExchangeConfiguration.ActorToken(file: actorFile, type: actorType)

@@ -81,7 +81,7 @@ public enum ConfigurationLoader {
             throw ConfigurationError(
                 keyPath: "", reason: "the top level must be a mapping of keys (listen:, upstream:, credentials:...), not \(root.kindDescription)")
         }
-        var builder = Builder(baseDirectory: base, environment: environment)
+        let builder = Builder(baseDirectory: base, environment: environment)
         let configuration = try builder.build(try YAMLSection(node: root, keyPath: ""))
         return LoadedConfiguration(configuration: configuration, warnings: builder.warnings)
     }
@@ -124,7 +124,7 @@ enum Keys {
         "credentials": credentials,
         "upstream_tls": ["ca_file", "client_cert_file", "client_key_file", "insecure_skip_verify"],
         "sink": ["path"],
-        "store": Builder.storeKeys,
+        "store": Keys.store,
         "access": [
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
@@ -137,7 +137,7 @@ enum Keys {
 
 
 /// The errors a load found so far. A reference type, so that `collect` can record an error while
-/// the step it runs changes the `Builder`.
+/// the step it runs records others through the same `LoadContext` (steps nest).
 final class ErrorList {
     private(set) var errors: [ConfigurationError] = []
 
@@ -164,29 +164,20 @@ final class ErrorList {
     }
 }
 
-/// Builds a `Configuration` from the parsed file, collecting warnings and every error.
+/// Builds a `Configuration` from the parsed file: the file-level keys, then each section through
+/// its own type's `parse`, collecting warnings and every error in `load`.
 struct Builder {
-    let baseDirectory: String
-    let environment: [String: String]
-    var warnings: [String] = []
-    let found = ErrorList()
+    let load: LoadContext
 
     init(baseDirectory: String, environment: [String: String]) {
-        self.baseDirectory = baseDirectory
-        self.environment = environment
+        load = LoadContext(baseDirectory: baseDirectory, environment: environment)
     }
 
-    func resolve(_ path: String) -> String { Paths.resolve(path, against: baseDirectory) }
-
-    /// A non-empty environment value, or nil.
-    func env(_ name: String) -> String? {
-        guard let value = environment[name], !value.isEmpty else { return nil }
-        return value
-    }
+    var warnings: [String] { load.warnings }
 
     /// Reads every key and section it can; throws the errors found, all of them, at the end.
-    mutating func build(_ root: YAMLSection) throws -> Configuration {
-        found.collect {
+    func build(_ root: YAMLSection) throws -> Configuration {
+        load.found.collect {
             try root.rejectUnknownKeys(Keys.root) { key in
                 let owners = Keys.root.filter { Keys.sections[$0]?.contains(key) == true }.map { "\($0):" }
                 guard let last = owners.last else { return nil }
@@ -194,14 +185,14 @@ struct Builder {
                 return "\(key) belongs under \(list)"
             }
         }
-        let allowRemote = found.collect { try root.bool("allow_remote") } ?? false
+        let allowRemote = load.found.collect { try root.bool("allow_remote") } ?? false
         let hasRoutes = root.has("routes")
 
-        let listen: ListenAddress? = found.collect {
-            if let value = env(ConfigurationLoader.listenEnvironmentKey) {
-                return try parseListen(value, keyPath: ConfigurationLoader.listenEnvironmentKey, allowRemote: allowRemote)
+        let listen: ListenAddress? = load.found.collect {
+            if let value = load.env(ConfigurationLoader.listenEnvironmentKey) {
+                return try load.parseListen(value, keyPath: ConfigurationLoader.listenEnvironmentKey, allowRemote: allowRemote)
             } else if let value = try root.string("listen") {
-                return try parseListen(value, keyPath: "listen", allowRemote: allowRemote)
+                return try load.parseListen(value, keyPath: "listen", allowRemote: allowRemote)
             }
             return nil
         }
@@ -210,51 +201,51 @@ struct Builder {
         let routes: [RouteConfiguration]
         if hasRoutes {
             for key in ["upstream", "credentials"] where root.has(key) {
-                found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
+                load.found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
             }
-            if env(ConfigurationLoader.upstreamEnvironmentKey) != nil {
-                warnings.append("\(ConfigurationLoader.upstreamEnvironmentKey): ignored, the file has routes: and each route names its own upstream")
+            if load.env(ConfigurationLoader.upstreamEnvironmentKey) != nil {
+                load.warnings.append("\(ConfigurationLoader.upstreamEnvironmentKey): ignored, the file has routes: and each route names its own upstream")
             }
-            let defaults = parseRouteSections(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: false)
-            routes = parseRoutes(root, defaults: defaults, allowRemote: allowRemote)
+            let defaults = RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: false, in: load)
+            routes = RouteConfiguration.parseList(root, defaults: defaults, allowRemote: allowRemote, in: load)
         } else {
-            routes = [parseRouteSections(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true)]
+            routes = [RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true, in: load)]
         }
 
-        var config = Configuration(upstream: routes[0].upstream, credentials: routes[0].credentials, store: routes[0].store, baseDirectory: baseDirectory)
+        var config = Configuration(upstream: routes[0].upstream, credentials: routes[0].credentials, store: routes[0].store, baseDirectory: load.baseDirectory)
         config.routes = routes
         config.hasRoutes = hasRoutes
         config.allowRemote = allowRemote
         if let listen { config.listen = listen }
         if hasRoutes {
-            for problem in Configuration.routeProblems(routes, sharedListen: config.listen) { found.record(problem) }
+            for problem in Configuration.routeProblems(routes, sharedListen: config.listen) { load.found.record(problem) }
         }
-        if let value = found.collect({ try root.bool("watch_config") }) { config.watchConfig = value }
+        if let value = load.found.collect({ try root.bool("watch_config") }) { config.watchConfig = value }
 
-        if let value = found.collect({ try root.duration("drain_timeout") }) { config.drainTimeout = value }
-        found.collect {
+        if let value = load.found.collect({ try root.duration("drain_timeout") }) { config.drainTimeout = value }
+        load.found.collect {
             guard let value = try root.int("workers") else { return }
             guard value >= 0 else { throw ConfigurationError(keyPath: "workers", reason: "must be 0 (one per CPU) or more") }
             guard value <= 1024 else { throw ConfigurationError(keyPath: "workers", reason: "must be at most 1024") }
             config.workers = value
         }
 
-        found.collect {
+        load.found.collect {
             guard let admin = try root.section("admin") else { return }
-            found.collect { try admin.rejectUnknownKeys(Keys.sections["admin"]!) }
+            load.found.collect { try admin.rejectUnknownKeys(Keys.sections["admin"]!) }
             guard let value = try admin.string("listen") else {
                 throw ConfigurationError(keyPath: "admin.listen", reason: "required when admin: is present (e.g. 127.0.0.1:9901)")
             }
-            let address = try parseListen(value, keyPath: "admin.listen", allowRemote: allowRemote)
+            let address = try load.parseListen(value, keyPath: "admin.listen", allowRemote: allowRemote)
             if address == config.listen, address != .tcp(host: address.tcpHost ?? "", port: 0) {
                 throw ConfigurationError(keyPath: "admin.listen", reason: "is the same address as listen")
             }
             config.admin = AdminConfiguration(listen: address)
         }
-        if let limits = found.collect({ try root.section("limits") }) { config.limits = parseLimits(limits) }
-        if let log = found.collect({ try root.section("log") }) { config.log = parseLog(log) }
+        if let limits = load.found.collect({ try root.section("limits") }) { config.limits = LimitsConfiguration.parse(limits, in: load) }
+        if let log = load.found.collect({ try root.section("log") }) { config.log = LogConfiguration.parse(log, in: load) }
 
-        if let error = ConfigurationError(every: found.errors) { throw error }
+        if let error = ConfigurationError(every: load.found.errors) { throw error }
         return config
     }
 }

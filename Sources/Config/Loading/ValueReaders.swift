@@ -1,8 +1,29 @@
 import FoundationEssentials
 import Sockets
 
-/// The readers of single values that every section uses: addresses, URLs, paths, durations and secrets.
-extension Builder {
+/// What every section's parser shares while one file (or one entry of `routes:`) is read: the
+/// file's folder, the environment, the errors and warnings found so far, and the readers of single
+/// values that every section uses: addresses, URLs, paths, durations and secrets. A reference type,
+/// so that each section's `parse` records into the same lists, in the order the keys are read.
+final class LoadContext {
+    let baseDirectory: String
+    let environment: [String: String]
+    var warnings: [String] = []
+    let found = ErrorList()
+
+    init(baseDirectory: String, environment: [String: String]) {
+        self.baseDirectory = baseDirectory
+        self.environment = environment
+    }
+
+    func resolve(_ path: String) -> String { Paths.resolve(path, against: baseDirectory) }
+
+    /// A non-empty environment value, or nil.
+    func env(_ name: String) -> String? {
+        guard let value = environment[name], !value.isEmpty else { return nil }
+        return value
+    }
+
     func parseUpstream(_ value: String, keyPath: String) throws -> UpstreamURL {
         do {
             return try AddressParser.upstream(value)
@@ -48,11 +69,35 @@ extension Builder {
         return value
     }
 
+    /// A path that must name a readable file now (a key or certificate read at start).
+    func existingFile(_ section: YAMLSection, _ key: String) throws -> String? {
+        guard let path = try pathValue(section, key) else { return nil }
+        guard let kind = Paths.kind(of: path) else {
+            throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): no such file")
+        }
+        guard kind != .folder else { throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): it is a folder") }
+        return path
+    }
+
+    /// The path of a private key (signing, DPoP, a TLS client key): refused when group or others may
+    /// read it, since the key is then as good as theirs (as `ssh` refuses such a key). `mustExist`:
+    /// a missing file is an error too; otherwise only an existing one is checked.
+    func privateKeyFile(_ section: YAMLSection, _ key: String, mustExist: Bool = true) throws -> String? {
+        guard let path = try mustExist ? existingFile(section, key) : pathValue(section, key) else { return nil }
+        if let mode = FileKind.mode(of: path), mode & 0o044 != 0 {
+            let octal = String(mode & 0o777, radix: 8)
+            throw ConfigurationError(
+                keyPath: section.path(key),
+                reason: "\(path) is readable by group or others (mode 0\(octal)): chmod 600 it (in Kubernetes, defaultMode: 0400 on the secret volume)")
+        }
+        return path
+    }
+
     // MARK: - Secrets
 
     /// Reads `<base>` (literal, only when `literal` is true), `<base>_env` or `<base>_file`; at most one may be set.
     /// An unset or empty variable is an error unless `unsetEnvIsAbsent`; a named file must be readable.
-    mutating func readSecret(_ section: YAMLSection, _ base: String, literal: Bool, unsetEnvIsAbsent: Bool = false) throws -> Secret? {
+    func readSecret(_ section: YAMLSection, _ base: String, literal: Bool, unsetEnvIsAbsent: Bool = false) throws -> Secret? {
         let keys = (literal ? [base] : []) + ["\(base)_env", "\(base)_file"]
         let present = keys.filter { section.has($0) }
         if present.count > 1 {

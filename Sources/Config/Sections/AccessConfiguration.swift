@@ -10,21 +10,21 @@ public struct AccessConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    mutating func parseAccess(_ s: YAMLSection) -> AccessConfiguration {
-        found.collect { try s.rejectUnknownKeys(Keys.sections["access"]!) }
+extension AccessConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> AccessConfiguration {
+        load.found.collect { try s.rejectUnknownKeys(Keys.sections["access"]!) }
         var a = AccessConfiguration()
-        let headerBefore = found.errors.count
-        found.collect {
+        let headerBefore = load.found.errors.count
+        load.found.collect {
             guard let header = try s.nonEmptyString("require_header") else { return }
             guard header.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "!#$%&'*+-.^_`|~".contains($0)) }) else {
                 throw ConfigurationError(keyPath: "access.require_header", reason: "is not a valid header name")
             }
             a.requireHeader = header
         }
-        a.requireValue = found.collect { try readSecret(s, "require_value", literal: true) }
-        if found.errors.count == headerBefore {
-            found.collect {
+        a.requireValue = load.found.collect { try load.readSecret(s, "require_value", literal: true) }
+        if load.found.errors.count == headerBefore {
+            load.found.collect {
                 if a.requireHeader != nil, a.requireValue == nil {
                     throw ConfigurationError(
                         keyPath: "access.require_header", reason: "needs require_value_env or require_value_file (the value clients must send)")
@@ -34,14 +34,14 @@ extension Builder {
                 }
             }
         }
-        found.collect {
+        load.found.collect {
             guard let paths = try s.stringList("allow_paths", example: "[/users/, /orders/]") else { return }
             for (index, path) in paths.enumerated() where !path.hasPrefix("/") {
                 throw ConfigurationError(keyPath: "access.allow_paths[\(index)]", reason: "\"\(path)\" must start with /")
             }
             a.allowPaths = paths
         }
-        found.collect {
+        load.found.collect {
             guard let methods = try s.stringList("allow_methods", example: "[GET, POST]") else { return }
             for (index, method) in methods.enumerated()
             where method.isEmpty || !method.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) {
@@ -49,15 +49,15 @@ extension Builder {
             }
             a.allowMethods = methods.map { $0.uppercased() }
         }
-        found.collect {
+        load.found.collect {
             guard let hosts = try s.stringList("allow_hosts", example: "[localhost, 127.0.0.1]") else { return }
             for (index, host) in hosts.enumerated() where host.trimmingWhitespace().isEmpty {
                 throw ConfigurationError(keyPath: "access.allow_hosts[\(index)]", reason: "must not be empty")
             }
             a.allowHosts = hosts.map { $0.lowercased() }
         }
-        if let origins = found.collect({ try s.stringList("allow_origins", example: "[https://app.example.com]") }) { a.allowOrigins = origins }
-        found.collect {
+        if let origins = load.found.collect({ try s.stringList("allow_origins", example: "[https://app.example.com]") }) { a.allowOrigins = origins }
+        load.found.collect {
             guard let mode = try s.string("unix_mode") else { return }
             let digits = mode.trimmingWhitespace()
             guard !digits.isEmpty, digits.count <= 4, digits.allSatisfy({ ("0"..."7").contains($0) }), let value = UInt32(digits, radix: 8) else {

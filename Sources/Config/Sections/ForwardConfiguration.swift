@@ -14,23 +14,24 @@ public struct ForwardConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    func parseForward(_ s: YAMLSection) -> ForwardConfiguration {
-        found.collect { try s.rejectUnknownKeys(Keys.sections["forward"]!) }
+extension ForwardConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> ForwardConfiguration {
+        load.found.collect { try s.rejectUnknownKeys(Keys.sections["forward"]!) }
         var f = ForwardConfiguration()
-        if let value = found.collect({ try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) }) {
+        if let value = load.found.collect({ try s.choice("client_authorization", ForwardConfiguration.ClientAuthorization.self) }) {
             f.clientAuthorization = value
         }
-        if let value = found.collect({ try s.bool("preserve_host") }) { f.preserveHost = value }
-        if let value = found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
-        if let value = found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
-        if let value = found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
-        if let value = found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
+        if let value = load.found.collect({ try s.bool("preserve_host") }) { f.preserveHost = value }
+        if let value = load.found.collect({ try s.size("retry_body_limit") }) { f.retryBodyLimit = value }
+        if let value = load.found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
+        if let value = load.found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
+        if let value = load.found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
         // The disk takes over where memory stops: it means nothing below `request_buffering`.
         if f.requestBufferingDisk > 0 && f.requestBufferingDisk <= f.requestBuffering {
-            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "must be 0 or larger than forward.request_buffering"))
+            load.found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "must be 0 or larger than forward.request_buffering"))
         } else if f.requestBufferingDisk > 0 && f.requestBuffering == 0 {
-            found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "needs forward.request_buffering (the body is spooled beyond it)"))
+            load.found.record(
+                ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "needs forward.request_buffering (the body is spooled beyond it)"))
         }
         return f
     }

@@ -180,12 +180,12 @@ public struct LimitsConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    func parseLimits(_ s: YAMLSection) -> LimitsConfiguration {
-        found.collect { try s.rejectUnknownKeys(Keys.sections["limits"]!) }
+extension LimitsConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> LimitsConfiguration {
+        load.found.collect { try s.rejectUnknownKeys(Keys.sections["limits"]!) }
         var l = LimitsConfiguration()
         for key in Limits.keys {
-            found.collect {
+            load.found.collect {
                 switch key.value {
                 case .size(let field, let minimum, _):
                     guard let value = try s.size(key.name) else { return }
@@ -196,7 +196,7 @@ extension Builder {
                     guard value >= minimum else { throw ConfigurationError(keyPath: key.keyPath, reason: Self.atLeast(minimum)) }
                     l[keyPath: field] = value
                 case .duration(let field):
-                    if let value = try positiveDuration(s, key.name) { l[keyPath: field] = value }
+                    if let value = try load.positiveDuration(s, key.name) { l[keyPath: field] = value }
                 }
             }
         }

@@ -8,13 +8,13 @@ public struct LogConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    func parseLog(_ s: YAMLSection) -> LogConfiguration {
-        found.collect { try s.rejectUnknownKeys(Keys.sections["log"]!) }
+extension LogConfiguration {
+    static func parse(_ s: YAMLSection, in load: LoadContext) -> LogConfiguration {
+        load.found.collect { try s.rejectUnknownKeys(Keys.sections["log"]!) }
         var l = LogConfiguration()
-        if let value = found.collect({ try s.choice("level", LogConfiguration.Level.self) }) { l.level = value }
-        if let value = found.collect({ try s.choice("format", LogConfiguration.Format.self) }) { l.format = value }
-        if let value = found.collect({ try s.bool("access_log") }) { l.accessLog = value }
+        if let value = load.found.collect({ try s.choice("level", LogConfiguration.Level.self) }) { l.level = value }
+        if let value = load.found.collect({ try s.choice("format", LogConfiguration.Format.self) }) { l.format = value }
+        if let value = load.found.collect({ try s.bool("access_log") }) { l.accessLog = value }
         return l
     }
 }

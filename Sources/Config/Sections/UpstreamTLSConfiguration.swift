@@ -8,22 +8,22 @@ public struct UpstreamTLSConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-extension Builder {
-    mutating func parseUpstreamTLS(_ s: YAMLSection, upstream: UpstreamURL?) -> UpstreamTLSConfiguration {
-        found.collect { try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!) }
+extension UpstreamTLSConfiguration {
+    static func parse(_ s: YAMLSection, upstream: UpstreamURL?, in load: LoadContext) -> UpstreamTLSConfiguration {
+        load.found.collect { try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!) }
         var tls = UpstreamTLSConfiguration()
-        tls.caFile = found.collect { try pathValue(s, "ca_file") }
-        tls.clientCertFile = found.collect { try pathValue(s, "client_cert_file") }
-        tls.clientKeyFile = found.collect { try privateKeyFile(s, "client_key_file", mustExist: false) }
+        tls.caFile = load.found.collect { try load.pathValue(s, "ca_file") }
+        tls.clientCertFile = load.found.collect { try load.pathValue(s, "client_cert_file") }
+        tls.clientKeyFile = load.found.collect { try load.privateKeyFile(s, "client_key_file", mustExist: false) }
         if tls.clientKeyFile != nil, tls.clientCertFile == nil, !s.has("client_cert_file") {
-            found.record(ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set"))
+            load.found.record(ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set"))
         }
-        tls.insecureSkipVerify = found.collect { try s.bool("insecure_skip_verify") } ?? false
+        tls.insecureSkipVerify = load.found.collect { try s.bool("insecure_skip_verify") } ?? false
         if tls.insecureSkipVerify {
-            warnings.append("upstream_tls.insecure_skip_verify: the upstream's TLS certificate is not verified; use this only for tests")
+            load.warnings.append("upstream_tls.insecure_skip_verify: the upstream's TLS certificate is not verified; use this only for tests")
         }
         if upstream?.scheme == "http", !s.presentKeys.isEmpty {
-            warnings.append("upstream_tls: not used, the upstream is http")
+            load.warnings.append("upstream_tls: not used, the upstream is http")
         }
         return tls
     }
