@@ -105,14 +105,14 @@ extension DPoPConfiguration {
 extension ClientKeys {
     /// Keys of one client_auth left beside another: a warning, as for keys of another type.
     /// `signsGrant`: the key signs oauth2_jwt_bearer's assertion, so it is used whatever client_auth is.
-    static func warnUnused(_ x: ClientKeys, _ method: CredentialsConfiguration.ClientAuth, signsGrant: Bool, in load: LoadContext) {
+    func warnUnused(_ method: CredentialsConfiguration.ClientAuth, signsGrant: Bool, in load: LoadContext) {
         let unused: [(String, Bool)] = [
-            ("client_key_file", x.keyFile != nil && ![.privateKeyJWT, .tlsClientAuth].contains(method) && !signsGrant),
-            ("client_key_id", x.keyID != nil && method != .privateKeyJWT && !signsGrant),
-            ("client_key_alg", x.keyAlg != nil && method != .privateKeyJWT && !signsGrant),
-            ("client_assertion_audience", x.assertionAudience != nil && ![.privateKeyJWT, .clientSecretJWT].contains(method)),
-            ("client_assertion_file", x.assertionFile != nil && method != .clientAssertion),
-            ("client_cert_file", x.certFile != nil && method != .tlsClientAuth),
+            ("client_key_file", keyFile != nil && ![.privateKeyJWT, .tlsClientAuth].contains(method) && !signsGrant),
+            ("client_key_id", keyID != nil && method != .privateKeyJWT && !signsGrant),
+            ("client_key_alg", keyAlg != nil && method != .privateKeyJWT && !signsGrant),
+            ("client_assertion_audience", assertionAudience != nil && ![.privateKeyJWT, .clientSecretJWT].contains(method)),
+            ("client_assertion_file", assertionFile != nil && method != .clientAssertion),
+            ("client_cert_file", certFile != nil && method != .tlsClientAuth),
         ]
         for (key, isUnused) in unused where isUnused {
             load.warnings.append("credentials.\(key): not used with client_auth: \(method.rawValue)")

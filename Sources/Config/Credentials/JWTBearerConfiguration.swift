@@ -41,8 +41,8 @@ extension JWTBearerConfiguration {
         let subject = load.found.collect { try s.nonEmptyString("assertion_subject") }
         let audience = load.found.collect { try s.nonEmptyString("assertion_audience") }
         let lifetime = load.found.collect { try load.positiveDuration(s, "assertion_lifetime") }
-        OAuth2ClientReading.finish(s, &r, signsGrant: file == nil, in: load)
-        guard load.found.errors.count == errorsBefore, OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2JWTBearer, in: load),
+        r.finish(s, signsGrant: file == nil, in: load)
+        guard load.found.errors.count == errorsBefore, r.requireTokenEndpoint(.oauth2JWTBearer, in: load),
             let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load)
         else { return nil }
         r.client.authentication = authentication

@@ -79,15 +79,15 @@ extension OAuth2ClientReading {
 
     /// What follows the grant's own keys: `dpop`, the client secret, and the warnings about client
     /// keys `client_auth` does not use.
-    static func finish(_ s: YAMLSection, _ r: inout OAuth2ClientReading, signsGrant: Bool, in load: LoadContext) {
-        r.client.dpop = DPoPConfiguration.parse(s, in: load)
-        r.client.keysAsWritten = r.keys
-        ClientKeys.warnUnused(r.keys, r.method, signsGrant: signsGrant, in: load)
-        r.client.clientSecret = load.found.collect { try load.readSecret(s, "client_secret", literal: true) }
+    mutating func finish(_ s: YAMLSection, signsGrant: Bool, in load: LoadContext) {
+        client.dpop = DPoPConfiguration.parse(s, in: load)
+        client.keysAsWritten = keys
+        keys.warnUnused(method, signsGrant: signsGrant, in: load)
+        client.clientSecret = load.found.collect { try load.readSecret(s, "client_secret", literal: true) }
     }
 
     /// The endpoint every oauth2_* type needs (`missing` builds the error naming the type).
-    static func requireTokenEndpoint(_ client: OAuth2ClientConfiguration, _ type: CredentialsType, in load: LoadContext) -> Bool {
+    func requireTokenEndpoint(_ type: CredentialsType, in load: LoadContext) -> Bool {
         guard client.tokenURL != nil || client.issuerURL != nil else {
             load.found.record(ConfigurationError.missingCredential("token_url", for: type, " (or set issuer_url for OpenID discovery)"))
             return false
@@ -100,10 +100,10 @@ extension OAuth2ClientConfiguration {
     /// oauth2_refresh and oauth2_client_credentials: the client id, then the endpoint, then `client_auth`.
     static func parseClientCredentials(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> OAuth2ClientConfiguration? {
         var r = OAuth2ClientReading.read(s, in: load)
-        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
+        r.finish(s, signsGrant: false, in: load)
         guard load.found.errors.count == errorsBefore else { return nil }
         if r.client.clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .oauth2ClientCredentials)) }
-        guard OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2ClientCredentials, in: load), load.found.errors.count == errorsBefore else { return nil }
+        guard r.requireTokenEndpoint(.oauth2ClientCredentials, in: load), load.found.errors.count == errorsBefore else { return nil }
         guard let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load) else { return nil }
         r.client.authentication = authentication
         return r.client
@@ -118,12 +118,12 @@ extension OAuth2RefreshConfiguration {
         c.revocationURL = load.found.collect { try load.checkURL(s, "revocation_url") }
         if let value = load.found.collect({ try s.choice("login", CredentialsConfiguration.LoginFlow.self) }) { c.login = value }
         c.browser = BrowserLoginConfiguration.parse(s, in: load)
-        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
+        r.finish(s, signsGrant: false, in: load)
         c.seedRefreshToken = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
         guard load.found.errors.count == errorsBefore else { return nil }
         var complete = true
         if r.client.clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .oauth2Refresh)) }
-        if !OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2Refresh, in: load) {
+        if !r.requireTokenEndpoint(.oauth2Refresh, in: load) {
             complete = false
         } else if c.login == .device, c.deviceAuthorizationURL == nil, r.client.issuerURL == nil {
             load.found.record(

@@ -35,8 +35,8 @@ extension TokenExchangeConfiguration {
         let actorType = load.found.collect { try s.nonEmptyString("actor_token_type") }
         let requestedType = load.found.collect { try s.nonEmptyString("requested_token_type") }
         let resource = load.found.collect { try s.nonEmptyString("resource") }
-        OAuth2ClientReading.finish(s, &r, signsGrant: false, in: load)
-        guard load.found.errors.count == errorsBefore, OAuth2ClientReading.requireTokenEndpoint(r.client, .oauth2TokenExchange, in: load),
+        r.finish(s, signsGrant: false, in: load)
+        guard load.found.errors.count == errorsBefore, r.requireTokenEndpoint(.oauth2TokenExchange, in: load),
             let authentication = ClientAuthenticationConfiguration.make(r.method, r.keys, secret: r.client.clientSecret, in: load)
         else { return nil }
         r.client.authentication = authentication
