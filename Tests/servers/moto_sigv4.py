@@ -2,7 +2,7 @@
 """moto_server as a SigV4 verifier, for the signer's tests (CONTRACT.md "AWS credentials and SigV4
 signing"; moto's limits are in the test servers' notes: only plain keys and query values verify).
 
-    moto_sigv4.py --port 0 --info-file PATH
+    moto_sigv4.py --port 0 --info-file PATH [--no-auth]
 
 Starts moto with INITIAL_NO_AUTH_ACTION_COUNT=3, spends those three unsigned actions on an IAM
 user allowed everything and its access key, then (signed by botocore with that key) makes a role
@@ -18,8 +18,10 @@ import signal
 import sys
 import threading
 
-# moto reads it when imported: every action after the first three is checked.
-os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
+# moto reads it when imported: every action after the first three is checked. With --no-auth (the
+# web-identity tests: moto cannot take AssumeRoleWithWebIdentity with auth on) nothing is checked.
+if "--no-auth" not in sys.argv:
+    os.environ["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "unused")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "unused")
 
@@ -34,12 +36,17 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--info-file", required=True)
+    parser.add_argument("--no-auth", action="store_true", help="check no signature; write only the endpoint")
     args = parser.parse_args()
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
     server.start()
     _, port = server.get_host_and_port()
     endpoint = f"http://127.0.0.1:{port}"
+    if args.no_auth:
+        write_info(args.info_file, {"endpoint": endpoint})
+        serve(server, port)
+        return
 
     iam = boto3.client("iam", region_name=REGION, endpoint_url=endpoint)
     user = iam.create_user(UserName="signer")["User"]
@@ -68,11 +75,18 @@ def main():
             "session_token": assumed["SessionToken"],
         },
     }
-    temporary = args.info_file + ".tmp"
+    write_info(args.info_file, info)
+    serve(server, port)
+
+
+def write_info(path, info):
+    temporary = path + ".tmp"
     with open(temporary, "w") as handle:
         json.dump(info, handle)
-    os.replace(temporary, args.info_file)
+    os.replace(temporary, path)
 
+
+def serve(server, port):
     stop = threading.Event()
     # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives exec).
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})

@@ -1,0 +1,77 @@
+import Config
+import Foundation
+import IdentityHTTP
+
+/// Where `type: aws` gets its credentials (CONTRACT.md "AWS credentials and SigV4 signing"): one
+/// type per `source`, each in its own file. A fetch blocks (it may call STS or a metadata endpoint),
+/// so it runs where identity-provider calls run (docs/ARCHITECTURE.md), and returns credentials with
+/// their expiry (nil for long-term keys). Secrets never appear in an error.
+public protocol AWSCredentialSource: Sendable {
+    /// The `source` value, for messages and `status`.
+    var name: String { get }
+    func fetch() throws -> AWSCredentials
+}
+
+/// A failed fetch: the source and why, with no secret in it.
+public struct AWSCredentialError: Error, Sendable, CustomStringConvertible {
+    public let source: String
+    public let reason: String
+    public init(_ source: String, _ reason: String) {
+        self.source = source
+        self.reason = reason
+    }
+    public var description: String { "aws credentials (\(source)): \(reason)" }
+}
+
+/// Until the request writer signs proxied requests (issue 31), the server cannot run `type: aws`.
+let awsNotProxiedYet = ConfigurationError(
+    keyPath: "credentials.type", reason: "aws: signing proxied requests is not built yet; the credential sources are")
+
+/// The source that `configuration.source` names; `default` picks as the SDKs do.
+public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environment: [String: String]) throws -> any AWSCredentialSource {
+    switch configuration.source {
+    case .environment: return AWSEnvironmentCredentials(configuration, environment: environment)
+    case .webIdentity: return try AWSWebIdentityCredentials(configuration, environment: environment)
+    case .container: return try AWSContainerCredentials(configuration, environment: environment)
+    case .instanceMetadata: return AWSInstanceMetadataCredentials(configuration)
+    case .default: return try AWSDefaultChain.choose(configuration, environment: environment)
+    }
+}
+
+/// The JSON that the container endpoint and IMDS answer with (the same shape `tokenproxy token`
+/// prints): AccessKeyId, SecretAccessKey, Token, Expiration (RFC 3339).
+struct AWSCredentialsJSON: Decodable {
+    var AccessKeyId: String?
+    var SecretAccessKey: String?
+    var Token: String?
+    var Expiration: String?
+    /// IMDS: "Success" when the role's credentials are there.
+    var Code: String?
+    var Message: String?
+
+    static func parse(_ body: [UInt8], source: String) throws -> AWSCredentials {
+        guard let answer = try? JSONDecoder().decode(AWSCredentialsJSON.self, from: Data(body)) else {
+            throw AWSCredentialError(source, "the answer is not the credentials JSON")
+        }
+        if let code = answer.Code, code != "Success" {
+            throw AWSCredentialError(source, "the endpoint answered Code \(code)\(answer.Message.map { ": \($0)" } ?? "")")
+        }
+        guard let keyID = answer.AccessKeyId, !keyID.isEmpty, let secret = answer.SecretAccessKey, !secret.isEmpty else {
+            throw AWSCredentialError(source, "the answer has no AccessKeyId or SecretAccessKey")
+        }
+        var expiration: Double? = nil
+        if let text = answer.Expiration {
+            guard let time = RFC3339.parse(text) else { throw AWSCredentialError(source, "Expiration is not an RFC 3339 time") }
+            expiration = time
+        }
+        return AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: answer.Token, expiration: expiration)
+    }
+}
+
+extension HTTPCallResponse {
+    /// The start of a refusal's body for a message (never the body of a success, which holds secrets).
+    var refusalText: String {
+        let text = String(decoding: body.prefix(300), as: UTF8.self).filter { !$0.isNewline }
+        return text.isEmpty ? "HTTP \(status)" : "HTTP \(status): \(text)"
+    }
+}
