@@ -1,3 +1,4 @@
+import Config
 import Foundation
 import TestSupport
 import Testing
@@ -15,6 +16,7 @@ private struct MotoAccount: Decodable, Sendable {
     var region: String
     var access_key_id: String
     var secret_access_key: String
+    var role_arn: String
     var session: Session
 }
 
@@ -140,6 +142,39 @@ struct SigV4VerifierTests {
             "POST", base: moto.account.endpoint, path: "/", body: body, headers: form, service: "sts", credentials: moto.credentials,
             payload: .hash(SigV4.sha256Hex(Array("Action=GetCallerIdentity".utf8))))
         #expect(otherBody.status == 403, "\(otherBody.bodyString)")
+    }
+
+    /// `role_arn` over another source: AssumeRole signed by this signer and checked by moto; the
+    /// role's session credentials then sign an S3 call that moto accepts.
+    @Test func assumeRoleSignedWithTheSourceCredentials() throws {
+        let moto = try MotoVerifier.shared()
+        var aws = AWSConfiguration(region: "us-east-1", service: "s3")
+        aws.source = .environment
+        aws.roleARN = moto.account.role_arn
+        aws.roleSessionName = "chained"
+        aws.stsEndpoint = moto.account.endpoint + "/"
+        let env = ["AWS_ACCESS_KEY_ID": moto.account.access_key_id, "AWS_SECRET_ACCESS_KEY": moto.account.secret_access_key]
+        let source = try makeAWSCredentialSource(aws, environment: env)
+        #expect(source.name == "environment + role_arn")
+        let assumed = try source.fetch()
+        #expect(assumed.accessKeyID.hasPrefix("ASIA"))
+        #expect(assumed.sessionToken != nil && assumed.expiration != nil)
+        let listing = try sendSigned("GET", base: moto.account.endpoint, path: "/", credentials: assumed)
+        #expect(listing.status == 200, "\(listing.bodyString)")
+
+        let wrong = try makeAWSCredentialSource(aws, environment: env.merging(["AWS_SECRET_ACCESS_KEY": "wrong"]) { $1 })
+        let error = try #require(throws: AWSCredentialError.self) { try wrong.fetch() }
+        #expect(error.description.contains("SignatureDoesNotMatch"), "\(error)")
+        #expect(!error.description.contains(moto.account.secret_access_key))
+    }
+
+    @Test func stsEndpointParts() throws {
+        let a = try #require(STSTarget("https://sts.eu-west-1.amazonaws.com"))
+        #expect(a.authority == "sts.eu-west-1.amazonaws.com" && a.path == "/" && a.query == "")
+        let b = try #require(STSTarget("http://127.0.0.1:8080/sts/x?a=1#f"))
+        #expect(b.authority == "127.0.0.1:8080" && b.path == "/sts/x" && b.query == "a=1")
+        #expect(STSTarget("https://h:443/")?.authority == "h")
+        #expect(STSTarget("ftp://h/") == nil)
     }
 
     // MARK: botocore on the raw request target (keys moto cannot verify)

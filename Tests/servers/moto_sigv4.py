@@ -7,8 +7,8 @@ signing"; moto's limits are in the test servers' notes: only plain keys and quer
 Starts moto with INITIAL_NO_AUTH_ACTION_COUNT=3, spends those three unsigned actions on an IAM
 user allowed everything and its access key, then (signed by botocore with that key) makes a role
 the user may assume and assumes it for temporary credentials. Writes {"endpoint", "region",
-"access_key_id", "secret_access_key", "session": {access_key_id, secret_access_key,
-session_token}} to PATH and prints `READY <port>`. Stops on SIGTERM or when its parent leaves.
+"access_key_id", "secret_access_key", "role_arn", "session": {access_key_id,
+secret_access_key, session_token}} to PATH and prints `READY <port>`. Stops on SIGTERM or when its parent leaves.
 """
 
 import argparse
@@ -69,6 +69,7 @@ def main():
         "region": REGION,
         "access_key_id": key["AccessKeyId"],
         "secret_access_key": key["SecretAccessKey"],
+        "role_arn": role["Arn"],
         "session": {
             "access_key_id": assumed["AccessKeyId"],
             "secret_access_key": assumed["SecretAccessKey"],

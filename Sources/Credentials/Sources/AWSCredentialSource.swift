@@ -27,15 +27,19 @@ public struct AWSCredentialError: Error, Sendable, CustomStringConvertible {
 let awsNotProxiedYet = ConfigurationError(
     keyPath: "credentials.type", reason: "aws: signing proxied requests is not built yet; the credential sources are")
 
-/// The source that `configuration.source` names; `default` picks as the SDKs do.
+/// The source that `configuration.source` names (`default` picks as the SDKs do), with `role_arn`
+/// assumed on top of it; web identity takes `role_arn` as its own role.
 public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environment: [String: String]) throws -> any AWSCredentialSource {
+    let source: any AWSCredentialSource
     switch configuration.source {
-    case .environment: return AWSEnvironmentCredentials(configuration, environment: environment)
-    case .webIdentity: return try AWSWebIdentityCredentials(configuration, environment: environment)
-    case .container: return try AWSContainerCredentials(configuration, environment: environment)
-    case .instanceMetadata: return AWSInstanceMetadataCredentials(configuration)
-    case .default: return try AWSDefaultChain.choose(configuration, environment: environment)
+    case .environment: source = AWSEnvironmentCredentials(configuration, environment: environment)
+    case .webIdentity: source = try AWSWebIdentityCredentials(configuration, environment: environment)
+    case .container: source = try AWSContainerCredentials(configuration, environment: environment)
+    case .instanceMetadata: source = AWSInstanceMetadataCredentials(configuration)
+    case .default: source = try AWSDefaultChain.choose(configuration, environment: environment)
     }
+    guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return source }
+    return AWSAssumeRoleCredentials(source, configuration, roleARN: roleARN)
 }
 
 /// The JSON that the container endpoint and IMDS answer with (the same shape `tokenproxy token`
