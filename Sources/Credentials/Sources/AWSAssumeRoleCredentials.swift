@@ -35,12 +35,8 @@ public struct AWSAssumeRoleCredentials: AWSCredentialSource {
                 payload: .hash(SigV4.sha256Hex(body))),
             region: region, service: "sts", credentials: source, time: Date().timeIntervalSince1970)
         let headers = ["Content-Type: \(contentType)", "Accept: application/xml"] + signed.map { "\($0.name): \($0.value)" }
-        let response: HTTPCallResponse
-        do {
-            response = try BlockingHTTPClient.perform(HTTPCallRequest(url: endpoint, method: "POST", headers: headers, body: body, timeout: timeout))
-        } catch let failure as HTTPCallError {
-            throw AWSCredentialError(name, "STS at \(endpoint): \(failure.message)")
-        }
+        let request = HTTPCallRequest(url: endpoint, method: "POST", headers: headers, body: body, timeout: timeout)
+        let response = try performAWSCall(request, source: name, what: "STS at \(endpoint)")
         guard response.status == 200 else { throw AWSCredentialError(name, "STS AssumeRole refused: \(STSAnswer.errorText(response))") }
         return try STSAnswer.credentials(response.body, source: name)
     }

@@ -73,12 +73,7 @@ public struct AWSContainerCredentials: AWSCredentialSource {
         }
         var request = HTTPCallRequest(url: url, method: "GET", headers: headers, timeout: timeout)
         request.direct = true
-        let response: HTTPCallResponse
-        do {
-            response = try BlockingHTTPClient.perform(request)
-        } catch let failure as HTTPCallError {
-            throw AWSCredentialError(name, "\(url): \(failure.message)")
-        }
+        let response = try performAWSCall(request, source: name, what: url)
         guard response.status == 200 else { throw AWSCredentialError(name, "\(url) refused: \(response.refusalText)") }
         return try AWSCredentialsJSON.parse(response.body, source: name)
     }

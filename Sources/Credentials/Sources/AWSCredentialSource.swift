@@ -72,6 +72,15 @@ struct AWSCredentialsJSON: Decodable {
     }
 }
 
+/// One call to a credential endpoint; a transport failure becomes the source's error, `what` naming the call.
+func performAWSCall(_ request: HTTPCallRequest, source: String, what: String) throws -> HTTPCallResponse {
+    do {
+        return try BlockingHTTPClient.perform(request)
+    } catch let failure as HTTPCallError {
+        throw AWSCredentialError(source, "\(what): \(failure.message)")
+    }
+}
+
 extension HTTPCallResponse {
     /// The start of a refusal's body for a message (never the body of a success, which holds secrets).
     var refusalText: String {

@@ -36,12 +36,7 @@ public struct AWSInstanceMetadataCredentials: AWSCredentialSource {
     private func call(_ method: String, _ path: String, headers: [String]) throws -> [UInt8] {
         var request = HTTPCallRequest(url: base + path, method: method, headers: headers, timeout: timeout)
         request.direct = true
-        let response: HTTPCallResponse
-        do {
-            response = try BlockingHTTPClient.perform(request)
-        } catch let failure as HTTPCallError {
-            throw AWSCredentialError(name, "\(method) \(base)\(path): \(failure.message)")
-        }
+        let response = try performAWSCall(request, source: name, what: "\(method) \(base)\(path)")
         guard response.status == 200 else { throw AWSCredentialError(name, "\(method) \(path) refused: \(response.refusalText)") }
         return response.body
     }

@@ -54,12 +54,7 @@ public struct AWSWebIdentityCredentials: AWSCredentialSource {
         let request = HTTPCallRequest(
             url: endpoint, method: "POST", headers: ["Content-Type: application/x-www-form-urlencoded", "Accept: application/xml"],
             body: Array(form.utf8), timeout: timeout)
-        let response: HTTPCallResponse
-        do {
-            response = try BlockingHTTPClient.perform(request)
-        } catch let failure as HTTPCallError {
-            throw AWSCredentialError(name, "STS at \(endpoint): \(failure.message)")
-        }
+        let response = try performAWSCall(request, source: name, what: "STS at \(endpoint)")
         guard response.status == 200 else { throw AWSCredentialError(name, "STS refused: \(STSAnswer.errorText(response))") }
         return try STSAnswer.credentials(response.body, source: name)
     }
