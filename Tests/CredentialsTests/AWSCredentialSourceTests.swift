@@ -172,6 +172,15 @@ struct AWSCredentialSourceTests {
         #expect(seen.imds_refused == 0)
     }
 
+    @Test func containerEndpointJSONRoundTrips() throws {
+        let temporary = AWSCredentials(accessKeyID: "ASIA1", secretAccessKey: "s/\"x", sessionToken: "t+1", expiration: 1_764_331_200)
+        #expect(
+            temporary.containerEndpointJSON
+                == #"{"AccessKeyId":"ASIA1","SecretAccessKey":"s/\"x","Token":"t+1","Expiration":"2025-11-28T12:00:00Z"}"#)
+        #expect(try AWSCredentialsJSON.parse(Array(temporary.containerEndpointJSON.utf8), source: "t") == temporary)
+        #expect(AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").containerEndpointJSON == #"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
+    }
+
     // MARK: default
 
     @Test func defaultChainOrder() throws {

@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Foundation
 import IdentityHTTP
@@ -69,6 +70,22 @@ struct AWSCredentialsJSON: Decodable {
             expiration = time
         }
         return AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: answer.Token, expiration: expiration)
+    }
+}
+
+extension AWSCredentials {
+    /// What `tokenproxy token` prints for `type: aws` (CONTRACT.md): the container credentials
+    /// endpoint's JSON, `Token` and `Expiration` (RFC 3339, UTC) only for temporary credentials.
+    public var containerEndpointJSON: String {
+        var fields = ["\"AccessKeyId\":\(JSONString.quoted(accessKeyID))", "\"SecretAccessKey\":\(JSONString.quoted(secretAccessKey))"]
+        if let sessionToken { fields.append("\"Token\":\(JSONString.quoted(sessionToken))") }
+        if let expiration {
+            let stamp = SigV4.timestamp(expiration)  // YYYYMMDDTHHMMSSZ
+            let b = Array(stamp)
+            let rfc3339 = "\(String(b[0..<4]))-\(String(b[4..<6]))-\(String(b[6..<8]))T\(String(b[9..<11])):\(String(b[11..<13])):\(String(b[13..<15]))Z"
+            fields.append("\"Expiration\":\"\(rfc3339)\"")
+        }
+        return "{" + fields.joined(separator: ",") + "}"
     }
 }
 
