@@ -52,6 +52,12 @@ struct SigV4Tests {
         #expect(suiteSignature("/ሴ") == "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85")
         // get-space: GET /example space/
         #expect(suiteSignature("/example space/") == "652487583200325589f1fba4c7e578f72c47cb61beeca81406b39ddec1366741")
+        // normalize-path: get-slash-pointless-dot, get-slashes, get-slash, get-slash-dot-slash, get-relative, get-relative-relative
+        #expect(suiteSignature("/./example") == "ef75d96142cf21edca26f06005da7988e4f8dc83a165a80865db7089db637ec5")
+        #expect(suiteSignature("//example//") == "9a624bd73a37c9a373b5312afbebe7a714a789de108f0bdfe846570885f57e84")
+        for vanilla in ["//", "/./", "/example/..", "/example1/example2/../.."] {
+            #expect(suiteSignature(vanilla) == "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31", "\(vanilla)")
+        }
         // get-vanilla-query-order-key-case
         #expect(suiteSignature("/", query: "Param2=value2&Param1=value1") == "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500")
         // get-vanilla-query-order-value: one name twice, sorted by value
@@ -122,6 +128,9 @@ struct SigV4Tests {
         #expect(SigV4.canonicalURI("/100%", service: "s3") == "/100%25")
         #expect(SigV4.canonicalURI("/%zz", service: "lambda") == "/%25zz")
         #expect(SigV4.canonicalURI("", service: "s3") == "/")
+        // S3 keys are names, not paths: `.`, `..` and `//` are signed as sent; elsewhere they are resolved.
+        #expect(SigV4.canonicalURI("/b//a/../k/./", service: "s3") == "/b//a/../k/./")
+        #expect(SigV4.canonicalURI("/b//a/../k/./", service: "es") == "/b/k/")
         // Raw UTF-8 (a client that did not encode) counts as not yet encoded.
         #expect(SigV4.canonicalURI("/ü", service: "s3") == "/%C3%BC")
     }

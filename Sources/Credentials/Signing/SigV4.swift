@@ -130,9 +130,11 @@ public enum SigV4 {
     /// and `/` kept, escapes kept with their hex upper-cased, every other byte escaped); every other
     /// service encodes that once more, so an escape `%XX` becomes `%25XX`. A byte a client left raw
     /// (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test suite.
+    /// Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
     static func canonicalURI(_ path: String, service: String) -> String {
-        if path.isEmpty { return "/" }
         let escapePercent = service != "s3"
+        let path = escapePercent ? normalizedPath(path) : path
+        if path.isEmpty { return "/" }
         var out: [UInt8] = []
         out.reserveCapacity(path.utf8.count + 16)
         let bytes = Array(path.utf8)
@@ -150,6 +152,21 @@ public enum SigV4 {
             i += 1
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Dot segments resolved (RFC 3986 §5.2.4) and empty segments dropped, a final `/` kept: the
+    /// path as AWS's test suite (normalize-path cases) and the SDKs sign it for services other than S3.
+    static func normalizedPath(_ path: String) -> String {
+        var kept: [Substring] = []
+        for segment in path.split(separator: "/", omittingEmptySubsequences: true) {
+            switch segment {
+            case ".": continue
+            case "..": _ = kept.popLast()
+            default: kept.append(segment)
+            }
+        }
+        if kept.isEmpty { return "/" }
+        return "/" + kept.joined(separator: "/") + (path.hasSuffix("/") ? "/" : "")
     }
 
     /// Each name and value decoded and encoded again (RFC 3986 unreserved bytes kept, every other
