@@ -54,7 +54,8 @@ public enum SigV4 {
 
     /// The fields to add to the request: `Authorization`, `X-Amz-Date`, `X-Amz-Security-Token` with
     /// temporary credentials, `X-Amz-Content-Sha256` for `s3` and for an unsigned payload. All but
-    /// Authorization are signed too.
+    /// Authorization are signed too; fields of those names among `request.headers` (a client's own)
+    /// are left out of the signature, and the caller must not forward them.
     public static func sign(
         _ request: SigV4Request, region: String, service: String, credentials: AWSCredentials, time: Double
     ) -> [(name: String, value: String)] {
@@ -65,7 +66,7 @@ public enum SigV4 {
         }
         if let token = credentials.sessionToken { added.append(("X-Amz-Security-Token", token)) }
         var signed = request
-        signed.headers += added
+        signed.headers = request.headers.filter { !setsField($0.name) } + added
         let scope = "\(stamp.prefix(8))/\(region)/\(service)/aws4_request"
         let (canonical, signedHeaders) = canonicalRequest(signed, service: service)
         let toSign = stringToSign(timestamp: stamp, scope: scope, canonicalRequest: canonical)
@@ -82,6 +83,12 @@ public enum SigV4 {
     public static func signsField(_ name: String) -> Bool {
         let lower = name.lowercased()
         return lower == "host" || lower == "content-type" || lower == "content-md5" || lower.hasPrefix("x-amz-")
+    }
+
+    /// The fields `sign` writes itself.
+    public static func setsField(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return lower == "authorization" || lower == "x-amz-date" || lower == "x-amz-security-token" || lower == "x-amz-content-sha256"
     }
 
     /// `YYYYMMDD'T'HHMMSS'Z'` in UTC (ISO 8601 basic format, as X-Amz-Date wants it).
