@@ -37,6 +37,7 @@ public enum CredentialsSource: Sendable, Equatable {
     case `static`(StaticTokenConfiguration)
     case file(FileTokenConfiguration)
     case exec(ExecConfiguration)
+    case aws(AWSConfiguration)
 
     public var type: CredentialsType {
         switch self {
@@ -51,6 +52,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .static: return .static
         case .file: return .file
         case .exec: return .exec
+        case .aws: return .aws
         }
     }
 
@@ -61,7 +63,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2ClientCredentials(let client): return client
         case .oauth2JWTBearer(let c): return c.client
         case .oauth2TokenExchange(let c): return c.client
-        case .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec: return nil
+        case .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws: return nil
         }
     }
 
@@ -71,7 +73,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2Refresh(let c): return c.seedRefreshToken
         case .cognito(let c): return c.seedRefreshToken
         case .jsonRefresh(let c): return c.seedRefreshToken
-        case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .static, .file, .exec:
+        case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws:
             return nil
         }
     }
@@ -82,7 +84,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2Refresh(let c): return c.login
         case .cognito(let c): return c.login
         case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file,
-            .exec:
+            .exec, .aws:
             return .password
         }
     }
@@ -94,7 +96,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .cognito(let c): return [c.clientSecret, c.seedRefreshToken].compactMap { $0 }
         case .static(let c): return [c.token]
         case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .jsonRefresh, .gceMetadata, .azureManagedIdentity,
-            .file, .exec:
+            .file, .exec, .aws:
             return [oauth2Client?.clientSecret, seedRefreshToken].compactMap { $0 }
         }
     }
@@ -113,6 +115,8 @@ public enum CredentialsType: String, Sendable, Equatable, CaseIterable {
     case oauth2TokenExchange = "oauth2_token_exchange"
     case gceMetadata = "gce_metadata"
     case azureManagedIdentity = "azure_managed_identity"
+    // CONTRACT.md "AWS credentials and SigV4 signing"
+    case aws
 }
 
 /// What each type does, declared once (CONTRACT.md "credentials" and "Logging in a person").
@@ -122,7 +126,7 @@ extension CredentialsType {
     public var keepsSession: Bool {
         switch self {
         case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-            .azureManagedIdentity:
+            .azureManagedIdentity, .aws:
             return true
         case .static, .file, .exec:
             return false
@@ -133,7 +137,7 @@ extension CredentialsType {
     public var sessionNeedsLogin: Bool {
         switch self {
         case .oauth2Refresh, .cognito, .jsonRefresh: return true
-        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity:
+        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .aws:
             return false
         }
     }
@@ -155,6 +159,7 @@ extension CredentialsType {
         case .static: return Keys.staticToken
         case .file: return Keys.file
         case .exec: return Keys.exec
+        case .aws: return Keys.aws
         }
     }
 }
@@ -230,6 +235,7 @@ extension CredentialsConfiguration {
         case .static: source = StaticTokenConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .static($0) }
         case .file: source = FileTokenConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .file($0) }
         case .exec: source = ExecConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .exec($0) }
+        case .aws: source = AWSConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .aws($0) }
         }
         guard let source, load.found.errors.count == errorsBefore else { return nil }
         var c = CredentialsConfiguration(source)
@@ -268,6 +274,7 @@ extension CredentialsConfiguration {
         case .static(let c): c.describe(line)
         case .file(let c): c.describe(line)
         case .exec(let c): c.describe(line)
+        case .aws(let c): c.describe(line)
         }
     }
 }

@@ -121,6 +121,8 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
         .azureManagedIdentity:
         return try makeSessionTokenSource(configuration, logger: logger)
+    case .aws:
+        throw awsNotProxiedYet
     }
 }
 
@@ -151,6 +153,8 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
         return try JSONRefreshProvider(c)
     case .static, .file, .exec:
         throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
+    case .aws:
+        throw awsNotProxiedYet
     }
 }
 

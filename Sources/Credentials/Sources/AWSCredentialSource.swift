@@ -1,0 +1,107 @@
+import Basics
+import Config
+import Foundation
+import IdentityHTTP
+
+/// Where `type: aws` gets its credentials (CONTRACT.md "AWS credentials and SigV4 signing"): one
+/// type per `source`, each in its own file. A fetch blocks (it may call STS or a metadata endpoint),
+/// so it runs where identity-provider calls run (docs/ARCHITECTURE.md), and returns credentials with
+/// their expiry (nil for long-term keys). Secrets never appear in an error.
+public protocol AWSCredentialSource: Sendable {
+    /// The `source` value, for messages and `status`.
+    var name: String { get }
+    func fetch() throws -> AWSCredentials
+}
+
+/// A failed fetch: the source and why, with no secret in it.
+public struct AWSCredentialError: Error, Sendable, CustomStringConvertible {
+    public let source: String
+    public let reason: String
+    public init(_ source: String, _ reason: String) {
+        self.source = source
+        self.reason = reason
+    }
+    public var description: String { "aws credentials (\(source)): \(reason)" }
+}
+
+/// Until the request writer signs proxied requests (issue 31), the server cannot run `type: aws`.
+let awsNotProxiedYet = ConfigurationError(
+    keyPath: "credentials.type", reason: "aws: signing proxied requests is not built yet; the credential sources are")
+
+/// The source that `configuration.source` names (`default` picks as the SDKs do), with `role_arn`
+/// assumed on top of it; web identity takes `role_arn` as its own role.
+public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environment: [String: String]) throws -> any AWSCredentialSource {
+    let source: any AWSCredentialSource
+    switch configuration.source {
+    case .environment: source = AWSEnvironmentCredentials(configuration, environment: environment)
+    case .webIdentity: source = try AWSWebIdentityCredentials(configuration, environment: environment)
+    case .container: source = try AWSContainerCredentials(configuration, environment: environment)
+    case .instanceMetadata: source = AWSInstanceMetadataCredentials(configuration)
+    case .default: source = try AWSDefaultChain.choose(configuration, environment: environment)
+    }
+    guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return source }
+    return AWSAssumeRoleCredentials(source, configuration, roleARN: roleARN)
+}
+
+/// The JSON that the container endpoint and IMDS answer with (the same shape `tokenproxy token`
+/// prints): AccessKeyId, SecretAccessKey, Token, Expiration (RFC 3339).
+struct AWSCredentialsJSON: Decodable {
+    var AccessKeyId: String?
+    var SecretAccessKey: String?
+    var Token: String?
+    var Expiration: String?
+    /// IMDS: "Success" when the role's credentials are there.
+    var Code: String?
+    var Message: String?
+
+    static func parse(_ body: [UInt8], source: String) throws -> AWSCredentials {
+        guard let answer = try? JSONDecoder().decode(AWSCredentialsJSON.self, from: Data(body)) else {
+            throw AWSCredentialError(source, "the answer is not the credentials JSON")
+        }
+        if let code = answer.Code, code != "Success" {
+            throw AWSCredentialError(source, "the endpoint answered Code \(code)\(answer.Message.map { ": \($0)" } ?? "")")
+        }
+        guard let keyID = answer.AccessKeyId, !keyID.isEmpty, let secret = answer.SecretAccessKey, !secret.isEmpty else {
+            throw AWSCredentialError(source, "the answer has no AccessKeyId or SecretAccessKey")
+        }
+        var expiration: Double? = nil
+        if let text = answer.Expiration {
+            guard let time = RFC3339.parse(text) else { throw AWSCredentialError(source, "Expiration is not an RFC 3339 time") }
+            expiration = time
+        }
+        return AWSCredentials(accessKeyID: keyID, secretAccessKey: secret, sessionToken: answer.Token, expiration: expiration)
+    }
+}
+
+extension AWSCredentials {
+    /// What `tokenproxy token` prints for `type: aws` (CONTRACT.md): the container credentials
+    /// endpoint's JSON, `Token` and `Expiration` (RFC 3339, UTC) only for temporary credentials.
+    public var containerEndpointJSON: String {
+        var fields = ["\"AccessKeyId\":\(JSONString.quoted(accessKeyID))", "\"SecretAccessKey\":\(JSONString.quoted(secretAccessKey))"]
+        if let sessionToken { fields.append("\"Token\":\(JSONString.quoted(sessionToken))") }
+        if let expiration {
+            let stamp = SigV4.timestamp(expiration)  // YYYYMMDDTHHMMSSZ
+            let b = Array(stamp)
+            let rfc3339 = "\(String(b[0..<4]))-\(String(b[4..<6]))-\(String(b[6..<8]))T\(String(b[9..<11])):\(String(b[11..<13])):\(String(b[13..<15]))Z"
+            fields.append("\"Expiration\":\"\(rfc3339)\"")
+        }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+}
+
+/// One call to a credential endpoint; a transport failure becomes the source's error, `what` naming the call.
+func performAWSCall(_ request: HTTPCallRequest, source: String, what: String) throws -> HTTPCallResponse {
+    do {
+        return try BlockingHTTPClient.perform(request)
+    } catch let failure as HTTPCallError {
+        throw AWSCredentialError(source, "\(what): \(failure.message)")
+    }
+}
+
+extension HTTPCallResponse {
+    /// The start of a refusal's body for a message (never the body of a success, which holds secrets).
+    var refusalText: String {
+        let text = String(decoding: body.prefix(300), as: UTF8.self).filter { !$0.isNewline }
+        return text.isEmpty ? "HTTP \(status)" : "HTTP \(status): \(text)"
+    }
+}

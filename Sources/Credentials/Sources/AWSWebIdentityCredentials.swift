@@ -1,0 +1,114 @@
+import Config
+import Foundation
+import IdentityHTTP
+import XMLCoder
+
+/// `source: web_identity` (EKS IRSA and every OIDC federation): STS AssumeRoleWithWebIdentity with
+/// the token in `web_identity_token_file` (default AWS_WEB_IDENTITY_TOKEN_FILE), read again for
+/// every call because the platform rotates it, and `role_arn` (default AWS_ROLE_ARN). The call is
+/// not signed. https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html
+public struct AWSWebIdentityCredentials: AWSCredentialSource {
+    public let name = "web_identity"
+    let tokenFile: String
+    let roleARN: String
+    let sessionName: String
+    let endpoint: String
+    var timeout: Double = 10
+
+    public init(_ configuration: AWSConfiguration, environment: [String: String]) throws {
+        guard let tokenFile = configuration.webIdentityTokenFile ?? environment["AWS_WEB_IDENTITY_TOKEN_FILE"].flatMap({ $0.isEmpty ? nil : $0 })
+        else {
+            throw AWSCredentialError(name, "needs web_identity_token_file or AWS_WEB_IDENTITY_TOKEN_FILE")
+        }
+        guard let roleARN = configuration.roleARN ?? environment["AWS_ROLE_ARN"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            throw AWSCredentialError(name, "needs role_arn or AWS_ROLE_ARN")
+        }
+        self.tokenFile = tokenFile
+        self.roleARN = roleARN
+        sessionName =
+            configuration.roleSessionName ?? environment["AWS_ROLE_SESSION_NAME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? AWSWebIdentityCredentials.defaultSessionName()
+        endpoint = configuration.stsEndpoint ?? "https://sts.\(configuration.region).amazonaws.com/"
+    }
+
+    static func isPresent(_ configuration: AWSConfiguration, environment: [String: String]) -> Bool {
+        configuration.webIdentityTokenFile != nil || !(environment["AWS_WEB_IDENTITY_TOKEN_FILE"] ?? "").isEmpty
+    }
+
+    /// `tokenproxy-<host name>`, cut to STS's 64 characters of `[\w+=,.@-]`.
+    static func defaultSessionName() -> String {
+        let host = ProcessInfo.processInfo.hostName.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "+=,.@-_".contains($0)) }
+        return String("tokenproxy-\(host)".prefix(64))
+    }
+
+    public func fetch() throws -> AWSCredentials {
+        guard let data = FileManager.default.contents(atPath: tokenFile) else {
+            throw AWSCredentialError(name, "cannot read the web identity token file \(tokenFile)")
+        }
+        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !token.isEmpty else { throw AWSCredentialError(name, "the web identity token file \(tokenFile) is empty") }
+        let form = [
+            ("Action", "AssumeRoleWithWebIdentity"), ("Version", "2011-06-15"), ("RoleArn", roleARN),
+            ("RoleSessionName", sessionName), ("WebIdentityToken", token),
+        ].map { "\(OAuth2Provider.formEncode($0.0))=\(OAuth2Provider.formEncode($0.1))" }.joined(separator: "&")
+        let request = HTTPCallRequest(
+            url: endpoint, method: "POST", headers: ["Content-Type: application/x-www-form-urlencoded", "Accept: application/xml"],
+            body: Array(form.utf8), timeout: timeout)
+        let response = try performAWSCall(request, source: name, what: "STS at \(endpoint)")
+        guard response.status == 200 else { throw AWSCredentialError(name, "STS refused: \(STSAnswer.errorText(response))") }
+        return try STSAnswer.credentials(response.body, source: name)
+    }
+}
+
+/// STS's XML answers (the query protocol), decoded with XMLCoder.
+/// https://docs.aws.amazon.com/STS/latest/APIReference/API_Credentials.html
+enum STSAnswer {
+    struct Credentials: Decodable {
+        var AccessKeyId: String
+        var SecretAccessKey: String
+        var SessionToken: String
+        var Expiration: String
+    }
+    /// `<XResult>` of `<XResponse>`: AssumeRole and AssumeRoleWithWebIdentity answer alike.
+    struct Result: Decodable { var Credentials: Credentials }
+    struct Response: Decodable {
+        var result: Result
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        init(from decoder: Decoder) throws {
+            let container = try decoder.container(keyedBy: Key.self)
+            guard let key = container.allKeys.first(where: { $0.stringValue.hasSuffix("Result") }) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no …Result element"))
+            }
+            result = try container.decode(Result.self, forKey: key)
+        }
+    }
+    struct ErrorResponse: Decodable {
+        struct Detail: Decodable {
+            var Code: String?
+            var Message: String?
+        }
+        var Error: Detail
+    }
+
+    static func credentials(_ body: [UInt8], source: String) throws -> AWSCredentials {
+        guard let answer = try? XMLDecoder().decode(Response.self, from: Data(body)) else {
+            throw AWSCredentialError(source, "STS's answer has no Credentials")
+        }
+        let c = answer.result.Credentials
+        guard let expiration = RFC3339.parse(c.Expiration) else { throw AWSCredentialError(source, "STS's Expiration is not an RFC 3339 time") }
+        return AWSCredentials(accessKeyID: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, sessionToken: c.SessionToken, expiration: expiration)
+    }
+
+    /// `Code: Message` of an `<ErrorResponse>`, else the start of the body.
+    static func errorText(_ response: HTTPCallResponse) -> String {
+        if let error = try? XMLDecoder().decode(ErrorResponse.self, from: Data(response.body)), let code = error.Error.Code {
+            return "HTTP \(response.status) \(code)\(error.Error.Message.map { ": \($0)" } ?? "")"
+        }
+        return response.refusalText
+    }
+}
