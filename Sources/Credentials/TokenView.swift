@@ -86,26 +86,20 @@ public enum FetchFailureReason: String, Sendable, CaseIterable {
     /// The provider blames the client's configuration (invalid_client, invalid_scope, …).
     case clientMisconfigured = "client_misconfigured"
 
-    /// The reason of a failure. `.passing` failures carry only their message, which the providers
-    /// word the same way for each kind (IdentityProvider.swift, OAuth2Provider.swift): read from it.
+    /// The reason of a failure, from its case and cause (never from its message).
     public static func of(_ error: TokenSourceError) -> FetchFailureReason {
         switch error {
         case .refused, .loginRequired: return .refused
         case .configuration: return .clientMisconfigured
-        case .passing(let message): return classify(passing: message)
+        case .passing(_, let cause):
+            switch cause {
+            case .unreachable: return .network
+            case .timedOut: return .timeout
+            case .unavailable: return .http5xx
+            case .rateLimited: return .http429
+            case .badAnswer: return .badAnswer
+            }
         }
-    }
-
-    static func classify(passing message: String) -> FetchFailureReason {
-        let m = message.lowercased()
-        if m.contains("http 429") || m.contains("toomanyrequests") { return .http429 }
-        if m.contains("timed out") || m.contains("timeout") { return .timeout }
-        if let range = m.range(of: "http 5"), m[range.upperBound...].prefix(2).allSatisfy(\.isNumber) { return .http5xx }
-        if m.contains("unavailable") { return .http5xx }
-        if m.contains("cannot reach") || m.contains("could not connect") || m.contains("couldn't connect") || m.contains("resolve") {
-            return .network
-        }
-        return .badAnswer
     }
 }
 
