@@ -3,8 +3,9 @@ import FoundationEssentials
 import Logs
 import Upstream
 
-/// Gathers every series of `LoopMetrics` and the token state into a `MetricRegistry`: each family
-/// by its `MetricCatalog` constant, each label a value (docs/OBSERVABILITY.md).
+/// Gathers the loops' summed counts into a `MetricRegistry` (each family by its `MetricCatalog`
+/// constant, each label a value, docs/OBSERVABILITY.md), and has the token managers and the
+/// assertion files add their own series.
 enum MetricsRenderer {
     /// `routeNames[i]` names `c.routes[i]` (`SharedProxyState.routeNames`).
     static func collect(
@@ -37,16 +38,14 @@ enum MetricsRenderer {
         registry.add(MetricCatalog.upstreamLatencySeconds, [], c.upstreamLatency)
         registry.add(MetricCatalog.openConnections, [], openConnections)
         registry.add(MetricCatalog.ready, [], ready ? 1 : 0)
-        // One count for the process (the files are read by whichever route names them).
-        for reason in AssertionMetrics.Reason.allCases {
-            registry.add(MetricCatalog.assertionsRefusedTotal, [MetricLabel("reason", reason.rawValue)], AssertionMetrics.shared.count(reason))
-        }
+        AssertionMetrics.shared.collect(into: &registry)
         routeSeries(c.routes, names: routeNames, into: &registry)
         // With routes:, each route's token series carry its name (CONTRACT "Several APIs"); the
         // registry keeps each family's samples from every route together.
+        let now = Date().timeIntervalSince1970
         for state in routes {
             registry.leadingLabels = named ? [MetricLabel("route", state.name)] : []
-            tokenSeries(state.tokens, into: &registry)
+            state.tokens.collectMetrics(into: &registry, now: now)
         }
         registry.leadingLabels = []
     }
@@ -92,63 +91,6 @@ enum MetricsRenderer {
         family(MetricCatalog.upstreamSentBytesTotal) { route, c in registry.add(MetricCatalog.upstreamSentBytesTotal, [route], c.upstreamSentBytes) }
         family(MetricCatalog.upstreamReceivedBytesTotal) { route, c in
             registry.add(MetricCatalog.upstreamReceivedBytesTotal, [route], c.upstreamReceivedBytes)
-        }
-    }
-
-    static func tokenSeries(_ tokens: TokenManager, into registry: inout MetricRegistry) {
-        let now = Date().timeIntervalSince1970
-        registry.declare(MetricCatalog.tokenExpirySeconds)
-        if let expiresAt = tokens.current().snapshot?.expiresAt {
-            registry.add(MetricCatalog.tokenExpirySeconds, [], Int((expiresAt - now).rounded(.down)))
-        }
-        let stats = tokens.stats
-        registry.declare(MetricCatalog.tokenLastSuccessAgeSeconds)
-        if let last = stats.lastSuccessAt {
-            registry.add(MetricCatalog.tokenLastSuccessAgeSeconds, [], Int(max(now - last, 0).rounded(.down)))
-        }
-        for reason in FetchFailureReason.allCases {
-            registry.add(MetricCatalog.tokenFetchFailuresTotal, [MetricLabel("reason", reason.rawValue)], stats.failures(reason))
-        }
-        registry.add(MetricCatalog.tokenRefreshSeconds, [], stats.refreshDuration)
-        TokenMetrics.collect(tokens, into: &registry)
-    }
-}
-
-/// Series about the token's life cycle, from the manager's counters.
-enum TokenMetrics {
-    static func collect(_ tokens: TokenManager, into registry: inout MetricRegistry) {
-        let stats = tokens.stats
-        for result in RefreshResult.allCases {
-            registry.add(
-                MetricCatalog.refreshesTotal, [MetricLabel("source", tokens.kind), MetricLabel("outcome", result.rawValue)], stats.count(of: result))
-        }
-        // Backoff state: how many passing failures in a row, and when the next try (or proactive refresh) is due.
-        registry.add(MetricCatalog.refreshConsecutiveFailures, [], stats.consecutiveFailures)
-        if let next = stats.nextRefreshAt {
-            registry.add(MetricCatalog.nextRefreshTimestampSeconds, [], Int(next))
-        }
-        if let store = tokens.storeMetrics { storeSeries(store, into: &registry) }
-        if let last = stats.lastRefreshAt {
-            registry.add(MetricCatalog.lastRefreshTimestampSeconds, [], Int(last))
-        }
-    }
-}
-
-extension TokenMetrics {
-    /// The session store's series (issue 13 point 6), from `StoreMetrics`.
-    static func storeSeries(_ store: StoreMetrics, into registry: inout MetricRegistry) {
-        let counts = store.snapshot
-        let backend = MetricLabel("backend", store.backend)
-        for operation in StoreMetrics.Operation.allCases {
-            let op = MetricLabel("operation", operation.rawValue)
-            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "ok")], counts.succeeded[operation] ?? 0)
-            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "error")], counts.failed[operation] ?? 0)
-        }
-        registry.add(MetricCatalog.storeAvailable, [backend], counts.available ? 1 : 0)
-        registry.add(MetricCatalog.storeLeaseWaitsTotal, [backend], counts.leaseWaits)
-        registry.add(MetricCatalog.storeLeaseWaitSecondsTotal, [backend], counts.leaseWaitSeconds)
-        for outcome in StoreMetrics.LeaseOutcome.allCases {
-            registry.add(MetricCatalog.refreshRacesTotal, [backend, MetricLabel("outcome", outcome.rawValue)], counts.races[outcome] ?? 0)
         }
     }
 }

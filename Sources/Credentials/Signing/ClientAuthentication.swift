@@ -1,6 +1,7 @@
 import Config
 import FoundationEssentials
 import IdentityHTTP
+import Logs
 import Synchronization
 
 /// How every token request of the oauth2_* types authenticates the client (`client_auth`,
@@ -127,4 +128,11 @@ public final class AssertionMetrics: Sendable {
     func refused(_ reason: Reason) { counts.withLock { $0[reason, default: 0] += 1 } }
 
     public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] ?? 0 } }
+
+    /// One count for the process (the files are read by whichever route names them).
+    public func collect(into registry: inout MetricRegistry) {
+        for reason in Reason.allCases {
+            registry.add(MetricCatalog.assertionsRefusedTotal, [MetricLabel("reason", reason.rawValue)], count(reason))
+        }
+    }
 }

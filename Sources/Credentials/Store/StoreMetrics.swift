@@ -1,3 +1,4 @@
+import Logs
 import Synchronization
 
 /// What a session store did, for `/metrics` (issue 13 point 6): its operations and their failures,
@@ -66,5 +67,22 @@ public final class StoreMetrics: Sendable {
 
     func race(_ outcome: LeaseOutcome) {
         counts.withLock { $0.races[outcome, default: 0] += 1 }
+    }
+
+    /// The store's series (issue 13 point 6) for /metrics.
+    func collect(into registry: inout MetricRegistry) {
+        let counts = snapshot
+        let backend = MetricLabel("backend", backend)
+        for operation in Operation.allCases {
+            let op = MetricLabel("operation", operation.rawValue)
+            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "ok")], counts.succeeded[operation] ?? 0)
+            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "error")], counts.failed[operation] ?? 0)
+        }
+        registry.add(MetricCatalog.storeAvailable, [backend], counts.available ? 1 : 0)
+        registry.add(MetricCatalog.storeLeaseWaitsTotal, [backend], counts.leaseWaits)
+        registry.add(MetricCatalog.storeLeaseWaitSecondsTotal, [backend], counts.leaseWaitSeconds)
+        for outcome in LeaseOutcome.allCases {
+            registry.add(MetricCatalog.refreshRacesTotal, [backend, MetricLabel("outcome", outcome.rawValue)], counts.races[outcome] ?? 0)
+        }
     }
 }
