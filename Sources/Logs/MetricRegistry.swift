@@ -96,16 +96,19 @@ public struct MetricRegistry {
 
     /// A label value as the text format writes it: backslash, double quote and line feed escaped.
     static func escaped(_ value: String) -> String {
-        guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == 0x0A }) else { return value }
-        var out = ""
-        for character in value {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.append(character)
+        let backslash = UInt8(ascii: "\\"), quote = UInt8(ascii: "\""), lineFeed = UInt8(ascii: "\n")
+        guard value.utf8.contains(where: { $0 == backslash || $0 == quote || $0 == lineFeed }) else { return value }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(value.utf8.count + 4)
+        for byte in value.utf8 {
+            if byte == backslash || byte == quote {
+                bytes += [backslash, byte]
+            } else if byte == lineFeed {
+                bytes += [backslash, UInt8(ascii: "n")]
+            } else {
+                bytes.append(byte)
             }
         }
-        return out
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
