@@ -14,13 +14,9 @@ extension TokenManager {
         if let last = stats.lastSuccessAt {
             registry.add(MetricCatalog.tokenLastSuccessAgeSeconds, [], Int(max(now - last, 0).rounded(.down)))
         }
-        for reason in FetchFailureReason.allCases {
-            registry.add(MetricCatalog.tokenFetchFailuresTotal, [MetricLabel("reason", reason.rawValue)], stats.failures(reason))
-        }
+        stats.failureReasons.collect(MetricCatalog.tokenFetchFailuresTotal, as: "reason", into: &registry)
         registry.add(MetricCatalog.tokenRefreshSeconds, [], stats.refreshDuration)
-        for result in RefreshResult.allCases {
-            registry.add(MetricCatalog.refreshesTotal, [MetricLabel("source", kind), MetricLabel("outcome", result.rawValue)], stats.count(of: result))
-        }
+        stats.outcomes.collect(MetricCatalog.refreshesTotal, as: "outcome", labels: [MetricLabel("source", kind)], into: &registry)
         // Backoff state: how many passing failures in a row, and when the next try (or proactive refresh) is due.
         registry.add(MetricCatalog.refreshConsecutiveFailures, [], stats.consecutiveFailures)
         if let next = stats.nextRefreshAt {

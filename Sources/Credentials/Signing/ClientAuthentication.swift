@@ -123,16 +123,14 @@ public final class AssertionMetrics: Sendable {
         case notJWT = "not_jwt"
     }
     public static let shared = AssertionMetrics()
-    private let counts = Mutex([Reason: UInt64]())
+    private let counts = Mutex(LabeledCounts<Reason>())
 
-    func refused(_ reason: Reason) { counts.withLock { $0[reason, default: 0] += 1 } }
+    func refused(_ reason: Reason) { counts.withLock { $0.increment(reason) } }
 
-    public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] ?? 0 } }
+    public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] } }
 
     /// One count for the process (the files are read by whichever route names them).
     public func collect(into registry: inout MetricRegistry) {
-        for reason in Reason.allCases {
-            registry.add(MetricCatalog.assertionsRefusedTotal, [MetricLabel("reason", reason.rawValue)], count(reason))
-        }
+        counts.withLock { $0 }.collect(MetricCatalog.assertionsRefusedTotal, as: "reason", into: &registry)
     }
 }
