@@ -294,10 +294,14 @@ public final class OAuth2Provider: IdentityProvider {
         let description = Self.safeDescription(answer?["error_description"]?.string, secrets: secrets + [clientSecret].compactMap { $0 })
         let said = (code ?? "HTTP \(status)") + (description.map { ": \($0)" } ?? "")
         if status == 429 || status >= 500 {
-            return .passing("the identity provider is unavailable for the \(call) (HTTP \(status)\(code.map { ", \($0)" } ?? ""))", cause: .of(status: status))
+            return .passing(
+                "the identity provider is unavailable for the \(call) (HTTP \(status)\(code.map { ", \($0)" } ?? ""))",
+                cause: status == 429 ? .rateLimited : .unavailable)
         }
         guard let code else {
-            if answer == nil { return .passing(unreadableAnswer(response, from: "the identity provider") + " to the \(call)", cause: .of(status: status)) }
+            if answer == nil {
+                return .passing(unreadableAnswer(response, from: "the identity provider") + " to the \(call)", cause: .of(status: status))
+            }
             if status == 401 || status == 403 {
                 return .configuration("the identity provider rejected the client for the \(call) (HTTP \(status)); check client_id and the secret")
             }
