@@ -55,10 +55,31 @@ public struct HTTPCallResponse: Sendable {
     }
 }
 
-/// Network-level failure: nothing usable came back (connection refused, timeout, TLS).
-public struct HTTPCallError: Error, Sendable, CustomStringConvertible {
+/// Network-level failure: nothing usable came back (connection refused, timeout, TLS). Its kind is
+/// a value that callers switch on (the token metrics' `reason`, docs/OBSERVABILITY.md); the message
+/// is libcurl's words, for logs only.
+public struct HTTPCallError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, as far as a caller may decide anything by it.
+    public enum Kind: Sendable, Equatable {
+        /// The request could not be set up (an option libcurl refused): nothing was sent.
+        case setup
+        /// The identity provider could not be reached or the exchange broke off (DNS, TCP, TLS, a
+        /// connection closed early).
+        case unreachable
+        /// The call ran out of time (`timeout`, or the connect limit of 10 s).
+        case timedOut
+        /// The answer's body is over `BlockingHTTPClient.maxBody`.
+        case answerTooLarge
+    }
+
+    public let kind: Kind
     public let message: String
     public var description: String { message }
+
+    public init(_ kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
 }
 
 public enum BlockingHTTPClient {
@@ -95,15 +116,15 @@ public enum BlockingHTTPClient {
             lines.appendRemoval("Expect")
             try easy.setHeaders(lines)
         } catch {
-            throw HTTPCallError(message: "cannot set up the request: \(error)")
+            throw HTTPCallError(.setup, message: "cannot set up the request: \(error)")
         }
         do {
             try easy.perform()
         } catch {
             // A body over the limit stops the transfer from the write callback: say that, not
             // libcurl's "Failed writing received data".
-            if state.tooLarge { throw HTTPCallError(message: "the answer is larger than \(maxBody) bytes") }
-            throw HTTPCallError(message: error.message)
+            if state.tooLarge { throw HTTPCallError(.answerTooLarge, message: "the answer is larger than \(maxBody) bytes") }
+            throw HTTPCallError(error.timedOut ? .timedOut : .unreachable, message: error.message)
         }
         return HTTPCallResponse(status: easy.responseCode(), headers: state.headers, body: state.response)
     }

@@ -1,31 +1,40 @@
 /// One Prometheus histogram's counts on one event loop (docs/OBSERVABILITY.md): an increment per
 /// observation into its own bucket; made cumulative only when rendered (the exposition format's
 /// `_bucket{le}` counts every observation at or below `le`). Loops' histograms are summed at a scrape.
+/// Every histogram of /metrics is one of these; only its bounds differ.
 public struct Histogram: Sendable, Equatable {
-    /// Upper bounds in seconds, from 100 µs to 30 s (issue 22), roughly 1-2.5-5 per decade.
+    /// The bounds most histograms use: upper bounds in seconds, from 100 µs to 30 s (issue 22),
+    /// roughly 1-2.5-5 per decade.
     public static let bounds: [Double] = [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
     ]
 
+    /// This histogram's upper bounds, ascending.
+    public let bounds: [Double]
     /// Observations in each bucket alone; the last slot holds those above every bound (`+Inf`).
-    public private(set) var buckets = [Int](repeating: 0, count: Histogram.bounds.count + 1)
+    public private(set) var buckets: [Int]
     public private(set) var count = 0
     public private(set) var sum = 0.0
 
-    public init() {}
+    public init(bounds: [Double] = Histogram.bounds) {
+        self.bounds = bounds
+        buckets = [Int](repeating: 0, count: bounds.count + 1)
+    }
 
     public mutating func observe(_ seconds: Double) {
         let value = max(seconds, 0)
         // Most observations are short: a linear scan from the smallest bound ends after a few steps.
         var i = 0
-        let bounds = Histogram.bounds
+        let bounds = self.bounds
         while i < bounds.count && value > bounds[i] { i += 1 }
         buckets[i] += 1
         count += 1
         sum += value
     }
 
+    /// Adds another loop's counts of the same series (same bounds).
     public mutating func add(_ other: Histogram) {
+        precondition(other.bounds == bounds, "histograms of one series share their bounds")
         for i in buckets.indices { buckets[i] += other.buckets[i] }
         count += other.count
         sum += other.sum

@@ -6,7 +6,7 @@ import Upstream
 /// The counters of one event loop. Touched only on its loop's thread: the request path bumps plain
 /// fields (no lock, no atomic, nothing another core writes), and a scrape reads a copy through the
 /// loop's own task queue (`Server.collectMetrics`), then sums the loops. Every series is declared
-/// once, in `MetricCatalog`.
+/// once, in `MetricCatalog`, and rendered through a `MetricRegistry`.
 // @unchecked: see above; it crosses threads only as a reference handed to its own loop.
 final class LoopMetrics: @unchecked Sendable {
     struct Counters: Sendable {
@@ -24,9 +24,7 @@ final class LoopMetrics: @unchecked Sendable {
         /// Request fields left out because their names hold an underscore.
         var droppedUnderscoreFields = 0
         /// Upstream latency (to the response head), with the bounds the series had before issue 22.
-        var latencyBuckets = [Int](repeating: 0, count: LoopMetrics.latencyBounds.count)
-        var latencyCount = 0
-        var latencySum = 0.0
+        var upstreamLatency = Histogram(bounds: LoopMetrics.latencyBounds)
         /// Per route, at the index `SharedProxyState.routeSlot` gave its name.
         var routes: [RouteCounters] = []
 
@@ -35,39 +33,32 @@ final class LoopMetrics: @unchecked Sendable {
             for code in requestsByCode.indices { requestsByCode[code] += other.requestsByCode[code] }
             for series in LoopMetrics.plainCounters { self[keyPath: series.field] += other[keyPath: series.field] }
             tunnelsClosed += other.tunnelsClosed  // only for tokenproxy_open_tunnels
-            for i in 0..<latencyBuckets.count { latencyBuckets[i] += other.latencyBuckets[i] }
-            latencyCount += other.latencyCount
-            latencySum += other.latencySum
+            upstreamLatency.add(other.upstreamLatency)
             while routes.count < other.routes.count { routes.append(RouteCounters()) }
             for i in other.routes.indices { routes[i].add(other.routes[i]) }
-        }
-
-        /// The latency buckets as Prometheus counts them: each bound's count includes every lower one.
-        var cumulativeLatencyBuckets: [Int] {
-            var total = 0
-            return latencyBuckets.map { total += $0; return total }
         }
 
         /// Upstream connections closed for `reason`, over every route.
         func upstreamRetirements(_ reason: UpstreamRetirement) -> Int { routes.reduce(0) { $0 + $1.retirements[reason.rawValue] } }
     }
 
-    /// One plain counter: its series (declared in `MetricCatalog`) and the field that counts it.
+    /// One plain counter: its family in `MetricCatalog` and the field that counts it.
     struct CounterSeries {
-        let name: String
+        let family: MetricFamily
         let field: WritableKeyPath<Counters, Int>
     }
 
-    /// The loops' plain counters; `Counters.add` sums them and `MetricsRenderer` prints them in this order.
+    /// The loops' plain counters; `Counters.add` sums them and `MetricsRenderer` gives them to the
+    /// registry in this order.
     static var plainCounters: [CounterSeries] {
         [
-            CounterSeries(name: "tokenproxy_upstream_401_retries_total", field: \.upstream401Retries),
-            CounterSeries(name: "tokenproxy_requests_waited_for_token_total", field: \.requestsWaitedForToken),
-            CounterSeries(name: "tokenproxy_client_received_bytes_total", field: \.bytesFromClients),
-            CounterSeries(name: "tokenproxy_client_sent_bytes_total", field: \.bytesToClients),
-            CounterSeries(name: "tokenproxy_tunnels_total", field: \.tunnelsOpened),
-            CounterSeries(name: "tokenproxy_upstream_fresh_connection_retries_total", field: \.retriesOnFreshConnection),
-            CounterSeries(name: "tokenproxy_dropped_header_fields_total", field: \.droppedUnderscoreFields),
+            CounterSeries(family: MetricCatalog.upstream401RetriesTotal, field: \.upstream401Retries),
+            CounterSeries(family: MetricCatalog.requestsWaitedForTokenTotal, field: \.requestsWaitedForToken),
+            CounterSeries(family: MetricCatalog.clientReceivedBytesTotal, field: \.bytesFromClients),
+            CounterSeries(family: MetricCatalog.clientSentBytesTotal, field: \.bytesToClients),
+            CounterSeries(family: MetricCatalog.tunnelsTotal, field: \.tunnelsOpened),
+            CounterSeries(family: MetricCatalog.upstreamFreshConnectionRetriesTotal, field: \.retriesOnFreshConnection),
+            CounterSeries(family: MetricCatalog.droppedHeaderFieldsTotal, field: \.droppedUnderscoreFields),
         ]
     }
 
@@ -92,9 +83,7 @@ final class LoopMetrics: @unchecked Sendable {
     }
 
     func upstreamLatency(_ seconds: Double) {
-        if let i = LoopMetrics.latencyBounds.firstIndex(where: { seconds <= $0 }) { counters.latencyBuckets[i] += 1 }
-        counters.latencyCount += 1
-        counters.latencySum += seconds
+        counters.upstreamLatency.observe(seconds)
     }
 
     func tunnelOpened() { counters.tunnelsOpened += 1 }

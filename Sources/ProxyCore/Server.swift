@@ -3,6 +3,7 @@ import Credentials
 import Dispatch
 import FoundationEssentials
 import Logging
+import Logs
 import Sockets
 import Synchronization
 import Upstream
@@ -373,11 +374,13 @@ public final class Server: AdminService, @unchecked Sendable {
     private func metricsText(_ total: LoopMetrics.Counters) -> String {
         let (configuration, states) = current.withLock { $0 }
         let (succeeded, failed) = reloads.withLock { $0 }
-        return MetricsRenderer.render(
+        var registry = MetricRegistry()
+        MetricsRenderer.collect(
             total, routeNames: shared.routeNames, routes: states, openConnections: shared.openConnections.load(ordering: .relaxed),
-            ready: isReady, named: configuration.hasRoutes)
-            + MetricCatalog.header("tokenproxy_config_reloads_total")
-            + "tokenproxy_config_reloads_total{outcome=\"success\"} \(succeeded)\ntokenproxy_config_reloads_total{outcome=\"failed\"} \(failed)\n"
+            ready: isReady, named: configuration.hasRoutes, into: &registry)
+        registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "success")], succeeded)
+        registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "failed")], failed)
+        return registry.text
     }
 
     /// Counts one reload attempt (CONTRACT: every refused attempt counts once).

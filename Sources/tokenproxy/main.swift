@@ -372,7 +372,7 @@ struct Token: ParsableCommand {
                 switch error {
                 case .loginRequired(let why), .refused(let why):
                     fail("login required: \(why)", status: 1)
-                case .passing(let why), .configuration(let why):
+                case .passing(let why, _), .configuration(let why):
                     fail("no valid token: \(why)", status: 1)
                 }
             }

@@ -18,7 +18,7 @@ struct ExecTokenSourceTests {
     }
 
     func failureReason(_ result: Result<IssuedToken, TokenSourceError>) -> String? {
-        guard case .failure(.passing(let reason)) = result else { return nil }
+        guard case .failure(.passing(let reason, _)) = result else { return nil }
         return reason
     }
 

@@ -52,7 +52,7 @@ struct FileTokenSourceTests {
                 _ = try source.fetch(current: nil)
                 Issue.record("expected a failure for \(content.debugDescription)")
             } catch let error as TokenSourceError {
-                guard case .passing(let reason) = error else {
+                guard case .passing(let reason, _) = error else {
                     Issue.record("expected a passing failure")
                     continue
                 }

@@ -197,7 +197,7 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     @Test(arguments: ["500", "429", "html502"])
     func serverErrorsAndThrottlingArePassing(mode: String) throws {
         let backend = try Backend(["--answer", mode])
-        guard case .passing(let reason)? = sourceError({ try backend.refresh("refresh-1") }) else {
+        guard case .passing(let reason, _)? = sourceError({ try backend.refresh("refresh-1") }) else {
             Issue.record("expected a passing failure")
             return
         }
@@ -218,7 +218,7 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     @Test func aClosedPortIsAPassingFailure() throws {
         let backend = try Backend()
         backend.server.stop()
-        guard case .passing(let reason)? = sourceError({ try backend.refresh("refresh-1") }) else {
+        guard case .passing(let reason, _)? = sourceError({ try backend.refresh("refresh-1") }) else {
             Issue.record("expected a passing failure")
             return
         }
@@ -251,7 +251,7 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     func anUnusableAnswerIsAPassingFailureWithAReason(mode: String, expected: String) throws {
         let backend = try Backend(["--answer", mode]) { $0.expiresAtPath = "expires_at" }
         for call in [{ try backend.refresh("refresh-1") }, { try backend.login() }] {
-            guard case .passing(let reason)? = sourceError(call) else {
+            guard case .passing(let reason, _)? = sourceError(call) else {
                 Issue.record("expected a passing failure for \(mode)")
                 continue
             }
@@ -269,8 +269,16 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
         #expect {
             _ = try BlockingHTTPClient.perform(request)
         } throws: { error in
-            (error as? HTTPCallError)?.message == "the answer is larger than 1048576 bytes"
+            (error as? HTTPCallError)?.kind == .answerTooLarge && (error as? HTTPCallError)?.message == "the answer is larger than 1048576 bytes"
         }
+    }
+
+    /// `tokenproxy_token_fetch_failures_total{reason}` of each answer, from the status, not the words.
+    @Test(arguments: [("500", FetchFailureReason.http5xx), ("429", .http429), ("notjson", .badAnswer), ("400", .refused), ("404", .clientMisconfigured)])
+    func aBackendsAnswerGetsItsFailureReason(mode: String, reason: FetchFailureReason) throws {
+        let backend = try Backend(["--answer", mode])
+        let error = try #require(sourceError { try backend.refresh("refresh-1") })
+        #expect(FetchFailureReason.of(error) == reason, "\(error)")
     }
 
     // MARK: Configuration

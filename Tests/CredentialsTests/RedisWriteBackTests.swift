@@ -34,7 +34,7 @@ struct RedisWriteBackTests {
         while true {
             do {
                 return try source.fetch(current: nil)
-            } catch TokenSourceError.passing(let reason) where Date() < deadline && reason.contains("unavailable") {
+            } catch TokenSourceError.passing(let reason, _) where Date() < deadline && reason.contains("unavailable") {
                 usleep(50_000)
             }
         }

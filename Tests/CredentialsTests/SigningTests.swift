@@ -275,4 +275,25 @@ struct MutualTLSTests {
         bare.caFile = ca
         #expect(throws: HTTPCallError.self) { try BlockingHTTPClient.perform(bare) }
     }
+
+    @Test(arguments: [2048, 1024])
+    func aDPoPKeyFileThatHoldsAnRSAKeyIsRefusedAsAnRSAKey(bits: Int) throws {
+        let dir = try TempDir(prefix: "tokenproxy-dpop-rsa")
+        let pem: String
+        if bits == 2048 {
+            pem = try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation
+        } else {
+            pem = try _RSA.Signing.PrivateKey(unsafeKeySize: _RSA.Signing.KeySize(bitCount: 1024)).pemRepresentation
+        }
+        var configuration = DPoPConfiguration()
+        configuration.keyFile = try dir.write("rsa.pem", pem)
+        let path = configuration.keyFile!
+        #expect {
+            _ = try DPoPKeySource(configuration)
+        } throws: { error in
+            (error as? ConfigurationError)?.reason == "\(path) is an RSA key; DPoP needs an EC P-256 key (ES256)"
+        }
+        configuration.keyFile = try dir.write("ec.pem", P256.Signing.PrivateKey().pemRepresentation)
+        _ = try DPoPKeySource(configuration)
+    }
 }

@@ -272,3 +272,72 @@ let sampleJWT =
         #expect(Histogram.bounds == Histogram.bounds.sorted())
     }
 }
+
+@Suite struct HistogramBoundsTests {
+    @Test func aHistogramWithItsOwnBoundsCountsAboveTheLastOneInPlusInf() {
+        var h = Histogram(bounds: [0.001, 0.01, 60])
+        h.observe(0.001)
+        h.observe(0.5)
+        h.observe(100)
+        #expect(h.buckets == [1, 0, 1, 1])
+        #expect(h.cumulative == [1, 1, 2, 3])
+    }
+}
+
+/// The registry the /metrics text is made from: labels are values, families come out in the order
+/// first seen with their HELP and TYPE once (docs/OBSERVABILITY.md).
+@Suite struct MetricRegistryTests {
+    @Test func familiesComeOutOnceInTheOrderFirstSeenWithTheSamplesOfEveryPart() {
+        var registry = MetricRegistry()
+        registry.declare(MetricCatalog.tokenExpirySeconds)
+        for route in ["orders", "billing"] {
+            registry.leadingLabels = [MetricLabel("route", route)]
+            registry.add(MetricCatalog.tokenFetchFailuresTotal, [MetricLabel("reason", "timeout")], route == "orders" ? 2 : 0)
+            registry.add(MetricCatalog.refreshConsecutiveFailures, [], 1)
+        }
+        registry.leadingLabels = []
+        registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "success")], 3)
+        #expect(
+            registry.text == """
+                # HELP tokenproxy_token_expiry_seconds \(MetricCatalog.tokenExpirySeconds.help)
+                # TYPE tokenproxy_token_expiry_seconds gauge
+                # HELP tokenproxy_token_fetch_failures_total \(MetricCatalog.tokenFetchFailuresTotal.help)
+                # TYPE tokenproxy_token_fetch_failures_total counter
+                tokenproxy_token_fetch_failures_total{route="orders",reason="timeout"} 2
+                tokenproxy_token_fetch_failures_total{route="billing",reason="timeout"} 0
+                # HELP tokenproxy_refresh_consecutive_failures \(MetricCatalog.refreshConsecutiveFailures.help)
+                # TYPE tokenproxy_refresh_consecutive_failures gauge
+                tokenproxy_refresh_consecutive_failures{route="orders"} 1
+                tokenproxy_refresh_consecutive_failures{route="billing"} 1
+                # HELP tokenproxy_config_reloads_total \(MetricCatalog.configReloadsTotal.help)
+                # TYPE tokenproxy_config_reloads_total counter
+                tokenproxy_config_reloads_total{outcome="success"} 3
+
+                """)
+    }
+
+    @Test func aHistogramGivesCumulativeBucketsThenSumAndCount() {
+        var registry = MetricRegistry()
+        var h = Histogram(bounds: [0.1, 1])
+        h.observe(0.05)
+        h.observe(2)
+        registry.add(MetricCatalog.tokenRefreshSeconds, [], h)
+        registry.leadingLabels = [MetricLabel("route", "a")]
+        registry.add(MetricCatalog.tokenRefreshSeconds, [], Histogram(bounds: [0.1, 1]))
+        let samples = registry.text.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(
+            samples == [
+                #"tokenproxy_token_refresh_seconds_bucket{le="0.1"} 1"#, #"tokenproxy_token_refresh_seconds_bucket{le="1.0"} 1"#,
+                #"tokenproxy_token_refresh_seconds_bucket{le="+Inf"} 2"#, "tokenproxy_token_refresh_seconds_sum 2.05",
+                "tokenproxy_token_refresh_seconds_count 2",
+                #"tokenproxy_token_refresh_seconds_bucket{route="a",le="0.1"} 0"#, #"tokenproxy_token_refresh_seconds_bucket{route="a",le="1.0"} 0"#,
+                #"tokenproxy_token_refresh_seconds_bucket{route="a",le="+Inf"} 0"#, #"tokenproxy_token_refresh_seconds_sum{route="a"} 0.0"#,
+                #"tokenproxy_token_refresh_seconds_count{route="a"} 0"#,
+            ])
+    }
+
+    @Test func aLabelValueIsEscapedAsTheTextFormatSays() {
+        #expect(MetricRegistry.escaped(#"a"b\c"# + "\nd") == #"a\"b\\c\nd"#)
+        #expect(MetricRegistry.escaped("orders-v2") == "orders-v2")
+    }
+}

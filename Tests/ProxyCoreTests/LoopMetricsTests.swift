@@ -1,4 +1,5 @@
 import Foundation
+import Logs
 import Testing
 import Upstream
 
@@ -49,14 +50,14 @@ import Upstream
         #expect(sum.requestsByCode[502] == 1)
         #expect(sum.requestsByCode.reduce(0, +) == 3)
         #expect(sum.bytesToClients == 150)
-        let cumulative = Dictionary(uniqueKeysWithValues: zip(LoopMetrics.latencyBounds, sum.cumulativeLatencyBuckets))
+        let cumulative = Dictionary(uniqueKeysWithValues: zip(LoopMetrics.latencyBounds, sum.upstreamLatency.cumulative))
         #expect(cumulative[0.001] == 1)
         #expect(cumulative[0.0025] == 1)
         #expect(cumulative[0.005] == 2)
         #expect(cumulative[0.05] == 2)
         #expect(cumulative[0.1] == 3)
         #expect(cumulative[60] == 3)
-        #expect(sum.latencyCount == 4)
+        #expect(sum.upstreamLatency.count == 4)
     }
 }
 
@@ -73,7 +74,9 @@ import Upstream
         var sum = LoopMetrics.Counters()
         sum.add(first.counters)
         sum.add(second.counters)
-        let text = MetricsRenderer.routeSeries(sum.routes, names: shared.routeNames)
+        var registry = MetricRegistry()
+        MetricsRenderer.routeSeries(sum.routes, names: shared.routeNames, into: &registry)
+        let text = registry.text
         #expect(text.contains(#"tokenproxy_request_duration_seconds_bucket{route="orders",code_class="2xx",le="0.00025"} 1"#), "\(text)")
         #expect(text.contains(#"tokenproxy_request_duration_seconds_bucket{route="orders",code_class="2xx",le="0.005"} 2"#))
         #expect(text.contains(#"tokenproxy_request_duration_seconds_bucket{route="orders",code_class="2xx",le="+Inf"} 2"#))

@@ -330,13 +330,14 @@ public final class TokenManager: @unchecked Sendable {
                 result = .failure
                 failureReason = .badAnswer
                 failure = message
-                logFailure(message, level: .warning)
+                logFailure(message, level: .warning, reason: .badAnswer)
             }
         } catch {
             let now = clock()
             // Another error type could carry an answer's text: only its type is told.
             let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
-            failureReason = FetchFailureReason.of(sourceError)
+            let counted = FetchFailureReason.of(sourceError)
+            failureReason = counted
             switch sourceError {
             case .refused(let reason):
                 let message = "the identity provider refused the refresh: \(reason); log in again"
@@ -346,7 +347,7 @@ public final class TokenManager: @unchecked Sendable {
                 result = .refused
                 sessionEnded = message
                 failure = message
-                logFailure(message, level: .error)
+                logFailure(message, level: .error, reason: counted)
             case .loginRequired(let reason):
                 decision = policy.next(after: .refused, now: now)
                 view = TokenView(snapshot: nil, session: .none, failure: reason, retryAfter: 1)
@@ -354,8 +355,8 @@ public final class TokenManager: @unchecked Sendable {
                 result = .refused
                 sessionEnded = reason
                 failure = reason
-                logFailure(reason, level: .warning)
-            case .passing(let reason), .configuration(let reason):
+                logFailure(reason, level: .warning, reason: counted)
+            case .passing(let reason, _), .configuration(let reason):
                 let isConfiguration: Bool
                 switch sourceError {
                 case .configuration: isConfiguration = true
@@ -376,7 +377,8 @@ public final class TokenManager: @unchecked Sendable {
                 logFailure(
                     isConfiguration ? "configuration error: \(reason)" : reason,
                     detail: " (after \(took()); next try in \(retryAfter) s)",
-                    level: isConfiguration ? .error : .warning
+                    level: isConfiguration ? .error : .warning,
+                    reason: counted
                 )
             }
         }
@@ -429,11 +431,14 @@ public final class TokenManager: @unchecked Sendable {
 
     /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources
     /// name themselves in their messages ("exec: …", "credentials file …").
-    private func logFailure(_ message: String, detail: String = "", level: Logger.Level) {
+    /// One log line per failure, with the `reason` it is counted under in
+    /// `tokenproxy_token_fetch_failures_total` (the same value, not read back from the text).
+    private func logFailure(_ message: String, detail: String = "", level: Logger.Level, reason: FetchFailureReason) {
+        let metadata: Logger.Metadata = ["reason": "\(reason.rawValue)"]
         if message == lastLoggedFailure {
-            logger.debug("\(message)\(detail)")
+            logger.debug("\(message)\(detail)", metadata: metadata)
         } else {
-            logger.log(level: level, "\(message)\(detail)")
+            logger.log(level: level, "\(message)\(detail)", metadata: metadata)
             lastLoggedFailure = message
         }
     }

@@ -86,42 +86,38 @@ public enum FetchFailureReason: String, Sendable, CaseIterable {
     /// The provider blames the client's configuration (invalid_client, invalid_scope, …).
     case clientMisconfigured = "client_misconfigured"
 
-    /// The reason of a failure. `.passing` failures carry only their message, which the providers
-    /// word the same way for each kind (IdentityProvider.swift, OAuth2Provider.swift): read from it.
+    /// The reason of a failure, from its case and cause (never from its message).
     public static func of(_ error: TokenSourceError) -> FetchFailureReason {
         switch error {
         case .refused, .loginRequired: return .refused
         case .configuration: return .clientMisconfigured
-        case .passing(let message): return classify(passing: message)
+        case .passing(_, let cause):
+            switch cause {
+            case .unreachable: return .network
+            case .timedOut: return .timeout
+            case .unavailable: return .http5xx
+            case .rateLimited: return .http429
+            case .badAnswer: return .badAnswer
+            }
         }
-    }
-
-    static func classify(passing message: String) -> FetchFailureReason {
-        let m = message.lowercased()
-        if m.contains("http 429") || m.contains("toomanyrequests") { return .http429 }
-        if m.contains("timed out") || m.contains("timeout") { return .timeout }
-        if let range = m.range(of: "http 5"), m[range.upperBound...].prefix(2).allSatisfy(\.isNumber) { return .http5xx }
-        if m.contains("unavailable") { return .http5xx }
-        if m.contains("cannot reach") || m.contains("could not connect") || m.contains("couldn't connect") || m.contains("resolve") {
-            return .network
-        }
-        return .badAnswer
     }
 }
 
 /// Counters for metrics and `status`.
 public struct TokenStats: Sendable, Equatable {
-    /// Failed calls by reason (indexed as `FetchFailureReason.allCases`).
-    public var failureReasons = [UInt64](repeating: 0, count: FetchFailureReason.allCases.count)
+    /// Failed calls by reason.
+    public var failureReasons = LabeledCounts<FetchFailureReason>()
+    /// Calls by how they ended.
+    public var outcomes = LabeledCounts<RefreshResult>()
     /// How long each call to the source took, successful or not.
     public var refreshDuration = Histogram()
     /// Seconds since the epoch of the last call that handed over a usable token.
     public var lastSuccessAt: Double? = nil
 
-    public var successes: UInt64 = 0
-    public var refusals: UInt64 = 0
-    public var failures: UInt64 = 0
-    public var reuses: UInt64 = 0
+    public var successes: UInt64 { outcomes[.success] }
+    public var refusals: UInt64 { outcomes[.refused] }
+    public var failures: UInt64 { outcomes[.failure] }
+    public var reuses: UInt64 { outcomes[.reused] }
     /// Seconds since the epoch of the last call to the source that ended.
     public var lastRefreshAt: Double? = nil
     public var lastRefreshOutcome: RefreshResult? = nil
@@ -133,33 +129,19 @@ public struct TokenStats: Sendable, Equatable {
 
     public init() {}
 
-    public func count(of result: RefreshResult) -> UInt64 {
-        switch result {
-        case .success: return successes
-        case .refused: return refusals
-        case .failure: return failures
-        case .reused: return reuses
-        }
-    }
+    public func count(of result: RefreshResult) -> UInt64 { outcomes[result] }
 
-    public func failures(_ reason: FetchFailureReason) -> UInt64 {
-        failureReasons[FetchFailureReason.allCases.firstIndex(of: reason)!]
-    }
+    public func failures(_ reason: FetchFailureReason) -> UInt64 { failureReasons[reason] }
 
     mutating func record(_ result: RefreshResult, reason: FetchFailureReason?, seconds: Double, at time: Double) {
-        if let reason { failureReasons[FetchFailureReason.allCases.firstIndex(of: reason)!] += 1 }
+        if let reason { failureReasons.increment(reason) }
         refreshDuration.observe(seconds)
         if result == .success || result == .reused { lastSuccessAt = time }
         record(result, at: time)
     }
 
     mutating func record(_ result: RefreshResult, at time: Double) {
-        switch result {
-        case .success: successes += 1
-        case .refused: refusals += 1
-        case .failure: failures += 1
-        case .reused: reuses += 1
-        }
+        outcomes.increment(result)
         lastRefreshAt = time
         lastRefreshOutcome = result
     }

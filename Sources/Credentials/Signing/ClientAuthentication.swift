@@ -1,6 +1,7 @@
 import Config
 import FoundationEssentials
 import IdentityHTTP
+import Logs
 import Synchronization
 
 /// How every token request of the oauth2_* types authenticates the client (`client_auth`,
@@ -119,9 +120,14 @@ public final class AssertionMetrics: Sendable {
         case notJWT = "not_jwt"
     }
     public static let shared = AssertionMetrics()
-    private let counts = Mutex([Reason: UInt64]())
+    private let counts = Mutex(LabeledCounts<Reason>())
 
-    func refused(_ reason: Reason) { counts.withLock { $0[reason, default: 0] += 1 } }
+    func refused(_ reason: Reason) { counts.withLock { $0.increment(reason) } }
 
-    public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] ?? 0 } }
+    public func count(_ reason: Reason) -> UInt64 { counts.withLock { $0[reason] } }
+
+    /// One count for the process (the files are read by whichever route names them).
+    public func collect(into registry: inout MetricRegistry) {
+        counts.withLock { $0 }.collect(MetricCatalog.assertionsRefusedTotal, as: "reason", into: &registry)
+    }
 }

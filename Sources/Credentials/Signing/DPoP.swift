@@ -132,9 +132,12 @@ final class DPoPKeySource {
         if let path = configuration.keyFile {
             do {
                 file = try KeyFile(path, algorithm: .es256, keyID: nil, keyPath: "credentials.dpop.key_file")
-            } catch var error as ConfigurationError where error.reason.contains("RSA key") {
-                // RFC 9449 proofs are ES256 here: an RSA key is no choice.
-                error.reason = "\(path) is an RSA key; DPoP needs an EC P-256 key (ES256)"
+            } catch var error as ConfigurationError {
+                // RFC 9449 proofs are ES256 here: an RSA key is no choice. Told by the key itself
+                // (read once more, of any size), not by the words of the error.
+                if SigningKey.fileHoldsRSAKey(path) {
+                    error.reason = "\(path) is an RSA key; DPoP needs an EC P-256 key (ES256)"
+                }
                 throw error
             }
         } else {

@@ -84,6 +84,13 @@ struct SigningKey: Sendable {
         }
     }
 
+    /// Whether the file at `path` holds an RSA private key of any size: for an error that must name
+    /// the key's type when another type is needed (DPoP).
+    static func fileHoldsRSAKey(_ path: String) -> Bool {
+        guard case .success(let bytes) = SmallFile.read(path, limit: 1 << 20) else { return false }
+        return (try? _RSA.Signing.PrivateKey(unsafePEMRepresentation: String(decoding: bytes, as: UTF8.self))) != nil
+    }
+
     func sign(_ input: [UInt8]) throws -> [UInt8] {
         switch material {
         case .rsa(let key, let pss):

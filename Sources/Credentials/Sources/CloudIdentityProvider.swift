@@ -92,7 +92,7 @@ public final class CloudIdentityProvider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(call)
         } catch {
-            throw TokenSourceError.passing("cannot reach the metadata service for \(kind): \(error)")
+            throw TokenSourceError.cannotReach("the metadata service for \(kind)", error)
         }
         // Google's metadata server marks every answer so; anything else (a captive portal, a proxy,
         // another server on that name) is not it, and its "token" is not trusted.
@@ -105,7 +105,7 @@ public final class CloudIdentityProvider: IdentityProvider {
             if response.status == 400 || response.status == 403 || response.status == 404 {
                 throw TokenSourceError.configuration("\(text); check the identity, service_account, resource or client_id")
             }
-            throw TokenSourceError.passing(text)
+            throw TokenSourceError.passing(text, cause: .of(status: response.status))
         }
         return try Self.read(response, plain: plainAnswer, kind: kind)
     }

@@ -174,7 +174,7 @@ public final class CognitoProvider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(request)
         } catch {
-            throw TokenSourceError.passing("cannot reach Cognito at \(Self.withoutUserinfo(endpoint)): \(error)")
+            throw TokenSourceError.cannotReach("Cognito at \(Self.withoutUserinfo(endpoint))", error)
         }
         return try read(response, secrets: secrets, operation: operation)
     }
@@ -188,13 +188,13 @@ public final class CognitoProvider: IdentityProvider {
         if (200..<300).contains(response.status) {
             if operation == .revoke { return (answer ?? .null, response) }
             guard let answer, case .object = answer else {
-                throw TokenSourceError.passing(unreadableAnswer(response, from: "Cognito"))
+                throw TokenSourceError.passing(unreadableAnswer(response, from: "Cognito"), cause: .of(status: response.status))
             }
             return (answer, response)
         }
         guard let answer, case .object = answer else {
             if operation == .revoke && response.status == 500 { throw RevokeOutcome.nothingToRevoke }
-            throw TokenSourceError.passing(unreadableAnswer(response, from: "Cognito"))
+            throw TokenSourceError.passing(unreadableAnswer(response, from: "Cognito"), cause: .of(status: response.status))
         }
         throw failure(answer, response: response, secrets: secrets + [clientSecret].compactMap { $0 }, operation: operation)
     }
@@ -240,11 +240,14 @@ public final class CognitoProvider: IdentityProvider {
             "UnrecognizedClientException", "InvalidLambdaResponseException", "UnexpectedLambdaException",
             "UserLambdaValidationException":
             return TokenSourceError.configuration("Cognito rejected the request (\(said)); check credentials.client_id and the app client's settings")
-        case "TooManyRequestsException", "LimitExceededException", "InternalErrorException", "ThrottlingException":
-            return TokenSourceError.passing("Cognito is unavailable for now (\(said))")
+        case "TooManyRequestsException":
+            return TokenSourceError.passing("Cognito is unavailable for now (\(said))", cause: .rateLimited)
+        case "LimitExceededException", "InternalErrorException", "ThrottlingException":
+            return TokenSourceError.passing("Cognito is unavailable for now (\(said))", cause: .unavailable)
         default:
-            if type.isEmpty && message == nil { return TokenSourceError.passing("Cognito answered HTTP \(response.status)") }
-            return TokenSourceError.passing("Cognito answered HTTP \(response.status) (\(said))")
+            let cause = PassingCause.of(status: response.status)
+            if type.isEmpty && message == nil { return TokenSourceError.passing("Cognito answered HTTP \(response.status)", cause: cause) }
+            return TokenSourceError.passing("Cognito answered HTTP \(response.status) (\(said))", cause: cause)
         }
     }
 

@@ -90,7 +90,7 @@ public final class JSONRefreshProvider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(request)
         } catch {
-            throw TokenSourceError.passing("cannot reach the backend's \(key): \(error)")
+            throw TokenSourceError.cannotReach("the backend's \(key)", error)
         }
         switch response.status {
         case 200..<300:
@@ -98,13 +98,13 @@ public final class JSONRefreshProvider: IdentityProvider {
         case 400, 401, 403:
             throw TokenSourceError.refused("\(refusal) (HTTP \(response.status))")
         case 429, 500...:
-            throw TokenSourceError.passing("the backend answered the \(call) with HTTP \(response.status)")
+            throw TokenSourceError.passing("the backend answered the \(call) with HTTP \(response.status)", cause: .of(status: response.status))
         case 300..<400, 404, 405:
             throw TokenSourceError.configuration(
                 "the backend answered the \(call) with HTTP \(response.status); check credentials.\(key)"
             )
         default:
-            throw TokenSourceError.passing("the backend answered the \(call) with HTTP \(response.status)")
+            throw TokenSourceError.passing("the backend answered the \(call) with HTTP \(response.status)", cause: .of(status: response.status))
         }
     }
 
@@ -112,7 +112,7 @@ public final class JSONRefreshProvider: IdentityProvider {
     /// and never an empty token.
     func read(_ response: HTTPCallResponse) throws -> IssuedToken {
         guard let answer = JSONValue.parse(response.body), case .object = answer else {
-            throw TokenSourceError.passing(unreadableAnswer(response, from: "the backend"))
+            throw TokenSourceError.passing(unreadableAnswer(response, from: "the backend"), cause: .of(status: response.status))
         }
         guard let accessToken = accessTokenPath.lookup(in: answer)?.string, !accessToken.isEmpty else {
             throw TokenSourceError.passing("the backend's answer has no access token at \(accessTokenPath)")

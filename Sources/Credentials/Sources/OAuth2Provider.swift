@@ -167,7 +167,7 @@ public final class OAuth2Provider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(request)
         } catch {
-            throw TokenSourceError.passing("cannot reach the revocation endpoint: \(error)")
+            throw TokenSourceError.cannotReach("the revocation endpoint", error)
         }
         // RFC 7009 §2.2: 200 whether or not the token was valid.
         guard (200..<300).contains(response.status) else {
@@ -218,7 +218,7 @@ public final class OAuth2Provider: IdentityProvider {
         do {
             return try BlockingHTTPClient.perform(request)
         } catch {
-            throw TokenSourceError.passing("cannot reach the token endpoint for the \(call): \(error)")
+            throw TokenSourceError.cannotReach("the token endpoint for the \(call)", error)
         }
     }
 
@@ -300,10 +300,14 @@ public final class OAuth2Provider: IdentityProvider {
         let description = Self.safeDescription(answer?["error_description"]?.string, secrets: secrets + [clientSecret].compactMap { $0 })
         let said = (code ?? "HTTP \(status)") + (description.map { ": \($0)" } ?? "")
         if status == 429 || status >= 500 {
-            return .passing("the identity provider is unavailable for the \(call) (HTTP \(status)\(code.map { ", \($0)" } ?? ""))")
+            return .passing(
+                "the identity provider is unavailable for the \(call) (HTTP \(status)\(code.map { ", \($0)" } ?? ""))",
+                cause: status == 429 ? .rateLimited : .unavailable)
         }
         guard let code else {
-            if answer == nil { return .passing(unreadableAnswer(response, from: "the identity provider") + " to the \(call)") }
+            if answer == nil {
+                return .passing(unreadableAnswer(response, from: "the identity provider") + " to the \(call)", cause: .of(status: status))
+            }
             if status == 401 || status == 403 {
                 return .configuration("the identity provider rejected the client for the \(call) (HTTP \(status)); check client_id and the secret")
             }
@@ -320,8 +324,11 @@ public final class OAuth2Provider: IdentityProvider {
         case "invalid_client", "unauthorized_client", "invalid_scope", "unsupported_grant_type", "invalid_request",
             "unsupported_token_type", "invalid_target":
             return .configuration("the identity provider blames the client for the \(call) (\(said)); check credentials")
+        case "temporarily_unavailable":
+            // RFC 6749 §4.1.2.1: the server cannot answer now; some token endpoints say so too.
+            return .passing("the identity provider answered the \(call) with \(said)", cause: .unavailable)
         default:
-            return .passing("the identity provider answered the \(call) with \(said)")
+            return .passing("the identity provider answered the \(call) with \(said)", cause: .of(status: status))
         }
     }
 
@@ -418,10 +425,10 @@ public final class OAuth2Provider: IdentityProvider {
         do {
             response = try BlockingHTTPClient.perform(HTTPCallRequest(url: url, method: "GET", headers: ["Accept: application/json"], timeout: timeout))
         } catch {
-            throw TokenSourceError.passing("cannot reach the discovery document \(url): \(error)")
+            throw TokenSourceError.cannotReach("the discovery document \(url)", error)
         }
         guard (200..<300).contains(response.status) else {
-            throw TokenSourceError.passing("the discovery document \(url) answered HTTP \(response.status)")
+            throw TokenSourceError.passing("the discovery document \(url) answered HTTP \(response.status)", cause: .of(status: response.status))
         }
         guard let answer = JSONValue.parse(response.body), case .object = answer else {
             throw TokenSourceError.passing(unreadableAnswer(response, from: "the discovery document \(url)"))

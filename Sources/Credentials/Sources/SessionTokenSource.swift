@@ -348,7 +348,7 @@ public final class SessionTokenSource: TokenSource {
         do {
             return try fetch(current: snapshot).accessToken
         } catch let error as TokenSourceError {
-            if case .passing(let reason) = error, expiresAt > now + 1 {
+            if case .passing(let reason, _) = error, expiresAt > now + 1 {
                 logger.warning("\(kind): the refresh failed (\(reason)); printing the still valid token")
                 return first.accessToken
             }

@@ -1,4 +1,5 @@
 import Config
+import IdentityHTTP
 import Logging
 import Sockets
 
@@ -52,7 +53,8 @@ public struct IssuedToken: Sendable, Equatable {
     }
 }
 
-/// How a source call failed. Messages never contain a token, a secret or a raw answer.
+/// How a source call failed. Messages never contain a token, a secret or a raw answer, and no
+/// decision reads them: what a caller decides by (retry, metrics, logs) is in the case and its cause.
 public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The identity provider refused the grant (`invalid_grant`, `NotAuthorizedException`):
     /// the session ends (`SessionState.ended`), no retry until the input changes (a new login).
@@ -61,24 +63,64 @@ public enum TokenSourceError: Error, Sendable, Equatable, CustomStringConvertibl
     /// retry until the input changes.
     case loginRequired(String)
     /// Network, 5xx, 429, a timeout, an unreadable answer: retried with backoff while a still-valid
-    /// token keeps serving.
-    case passing(String)
+    /// token keeps serving. `cause` says which, for `tokenproxy_token_fetch_failures_total{reason}`.
+    case passing(String, cause: PassingCause = .badAnswer)
     /// The configuration is wrong (`invalid_client`, a missing command): logged as a configuration
     /// error, retried like a passing failure.
     case configuration(String)
+
+    /// A call to an identity provider that brought no answer back: "cannot reach `what`", caused
+    /// by the transport's kind of failure.
+    public static func cannotReach(_ what: String, _ error: any Error) -> TokenSourceError {
+        .passing("cannot reach \(what): \(error)", cause: PassingCause.of(error))
+    }
 
     public var description: String {
         switch self {
         case .refused(let reason): return "refused: \(reason)"
         case .loginRequired(let reason): return "login required: \(reason)"
-        case .passing(let reason): return reason
+        case .passing(let reason, _): return reason
         case .configuration(let reason): return "configuration error: \(reason)"
         }
     }
 
     public var reason: String {
         switch self {
-        case .refused(let reason), .loginRequired(let reason), .passing(let reason), .configuration(let reason): return reason
+        case .refused(let reason), .loginRequired(let reason), .passing(let reason, _), .configuration(let reason): return reason
+        }
+    }
+}
+
+/// Why a passing failure happened (docs/OBSERVABILITY.md, `tokenproxy_token_fetch_failures_total`).
+public enum PassingCause: Sendable, Equatable {
+    /// The identity provider could not be reached (DNS, TCP, TLS, a connection broken off).
+    case unreachable
+    /// The call ran out of time.
+    case timedOut
+    /// The identity provider answered 5xx, or said it is unavailable for now.
+    case unavailable
+    /// The identity provider answered 429, or said to slow down.
+    case rateLimited
+    /// An answer that holds no usable token or cannot be read; any other passing failure.
+    case badAnswer
+
+    /// The cause of a failed call to `BlockingHTTPClient`: its kind, not its words. Any other error
+    /// type is a call that went nowhere.
+    public static func of(_ error: any Error) -> PassingCause {
+        guard let error = error as? HTTPCallError else { return .unreachable }
+        switch error.kind {
+        case .timedOut: return .timedOut
+        case .setup, .unreachable, .answerTooLarge: return .unreachable
+        }
+    }
+
+    /// The cause of an answer that brought no token, by its status (RFC 9110 §15.6, RFC 6585 §4):
+    /// 429 and 5xx say "later", anything else is an answer that could not be used.
+    public static func of(status: Int) -> PassingCause {
+        switch status {
+        case 429: return .rateLimited
+        case 500...599: return .unavailable
+        default: return .badAnswer
         }
     }
 }

@@ -26,6 +26,19 @@ enum RedisValue: Equatable, Sendable {
         return nil
     }
 
+    /// The kind of an error reply: its first word (RESP, "Simple errors": the first word after the
+    /// `-` is the error's kind, WRONGTYPE, READONLY, …). Decisions read this, never the rest of the
+    /// text, which is Redis's words for a person.
+    var errorKind: RedisErrorKind? {
+        guard case .error(let message) = self else { return nil }
+        switch message.prefix(while: { $0 != " " }) {
+        case "WRONGTYPE": return .wrongType
+        case "READONLY": return .readOnly
+        case "MASTERDOWN": return .masterDown
+        default: return .other
+        }
+    }
+
     var integer: Int64? {
         switch self {
         case .integer(let value): return value
@@ -33,6 +46,18 @@ enum RedisValue: Equatable, Sendable {
         case .array, .null, .error: return nil
         }
     }
+}
+
+/// The error kinds a decision is made on (`RedisValue.errorKind`).
+enum RedisErrorKind: Equatable, Sendable {
+    /// The key holds another type: no session can be read from it.
+    case wrongType
+    /// A replica (a primary demoted by a failover) refused a write.
+    case readOnly
+    /// A replica lost its primary.
+    case masterDown
+    /// Any other error (NOAUTH, LOADING, ERR …).
+    case other
 }
 
 /// A failure to reach Redis or to read its answer. The connection that threw it is unusable.

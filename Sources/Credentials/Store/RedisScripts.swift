@@ -110,8 +110,8 @@ enum RedisReplies {
     /// nil for an error that says nothing about the key (LOADING, NOAUTH…): the read failed.
     static func session(_ reply: RedisValue) -> SessionHash? {
         switch reply {
-        case .error(let message):
-            return message.hasPrefix("WRONGTYPE") ? .unreadable(seenGeneration: "") : nil
+        case .error:
+            return reply.errorKind == .wrongType ? .unreadable(seenGeneration: "") : nil
         case .array(let items) where items.count == 2:
             var generation: Int64?
             switch items[0] {

@@ -351,9 +351,9 @@ public final class RedisTokenStore: TokenStore {
             let connection = try liveConnection()
             let reply = try body(connection)
             lastUsed = Self.monotonic()
-            if case .error(let message) = reply, !(errorIsAnswer && message.hasPrefix("WRONGTYPE")) {
+            if case .error(let message) = reply, !(errorIsAnswer && reply.errorKind == .wrongType) {
                 // A primary demoted by a failover: the next command asks the sentinels again.
-                if message.hasPrefix("READONLY") || message.hasPrefix("MASTERDOWN") { self.connection = nil }
+                if reply.errorKind == .readOnly || reply.errorKind == .masterDown { self.connection = nil }
                 // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica):
                 // the command did nothing; the caller fails for a passing reason and tries again later.
                 metrics.record(operation, ok: false)

@@ -1,3 +1,4 @@
+import Logs
 import Synchronization
 
 /// What a session store did, for `/metrics` (issue 13 point 6): its operations and their failures,
@@ -33,11 +34,11 @@ public final class StoreMetrics: Sendable {
     }
 
     public struct Counts: Sendable, Equatable {
-        public var succeeded: [Operation: UInt64] = [:]
-        public var failed: [Operation: UInt64] = [:]
+        public var succeeded = LabeledCounts<Operation>()
+        public var failed = LabeledCounts<Operation>()
         public var leaseWaits: UInt64 = 0
         public var leaseWaitSeconds: Double = 0
-        public var races: [LeaseOutcome: UInt64] = [:]
+        public var races = LabeledCounts<LeaseOutcome>()
         /// Whether the last operation reached the store.
         public var available = true
     }
@@ -52,7 +53,7 @@ public final class StoreMetrics: Sendable {
 
     func record(_ operation: Operation, ok: Bool) {
         counts.withLock {
-            if ok { $0.succeeded[operation, default: 0] += 1 } else { $0.failed[operation, default: 0] += 1 }
+            if ok { $0.succeeded.increment(operation) } else { $0.failed.increment(operation) }
             $0.available = ok
         }
     }
@@ -65,6 +66,21 @@ public final class StoreMetrics: Sendable {
     }
 
     func race(_ outcome: LeaseOutcome) {
-        counts.withLock { $0.races[outcome, default: 0] += 1 }
+        counts.withLock { $0.races.increment(outcome) }
+    }
+
+    /// The store's series (issue 13 point 6) for /metrics.
+    func collect(into registry: inout MetricRegistry) {
+        let counts = snapshot
+        let backend = MetricLabel("backend", backend)
+        for operation in Operation.allCases {
+            let op = MetricLabel("operation", operation.rawValue)
+            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "ok")], counts.succeeded[operation])
+            registry.add(MetricCatalog.storeOperationsTotal, [backend, op, MetricLabel("result", "error")], counts.failed[operation])
+        }
+        registry.add(MetricCatalog.storeAvailable, [backend], counts.available ? 1 : 0)
+        registry.add(MetricCatalog.storeLeaseWaitsTotal, [backend], counts.leaseWaits)
+        registry.add(MetricCatalog.storeLeaseWaitSecondsTotal, [backend], counts.leaseWaitSeconds)
+        counts.races.collect(MetricCatalog.refreshRacesTotal, as: "outcome", labels: [backend], into: &registry)
     }
 }
