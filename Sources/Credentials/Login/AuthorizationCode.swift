@@ -62,7 +62,7 @@ struct AuthorizationRequest: Sendable {
     /// The endpoint with the parameters added to its own query, if it has one (§3.1: it "MAY
     /// include a query component, which MUST be retained").
     var url: String {
-        let query = parameters.map { OAuth2Provider.formEncode($0.0) + "=" + OAuth2Provider.formEncode($0.1) }.joined(separator: "&")
+        let query = parameters.map { FormEncoding.encode($0.0) + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
         var base = endpoint
         if let hash = base.firstIndex(of: "#") { base = String(base[..<hash]) }  // §3.1: no fragment
         if base.contains("?") { return base.hasSuffix("?") || base.hasSuffix("&") ? base + query : base + "&" + query }

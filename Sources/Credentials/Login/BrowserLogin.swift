@@ -25,7 +25,7 @@ extension OAuth2Provider {
         let url = request.url
         prompt("To sign in, open this address in a browser:\n\(url)")
         if options.openBrowser {
-            open(url, options, prompt: prompt)
+            options.launchBrowser(at: url, prompt: prompt)
         } else {
             options.showURL(url)
             prompt("After signing in, paste here the address the browser was sent to (it starts with \(listener.redirectURI)):")
@@ -58,14 +58,16 @@ extension OAuth2Provider {
             }
         }
     }
+}
 
+extension BrowserLoginOptions {
     /// `$BROWSER` (a program, run without a shell), else `xdg-open` where there is a display; the
     /// URL is on stderr either way.
-    private func open(_ url: String, _ options: BrowserLoginOptions, prompt: (String) -> Void) {
+    func launchBrowser(at url: String, prompt: (String) -> Void) {
         let program: String
-        if let browser = options.browser, !browser.isEmpty {
+        if let browser = browser, !browser.isEmpty {
             program = browser
-        } else if options.hasDisplay {
+        } else if hasDisplay {
             program = "xdg-open"
         } else {
             prompt("(no $BROWSER and no display: open the address yourself, or use --no-browser)")

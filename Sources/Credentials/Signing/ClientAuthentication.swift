@@ -69,7 +69,7 @@ final class ClientAuthentication {
         switch method {
         case .basic:
             if let secret, let clientID {
-                let pair = OAuth2Provider.formEncode(clientID) + ":" + OAuth2Provider.formEncode(secret)
+                let pair = FormEncoding.encode(clientID) + ":" + FormEncoding.encode(secret)
                 let encoded = Data(pair.utf8).base64EncodedString()
                 registerSecret(encoded)
                 headers.append("Authorization: Basic \(encoded)")

@@ -25,7 +25,7 @@ public struct AWSAssumeRoleCredentials: AWSCredentialSource {
     public func fetch() throws -> AWSCredentials {
         let source = try base.fetch()
         let form = [("Action", "AssumeRole"), ("Version", "2011-06-15"), ("RoleArn", roleARN), ("RoleSessionName", sessionName)]
-            .map { "\(OAuth2Provider.formEncode($0.0))=\(OAuth2Provider.formEncode($0.1))" }.joined(separator: "&")
+            .map { "\(FormEncoding.encode($0.0))=\(FormEncoding.encode($0.1))" }.joined(separator: "&")
         let body = Array(form.utf8)
         guard let target = STSTarget(endpoint) else { throw AWSCredentialError(name, "sts_endpoint \(endpoint) is not an http(s) URL") }
         let contentType = "application/x-www-form-urlencoded; charset=utf-8"

@@ -50,7 +50,7 @@ public struct AWSWebIdentityCredentials: AWSCredentialSource {
         let form = [
             ("Action", "AssumeRoleWithWebIdentity"), ("Version", "2011-06-15"), ("RoleArn", roleARN),
             ("RoleSessionName", sessionName), ("WebIdentityToken", token),
-        ].map { "\(OAuth2Provider.formEncode($0.0))=\(OAuth2Provider.formEncode($0.1))" }.joined(separator: "&")
+        ].map { "\(FormEncoding.encode($0.0))=\(FormEncoding.encode($0.1))" }.joined(separator: "&")
         let request = HTTPCallRequest(
             url: endpoint, method: "POST", headers: ["Content-Type: application/x-www-form-urlencoded", "Accept: application/xml"],
             body: Array(form.utf8), timeout: timeout)

@@ -39,17 +39,17 @@ public final class CloudIdentityProvider: IdentityProvider {
             kind = CredentialsType.gceMetadata.rawValue
             let base = Self.trimmed(credentials.endpoint ?? "http://metadata.google.internal")
             // A path segment (RFC 3986 §3.3): an e-mail's "@" stays as it is.
-            let account = OAuth2Provider.formEncode(credentials.serviceAccount).replacingOccurrences(of: "%40", with: "@")
+            let account = FormEncoding.encode(credentials.serviceAccount).replacingOccurrences(of: "%40", with: "@")
             let prefix = "\(base)/computeMetadata/v1/instance/service-accounts/\(account)"
             if let audience = credentials.audience {
                 request = HTTPCallRequest(
-                    url: "\(prefix)/identity?audience=\(OAuth2Provider.formEncode(audience))&format=full", method: "GET",
+                    url: "\(prefix)/identity?audience=\(FormEncoding.encode(audience))&format=full", method: "GET",
                     headers: ["Metadata-Flavor: Google"])
                 plainAnswer = true
             } else {
                 var url = "\(prefix)/token"
                 if let scope = credentials.scope, !scope.isEmpty {
-                    let scopes = scope.split(separator: " ").map { OAuth2Provider.formEncode(String($0)) }.joined(separator: ",")
+                    let scopes = scope.split(separator: " ").map { FormEncoding.encode(String($0)) }.joined(separator: ",")
                     url += "?scopes=\(scopes)"
                 }
                 request = HTTPCallRequest(url: url, method: "GET", headers: ["Metadata-Flavor: Google", "Accept: application/json"])
@@ -60,8 +60,8 @@ public final class CloudIdentityProvider: IdentityProvider {
             // Managed identity takes a resource; a v2 scope "R/.default" names the resource R.
             var resource = credentials.resource ?? credentials.scope ?? ""
             if resource.hasSuffix("/.default") { resource.removeLast("/.default".count) }
-            var query = "resource=\(OAuth2Provider.formEncode(resource))"
-            if let clientID = credentials.clientID { query += "&client_id=\(OAuth2Provider.formEncode(clientID))" }
+            var query = "resource=\(FormEncoding.encode(resource))"
+            if let clientID = credentials.clientID { query += "&client_id=\(FormEncoding.encode(clientID))" }
             if let endpoint = environment["IDENTITY_ENDPOINT"], !endpoint.isEmpty, let header = environment["IDENTITY_HEADER"], !header.isEmpty {
                 registerSecret(header)
                 let separator = endpoint.contains("?") ? "&" : "?"
@@ -100,7 +100,7 @@ public final class CloudIdentityProvider: IdentityProvider {
             throw TokenSourceError.passing("the answer for \(kind) did not come from a GCE metadata server (no Metadata-Flavor: Google)")
         }
         guard (200..<300).contains(response.status) else {
-            let said = JSONValue.parse(response.body)?["error"]?.string.flatMap(OAuth2Provider.errorCode)
+            let said = JSONValue.parse(response.body)?["error"]?.string.flatMap(OAuth2ErrorAnswer.errorCode)
             let text = "the metadata service answered HTTP \(response.status)\(said.map { " (\($0))" } ?? "") for \(kind)"
             if response.status == 400 || response.status == 403 || response.status == 404 {
                 throw TokenSourceError.configuration("\(text); check the identity, service_account, resource or client_id")

@@ -229,7 +229,7 @@ public final class OAuth2Provider: IdentityProvider {
         var request = HTTPCallRequest(url: url, timeout: timeout)
         let tokenEndpoint = (try? endpoint(\.tokenURL, name: "token_url")).flatMap { $0 } ?? url
         try clientAuthentication.apply(form: &form, headers: &headers, request: &request, tokenEndpoint: tokenEndpoint)
-        let body = form.map { Self.formEncode($0.0) + "=" + Self.formEncode($0.1) }.joined(separator: "&")
+        let body = form.map { FormEncoding.encode($0.0) + "=" + FormEncoding.encode($0.1) }.joined(separator: "&")
         request.headers = headers
         request.body = Array(body.utf8)
         return request
@@ -296,8 +296,8 @@ public final class OAuth2Provider: IdentityProvider {
     func failure(_ response: HTTPCallResponse, call: String, secrets: [String]) -> TokenSourceError {
         let status = response.status
         let answer = JSONValue.parse(response.body)
-        let code = answer?["error"]?.string.flatMap(Self.errorCode)
-        let description = Self.safeDescription(answer?["error_description"]?.string, secrets: secrets + [clientSecret].compactMap { $0 })
+        let code = answer?["error"]?.string.flatMap(OAuth2ErrorAnswer.errorCode)
+        let description = OAuth2ErrorAnswer.safeDescription(answer?["error_description"]?.string, secrets: secrets + [clientSecret].compactMap { $0 })
         let said = (code ?? "HTTP \(status)") + (description.map { ": \($0)" } ?? "")
         if status == 429 || status >= 500 {
             return .passing(
@@ -345,21 +345,14 @@ public final class OAuth2Provider: IdentityProvider {
         guard let answer = JSONValue.parse(response.body), case .object = answer else {
             throw TokenSourceError.passing(unreadableAnswer(response, from: "the device authorization endpoint"))
         }
-        guard let deviceCode = answer["device_code"]?.string, !deviceCode.isEmpty,
-            let userCode = answer["user_code"]?.string, !userCode.isEmpty,
-            let verificationURI = answer["verification_uri"]?.string ?? answer["verification_url"]?.string
-        else {
+        guard let authorization = DeviceAuthorization(answer) else {
             throw TokenSourceError.passing("the device authorization answer lacks device_code, user_code or verification_uri")
         }
+        let deviceCode = authorization.deviceCode
         registerSecret(deviceCode)
-        var interval = max(1, answer["interval"]?.number ?? 5)
-        let lifetime = min(answer["expires_in"]?.number ?? deviceWaitLimit, deviceWaitLimit)
-        let deadline = Date().timeIntervalSince1970 + max(1, lifetime)
-        var message = "To sign in, open \(verificationURI) and enter the code \(userCode)"
-        if let complete = answer["verification_uri_complete"]?.string, !complete.isEmpty {
-            message += "\n(or open \(complete))"
-        }
-        prompt(message)
+        var interval = authorization.interval
+        let deadline = Date().timeIntervalSince1970 + max(1, min(authorization.lifetime ?? deviceWaitLimit, deviceWaitLimit))
+        prompt(authorization.message)
         let grant = [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"), ("device_code", deviceCode)]
         guard let tokenURL = try endpoint(\.tokenURL, name: "token_url") else {
             throw TokenSourceError.configuration("the discovery document names no token_endpoint; set credentials.token_url")
@@ -463,40 +456,5 @@ public final class OAuth2Provider: IdentityProvider {
     static func isHTTPURL(_ text: String) -> Bool {
         let lowered = text.lowercased()
         return (lowered.hasPrefix("http://") || lowered.hasPrefix("https://")) && !text.contains(where: { $0 == " " || $0.isNewline })
-    }
-
-    /// `application/x-www-form-urlencoded` (unreserved characters kept, space as %20).
-    static func formEncode(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                out += "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
-            }
-        }
-        return out
-    }
-
-    /// An OAuth error code as RFC 6749 §5.2 allows it (%x20-21 / %x23-5B / %x5D-7E), short.
-    static func errorCode(_ text: String) -> String? {
-        guard !text.isEmpty, text.utf8.count <= 64,
-            text.utf8.allSatisfy({ ($0 >= 0x21 && $0 <= 0x7E) && $0 != 0x22 && $0 != 0x5C })
-        else { return nil }
-        return text
-    }
-
-    /// `error_description` when it can be shown: printable, short, nothing that was sent, no long word.
-    static func safeDescription(_ text: String?, secrets: [String]) -> String? {
-        guard let text else { return nil }
-        let trimmed = text.trimmingWhitespace()
-        guard !trimmed.isEmpty, trimmed.utf8.count <= 200 else { return nil }
-        guard trimmed.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) else { return nil }
-        for secret in secrets where secret.utf8.count >= 4 && trimmed.contains(secret) { return nil }
-        for word in trimmed.split(separator: " ") where word.utf8.count > 40 { return nil }
-        return trimmed
     }
 }
