@@ -20,7 +20,9 @@ final class Connection: EventHandler, LoopTask {
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext
     var parser: RequestParser
-    /// The upstream half of its exchanges, one per connection (no allocation per request).
+    /// Parses the current exchange's answer (`UpstreamLeg`); one per client connection, reset for every try.
+    var responseParser: ResponseParser
+    /// The upstream half of its exchanges.
     let leg: UpstreamLeg
     /// The token side of its exchanges.
     let tokens: ExchangeTokens
@@ -59,6 +61,7 @@ final class Connection: EventHandler, LoopTask {
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
+        responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
         leg = UpstreamLeg(ctx: ctx)
         tokens = ExchangeTokens(ctx: ctx)
         machine = ConnectionMachine(now: ctx.loop.now)

@@ -8,21 +8,16 @@ import Upstream
 /// client; a 401 may be held for one retry; a 101 turns both connections into a tunnel. What
 /// happens is reported to the exchange's `ExchangeMachine`, and what it decides is done here.
 ///
-/// One per client connection, made with it (no allocation per request). It keeps no reference to
+/// A value in its connection (no allocation, no reference counting: a class here, one per
+/// connection, cost about 100 instructions per request in retains of it). It keeps no reference to
 /// its connection: each call is handed the connection it works for (a stored back-reference would
-/// be either weak, slow on every request, or optional, a check on every use). What it asks of the
-/// connection is its client side: the machine, the answer's output (`appendOut`, `writeRaw`,
-/// `outBuf`, `flush`) and the exchange's ends (`respond`, `responseDone`, `cutShort`).
-final class UpstreamLeg {
+/// be either weak, slow on every request, or optional, a check on every use), and the state of the
+/// leg is the connection's (`responseParser`, the exchange's machine). What it asks of the
+/// connection is its client side: the machine, the answer's output (`appendOut`, `outBuf`, `flush`)
+/// and the exchange's ends (`respond`, `responseDone`, `cutShort`).
+struct UpstreamLeg {
     /// unowned(unsafe): the loop's context outlives its connections (see `Connection.ctx`).
     unowned(unsafe) let ctx: LoopContext
-    /// Parses the current exchange's answer; reset for every try.
-    var responseParser: ResponseParser
-
-    init(ctx: LoopContext) {
-        self.ctx = ctx
-        responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
-    }
 
     // MARK: sending upstream
 
@@ -48,8 +43,8 @@ final class UpstreamLeg {
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
-        responseParser.reset()
-        responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
+        connection.responseParser.reset()
+        connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
         exchange.attach(to: connection)
         if !fresh, let idle = route.upstream.takeIdle() {
             ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
@@ -190,7 +185,7 @@ final class UpstreamLeg {
                 return
             }
             let base = offset
-            let (consumed, event) = responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
+            let (consumed, event) = connection.responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
             offset += consumed
             guard let event else {
                 if consumed == 0 || offset >= bytes.count { return }
@@ -220,7 +215,7 @@ final class UpstreamLeg {
             tunnelSideClosed(exchange, upstreamClosed: true, connection)
             return
         }
-        switch responseParser.finish() {
+        switch connection.responseParser.finish() {
         case .end?:
             upstreamEnded(exchange, trailingBytes: false, connection)
         case .error(let error)?:
@@ -363,7 +358,7 @@ final class UpstreamLeg {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool, _ connection: Connection) {
-        let upstreamCloses = responseParser.connectionMustClose
+        let upstreamCloses = connection.responseParser.connectionMustClose
         let (reuse, next) = connection.machine.exchange.onAnswerEnded(
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
         if let upstream = exchange.detachUpstream() {
@@ -395,23 +390,23 @@ final class UpstreamLeg {
     /// Straight from the read buffer to the client's socket when nothing waits before it; keeps what did not fit.
     private func writeRaw(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         guard !connection.closed else { return }
-        guard connection.pendingOut == 0 else {
-            connection.outBuf.append(bytes)
-            connection.flush()
+        if connection.pendingOut == 0 {
+            switch Syscall.write(connection.fd, bytes) {
+            case .done(let n):
+                connection.machine.onClientTook(now: ctx.loop.now)
+                if n < bytes.count { connection.outBuf.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
+            case .wouldBlock:
+                connection.machine.onOutputWaiting(now: ctx.loop.now)
+                connection.outBuf.append(bytes)
+            case .closed:
+                connection.close()
+                return
+            }
+            connection.updateInterest()
             return
         }
-        switch Syscall.write(connection.fd, bytes) {
-        case .done(let n):
-            connection.machine.onClientTook(now: ctx.loop.now)
-            if n < bytes.count { connection.outBuf.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
-        case .wouldBlock:
-            connection.machine.onOutputWaiting(now: ctx.loop.now)
-            connection.outBuf.append(bytes)
-        case .closed:
-            connection.close()
-            return
-        }
-        connection.updateInterest()
+        connection.outBuf.append(bytes)
+        connection.flush()
     }
 
     // MARK: timeouts
