@@ -43,7 +43,8 @@ struct ExchangeTokens {
         }
         exchange.waitForToken(timer: timer, now: ctx.loop.now)
         let waiter = LoopBound(connection), waiting = LoopBound(exchange)
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
+        let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
+        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: reason) { outcome in
             loop.execute {
                 guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
                 let (ended, timer) = exchange.endTokenWait()
