@@ -7,7 +7,8 @@ import Upstream
 /// One client connection: reads and parses requests, checks them, forwards each one upstream with
 /// the token and streams the answer back, one exchange at a time (pipelined requests wait their
 /// turn, so answers leave in order, RFC 9112 §9.3.2). After a 101 the connection is a byte tunnel.
-/// Everything here runs on its loop's thread; the upstream half is in `Connection+Upstream.swift`.
+/// Everything here runs on its loop's thread. This class is the client side; the upstream half
+/// (sending, the answer, the tunnel) is its `UpstreamLeg`, the token side its `ExchangeTokens`.
 final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
@@ -19,8 +20,12 @@ final class Connection: EventHandler, LoopTask {
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext
     var parser: RequestParser
-    /// Parses the current exchange's answer; one per client connection, reset for every try.
+    /// Parses the current exchange's answer (`UpstreamLeg`); one per client connection, reset for every try.
     var responseParser: ResponseParser
+    /// The upstream half of its exchanges.
+    let leg: UpstreamLeg
+    /// The token side of its exchanges.
+    let tokens: ExchangeTokens
     /// The buffer each exchange queues its upstream bytes in, lent to one exchange at a time (no
     /// allocation per request).
     let upstreamOut = ByteBuffer()
@@ -57,6 +62,8 @@ final class Connection: EventHandler, LoopTask {
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
         responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
+        leg = UpstreamLeg(ctx: ctx)
+        tokens = ExchangeTokens(ctx: ctx)
         machine = ConnectionMachine(now: ctx.loop.now)
     }
 
@@ -98,7 +105,7 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         if machine.isTunnel, let exchange {
-            readIntoTunnel(exchange)
+            leg.readIntoTunnel(exchange, self)
             return
         }
         while !closed && inBuf.count - inStart < Connection.inHighWater {
@@ -131,7 +138,7 @@ final class Connection: EventHandler, LoopTask {
         switch machine.onClientFinishedSending(pendingOut: pendingOut) {
         case .none: break
         case .close: close()
-        case .closeTunnel: if let exchange { tunnelSideClosed(exchange, upstreamClosed: false) }
+        case .closeTunnel: if let exchange { leg.tunnelSideClosed(exchange, upstreamClosed: false, self) }
         }
     }
 
@@ -189,18 +196,18 @@ final class Connection: EventHandler, LoopTask {
                 return
             }
             if case .send = buffering {
-                forward(exchange)
+                leg.forward(exchange, self)
             } else {
-                sendUpstream(exchange)
+                leg.sendUpstream(exchange, self)
             }
         case .end:
             guard let exchange else { return }
             let buffering = exchange.bodyEnded(&machine.exchange)
             let over = machine.onRequestEnded()
             if case .send = buffering {
-                forward(exchange)
+                leg.forward(exchange, self)
             } else {
-                sendUpstream(exchange)
+                leg.sendUpstream(exchange, self)
             }
             if over { finish(exchange) }
         case .error(let error):
@@ -249,16 +256,7 @@ final class Connection: EventHandler, LoopTask {
         case .success(let target):
             exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange)
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
-            if !machine.exchange.isWaitingForBody { forward(exchange) }
-        }
-    }
-
-    /// Sends the request upstream: with the client's own Authorization, or with a token.
-    private func forward(_ exchange: Exchange) {
-        if exchange.keepsClientAuthorization {
-            send(exchange, token: nil)
-        } else {
-            acquireToken(for: exchange, staleGeneration: nil)
+            if !machine.exchange.isWaitingForBody { leg.forward(exchange, self) }
         }
     }
 
@@ -364,7 +362,7 @@ final class Connection: EventHandler, LoopTask {
                     machine.onClientTook(now: ctx.loop.now)
                 case .wouldBlock:
                     updateInterest()
-                    resumeUpstreamIfDrained()
+                    leg.resumeIfDrained(self)
                     return
                 case .closed:
                     close()
@@ -383,7 +381,7 @@ final class Connection: EventHandler, LoopTask {
             startLingering()
             return
         }
-        resumeUpstreamIfDrained()
+        leg.resumeIfDrained(self)
         updateInterest()
     }
 
@@ -482,20 +480,7 @@ final class Connection: EventHandler, LoopTask {
         case .close:
             close()
         case .exchange(let timeout):
-            guard let exchange else { return }
-            switch timeout {
-            case .none:
-                break
-            case .gatewayTimeout:
-                exchange.detachUpstream()?.retire()
-                respond(.upstreamTimeout, to: exchange)
-            case .silentMidBody:
-                upstreamWentSilent(exchange, seconds: limits.upstreamIdleTimeout)
-            case .requestTimeout:
-                fail(.requestTimeout)
-            case .closeClient:
-                close()
-            }
+            if let exchange { leg.timedOut(exchange, timeout, self) }
         }
     }
 

@@ -23,8 +23,7 @@ final class Held401 {
 /// connection's state (`ConnectionMachine.exchange`): the methods that need it are lent it. Every
 /// field is set by the exchange's own methods. Owned by its `Connection`; its identity is what
 /// stale timers and token callbacks are checked against, and it is the upstream connection's owner
-/// and connect delegate, forwarding those events to the connection while it is attached
-/// (`Connection+Upstream.swift` handles them).
+/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is attached.
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     let head: RequestHead
     let startedAt: Double
@@ -80,7 +79,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var bodyAfterHead: [UInt8] = []
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     private var upHeadEnd = 0
-    /// A read of the answer is under way (`Connection.readUpstream`: one at a time).
+    /// A read of the answer is under way (`UpstreamLeg.readUpstream`: one at a time).
     private var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
@@ -479,7 +478,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         return line
     }
 
-    // MARK: upstream events (forwarded to the connection)
+    // MARK: upstream events (forwarded to the connection's leg)
 
     func upstreamConnected(_ c: UpstreamConnection) {
         attempt = nil
@@ -487,15 +486,15 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             c.retire()
             return
         }
-        connection.upstreamConnected(self, c)
+        connection.leg.upstreamConnected(self, c, connection)
     }
 
     func upstreamConnectFailed(_ failure: UpstreamFailure) {
         attempt = nil
-        connection?.upstreamFailed(self, failure)
+        if let connection { connection.leg.upstreamFailed(self, failure, connection) }
     }
 
     func upstreamReady(_ events: UInt32) {
-        connection?.upstreamReady(self, events)
+        if let connection { connection.leg.upstreamReady(self, events, connection) }
     }
 }

@@ -3,7 +3,7 @@ import Testing
 
 @testable import ProxyCore
 
-/// One exchange driven event by event, as `Connection+Upstream.swift` drives it, checking what the
+/// One exchange driven event by event, as `UpstreamLeg` drives it, checking what the
 /// machine tells the connection to do.
 private func machine(_ head: String, draining: Bool = false, requestBuffering: Int = 0, spoolLimit: Int = 0) -> ExchangeMachine {
     var parser = RequestParser(limits: ParserLimits(maxHeaderBytes: 8192, maxBodyBytes: 0))

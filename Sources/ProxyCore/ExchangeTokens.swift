@@ -1,12 +1,18 @@
 import Credentials
+import HTTP1
 
-/// The token side of a client connection's exchange (CONTRACT point 3): a request goes with the
+/// The token side of a client connection's exchanges (CONTRACT point 3): a request goes with the
 /// current token, or waits (bounded by `limits.refresh_wait`) for a refresh; a held 401 is retried
 /// once with another token or passed on as it came. What the exchange's machine decides
-/// (`ExchangeMachine.onTokenArrived`) is done here.
-extension Connection {
+/// (`ExchangeMachine.onTokenArrived`) is done here; the sending is the connection's `UpstreamLeg`.
+///
+/// A value in its connection (no allocation); like the leg it is handed the connection it works for.
+struct ExchangeTokens {
+    /// unowned(unsafe): the loop's context outlives its connections (see `Connection.ctx`).
+    unowned(unsafe) let ctx: LoopContext
+
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
-    func acquireToken(for exchange: Exchange, staleGeneration: UInt64?) {
+    func acquire(for exchange: Exchange, staleGeneration: UInt64?, _ connection: Connection) {
         let route = exchange.route!
         let view = route.tokens.current()
         if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
@@ -15,40 +21,41 @@ extension Connection {
                 ctx.metrics.retriedAfter401()
                 count401(exchange, .retried)
             }
-            send(exchange, token: snapshot)
+            connection.leg.send(exchange, token: snapshot, connection)
             return
         }
         switch view.session {
         case .ended:
-            respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
+            connection.respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
             return
         case .none where route.sessionNeedsLogin:
             // The token source's own words when it gave any (a sealed session no key opens names its key id).
-            respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
+            connection.respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
             return
         case .none, .active:
             break
         }
         ctx.metrics.waitedForToken()
         let loop = ctx.loop
-        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak self, weak exchange] in
-            guard let self, let exchange, !self.closed, exchange.endTokenWait().ended else { return }
-            self.tokenWaitEnded(exchange, outcome: nil)
+        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak connection, weak exchange] in
+            guard let connection, let exchange, !connection.closed, exchange.endTokenWait().ended else { return }
+            connection.tokens.waitEnded(exchange, outcome: nil, connection)
         }
         exchange.waitForToken(timer: timer, now: ctx.loop.now)
-        let waiter = LoopBound(self), waiting = LoopBound(exchange)
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: staleGeneration == nil ? .expiry : .unauthorized) { outcome in
+        let waiter = LoopBound(connection), waiting = LoopBound(exchange)
+        let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
+        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: reason) { outcome in
             loop.execute {
-                guard let self = waiter.object, let exchange = waiting.object, !self.closed else { return }
+                guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
                 let (ended, timer) = exchange.endTokenWait()
                 guard ended else { return }
                 if let timer { loop.cancel(timer) }
-                self.tokenWaitEnded(exchange, outcome: outcome)
+                connection.tokens.waitEnded(exchange, outcome: outcome, connection)
             }
         }
     }
 
-    func tokenWaitEnded(_ exchange: Exchange, outcome: RefreshOutcome?) {
+    func waitEnded(_ exchange: Exchange, outcome: RefreshOutcome?, _ connection: Connection) {
         if let waited = exchange.record.tokenWaitEnded(now: ctx.loop.now) {
             ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
         }
@@ -67,42 +74,43 @@ extension Connection {
         case .token, .unavailable, nil:
             arrived = .none
         }
-        switch machine.exchange.onTokenArrived(arrived) {
+        switch connection.machine.exchange.onTokenArrived(arrived) {
         case .send(let isRetryAfter401):
             if isRetryAfter401 {
                 ctx.metrics.retriedAfter401()
                 count401(exchange, .retried)
             }
-            send(exchange, token: token)
+            connection.leg.send(exchange, token: token, connection)
         case .releaseHeld401:
             // No other token (or the one the upstream refused): its 401 goes on as it came.
-            releaseHeld401(exchange)
+            releaseHeld401(exchange, connection)
         case .loginRequired:
             if after401 { count401(exchange, .loginRequired) }
-            respond(.loginRequired(loginWhy), to: exchange)
+            connection.respond(.loginRequired(loginWhy), to: exchange)
         case .unavailable:
             if after401 { count401(exchange, .unavailable) }
             let view = exchange.route!.tokens.current()
             let why: String
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
-            respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
+            connection.respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
         }
+    }
+
+    /// No other token (or the one the upstream refused): the held 401 goes on as it came.
+    func releaseHeld401(_ exchange: Exchange, _ connection: Connection) {
+        guard let held = exchange.takeHeld401() else { return }
+        count401(exchange, .passedThrough)
+        // The framing of what we hold is known exactly now.
+        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
+        let framing = connection.machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
+        connection.leg.writeHead(exchange, response, framing: framing, connection)
+        held.body.withUnsafeBytes { connection.leg.writeBody(exchange, $0, connection) }
+        connection.responseDone(exchange)
     }
 
     /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
     func count401(_ exchange: Exchange, _ result: Upstream401Result) {
         ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
         if result == .retried { exchange.record.retriedAfter401Sent() }
-    }
-
-    func releaseHeld401(_ exchange: Exchange) {
-        guard let held = exchange.takeHeld401() else { return }
-        count401(exchange, .passedThrough)
-        // The framing of what we hold is known exactly now.
-        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
-        writeHead(exchange, response, framing: framing)
-        held.body.withUnsafeBytes { writeBody(exchange, $0) }
-        responseDone(exchange)
     }
 }
