@@ -69,7 +69,9 @@ extension Configuration {
             add(p + "forward.retry_body_limit", Units.formatSize(route.forward.retryBodyLimit))
             add(p + "forward.retry_memory", Units.formatSize(route.forward.retryMemory))
             add(p + "forward.request_buffering", route.forward.requestBuffering == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBuffering))
-            add(p + "forward.request_buffering_disk", route.forward.requestBufferingDisk == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBufferingDisk))
+            add(
+                p + "forward.request_buffering_disk", route.forward.requestBufferingDisk == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBufferingDisk)
+            )
 
         }
         if hasRoutes {

@@ -293,9 +293,12 @@ extension RouteMatch {
                 let key = !isList ? "match.host" : "match.host[\(index)]"
                 let (bare, _) = RouteTable.splitPort(Array(name.utf8)[...])
                 let label = bare.starts(with: "*.".utf8) ? Array(bare.dropFirst(2)) : Array(bare)
-                let nameOK = !label.isEmpty && label.allSatisfy { b in
-                    (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5B || b == 0x5D || b == 0x3A
-                }
+                let nameOK =
+                    !label.isEmpty
+                    && label.allSatisfy { b in
+                        (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2E || b == 0x5B || b == 0x5D
+                            || b == 0x3A
+                    }
                 if !nameOK {
                     throw ConfigurationError(keyPath: key, reason: "\"\(name)\" is not a host name (a name, \"*.\" and a name, or either with :port)")
                 }
@@ -312,8 +315,9 @@ extension RouteMatch {
             load.found.record(ConfigurationError(keyPath: "match", reason: "needs listen, host or path_prefix (leave match out for the fallback route)"))
         }
         if match.listen != nil, !match.hosts.isEmpty || match.pathPrefix != nil {
-            load.found.record(ConfigurationError(
-                keyPath: "match.listen", reason: "a route on a listener of its own takes every request there; host and path_prefix do not go with it"))
+            load.found.record(
+                ConfigurationError(
+                    keyPath: "match.listen", reason: "a route on a listener of its own takes every request there; host and path_prefix do not go with it"))
         }
         return match
     }

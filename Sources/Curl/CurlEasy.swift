@@ -235,7 +235,8 @@ package final class CurlEasy {
             textCapacity = max(byteCount, 2 * textCapacity, 1024)
             text = UnsafeMutablePointer<CChar>.allocate(capacity: textCapacity)
         }
-        let nodes = self.nodes!, text = self.text!
+        let nodes = self.nodes!
+        let text = self.text!
         lines.bytes.withUnsafeBytes { raw in
             UnsafeMutableRawPointer(text).copyMemory(from: raw.baseAddress!, byteCount: byteCount)
         }
@@ -348,7 +349,7 @@ package enum CurlGlobal {
         // than 128 KiB is free there: with an HTTPS upstream, libcurl and OpenSSL free their record
         // buffers after each response, so that was one madvise (and a malloc_consolidate) per request
         // on every event loop. Keep up to 4 MiB per arena instead.
-        _ = glibcMallopt(-1 /* M_TRIM_THRESHOLD */, 4 * 1024 * 1024)
+        _ = glibcMallopt(-1, 4 * 1024 * 1024)  // -1: M_TRIM_THRESHOLD
         return true
     }()
     package static func initOnce() { _ = initialized }

@@ -91,15 +91,16 @@ package final class CurlMulti {
 
 // C callbacks (no captures: the multi travels through the user pointers).
 
-private let multiSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, fd, what, user, _ in
-    let multi = Unmanaged<CurlMulti>.fromOpaque(user!).takeUnretainedValue()
-    guard let delegate = multi.delegate else { return 0 }
-    if what == CURL_POLL_REMOVE {
-        delegate.curlUnwatch(Int32(fd))
-        return 0
+private let multiSocketCallback: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, Int32, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 =
+    { _, fd, what, user, _ in
+        let multi = Unmanaged<CurlMulti>.fromOpaque(user!).takeUnretainedValue()
+        guard let delegate = multi.delegate else { return 0 }
+        if what == CURL_POLL_REMOVE {
+            delegate.curlUnwatch(Int32(fd))
+            return 0
+        }
+        return delegate.curlWatch(Int32(fd), read: what & CURL_POLL_IN != 0, write: what & CURL_POLL_OUT != 0) ? 0 : -1
     }
-    return delegate.curlWatch(Int32(fd), read: what & CURL_POLL_IN != 0, write: what & CURL_POLL_OUT != 0) ? 0 : -1
-}
 
 private let multiTimerCallback: @convention(c) (UnsafeMutableRawPointer?, Int, UnsafeMutableRawPointer?) -> Int32 = { _, ms, user in
     let multi = Unmanaged<CurlMulti>.fromOpaque(user!).takeUnretainedValue()

@@ -4,11 +4,11 @@
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The index of the first LF in `range` of `buffer`, found with libc's vectorised `memchr`.

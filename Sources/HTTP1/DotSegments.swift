@@ -87,7 +87,8 @@ private func hidesDotDot(_ segment: Substring.UTF8View.SubSequence) -> Bool {
             if one < segment.endIndex {
                 let two = segment.index(after: one)
                 if two < segment.endIndex {
-                    let hi = segment[one], lo = asciiLower(segment[two])
+                    let hi = segment[one]
+                    let lo = asciiLower(segment[two])
                     if (hi == UInt8(ascii: "2") && lo == UInt8(ascii: "f")) || (hi == UInt8(ascii: "5") && lo == UInt8(ascii: "c")) {
                         separatorEnd = segment.index(after: two)
                     }

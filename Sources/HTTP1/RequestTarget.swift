@@ -70,8 +70,9 @@ extension RequestTarget {
         return copy.withUTF8 { bytes in
             guard bytes.first == UInt8(ascii: "/") else { return false }
             for b in bytes {
-                guard b > asciiSP && b < 0x7F && b != UInt8(ascii: "?") && b != UInt8(ascii: "#")
-                    && b != UInt8(ascii: "%") && b != UInt8(ascii: ".")
+                guard
+                    b > asciiSP && b < 0x7F && b != UInt8(ascii: "?") && b != UInt8(ascii: "#")
+                        && b != UInt8(ascii: "%") && b != UInt8(ascii: ".")
                 else { return false }
             }
             return true
@@ -85,8 +86,10 @@ private func schemeLength(_ bytes: [UInt8]) -> Int? {
     while i < bytes.count {
         let b = bytes[i]
         let isAlpha = (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z")
-        if isAlpha || (i > 0 && ((b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "+")
-            || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")))
+        if isAlpha
+            || (i > 0
+                && ((b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "+")
+                    || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")))
         {
             i += 1
             continue

@@ -62,7 +62,7 @@ public enum ResponseWriter {
 
     /// `0\r\n\r\n`: the last chunk and an empty trailer section.
     public static func appendLastChunk(_ buf: ByteBuffer) {
-        buf.append( "0\r\n\r\n")
+        buf.append("0\r\n\r\n")
     }
 
     /// The standard reason phrase (RFC 9110 §15), or "" for a code without one.

@@ -43,6 +43,9 @@ public struct Histogram: Sendable, Equatable {
     /// The count at or below each bound, then `+Inf` (equal to `count`).
     public var cumulative: [Int] {
         var total = 0
-        return buckets.map { total += $0; return total }
+        return buckets.map {
+            total += $0
+            return total
+        }
     }
 }

@@ -13,13 +13,6 @@ public struct MetricFamily: Sendable, Equatable {
     public enum Kind: String, Sendable {
         case counter, gauge, histogram
     }
-
-    init(name: String, type: Kind, labels: [String], help: String) {
-        self.name = name
-        self.type = type
-        self.labels = labels
-        self.help = help
-    }
 }
 
 public enum MetricCatalog {

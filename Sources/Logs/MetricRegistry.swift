@@ -96,7 +96,9 @@ public struct MetricRegistry {
 
     /// A label value as the text format writes it: backslash, double quote and line feed escaped.
     static func escaped(_ value: String) -> String {
-        let backslash = UInt8(ascii: "\\"), quote = UInt8(ascii: "\""), lineFeed = UInt8(ascii: "\n")
+        let backslash = UInt8(ascii: "\\")
+        let quote = UInt8(ascii: "\"")
+        let lineFeed = UInt8(ascii: "\n")
         guard value.utf8.contains(where: { $0 == backslash || $0 == quote || $0 == lineFeed }) else { return value }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(value.utf8.count + 4)

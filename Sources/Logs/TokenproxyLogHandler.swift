@@ -125,7 +125,7 @@ public struct TokenproxyLogHandler: LogHandler {
         case .dictionary(let dict):
             return "{"
                 + dict.keys.sorted().map { "\(jsonString($0)):\(jsonValue(dict[$0]!, registry: registry))" }
-                    .joined(separator: ",") + "}"
+                .joined(separator: ",") + "}"
         }
     }
 

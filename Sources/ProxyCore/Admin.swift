@@ -106,7 +106,8 @@ final class AdminConnection: EventHandler {
                 // Forced refreshes back off as failed ones do: this one makes no call. Still 202 (the
                 // contract's answer to a route with a session, so a client that repeats it does not
                 // start failing), saying so, with when the next may start (RFC 9110 §10.2.3).
-                let body = #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart)","retry_after":\#(result.retryAfter)}"#
+                let body =
+                    #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart)","retry_after":\#(result.retryAfter)}"#
                 reply(202, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
             } else {
                 let named = service.configuration.hasRoutes ? result.withoutSession.first : nil
@@ -149,7 +150,9 @@ final class AdminConnection: EventHandler {
         case (_, "/healthz"), (_, "/readyz"), (_, "/metrics"), (_, "/refresh"), (_, "/reload"):
             reply(ProxyError.methodNotAllowed)
         default:
-            reply(404, #"{"error":"not_found","message":"admin paths: /healthz /readyz /metrics /refresh /reload"}"# + "\n", head: head, contentType: "application/json")
+            reply(
+                404, #"{"error":"not_found","message":"admin paths: /healthz /readyz /metrics /refresh /reload"}"# + "\n", head: head,
+                contentType: "application/json")
         }
     }
 

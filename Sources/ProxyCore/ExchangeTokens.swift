@@ -42,7 +42,8 @@ struct ExchangeTokens {
             connection.tokens.waitEnded(exchange, outcome: nil, connection)
         }
         exchange.waitForToken(timer: timer, now: ctx.loop.now)
-        let waiter = LoopBound(connection), waiting = LoopBound(exchange)
+        let waiter = LoopBound(connection)
+        let waiting = LoopBound(exchange)
         let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
         route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: reason) { outcome in
             loop.execute {

@@ -106,7 +106,8 @@ final class Forwarder {
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {
-            RequestWriter.appendField(out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path, origin: upstream.origin))
+            RequestWriter.appendField(
+                out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path, origin: upstream.origin))
         }
         out.append(forwardedFor)
         if let forwardedHost { out.append(forwardedHost) }

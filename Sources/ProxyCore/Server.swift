@@ -162,7 +162,8 @@ public final class Server: AdminService, @unchecked Sendable {
             let loop = try EventLoop(index: i)
             let m = LoopMetrics(shared: shared)
             loops.append(loop)
-            perLoop.append(LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
+            perLoop.append(
+                LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
         }
         groups = try Server.bindGroups(configuration, loops: count, keeping: [])
         listenAddress = groups[0].address

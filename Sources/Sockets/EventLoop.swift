@@ -324,7 +324,8 @@ struct TimerHeap {
     private mutating func siftDown(_ start: Int) {
         var i = start
         while true {
-            let l = 2 * i + 1, r = l + 1
+            let l = 2 * i + 1
+            let r = l + 1
             var m = i
             if l < items.count, items[l].precedes(items[m]) { m = l }
             if r < items.count, items[r].precedes(items[m]) { m = r }

@@ -134,9 +134,10 @@ public final class ListeningSocket: Sendable {
                 sin6.sin6_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET6, literal, &sin6.sin6_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
                 _ = try Syscall.retrying("bind") {
-                    Int(withUnsafePointer(to: &sin6) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-                    })
+                    Int(
+                        withUnsafePointer(to: &sin6) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                        })
                 }
             } else {
                 var sin = sockaddr_in()
@@ -144,18 +145,20 @@ public final class ListeningSocket: Sendable {
                 sin.sin_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET, literal, &sin.sin_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
                 _ = try Syscall.retrying("bind") {
-                    Int(withUnsafePointer(to: &sin) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                    })
+                    Int(
+                        withUnsafePointer(to: &sin) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                        })
                 }
             }
             _ = try Syscall.retrying("listen") { Int(Glibc.listen(fd, backlog)) }
             var storage = sockaddr_storage()
             var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
             _ = try Syscall.retrying("getsockname") {
-                Int(withUnsafeMutablePointer(to: &storage) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-                })
+                Int(
+                    withUnsafeMutablePointer(to: &storage) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+                    })
             }
             return ListeningSocket(fd: fd, address: withUnsafePointer(to: &storage) { SocketAddress.from($0) })
         } catch {
@@ -188,9 +191,10 @@ public final class ListeningSocket: Sendable {
         var bound = false
         do {
             _ = try Syscall.retrying("bind") {
-                Int(withUnsafePointer(to: &sun) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                })
+                Int(
+                    withUnsafePointer(to: &sun) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                    })
             }
             bound = true
             _ = try Syscall.retrying("chmod") { Int(chmod(path, mode_t(mode))) }
@@ -212,9 +216,10 @@ public final class ListeningSocket: Sendable {
         guard probe >= 0 else { return false }
         defer { Syscall.close(probe) }
         let (r, failure) = Syscall.uninterrupted {
-            Int(withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            })
+            Int(
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                })
         }
         return r == 0 || failure == EAGAIN
     }

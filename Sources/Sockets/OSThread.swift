@@ -25,12 +25,14 @@ public enum OSThread {
         if let stackSize { pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN))) }
         let context = Unmanaged.passRetained(Body(name, body)).toOpaque()
         var thread = pthread_t()
-        let status = pthread_create(&thread, &attributes, { context in
-            let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
-            _ = tp_set_thread_name(body.name)
-            body.run()
-            return nil
-        }, context)
+        let status = pthread_create(
+            &thread, &attributes,
+            { context in
+                let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
+                _ = tp_set_thread_name(body.name)
+                body.run()
+                return nil
+            }, context)
         guard status == 0 else {
             Unmanaged<Body>.fromOpaque(context).release()
             throw SocketError("pthread_create", errno: status)

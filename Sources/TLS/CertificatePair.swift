@@ -36,7 +36,7 @@ public final class CertificatePair: @unchecked Sendable {
         let certificates = PEM.certificates(certificatePEM)
         guard let leaf = certificates.first else { throw .noCertificate(path: certificateFile) }
         guard let chain = tp_x509_stack_new() else {
-            certificates.forEach { X509_free($0) }
+            for certificate in certificates { X509_free(certificate) }
             throw OpenSSLErrors.setup("sk_X509_new_null")
         }
         for intermediate in certificates.dropFirst() { _ = tp_x509_stack_push(chain, intermediate) }

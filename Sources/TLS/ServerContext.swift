@@ -40,14 +40,16 @@ public final class TLSServerContext: @unchecked Sendable {
         // with client verification, SSL_CTX_set_session_id_context(3)).
         let sessionContext: [UInt8] = Array("tokenproxy".utf8)
         _ = SSL_CTX_set_session_id_context(context, sessionContext, UInt32(sessionContext.count))
-        SSL_CTX_set_alpn_select_cb(context, { _, selected, selectedLength, offered, offeredLength, _ in
-            guard let selected, let selectedLength, let offered,
-                let start = ALPN.offsetOfHTTP11(in: UnsafeRawBufferPointer(start: offered, count: Int(offeredLength)))
-            else { return SSL_TLSEXT_ERR_ALERT_FATAL }  // RFC 7301 §3.2: no_application_protocol
-            selected.pointee = offered + start
-            selectedLength.pointee = UInt8(ALPN.http11.count)
-            return SSL_TLSEXT_ERR_OK
-        }, nil)
+        SSL_CTX_set_alpn_select_cb(
+            context,
+            { _, selected, selectedLength, offered, offeredLength, _ in
+                guard let selected, let selectedLength, let offered,
+                    let start = ALPN.offsetOfHTTP11(in: UnsafeRawBufferPointer(start: offered, count: Int(offeredLength)))
+                else { return SSL_TLSEXT_ERR_ALERT_FATAL }  // RFC 7301 §3.2: no_application_protocol
+                selected.pointee = offered + start
+                selectedLength.pointee = UInt8(ALPN.http11.count)
+                return SSL_TLSEXT_ERR_OK
+            }, nil)
         _ = tp_ssl_ctx_set_servername_cb(context) { ssl, alert, _ in
             guard let ssl, let session = TLSSession.of(ssl) else { return SSL_TLSEXT_ERR_OK }
             return session.chooseCertificate(alert: alert)

@@ -74,4 +74,3 @@ public enum UpstreamFailure: Error, Sendable, CustomStringConvertible {
         }
     }
 }
-

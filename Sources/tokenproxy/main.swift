@@ -89,7 +89,8 @@ struct RouteOption: ParsableArguments {
         } else {
             let withSession = configuration.routes.indices.filter { configuration.routes[$0].credentials.type.keepsSession }
             guard withSession.count == 1 else {
-                let which = withSession.isEmpty ? "" : " (routes that keep a session: \(withSession.map { configuration.routes[$0].name }.joined(separator: ", ")))"
+                let which =
+                    withSession.isEmpty ? "" : " (routes that keep a session: \(withSession.map { configuration.routes[$0].name }.joined(separator: ", ")))"
                 fail("\(command): the file has several routes; name one with --route NAME\(which); the routes are: \(names)", status: Exit.badConfiguration)
             }
             chosen = withSession[0]
@@ -99,7 +100,6 @@ struct RouteOption: ParsableArguments {
         return one
     }
 }
-
 
 /// Sets up logging from the `log:` section and reports the loader's warnings.
 func startLogging(_ loaded: LoadedConfiguration) -> Logger {
@@ -189,7 +189,8 @@ struct Serve: ParsableCommand {
                         let routes = { (names: [String]) in server.configuration.hasRoutes ? " for \(names.joined(separator: ", "))" : "" }
                         if !result.withoutSession.isEmpty { logger.warning("SIGHUP: no session to refresh\(routes(result.withoutSession))") }
                         if !result.rateLimited.isEmpty {
-                            logger.warning("SIGHUP: forced refreshes back off like failed ones: none now\(routes(result.rateLimited)), the next in \(result.retryAfter) s")
+                            logger.warning(
+                                "SIGHUP: forced refreshes back off like failed ones: none now\(routes(result.rateLimited)), the next in \(result.retryAfter) s")
                         }
                     }
                 case SIGUSR2:

@@ -84,9 +84,11 @@ let contractExampleEnvironment = [
         let config = loaded.configuration
         #expect(loaded.warnings == [])
         #expect(config.listen == .tcp(host: "127.0.0.1", port: 8080))
-        #expect(config.upstream == UpstreamURL(
-            scheme: "https", host: "api.example.com", port: 443, explicitPort: false, basePath: "/v1",
-            original: "https://api.example.com/v1"))
+        #expect(
+            config.upstream
+                == UpstreamURL(
+                    scheme: "https", host: "api.example.com", port: 443, explicitPort: false, basePath: "/v1",
+                    original: "https://api.example.com/v1"))
         #expect(config.allowRemote == false)
         #expect(config.drainTimeout == 10)
         #expect(config.workers == 0)
@@ -223,7 +225,9 @@ let contractExampleEnvironment = [
         defer { folder.remove() }
         try folder.write("secrets/client", "file-secret-value\n")
         try folder.write("seed", "seed-from-file\r\n")
-        try folder.write("proxy.yaml", """
+        try folder.write(
+            "proxy.yaml",
+            """
             upstream: https://api.example.com
             credentials:
               type: oauth2_refresh
@@ -307,9 +311,10 @@ let contractExampleEnvironment = [
 
     @Test func knownKeysListsEverySectionAndItsKeys() {
         let keys = ConfigurationLoader.knownKeys
-        for key in ["listen", "upstream", "admin.listen", "credentials.token_url", "credentials.command", "limits.max_header_bytes",
-            "access.require_value_file", "log.access_log", "upstream_tls.insecure_skip_verify", "store.path", "sink.path"]
-        {
+        for key in [
+            "listen", "upstream", "admin.listen", "credentials.token_url", "credentials.command", "limits.max_header_bytes",
+            "access.require_value_file", "log.access_log", "upstream_tls.insecure_skip_verify", "store.path", "sink.path",
+        ] {
             #expect(keys.contains(key), "\(key)")
         }
         #expect(Set(keys).count == keys.count)

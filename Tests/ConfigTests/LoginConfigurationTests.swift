@@ -27,12 +27,14 @@ import Testing
     }
 
     @Test func aRedirectThatIsNoLoopbackHTTPAddressIsAnError() throws {
-        let all = try errors("  type: oauth2_refresh\n  login: browser\n  client_id: c\n  issuer_url: https://idp.example\n  redirect_uri: https://app.example/cb\n")
+        let all = try errors(
+            "  type: oauth2_refresh\n  login: browser\n  client_id: c\n  issuer_url: https://idp.example\n  redirect_uri: https://app.example/cb\n")
         #expect(all.map(\.keyPath) == ["credentials.redirect_uri"])
     }
 
     @Test func authorizationParamsMayNotSetTheProxysOwnParameters() throws {
-        let all = try errors("  type: oauth2_refresh\n  login: browser\n  client_id: c\n  issuer_url: https://idp.example\n  authorization_params: {state: x}\n")
+        let all = try errors(
+            "  type: oauth2_refresh\n  login: browser\n  client_id: c\n  issuer_url: https://idp.example\n  authorization_params: {state: x}\n")
         #expect(all.map(\.keyPath) == ["credentials.authorization_params.state"])
     }
 
@@ -42,14 +44,16 @@ import Testing
     }
 
     @Test func thePoolIdGivesTheDefaultRegion() throws {
-        let loaded = try parse("upstream: https://api.example.com\ncredentials:\n  type: cognito\n  login: srp\n  client_id: c\n  user_pool_id: eu-west-3_Ab12Cd34E\n")
+        let loaded = try parse(
+            "upstream: https://api.example.com\ncredentials:\n  type: cognito\n  login: srp\n  client_id: c\n  user_pool_id: eu-west-3_Ab12Cd34E\n")
         #expect(loaded.configuration.credentials.asCognito?.region == "eu-west-3")
         #expect(loaded.configuration.credentials.asCognito?.userPoolID == "eu-west-3_Ab12Cd34E")
     }
 
     @Test func flowsOfOtherTypesAreRefused() throws {
         #expect(try errors("  type: cognito\n  login: browser\n  client_id: c\n  region: us-east-1\n").map(\.keyPath) == ["credentials.login"])
-        #expect(try errors("  type: oauth2_refresh\n  login: srp\n  client_id: c\n  token_url: https://idp.example/t\n").map(\.keyPath) == ["credentials.login"])
+        #expect(
+            try errors("  type: oauth2_refresh\n  login: srp\n  client_id: c\n  token_url: https://idp.example/t\n").map(\.keyPath) == ["credentials.login"])
     }
 
     @Test func aMalformedPoolIdIsAnError() throws {

@@ -30,8 +30,15 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.path + "/cert.pem")
         let octal = "0" + String(mode, radix: 8)
         for (yaml, key) in [
-            (credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./key.pem"), "credentials.client_key_file"),
-            (credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_secret_env: S\ndpop: {key_file: ./key.pem}"), "credentials.dpop.key_file"),
+            (
+                credentials(
+                    "type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./key.pem"),
+                "credentials.client_key_file"
+            ),
+            (
+                credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_secret_env: S\ndpop: {key_file: ./key.pem}"),
+                "credentials.dpop.key_file"
+            ),
             (minimalYAML + "\nupstream_tls: {client_cert_file: ./cert.pem, client_key_file: ./key.pem}", "upstream_tls.client_key_file"),
         ] {
             let error = try #require(parseError(yaml, base: folder.path, environment: ["S": "s", "TOKEN": "t"]), "\(key)")

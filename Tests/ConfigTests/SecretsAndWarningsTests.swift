@@ -5,31 +5,35 @@ import Testing
 
 @Suite struct SecretsAndWarningsTests {
     @Test func aLiteralClientSecretIsAcceptedWithAWarning() throws {
-        let loaded = try parse("""
+        let loaded = try parse(
+            """
             upstream: https://a
             credentials: {type: oauth2_client_credentials, token_url: https://i, client_id: c, client_secret: literal-secret-value}
             """)
         #expect(loaded.configuration.credentials.source.oauth2Client?.clientSecret == Secret(value: "literal-secret-value", origin: .literal))
-        #expect(loaded.warnings == [
-            "credentials.client_secret: a literal secret in the config file; prefer client_secret_env or client_secret_file"
-        ])
+        #expect(
+            loaded.warnings == [
+                "credentials.client_secret: a literal secret in the config file; prefer client_secret_env or client_secret_file"
+            ])
     }
 
     @Test func aLiteralRequireValueIsAcceptedWithAWarning() throws {
         let loaded = try parse(minimalYAML + "\naccess: {require_header: X-Key, require_value: literal-key-value}")
         #expect(loaded.configuration.access.requireValue == Secret(value: "literal-key-value", origin: .literal))
-        #expect(loaded.warnings == [
-            "access.require_value: a literal secret in the config file; prefer require_value_env or require_value_file"
-        ])
+        #expect(
+            loaded.warnings == [
+                "access.require_value: a literal secret in the config file; prefer require_value_env or require_value_file"
+            ])
     }
 
     @Test func keysTheTypeDoesNotUseAreWarnedAboutNotRefused() throws {
         let loaded = try parse(minimalYAML + "\n  region: us-east-1\n  command: [x]\n  client_secret_env: NOT_SET_ANYWHERE")
-        #expect(loaded.warnings == [
-            "credentials.region: not used by type static",
-            "credentials.command: not used by type static",
-            "credentials.client_secret_env: not used by type static",
-        ])
+        #expect(
+            loaded.warnings == [
+                "credentials.region: not used by type static",
+                "credentials.command: not used by type static",
+                "credentials.client_secret_env: not used by type static",
+            ])
         // An unused secret is not read, so an unset variable is no error.
         #expect(loaded.configuration.credentials.source.secrets == [Secret(value: "static-token-value", origin: .env("TOKEN"))])
     }

@@ -37,7 +37,10 @@ struct StoreConfigurationTests {
         }
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: folder.path + "/old.keys")
         environment["STORE_KEY"] = a
-        let open = try #require(parseError(minimalYAML + "\nstore: {encryption_key_env: STORE_KEY, encryption_previous_keys_file: ./old.keys}", base: folder.path, environment: environment))
+        let open = try #require(
+            parseError(
+                minimalYAML + "\nstore: {encryption_key_env: STORE_KEY, encryption_previous_keys_file: ./old.keys}", base: folder.path, environment: environment
+            ))
         #expect(open.all.contains { $0.keyPath == "store.encryption_previous_keys_file" && $0.reason.contains("readable by group or others") })
     }
 
@@ -82,7 +85,9 @@ struct StoreConfigurationTests {
         #expect(loaded.configuration.watchedFiles.contains(try #require(redis.clientKeyFile)))
         #expect(loaded.configuration.watchedFiles.contains(try #require(redis.clientCertFile)))
         let half = try #require(
-            parseError(minimalYAML + "\nstore: {backend: redis, url: \"rediss://h\", client_key_file: ./client.key}", base: folder.path, environment: minimalEnvironment))
+            parseError(
+                minimalYAML + "\nstore: {backend: redis, url: \"rediss://h\", client_key_file: ./client.key}", base: folder.path,
+                environment: minimalEnvironment))
         #expect(half.all.contains { $0.keyPath == "store.client_cert_file" }, "\(half)")
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: folder.path + "/client.key")
         let open = try #require(parseError(minimalYAML + store, base: folder.path, environment: minimalEnvironment))

@@ -143,9 +143,10 @@ struct AWSCredentialSourceTests {
     }
 
     @Test func containerFullURIRules() {
-        for allowed in ["https://creds.example/x", "http://127.0.0.1:51679/c", "http://localhost/c", "http://169.254.170.23/v1/credentials",
-            "http://[fd00:ec2::23]/v1/credentials", "http://169.254.170.2/v2/credentials/id"]
-        {
+        for allowed in [
+            "https://creds.example/x", "http://127.0.0.1:51679/c", "http://localhost/c", "http://169.254.170.23/v1/credentials",
+            "http://[fd00:ec2::23]/v1/credentials", "http://169.254.170.2/v2/credentials/id",
+        ] {
             #expect(AWSContainerCredentials.allowedFullURI(allowed), "\(allowed)")
         }
         for refused in ["http://10.0.0.5/creds", "http://169.254.170.2.evil.example/", "ftp://127.0.0.1/", "http://example.com/"] {
@@ -164,7 +165,9 @@ struct AWSCredentialSourceTests {
         let server = try PythonServer("aws_metadata")
         let source = AWSInstanceMetadataCredentials(configuration(.instanceMetadata) { $0.imdsEndpoint = server.baseURL + "/" })
         let credentials = try source.fetch()
-        #expect(credentials == AWSCredentials(accessKeyID: "ASIAIMDS", secretAccessKey: "imds/secret", sessionToken: "imds-session", expiration: credentials.expiration))
+        #expect(
+            credentials
+                == AWSCredentials(accessKeyID: "ASIAIMDS", secretAccessKey: "imds/secret", sessionToken: "imds-session", expiration: credentials.expiration))
         #expect(credentials.expiration != nil)
         let seen = try calls(server)
         #expect(seen.imds_tokens == 1)
@@ -185,8 +188,14 @@ struct AWSCredentialSourceTests {
 
     @Test func defaultChainOrder() throws {
         let aws = configuration(.default)
-        #expect(try makeAWSCredentialSource(aws, environment: ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "r"]).name == "environment")
-        #expect(try makeAWSCredentialSource(aws, environment: ["AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "r", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/c"]).name == "web_identity")
+        #expect(
+            try makeAWSCredentialSource(
+                aws, environment: ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "r"]
+            ).name == "environment")
+        #expect(
+            try makeAWSCredentialSource(
+                aws, environment: ["AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "r", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/c"]
+            ).name == "web_identity")
         #expect(try makeAWSCredentialSource(aws, environment: ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/c"]).name == "container")
         #expect(try makeAWSCredentialSource(aws, environment: [:]).name == "instance_metadata")
         #expect(try makeAWSCredentialSource(configuration(.container) { $0.containerEndpoint = "http://127.0.0.1:1/c" }, environment: [:]).name == "container")

@@ -16,7 +16,10 @@ import Testing
         #expect(verifiers.count == 50 && states.count == 50)
         for text in verifiers.union(states) {
             #expect(text.count == 43)
-            #expect(text.unicodeScalars.allSatisfy { $0.properties.isASCIIHexDigit || ("A"..."Z").contains($0) || ("a"..."z").contains($0) || "-_".unicodeScalars.contains($0) })
+            #expect(
+                text.unicodeScalars.allSatisfy {
+                    $0.properties.isASCIIHexDigit || ("A"..."Z").contains($0) || ("a"..."z").contains($0) || "-_".unicodeScalars.contains($0)
+                })
         }
     }
 
@@ -30,7 +33,8 @@ import Testing
         #expect(
             request().url
                 == "https://idp.example/authorize?response_type=code&client_id=cli%20ent&redirect_uri=http%3A%2F%2F127.0.0.1%3A8400%2Fcallback"
-                + "&scope=openid%20offline_access&state=st&code_challenge=ch&code_challenge_method=S256&login_hint=ann%40example.com&audience=https%3A%2F%2Fapi")
+                + "&scope=openid%20offline_access&state=st&code_challenge=ch&code_challenge_method=S256&login_hint=ann%40example.com&audience=https%3A%2F%2Fapi"
+        )
     }
 
     @Test func authorizationParamsComeLastAndNeverReplaceTheProxysOwn() {
@@ -51,7 +55,9 @@ import Testing
     }
 
     @Test func aWrongOrMissingStateIsRefusedAndChangesNothing() {
-        for target in ["/callback?code=abc&state=bad", "/callback?code=abc", "/callback?error=access_denied&state=bad", "/callback", "/callback?state=good-stat"] {
+        for target in [
+            "/callback?code=abc&state=bad", "/callback?code=abc", "/callback?error=access_denied&state=bad", "/callback", "/callback?state=good-stat",
+        ] {
             let decision = rules.decide(method: "GET", target: target)
             #expect(!decision.ends, "\(target)")
             guard case .badRequest = decision else {
@@ -104,7 +110,10 @@ import Testing
         #expect(try LoopbackRedirect.parse("http://127.0.0.1:8400/callback").uri(port: 5000) == "http://127.0.0.1:8400/callback")
     }
 
-    @Test(arguments: ["https://127.0.0.1/cb", "http://example.com/cb", "http://127.0.0.1:0/cb", "http://127.0.0.1:99999/cb", "http://127.0.0.1/cb?x=1", "http://127.0.0.1/cb#f", "http://u@127.0.0.1/cb", "http://10.0.0.1/cb"])
+    @Test(arguments: [
+        "https://127.0.0.1/cb", "http://example.com/cb", "http://127.0.0.1:0/cb", "http://127.0.0.1:99999/cb", "http://127.0.0.1/cb?x=1",
+        "http://127.0.0.1/cb#f", "http://u@127.0.0.1/cb", "http://10.0.0.1/cb",
+    ])
     func aRedirectThatIsNoLoopbackHTTPAddressIsRefused(text: String) {
         #expect(throws: LoopbackRedirect.Problem.self) { try LoopbackRedirect.parse(text) }
     }

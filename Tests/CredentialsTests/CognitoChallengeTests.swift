@@ -41,7 +41,10 @@ import Testing
 
     @Test func selectMFATypeTakesOnlyAnOfferedKind() throws {
         let offered = ["MFAS_CAN_CHOOSE": "[\"SMS_MFA\",\"SOFTWARE_TOKEN_MFA\"]"]
-        #expect(try ChallengeAnswers.responses(for: challenge("SELECT_MFA_TYPE", offered), ask: Script(["SOFTWARE_TOKEN_MFA"]).ask) == ["ANSWER": "SOFTWARE_TOKEN_MFA"])
+        #expect(
+            try ChallengeAnswers.responses(for: challenge("SELECT_MFA_TYPE", offered), ask: Script(["SOFTWARE_TOKEN_MFA"]).ask) == [
+                "ANSWER": "SOFTWARE_TOKEN_MFA"
+            ])
         #expect(throws: TokenSourceError.self) {
             try ChallengeAnswers.responses(for: challenge("SELECT_MFA_TYPE", offered), ask: Script(["EMAIL_OTP"]).ask)
         }

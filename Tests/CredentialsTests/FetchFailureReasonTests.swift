@@ -6,7 +6,7 @@ import Testing
 @testable import Credentials
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tokenproxy_token_fetch_failures_total{reason}`: each failure gets its reason from the error's case
@@ -31,15 +31,18 @@ import Glibc
 
     @Test func theWordsOfAMessageDecideNothing() {
         // Text that the reasons were once read from: without a cause it is an unusable answer.
-        for text in ["cannot reach the token endpoint: Timeout was reached", "the identity provider is unavailable (HTTP 503)",
-            "HTTP 429 TooManyRequestsException", "Could not resolve host"]
-        {
+        for text in [
+            "cannot reach the token endpoint: Timeout was reached", "the identity provider is unavailable (HTTP 503)",
+            "HTTP 429 TooManyRequestsException", "Could not resolve host",
+        ] {
             #expect(FetchFailureReason.of(.passing(text)) == .badAnswer, "\(text)")
         }
     }
 
-    @Test(arguments: [(429, PassingCause.rateLimited), (500, .unavailable), (503, .unavailable), (599, .unavailable), (200, .badAnswer),
-        (400, .badAnswer), (600, .badAnswer)])
+    @Test(arguments: [
+        (429, PassingCause.rateLimited), (500, .unavailable), (503, .unavailable), (599, .unavailable), (200, .badAnswer),
+        (400, .badAnswer), (600, .badAnswer),
+    ])
     func anAnswersStatusGivesItsCause(status: Int, cause: PassingCause) {
         #expect(PassingCause.of(status: status) == cause)
     }

@@ -1,8 +1,8 @@
 import Config
 import Foundation
+import IdentityHTTP
 import TestSupport
 import Testing
-import IdentityHTTP
 
 @testable import Credentials
 
@@ -292,7 +292,11 @@ func sourceError(_ body: () throws -> IssuedToken, sourceLocation: SourceLocatio
     func aMalformedPathIsAConfigurationError(path: String) {
         var credentials = JSONRefreshConfiguration(refreshURL: "http://127.0.0.1:1/refresh")
         credentials.accessTokenPath = path
-        #expect(throws: ConfigurationError(keyPath: "credentials.access_token_path", reason: "\"\(path)\" is no dotted JSON path (names separated by single dots, e.g. data.tokens.access)")) {
+        #expect(
+            throws: ConfigurationError(
+                keyPath: "credentials.access_token_path", reason: "\"\(path)\" is no dotted JSON path (names separated by single dots, e.g. data.tokens.access)"
+            )
+        ) {
             try JSONRefreshProvider(credentials)
         }
     }

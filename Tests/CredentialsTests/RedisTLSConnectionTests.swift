@@ -18,12 +18,18 @@ struct RedisTLSConnectionTests {
         dir = try TempDir(prefix: "tokenproxy-redis-tls")
         _ = try dir.write("san.cnf", "subjectAltName=IP:127.0.0.1\n")
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-             "-subj", "/CN=tokenproxy test CA", "-keyout", dir.file("ca.key"), "-out", dir.file("ca.pem")],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", dir.file("server.key"), "-out", dir.file("server.csr")],
-            ["x509", "-req", "-in", dir.file("server.csr"), "-CA", dir.file("ca.pem"), "-CAkey", dir.file("ca.key"),
-             "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.cnf"), "-out", dir.file("server.pem")],
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+                "-subj", "/CN=tokenproxy test CA", "-keyout", dir.file("ca.key"), "-out", dir.file("ca.pem"),
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
+                "-keyout", dir.file("server.key"), "-out", dir.file("server.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("server.csr"), "-CA", dir.file("ca.pem"), "-CAkey", dir.file("ca.key"),
+                "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.cnf"), "-out", dir.file("server.pem"),
+            ],
         ]
         for step in steps {
             let result = try runCommand("/usr/bin/openssl", arguments: step, timeout: 30)
@@ -58,13 +64,14 @@ struct RedisTLSConnectionTests {
         #expect(try publisher.command(["EVAL", script, "0"]) == .integer(1))
         var numbers: [Int64] = []
         var large: [UInt8] = []
-        #expect(eventually(timeout: 20) {
-            for reply in (try? subscriber.pendingReplies()) ?? [] {
-                guard case .array(let parts) = reply, parts.count == 3, case .string(let payload) = parts[2] else { continue }
-                if let number = RedisReplies.announcedGeneration(reply, channel: "burst") { numbers.append(number) } else { large = payload }
-            }
-            return large.count == 40000
-        })
+        #expect(
+            eventually(timeout: 20) {
+                for reply in (try? subscriber.pendingReplies()) ?? [] {
+                    guard case .array(let parts) = reply, parts.count == 3, case .string(let payload) = parts[2] else { continue }
+                    if let number = RedisReplies.announcedGeneration(reply, channel: "burst") { numbers.append(number) } else { large = payload }
+                }
+                return large.count == 40000
+            })
         #expect(numbers == Array(1...500))
         #expect(large == Array(repeating: UInt8(ascii: "x"), count: 40000))
         // Nothing more came, and the connection still answers.

@@ -198,7 +198,9 @@ struct RedisTokenStoreTests {
         StoredSession(kind: "oauth2_refresh", accessToken: access, refreshToken: "refresh-" + access, expiresAt: issuedAt + 3600, issuedAt: issuedAt)
     }
 
-    @Test("a key back at a lower generation with older tokens (a failover that lost writes) is lost; one with newer tokens (a login into an emptied store) is a session")
+    @Test(
+        "a key back at a lower generation with older tokens (a failover that lost writes) is lost; one with newer tokens (a login into an emptied store) is a session"
+    )
     func lowerGenerationIsLostOnlyWithOlderTokens() throws {
         let a = try store()
         let b = try store()

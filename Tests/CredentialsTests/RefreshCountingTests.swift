@@ -18,7 +18,8 @@ struct RefreshCountingTests {
         fromStore.fromStore = true
         source.answers = [.success(fromStore), .success(IssuedToken(accessToken: "refreshed-here", expiresIn: 600))]
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
+            configuration: makeConfiguration(
+                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(), source: source)
         manager.start()
         defer { manager.stop() }

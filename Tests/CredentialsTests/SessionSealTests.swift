@@ -33,7 +33,8 @@ struct SessionSealTests {
 
     @Test("a previous key opens what it sealed; an unknown or missing key, or a damaged box, opens nothing; a plain document passes")
     func keys() throws {
-        let a = Self.key(), b = Self.key()
+        let a = Self.key()
+        let b = Self.key()
         let document = try Self.encoded(Self.session)
         let underA = try SessionSeal(StoreEncryption(current: a)).seal(document)
         var rotated = StoreEncryption(current: b)

@@ -353,7 +353,8 @@ struct SessionTokenSourceTests {
         provider.answers = [.success(IssuedToken(accessToken: "access-one", refreshToken: "refresh-two", expiresIn: 600)), .failure(.refused("invalid_grant"))]
         let source = makeSource(provider, seed: "seed-refresh-one")
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
+            configuration: makeConfiguration(
+                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(),
             source: source
         )

@@ -108,11 +108,16 @@ struct SigV4Tests {
         #expect(fields[2].value == "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072")
         #expect(authorization(fields)?.hasSuffix("Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd") == true)
         // The key sent raw ($ is allowed in a path) signs the same.
-        #expect(authorization(s3("PUT", "/test$file.text", headers: [("Date", "Fri, 24 May 2013 00:00:00 GMT"), ("x-amz-storage-class", "REDUCED_REDUNDANCY")], body: "Welcome to Amazon S3.")) == authorization(fields))
+        #expect(
+            authorization(
+                s3(
+                    "PUT", "/test$file.text", headers: [("Date", "Fri, 24 May 2013 00:00:00 GMT"), ("x-amz-storage-class", "REDUCED_REDUNDANCY")],
+                    body: "Welcome to Amazon S3.")) == authorization(fields))
     }
 
     @Test func s3ListAndLifecycle() {
-        #expect(authorization(s3("GET", "/", query: "max-keys=2&prefix=J"))?.hasSuffix("34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7") == true)
+        #expect(
+            authorization(s3("GET", "/", query: "max-keys=2&prefix=J"))?.hasSuffix("34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7") == true)
         #expect(authorization(s3("GET", "/", query: "lifecycle"))?.hasSuffix("fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543") == true)
     }
 
@@ -176,8 +181,10 @@ struct SigV4Tests {
     @Test func aClientsOwnSigningFieldsAreNotSigned() {
         let clean = SigV4Request(method: "GET", path: "/", headers: [("Host", "example.amazonaws.com")], payload: .hash(SigV4.emptyPayloadHash))
         var dirty = clean
-        dirty.headers += [("Authorization", "AWS4-HMAC-SHA256 old"), ("X-Amz-Date", "20000101T000000Z"), ("x-amz-security-token", "old"),
-            ("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")]
+        dirty.headers += [
+            ("Authorization", "AWS4-HMAC-SHA256 old"), ("X-Amz-Date", "20000101T000000Z"), ("x-amz-security-token", "old"),
+            ("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD"),
+        ]
         let a = SigV4.sign(clean, region: "us-east-1", service: "service", credentials: Self.suiteCredentials, time: Self.suiteTime)
         let b = SigV4.sign(dirty, region: "us-east-1", service: "service", credentials: Self.suiteCredentials, time: Self.suiteTime)
         #expect(a.map(\.value) == b.map(\.value))

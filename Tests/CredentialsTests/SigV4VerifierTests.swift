@@ -133,10 +133,11 @@ struct SigV4VerifierTests {
         let answer = try sendSigned("POST", base: moto.account.endpoint, path: "/", body: body, headers: form, service: "sts", credentials: moto.credentials)
         #expect(answer.status == 200, "\(answer.bodyString)")
         #expect(answer.bodyString.contains("<Arn>arn:aws:iam::"), "\(answer.bodyString)")
-        #expect(!SigV4.sign(
-            SigV4Request(method: "POST", path: "/", headers: [("Host", "h")], payload: .hash(SigV4.sha256Hex(Array(body.utf8)))),
-            region: "us-east-1", service: "sts", credentials: moto.credentials, time: 0
-        ).contains { $0.name == "X-Amz-Content-Sha256" })
+        #expect(
+            !SigV4.sign(
+                SigV4Request(method: "POST", path: "/", headers: [("Host", "h")], payload: .hash(SigV4.sha256Hex(Array(body.utf8)))),
+                region: "us-east-1", service: "sts", credentials: moto.credentials, time: 0
+            ).contains { $0.name == "X-Amz-Content-Sha256" })
 
         let otherBody = try sendSigned(
             "POST", base: moto.account.endpoint, path: "/", body: body, headers: form, service: "sts", credentials: moto.credentials,
@@ -203,7 +204,8 @@ struct SigV4VerifierTests {
             credentials: credentials)
         #expect(meta.status == 200, "\(meta.bodyString)")
         // A listing: encoded values, a repeated name, an empty value, a name without `=`.
-        let list = try sendSigned("GET", base: server.baseURL, path: "/b", query: "prefix=k%2F%C3%BC&delimiter=%2F&tag=b&tag=a&marker=&versions", credentials: credentials)
+        let list = try sendSigned(
+            "GET", base: server.baseURL, path: "/b", query: "prefix=k%2F%C3%BC&delimiter=%2F&tag=b&tag=a&marker=&versions", credentials: credentials)
         #expect(list.status == 404, "\(list.bodyString)")  // verified, then no such object
 
         var wrong = credentials

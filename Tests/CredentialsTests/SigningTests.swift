@@ -239,18 +239,29 @@ struct MutualTLSTests {
     func clientCertificateIsPresented() throws {
         let dir = try TempDir(prefix: "tokenproxy-mtls")
         _ = try dir.write("san.cnf", "subjectAltName=IP:127.0.0.1\n")
-        let ca = dir.file("ca.pem"), caKey = dir.file("ca.key")
+        let ca = dir.file("ca.pem")
+        let caKey = dir.file("ca.key")
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=mtls test CA",
-             "-keyout", caKey, "-out", ca],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", dir.file("server.key"),
-             "-out", dir.file("server.csr")],
-            ["x509", "-req", "-in", dir.file("server.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-extfile",
-             dir.file("san.cnf"), "-out", dir.file("server.pem")],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=tokenproxy client", "-keyout",
-             dir.file("client.key"), "-out", dir.file("client.csr")],
-            ["x509", "-req", "-in", dir.file("client.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-out",
-             dir.file("client.pem")],
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=mtls test CA",
+                "-keyout", caKey, "-out", ca,
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", dir.file("server.key"),
+                "-out", dir.file("server.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("server.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-extfile",
+                dir.file("san.cnf"), "-out", dir.file("server.pem"),
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=tokenproxy client", "-keyout",
+                dir.file("client.key"), "-out", dir.file("client.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("client.csr"), "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-days", "1", "-out",
+                dir.file("client.pem"),
+            ],
         ]
         for step in steps {
             let result = try runCommand("/usr/bin/openssl", arguments: step, timeout: 30)

@@ -132,7 +132,8 @@ struct TokenManagerTests {
         let source = ScriptedSource()
         source.answers = [.failure(.loginRequired("no session; run tokenproxy login"))]
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
+            configuration: makeConfiguration(
+                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(),
             source: source
         )
@@ -159,7 +160,8 @@ struct TokenManagerTests {
         let source = ScriptedSource()
         source.answers = [.success(IssuedToken(accessToken: "first", expiresIn: 600)), .failure(.refused("invalid_grant"))]
         let manager = TokenManager(
-            configuration: makeConfiguration(CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
+            configuration: makeConfiguration(
+                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
             logger: LogCapture().logger(),
             source: source
         )

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tokenproxy login` with `login: browser` against django-oauth-toolkit (dot_server.py: Django's
@@ -77,7 +77,8 @@ struct BrowserLoginTests {
         try ProxyProcess.run(args: ["login", "--config", setup.config, "--timeout", "60s"] + arguments, env: env, stdin: stdin, timeout: 120)
     }
 
-    @Test("the browser signs in through Django's form; forged, idle and off-path requests change nothing; one code exchange; a replay finds the listener closed")
+    @Test(
+        "the browser signs in through Django's form; forged, idle and off-path requests change nothing; one code exchange; a replay finds the listener closed")
     func signsInOnceThroughTheBrowser() throws {
         let setup = try Self.setup()
         defer { setup.server.stop() }
@@ -153,9 +154,10 @@ struct BrowserLoginTests {
             binary, arguments: ["login", "--config", setup.config, "--no-browser", "--timeout", "90s"],
             environment: childEnvironment(["DISPLAY": "", "BROWSER": "/bin/false"]), withStdin: true)
         defer { login.stop(grace: 1) }
-        let url = try #require(login.stdout.wait(until: Date().addingTimeInterval(30)) { text in
-            text.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init)
-        })
+        let url = try #require(
+            login.stdout.wait(until: Date().addingTimeInterval(30)) { text in
+                text.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init)
+            })
         #expect(url.contains("redirect_uri=http%3A%2F%2Flocalhost%3A\(port)%2Fcallback"))
         // Both families listen (RFC 8252 §8.3): a connection to ::1 gets an answer too.
         if loopbackIPv6Available() {
@@ -184,7 +186,9 @@ struct BrowserLoginTests {
     func exhaustedDescriptorsDoNotSpin() throws {
         let port = try freePort()
         let dir = try TempDir(prefix: "tokenproxy-browser-fd")
-        let config = try dir.write("tokenproxy.yaml", """
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
             listen: 127.0.0.1:0
             upstream: http://127.0.0.1:9
             credentials:

@@ -90,7 +90,9 @@ struct ClientAuthTests {
         #expect(try world.stats()["jti_reused"] as? Int == 0)
     }
 
-    @Test("client_assertion: the projected token is read for every request, a Kubernetes-style swap under load fails no request, and the identity provider sees the new one")
+    @Test(
+        "client_assertion: the projected token is read for every request, a Kubernetes-style swap under load fails no request, and the identity provider sees the new one"
+    )
     func projectedAssertionRotation() throws {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])
         let first = try world.mint()

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `tokenproxy login` with Cognito SRP and the challenges after it, against cognito_srp.py: a test
@@ -105,7 +105,8 @@ struct CognitoLoginTests {
         #expect(verifier["bad_secret_block"] == 1)
     }
 
-    @Test("login: srp by e-mail with a client secret: the password never leaves, later answers carry the pool user name, the device key goes with every refresh")
+    @Test(
+        "login: srp by e-mail with a client secret: the password never leaves, later answers carry the pool user name, the device key goes with every refresh")
     func srpLogin() throws {
         let secret = "srp-client-secret-1"
         let pool = try Self.pool(["device_tracking": true], clientSecret: secret)

@@ -125,7 +125,8 @@ import Testing
 
     @Test func serveWithABadConfigExits2() throws {
         let dir = try TempDir()
-        let config = try dir.write("tokenproxy.yaml", "listen: 127.0.0.1:0\nupstream: http://127.0.0.1:9\nnot_a_key: true\ncredentials:\n  type: static\n  token_env: E2E_TOKEN\n")
+        let config = try dir.write(
+            "tokenproxy.yaml", "listen: 127.0.0.1:0\nupstream: http://127.0.0.1:9\nnot_a_key: true\ncredentials:\n  type: static\n  token_env: E2E_TOKEN\n")
         let result = try ProxyProcess.run(args: ["serve", "--config", config], env: ["E2E_TOKEN": e2eToken], timeout: 20)
         #expect(result.status == 2, "\(result.output)")
         #expect(result.output.contains("not_a_key"))

@@ -157,7 +157,9 @@ struct DPoPTests {
     func deviceLoginAnswersTheNonce() throws {
         let server = try PythonServer("dpop_servers", arguments: ["--as-nonce"])
         let dir = try TempDir(prefix: "tokenproxy-dpop-device")
-        let config = try dir.write("tokenproxy.yaml", """
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
             listen: 127.0.0.1:0
             upstream: \(server.baseURL)/api
             credentials:

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CONTRACT.md "Signals, admin, logs": SIGTERM stops accepting at once (issue 12 point 7: a client

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CONTRACT.md "Reload without a restart": files named by `*_file` keys are read again when they

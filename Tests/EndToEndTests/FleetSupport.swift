@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A fleet's world (issue 13): the token life cycle's servers (`Lifecycle`: a real OAuth 2.0 server

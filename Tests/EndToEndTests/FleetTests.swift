@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Issue 13's "Done when": several real `tokenproxy serve` processes share one session in a real
@@ -55,7 +55,7 @@ struct FleetTests {
         #expect(unauthorized >= 1 && unauthorized <= 150)
         // Every 401 was retried (150 answers of 200). The metric counts only the retries that waited
         // for a refresh: a 401 whose proxy had meanwhile picked up the new token from Redis is retried
-        // at once without being counted (ProxyCore's Connection.acquireToken), hence at most.
+        // at once without being counted (ProxyCore's ExchangeTokens.acquire), hence at most.
         let retries = try fleetSum(proxies, "tokenproxy_upstream_401_retries_total")
         #expect(retries >= 1 && retries <= Double(unauthorized), "retries \(retries), 401s seen by the API \(unauthorized)")
         #expect(try fleetSum(proxies, refreshedByIdP) == 1)
@@ -166,7 +166,9 @@ struct FleetTests {
         fleet.life.assertNoLeaks(proxies)
     }
 
-    @Test("Redis restarted without persistence, then the key overwritten with garbage, under load: the session is written back, zero 401s; a logout still ends it everywhere")
+    @Test(
+        "Redis restarted without persistence, then the key overwritten with garbage, under load: the session is written back, zero 401s; a logout still ends it everywhere"
+    )
     func lostSessionIsWrittenBackButALogoutEndsIt() throws {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"], persistentRedis: false)
         defer { fleet.stop() }
@@ -212,7 +214,9 @@ struct FleetTests {
         fleet.life.assertNoLeaks(proxies)
     }
 
-    @Test("the key goes back to an older generation (a promoted replica that missed the last write): the newer session is written back, the rotated refresh token is never replayed")
+    @Test(
+        "the key goes back to an older generation (a promoted replica that missed the last write): the newer session is written back, the rotated refresh token is never replayed"
+    )
     func olderGenerationIsTreatedAsLost() throws {
         let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"])
         defer { fleet.stop() }
@@ -234,19 +238,21 @@ struct FleetTests {
         // What a replica promoted before it had the last write holds: the older hash, announced.
         _ = try fleet.redis.cli(["HSET", fleet.key + ":session", "generation", String(olderGeneration), "session", older])
         _ = try fleet.redis.cli(["PUBLISH", fleet.key + ":changed", String(olderGeneration)])
-        #expect(try within(20) {
-            try fleet.generation() > olderGeneration + 1 && fleet.stored()?["refresh_token"] as? String == newer
-        })
+        #expect(
+            try within(20) {
+                try fleet.generation() > olderGeneration + 1 && fleet.stored()?["refresh_token"] as? String == newer
+            })
         #expect(proxies.contains { $0.stderr.contains("went back to generation \(olderGeneration)") })
         #expect(proxies.contains { $0.stderr.contains("wrote its session back") })
 
         // The next refresh uses the newest refresh token: no reuse detected, no login needed. (Asked
         // again until one goes through: a forced refresh soon after the last one is deferred.)
         let admin = try #require(proxies[0].adminURL)
-        #expect(try within(15) {
-            _ = try curl(["-X", "POST", admin + "/refresh"])
-            return try fleet.life.idpCalls("refresh_token") == 2
-        })
+        #expect(
+            try within(15) {
+                _ = try curl(["-X", "POST", admin + "/refresh"])
+                return try fleet.life.idpCalls("refresh_token") == 2
+            })
         #expect(try fleet.idpStat("reuse_detected") == 0)
         #expect(try fleet.life.idpCalls("refresh_token", "invalid_grant") == 0)
         for proxy in proxies { #expect(try within(5) { try send(proxy).status == 200 }) }

@@ -142,7 +142,8 @@ import Testing
         let big = testBytes(count: 2 * 1024 * 1024)
         try client.send(rawRequest("POST", "/big-upload", host: f.host, body: big))
         let upload = try Echo(try client.readResponse().body)
-        try client.send(rawRequest("PUT", "/chunked-upload", host: f.host, headers: [("Transfer-Encoding", "chunked")], body: chunked(big), contentLength: false))
+        try client.send(
+            rawRequest("PUT", "/chunked-upload", host: f.host, headers: [("Transfer-Encoding", "chunked")], body: chunked(big), contentLength: false))
         let chunkedUpload = try Echo(try client.readResponse().body)
         for echo in [upload, chunkedUpload] {
             #expect(echo.body_len == big.count)

@@ -67,7 +67,9 @@ struct IdpyoidcTests {
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    @Test("idpyoidc's refresh grant binds the token to the proxy's DPoP key (token_type DPoP, cnf.jkt); every request reaches the API as Authorization: DPoP with a verified proof; a second refresh proves the same key")
+    @Test(
+        "idpyoidc's refresh grant binds the token to the proxy's DPoP key (token_type DPoP, cnf.jkt); every request reaches the API as Authorization: DPoP with a verified proof; a second refresh proves the same key"
+    )
     func dpopBoundRefresh() throws {
         let world = try World(dpop: true)
         #expect(world.seed["token_type"] as? String == "DPoP")
@@ -129,7 +131,9 @@ struct IdpyoidcTests {
         #expect(!proxy.stderr.contains(seededRefresh) && !proxy.stderr.contains(rotated))
     }
 
-    @Test("tokenproxy login with login: browser through idpyoidc's authorization endpoint (PKCE S256): the code grant is DPoP-bound to the proxy's key, and serve and a refresh keep proving that key")
+    @Test(
+        "tokenproxy login with login: browser through idpyoidc's authorization endpoint (PKCE S256): the code grant is DPoP-bound to the proxy's key, and serve and a refresh keep proving that key"
+    )
     func browserLoginWithDPoP() throws {
         let port = try freePort()
         let redirect = "http://127.0.0.1:\(port)/callback"
@@ -185,7 +189,9 @@ struct IdpyoidcTests {
         #expect(api["jti_reused"] as? Int == 0)
     }
 
-    @Test("RFC 8693 with idpyoidc's token-exchange helper: an access token it issued is exchanged, the exchanged token reaches the API, and the proxy trusts the JWT's 60 s exp over expires_in 3600")
+    @Test(
+        "RFC 8693 with idpyoidc's token-exchange helper: an access token it issued is exchanged, the exchanged token reaches the API, and the proxy trusts the JWT's 60 s exp over expires_in 3600"
+    )
     func tokenExchange() throws {
         let world = try World(dpop: false)
         let subject = try #require(world.seed["access_token"] as? String)

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The listeners (CONTRACT.md "Signals, admin, logs"; issue 12 points 1 and 2): a unix socket

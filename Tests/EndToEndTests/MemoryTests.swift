@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Set `TOKENPROXY_SLOW_TESTS=1` to run the slow suites (each test moves 1 GB and takes 20–60 s):

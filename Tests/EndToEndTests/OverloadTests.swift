@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `limits.max_connections` (CONTRACT.md error table: 503 `overloaded`) and descriptor exhaustion

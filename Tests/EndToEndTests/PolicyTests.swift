@@ -61,8 +61,9 @@ import Testing
         let f = try Fixture()
         let client = try f.connect()
         let body = Array("continued body".utf8)
-        try client.send(rawRequest("POST", "/continue", host: f.host, headers: [("Expect", "100-continue")], body: [], contentLength: false)
-            .dropLast(2) + Array("Content-Length: \(body.count)\r\n\r\n".utf8))
+        try client.send(
+            rawRequest("POST", "/continue", host: f.host, headers: [("Expect", "100-continue")], body: [], contentLength: false)
+                .dropLast(2) + Array("Content-Length: \(body.count)\r\n\r\n".utf8))
         let interim = try client.readResponse(timeout: 5)
         #expect(interim.status == 100, "\(interim)")
         try client.send(body)

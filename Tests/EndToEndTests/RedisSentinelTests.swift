@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `store.sentinel` (CONTRACT.md "The fleet store in production", issue 33 point 2) against real
@@ -77,10 +77,11 @@ struct RedisSentinelTests {
         // rotated refresh token lands in the new primary.
         #expect(try curl(["-X", "POST", try #require(proxies[0].adminURL) + "/refresh"]).status == 202)
         #expect(try within(45) { try fleet.life.idpCalls("refresh_token") == 1 })
-        #expect(try within(15) {
-            let generation = try replica.cli(["HGET", fleet.key + ":session", "generation"])
-            return (Int(generation) ?? 0) >= 2
-        })
+        #expect(
+            try within(15) {
+                let generation = try replica.cli(["HGET", fleet.key + ":session", "generation"])
+                return (Int(generation) ?? 0) >= 2
+            })
         for proxy in proxies { #expect(try send(proxy).status == 200) }
         #expect(try fleet.life.idpCalls("refresh_token") == 1)
         #expect(try fleet.idpStat("reuse_detected") == 0)
@@ -89,7 +90,9 @@ struct RedisSentinelTests {
         for proxy in proxies { #expect(try proxy.waitForExit() == 0) }
     }
 
-    @Test("a graceful failover (SENTINEL FAILOVER) leaves the old primary running as a replica: the fleet follows +switch-master and the next refresh lands once in the new primary")
+    @Test(
+        "a graceful failover (SENTINEL FAILOVER) leaves the old primary running as a replica: the fleet follows +switch-master and the next refresh lands once in the new primary"
+    )
     func switchMasterIsFollowed() throws {
         let topology = try Topology()
         defer { topology.stop() }

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CONTRACT.md "Reload without a restart", issue 20 point 6: open tunnels finish across a reload.
@@ -94,7 +94,9 @@ struct ReloadTunnelTests {
         server.stop()
     }
 
-    @Test("a reload (POST /reload) that keeps the tunnels' routes: both tunnels keep carrying frames until the client closes them; new requests follow the new file")
+    @Test(
+        "a reload (POST /reload) that keeps the tunnels' routes: both tunnels keep carrying frames until the client closes them; new requests follow the new file"
+    )
     func tunnelsSurviveAReloadThatKeepsTheirRoutes() throws {
         let (server, proxy, ownPort, viaPath, viaOwn) = try start()
         _ = try proxy.directory.write("tokenproxy.yaml", Self.file(server, version: "v2", withTunnelRoutes: true))
@@ -117,7 +119,9 @@ struct ReloadTunnelTests {
         try finish(server, proxy)
     }
 
-    @Test("a reload (SIGUSR2) that removes the tunnels' route and listener: both tunnels keep carrying frames until the client closes them; new requests follow the new file")
+    @Test(
+        "a reload (SIGUSR2) that removes the tunnels' route and listener: both tunnels keep carrying frames until the client closes them; new requests follow the new file"
+    )
     func tunnelsSurviveAReloadThatRemovesTheirRoutes() throws {
         let (server, proxy, ownPort, viaPath, viaOwn) = try start()
         _ = try proxy.directory.write("tokenproxy.yaml", Self.file(server, version: "v2", withTunnelRoutes: false))

@@ -31,7 +31,8 @@ struct RouteConfinementTests {
     @Test(arguments: ["/orders../admin/users", "/orders%2e%2e/admin/users", "/orders%2E%2E/admin/users", "/ordersx/admin"])
     func aPathPrefixMatchesWholeSegmentsOnly(target: String) throws {
         let nginx = try Self.nginx()
-        let proxy = try Self.proxy("""
+        let proxy = try Self.proxy(
+            """
             listen: 127.0.0.1:0
             workers: 1
             routes:
@@ -55,10 +56,11 @@ struct RouteConfinementTests {
 
     /// A `..` set apart by an encoded slash is a dot-segment to nginx: refused, whether a route
     /// strips a prefix or not.
-    @Test(arguments: [
-        ("/orders/", "/orders/..%2F..%2Fadmin/users"), ("/orders/", "/orders/%2e%2e%2F%2e%2e%2Fadmin"),
-        ("/orders/", "/orders/x/..%5C..%5C..%2Fadmin"), (nil, "/..%2Fadmin"), (nil, "/a/..%2F..%2Fadmin"), (nil, "/%2e%2e%2fadmin"),
-    ] as [(String?, String)])
+    @Test(
+        arguments: [
+            ("/orders/", "/orders/..%2F..%2Fadmin/users"), ("/orders/", "/orders/%2e%2e%2F%2e%2e%2Fadmin"),
+            ("/orders/", "/orders/x/..%5C..%5C..%2Fadmin"), (nil, "/..%2Fadmin"), (nil, "/a/..%2F..%2Fadmin"), (nil, "/%2e%2e%2fadmin"),
+        ] as [(String?, String)])
     func anEncodedSlashCannotHideADotSegment(prefix: String?, target: String) throws {
         let nginx = try Self.nginx()
         let yaml: String
@@ -93,7 +95,8 @@ struct RouteConfinementTests {
     @Test func aRedirectOnAStrippedRouteKeepsTheRoutesPrefix() throws {
         let orders = try PythonServer("echo_upstream")
         let other = try PythonServer("echo_upstream")
-        let proxy = try Self.proxy("""
+        let proxy = try Self.proxy(
+            """
             listen: 127.0.0.1:0
             workers: 1
             routes:
@@ -134,7 +137,8 @@ struct RouteConfinementTests {
         defer { upstream.stop() }
         let authority = "127.0.0.1:\(upstream.port)"
         func serve(access: String) throws -> ProxyProcess {
-            try Self.proxy("""
+            try Self.proxy(
+                """
                 listen: 127.0.0.1:0
                 workers: 1
                 upstream: \(upstream.baseURL)

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// CONTRACT.md "Several APIs in one process: routes", end to end: the real binary, two real OAuth
@@ -112,7 +112,8 @@ struct RoutesTests {
         for key in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY", "all_proxy", "ALL_PROXY"] { env[key] = nil }
         env.merge(environment) { $1 }
         let result = try runCommand(
-            "curl", arguments: ["--silent", "--max-time", "30", "--output", dir.file("body"), "--write-out", "%{http_code} %{http_connect}"] + arguments + [url],
+            "curl",
+            arguments: ["--silent", "--max-time", "30", "--output", dir.file("body"), "--write-out", "%{http_code} %{http_connect}"] + arguments + [url],
             environment: env, timeout: 40)
         let body = (try? String(contentsOfFile: dir.file("body"), encoding: .utf8)) ?? ""
         let codes = result.stdout.split(separator: " ").map { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 }
@@ -127,7 +128,9 @@ struct RoutesTests {
         return try client.readResponse(method: "GET")
     }
 
-    @Test("each route has its own session: 50 requests on each of two expired tokens make one refresh at each provider, and a stalled provider delays only its route")
+    @Test(
+        "each route has its own session: 50 requests on each of two expired tokens make one refresh at each provider, and a stalled provider delays only its route"
+    )
     func twoProvidersOneRefreshEachAndNoCrossDelay() throws {
         let apis = try TwoAPIs()
         defer { apis.stop() }
@@ -167,7 +170,9 @@ struct RoutesTests {
 
         // The metrics name each route.
         let metrics = try curl([proxy.adminURL! + "/metrics"]).bodyString
-        #expect(metrics.contains(#"tokenproxy_refreshes_total{route="a",source="oauth2_refresh",outcome="success"} 1"#), "\(metrics.split(separator: "\n").filter { $0.contains("refreshes_total") })")
+        #expect(
+            metrics.contains(#"tokenproxy_refreshes_total{route="a",source="oauth2_refresh",outcome="success"} 1"#),
+            "\(metrics.split(separator: "\n").filter { $0.contains("refreshes_total") })")
         #expect(metrics.contains(#"tokenproxy_refreshes_total{route="b",source="oauth2_refresh",outcome="success"} 1"#))
         #expect(metrics.contains(#"tokenproxy_requests_total{route="a",code="200"} 50"#))
         #expect(metrics.contains(#"tokenproxy_requests_total{route="b",code="200"} 50"#))
@@ -181,15 +186,15 @@ struct RoutesTests {
         defer { apis.stop() }
         let yaml = apis.config(
             extraRoutes: """
-                - name: nologin
-                  match: {path_prefix: /n/}
-                  upstream: \(apis.a.api.baseURL)
-                  credentials:
-                    type: oauth2_refresh
-                    token_url: \(apis.a.idp.baseURL)/oauth/token
-                    client_id: app
-                    client_secret_env: A_SECRET
-              """)
+                  - name: nologin
+                    match: {path_prefix: /n/}
+                    upstream: \(apis.a.api.baseURL)
+                    credentials:
+                      type: oauth2_refresh
+                      token_url: \(apis.a.idp.baseURL)/oauth/token
+                      client_id: app
+                      client_secret_env: A_SECRET
+                """)
         _ = try apis.write(yaml)
         try apis.loginBoth()
         let proxy = try apis.serve(yaml)
@@ -290,11 +295,11 @@ struct RoutesTests {
         // The second file adds a route with a listener of its own and moves b to a path prefix.
         let second = apis.config(
             extraRoutes: """
-                - name: c
-                  match: {listen: 127.0.0.1:0}
-                  upstream: \(apis.b.api.baseURL)
-                  credentials: {type: static, token_env: A_SECRET}
-              """
+                  - name: c
+                    match: {listen: 127.0.0.1:0}
+                    upstream: \(apis.b.api.baseURL)
+                    credentials: {type: static, token_env: A_SECRET}
+                """
         ).replacingOccurrences(of: "match: {host: b.example.test}", with: "match: {path_prefix: /b/}")
         let invalid = first + "\n  - name: a\n    upstream: nowhere\n"
         _ = try apis.write(first)

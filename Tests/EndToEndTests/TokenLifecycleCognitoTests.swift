@@ -3,12 +3,13 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite("Token life cycle: Cognito (moto), end to end", .serialized)
 struct TokenLifecycleCognitoTests {
-    @Test("cognito with a client secret: e-mail login, one REFRESH_TOKEN_AUTH for 20 concurrent requests at expiry, refresh token kept, refusal ends the session")
+    @Test(
+        "cognito with a client secret: e-mail login, one REFRESH_TOKEN_AUTH for 20 concurrent requests at expiry, refresh token kept, refusal ends the session")
     func cognito() throws {
         let cognito = try CognitoIdP.start(accessTTL: 5, tokenDelayMs: 1000)
         defer { cognito.stop() }
@@ -59,7 +60,10 @@ struct TokenLifecycleCognitoTests {
         proxy.terminate()
         _ = try proxy.waitForExit()
         for text in [proxy.stderr, login.output] {
-            for secret in [cognito.info.clientSecret, cognito.info.password, refreshToken, first["access_token"] as? String ?? "-", second["access_token"] as? String ?? "-"] {
+            for secret in [
+                cognito.info.clientSecret, cognito.info.password, refreshToken, first["access_token"] as? String ?? "-",
+                second["access_token"] as? String ?? "-",
+            ] {
                 #expect(!text.contains(secret))
             }
         }

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The token life cycle's world: the Authlib authorization server (`oauth_server.py`, HS256 JWT

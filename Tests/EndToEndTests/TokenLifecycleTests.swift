@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The token life cycle end to end (CONTRACT.md points 2–6, the commands): the real binary, a real
@@ -167,10 +167,11 @@ struct TokenLifecycleTests {
         try life.idp("/test/revoke-all")
         #expect(try curl(["-X", "POST", admin + "/refresh"]).status == 202)
         var last: HTTPResponse? = nil
-        #expect(try within(10) {
-            last = try send(proxy)
-            return last?.status == 401
-        })
+        #expect(
+            try within(10) {
+                last = try send(proxy)
+                return last?.status == 401
+            })
         #expect(last?.jsonObject["error"] as? String == "login_required")
         #expect(last?.header("WWW-Authenticate") == #"Bearer realm="tokenproxy""#)
         #expect(try curl([admin + "/readyz"]).status == 503)
@@ -276,4 +277,3 @@ struct TokenLifecycleTests {
         life.assertNoLeaks([proxy, restarted])
     }
 }
-

@@ -49,9 +49,11 @@ import Testing
     static let accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 
     func upgradeRequest(_ path: String, host: String) -> [UInt8] {
-        rawRequest("GET", path, host: host, headers: [
-            ("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"), ("Sec-WebSocket-Key", Self.key),
-        ])
+        rawRequest(
+            "GET", path, host: host,
+            headers: [
+                ("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"), ("Sec-WebSocket-Key", Self.key),
+            ])
     }
 
     /// A masked client frame (payload under 126 bytes).

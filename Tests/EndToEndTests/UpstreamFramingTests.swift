@@ -237,7 +237,7 @@ import Testing
         do {
             try client.send(rawRequest("GET", "/ok?same", host: f.host))
             #expect(try client.readResponse().status == 200)
-        } catch where client.peerClosed {}
+        } catch  where client.peerClosed {}
         #expect(try f.get("/ok").status == 200)
         try f.finish()
     }

@@ -30,7 +30,9 @@ import Testing
     }
 
     /// The fields tokenproxy may write besides the client's own end-to-end fields.
-    static let proxyFields: Set<String> = ["host", "authorization", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "content-length", "transfer-encoding"]
+    static let proxyFields: Set<String> = [
+        "host", "authorization", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "content-length", "transfer-encoding",
+    ]
 
     @Test func fieldsAreForwardedInOrderWithTheirCaseAndNothingIsAdded() throws {
         let f = try FramingFixture()
@@ -101,7 +103,9 @@ import Testing
         let f = try FramingFixture()
         let body = testBytes(count: 300 * 1024, seed: 3)
         let client = try f.connect()
-        try client.send(rawRequest("POST", "/expect?tag=go", host: f.host, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))], contentLength: false))
+        try client.send(
+            rawRequest(
+                "POST", "/expect?tag=go", host: f.host, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))], contentLength: false))
         // The client waits for the 100 before sending a byte of the body: it must be the upstream's.
         let interim = try client.readResponse()
         #expect(interim.status == 100, "\(interim)")
@@ -124,7 +128,10 @@ import Testing
         let f = try FramingFixture()
         let tag = "refuse\(status)"
         let client = try f.connect()
-        try client.send(rawRequest("POST", "/expect-refuse?status=\(status)&tag=\(tag)", host: f.host, headers: [("Expect", "100-continue"), ("Content-Length", "1048576")], contentLength: false))
+        try client.send(
+            rawRequest(
+                "POST", "/expect-refuse?status=\(status)&tag=\(tag)", host: f.host, headers: [("Expect", "100-continue"), ("Content-Length", "1048576")],
+                contentLength: false))
         let first = try client.readResponse()
         #expect(first.status == status, "the client was told to send its body: \(first)")
         #expect(first.json?["refused"] as? Int == status)
@@ -143,7 +150,9 @@ import Testing
         let f = try FramingFixture()
         let body = testBytes(count: 4 * 1024 * 1024, seed: 5)
         let file = try f.proxy.directory.write("body.bin", Data(body))
-        let r = try curl(["-H", "Expect: 100-continue", "--expect100-timeout", "30", "--data-binary", "@\(file)", f.url("/expect-refuse?status=413&tag=curl413")])
+        let r = try curl([
+            "-H", "Expect: 100-continue", "--expect100-timeout", "30", "--data-binary", "@\(file)", f.url("/expect-refuse?status=413&tag=curl413"),
+        ])
         #expect(r.status == 413, "\(r.bodyString) \(r.stderr)")
         let records = try f.closedRecords("curl413")
         #expect(records.count == 1, "\(records)")
@@ -182,7 +191,10 @@ import Testing
         // Larger than retry_body_limit: only a retry that needs no replay can succeed.
         let body = testBytes(count: 2 * 1024 * 1024, seed: 9)
         let client = try RawHTTPClient(port: proxy.port, timeout: 20)
-        try client.send(rawRequest("PUT", "/expect-auth?tag=auth", host: proxy.address, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))], contentLength: false))
+        try client.send(
+            rawRequest(
+                "PUT", "/expect-auth?tag=auth", host: proxy.address, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))],
+                contentLength: false))
         let interim = try client.readResponse()
         #expect(interim.status == 100, "\(interim)")
         #expect(interim.header("X-Interim-From") == "framing-upstream", "\(interim)")

@@ -16,16 +16,26 @@ struct TestPKI {
         dir = try TempDir(prefix: "tokenproxy-pki")
         _ = try dir.write("san.cnf", "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         let steps: [[String]] = [
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
-             "-subj", "/CN=tokenproxy test CA", "-keyout", dir.file("ca.key"), "-out", caFile],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", serverKey, "-out", dir.file("server.csr")],
-            ["x509", "-req", "-in", dir.file("server.csr"), "-CA", caFile, "-CAkey", dir.file("ca.key"),
-             "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.cnf"), "-out", serverCert],
-            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=tokenproxy client",
-             "-keyout", clientKey, "-out", dir.file("client.csr")],
-            ["x509", "-req", "-in", dir.file("client.csr"), "-CA", caFile, "-CAkey", dir.file("ca.key"),
-             "-CAcreateserial", "-days", "2", "-out", clientCert],
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+                "-subj", "/CN=tokenproxy test CA", "-keyout", dir.file("ca.key"), "-out", caFile,
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=127.0.0.1",
+                "-keyout", serverKey, "-out", dir.file("server.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("server.csr"), "-CA", caFile, "-CAkey", dir.file("ca.key"),
+                "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.cnf"), "-out", serverCert,
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=tokenproxy client",
+                "-keyout", clientKey, "-out", dir.file("client.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("client.csr"), "-CA", caFile, "-CAkey", dir.file("ca.key"),
+                "-CAcreateserial", "-days", "2", "-out", clientCert,
+            ],
         ]
         for step in steps {
             let result = try runCommand("/usr/bin/openssl", arguments: step, timeout: 30)

@@ -64,8 +64,11 @@ import Testing
         #expect(h.nameEquals(2, lowercasedName: "x-custom"))
     }
 
-    @Test(arguments: [("12", 12), ("0", 0), ("007", 7), ("", nil), ("+5", nil), ("1 2", nil), ("-1", nil), ("12a", nil),
-        ("1234567890123456789", nil)] as [(String, Int?)])
+    @Test(
+        arguments: [
+            ("12", 12), ("0", 0), ("007", 7), ("", nil), ("+5", nil), ("1 2", nil), ("-1", nil), ("12a", nil),
+            ("1234567890123456789", nil),
+        ] as [(String, Int?)])
     func contentLengthIsDigitsOnly(_ value: String, _ expected: Int?) {
         let (h, _) = head(["Content-Length: \(value)"])
         #expect(h.decimalValue(0) == expected)
@@ -79,8 +82,10 @@ import Testing
 
     @Test func everyFixedHopByHopNameIsHopByHopWithoutConnectionOptions() {
         // isHopByHop tells most names by their length first: each fixed name's length must pass.
-        let names = ["Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "te",
-            "Trailer", "Transfer-Encoding", "UPGRADE", "Content-Type", "X-Upgrade", "Upgrade-Insecure-Requests"]
+        let names = [
+            "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "te",
+            "Trailer", "Transfer-Encoding", "UPGRADE", "Content-Type", "X-Upgrade", "Upgrade-Insecure-Requests",
+        ]
         let (h, _) = head(names.map { "\($0): v" })
         let hop = (0..<h.count).map { h.isHopByHop($0, connectionOptions: []) }
         #expect(hop == [true, true, true, true, true, true, true, true, true, false, false, false])
@@ -117,6 +122,7 @@ import Testing
         }
         let all = ByteBuffer()
         block.copyFields(0..<block.count, to: all)
-        #expect(String(decoding: all.bytes, as: UTF8.self) == "Server: nginx\r\nDate: Thu, 26 Nov 2026 00:49:07 GMT\r\nX-Obs: caf\u{E9}\r\nContent-Length: 36\r\n")
+        #expect(
+            String(decoding: all.bytes, as: UTF8.self) == "Server: nginx\r\nDate: Thu, 26 Nov 2026 00:49:07 GMT\r\nX-Obs: caf\u{E9}\r\nContent-Length: 36\r\n")
     }
 }

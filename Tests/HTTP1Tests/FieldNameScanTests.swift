@@ -1,5 +1,6 @@
-@testable import HTTP1
 import Testing
+
+@testable import HTTP1
 
 @Suite("Field names eight bytes at a time")
 struct FieldNameWordTests {
@@ -28,17 +29,38 @@ struct FieldNameWordTests {
         func scan(_ line: String) -> Result<FieldLineParts, FieldLineProblem> {
             Array(line.utf8).withUnsafeBytes { scanFieldLine($0) }
         }
-        guard case .success(let parts) = scan("Content-Length: 12") else { Issue.record("refused"); return }
+        guard case .success(let parts) = scan("Content-Length: 12") else {
+            Issue.record("refused")
+            return
+        }
         #expect(parts.colon == 14)
         #expect(parts.value == 16..<18)
-        guard case .success(let underscored) = scan("X-Forwarded_For: a") else { Issue.record("refused"); return }
+        guard case .success(let underscored) = scan("X-Forwarded_For: a") else {
+            Issue.record("refused")
+            return
+        }
         #expect(underscored.nameHasUnderscore)
-        guard case .failure(.invalidName) = scan("Content-Le ngth: 1") else { Issue.record("accepted a space in a name"); return }
-        guard case .failure(.noColon) = scan("Content-Length-Without-Colon") else { Issue.record("accepted a line without a colon"); return }
-        guard case .failure(.invalidName) = scan("Content-L\u{E9}ngth: 1") else { Issue.record("accepted a non-ASCII name"); return }
-        guard case .success(let short) = scan("Date:x") else { Issue.record("refused a short name"); return }
+        guard case .failure(.invalidName) = scan("Content-Le ngth: 1") else {
+            Issue.record("accepted a space in a name")
+            return
+        }
+        guard case .failure(.noColon) = scan("Content-Length-Without-Colon") else {
+            Issue.record("accepted a line without a colon")
+            return
+        }
+        guard case .failure(.invalidName) = scan("Content-L\u{E9}ngth: 1") else {
+            Issue.record("accepted a non-ASCII name")
+            return
+        }
+        guard case .success(let short) = scan("Date:x") else {
+            Issue.record("refused a short name")
+            return
+        }
         #expect(short.colon == 4)
-        guard case .success(let digits) = scan("X-Trace-Id-128: 7") else { Issue.record("refused digits in a name"); return }
+        guard case .success(let digits) = scan("X-Trace-Id-128: 7") else {
+            Issue.record("refused digits in a name")
+            return
+        }
         #expect(digits.colon == 14)
     }
 }
@@ -62,7 +84,10 @@ struct WordComparisonTests {
 
     @Test("names of every length up to 17 compare ignoring case, and differ on every byte")
     func comparesEveryLength() {
-        let literals: [StaticString] = ["t", "tr", "tra", "tran", "trans", "transf", "transfe", "transfer", "transfer-", "transfer-e", "transfer-en", "transfer-enc", "transfer-enco", "transfer-encod", "transfer-encodi", "transfer-encodin", "transfer-encoding"]
+        let literals: [StaticString] = [
+            "t", "tr", "tra", "tran", "trans", "transf", "transfe", "transfer", "transfer-", "transfer-e", "transfer-en", "transfer-enc", "transfer-enco",
+            "transfer-encod", "transfer-encodi", "transfer-encodin", "transfer-encoding",
+        ]
         for literal in literals {
             let length = literal.utf8CodeUnitCount
             let text = literal.withUTF8Buffer { String(decoding: $0, as: UTF8.self) }

@@ -59,7 +59,8 @@ import Testing
     }
 
     @Test func pipelinedRequestsInOneBufferAreParsedInOrder() {
-        let input = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
+        let input =
+            "GET /a HTTP/1.1\r\nHost: h\r\n\r\n"
             + "POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
             + "PUT /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
             + "DELETE /d HTTP/1.1\r\nHost: h\r\n\r\n"
@@ -101,7 +102,8 @@ import Testing
     }
 
     @Test func aChunkedBodyWithExtensionsAndTrailersIsDecoded() throws {
-        let input = "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let input =
+            "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
             + "5;name=value\r\nhello\r\n"
             + "6 ; a=\"quoted;\" ; b\r\n world\r\n"
             + "A\r\n0123456789\r\n"

@@ -12,7 +12,8 @@ import Testing
     }
 
     @Test func fieldsKeepTheirCaseAndLoseSurroundingWhitespace() {
-        let input = bytes("HTTP/1.1 200 OK\r\nx-CUSTOM:  a  b \t\r\nX-Empty:\r\nX-Blank:   \r\nX-U: caf") + [0xC3, 0xA9]
+        let input =
+            bytes("HTTP/1.1 200 OK\r\nx-CUSTOM:  a  b \t\r\nX-Empty:\r\nX-Blank:   \r\nX-U: caf") + [0xC3, 0xA9]
             + bytes("\r\nContent-Length: 0\r\n\r\n")
         let fed = verifyResponses(input)
         #expect(fed.events == [.head("200 OK|x-CUSTOM: a  b|X-Empty: |X-Blank: |X-U: café|Content-Length: 0", .contentLength(0)), .end])
@@ -30,7 +31,8 @@ import Testing
     }
 
     @Test func aChunkedBodyIsDecodedWithExtensionsSkippedAndTrailersDropped() {
-        let input = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        let input =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
             + "5;name=value\r\nhello\r\n"
             + "6 ; a=\"quoted;\" ; b\r\n world\r\n"
             + "A\r\n0123456789\r\n"
@@ -111,17 +113,19 @@ import Testing
     }
 
     @Test func interimResponsesAreReportedBeforeTheFinalHead() {
-        let input = "HTTP/1.1 100 Continue\r\n\r\n"
+        let input =
+            "HTTP/1.1 100 Continue\r\n\r\n"
             + "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nLink: </b.js>; rel=preload\r\n\r\n"
             + "HTTP/1.1 102 Processing\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n"
             + "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
         let fed = verifyResponses(input)
-        #expect(fed.events == [
-            .informational("100 Continue"),
-            .informational("103 Early Hints|Link: </a.css>; rel=preload|Link: </b.js>; rel=preload"),
-            .informational("102 Processing|Content-Length: 7|Transfer-Encoding: chunked"),
-            .head("201 Created|Content-Length: 2", .contentLength(2)), .body(bytes("ok")), .end,
-        ])
+        #expect(
+            fed.events == [
+                .informational("100 Continue"),
+                .informational("103 Early Hints|Link: </a.css>; rel=preload|Link: </b.js>; rel=preload"),
+                .informational("102 Processing|Content-Length: 7|Transfer-Encoding: chunked"),
+                .head("201 Created|Content-Length: 2", .contentLength(2)), .body(bytes("ok")), .end,
+            ])
         #expect(fed.idle)
     }
 
@@ -131,13 +135,15 @@ import Testing
     }
 
     @Test func switchingProtocolsStopsTheParserAndLeavesTheRestAsTunnelData() {
-        let input = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 3\r\n\r\n"
+        let input =
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 3\r\n\r\n"
             + "\u{81}\u{05}hello HTTP/1.1 200 OK\r\n\r\n"
         let fed = verifyResponses(input, close: true)
-        #expect(fed.events == [
-            .head("101 Switching Protocols|Upgrade: websocket|Connection: Upgrade|Content-Length: 3", .none),
-            .tunnel(bytes("\u{81}\u{05}hello HTTP/1.1 200 OK\r\n\r\n")),
-        ])
+        #expect(
+            fed.events == [
+                .head("101 Switching Protocols|Upgrade: websocket|Connection: Upgrade|Content-Length: 3", .none),
+                .tunnel(bytes("\u{81}\u{05}hello HTTP/1.1 200 OK\r\n\r\n")),
+            ])
         #expect(fed.mustClose && !fed.idle)
     }
 
@@ -147,37 +153,41 @@ import Testing
     }
 
     @Test func keepAliveResponsesFollowOneAnotherInOneBuffer() {
-        let input = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+        let input =
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
             + "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
             + "HTTP/1.1 204 No Content\r\n\r\n"
             + "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n"
             + "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 500 Internal Server Error\r\nContent-Length: 1\r\n\r\n!"
         let fed = verifyResponses(input)
-        #expect(fed.events == [
-            .head("200 OK|Content-Length: 5", .contentLength(5)), .body(bytes("hello")), .end,
-            .head("404 Not Found|Transfer-Encoding: chunked", .chunked), .body(bytes("abc")), .end,
-            .head("204 No Content", .none), .end,
-            .head("304 Not Modified|ETag: \"x\"", .none), .end,
-            .informational("100 Continue"), .head("500 Internal Server Error|Content-Length: 1", .contentLength(1)), .body(bytes("!")), .end,
-        ])
+        #expect(
+            fed.events == [
+                .head("200 OK|Content-Length: 5", .contentLength(5)), .body(bytes("hello")), .end,
+                .head("404 Not Found|Transfer-Encoding: chunked", .chunked), .body(bytes("abc")), .end,
+                .head("204 No Content", .none), .end,
+                .head("304 Not Modified|ETag: \"x\"", .none), .end,
+                .informational("100 Continue"), .head("500 Internal Server Error|Content-Length: 1", .contentLength(1)), .body(bytes("!")), .end,
+            ])
         #expect(fed.idle && !fed.mustClose)
     }
 
     @Test func aRepeatedStatusLineReadsAsAFreshOneAndAChangedOneIsNotMistakenForIt() {
         // Status lines of one length: the parser remembers the last one it accepted.
-        let input = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        let input =
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
             + "HTTP/1.1 201 OK\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 201 Ok\r\nContent-Length: 0\r\n\r\n"
             + "HTTP/1.0 201 Ok\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"
             + "HTTP/1.0 201 Ok\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n"
             + "HTTP/1.1 201 Ok\r\nContent-Length: 0\r\n\r\n" + "HTTP/1.1 2x1 Ok\r\n\r\n"
         let fed = verifyResponses(input)
-        #expect(fed.events == [
-            .head("200 OK|Content-Length: 0", .contentLength(0)), .end, .head("200 OK|Content-Length: 0", .contentLength(0)), .end,
-            .head("201 OK|Content-Length: 0", .contentLength(0)), .end, .head("201 Ok|Content-Length: 0", .contentLength(0)), .end,
-            .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
-            .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
-            .head("201 Ok|Content-Length: 0", .contentLength(0)), .end, .error(.malformed("invalid status line")),
-        ])
+        #expect(
+            fed.events == [
+                .head("200 OK|Content-Length: 0", .contentLength(0)), .end, .head("200 OK|Content-Length: 0", .contentLength(0)), .end,
+                .head("201 OK|Content-Length: 0", .contentLength(0)), .end, .head("201 Ok|Content-Length: 0", .contentLength(0)), .end,
+                .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
+                .head("201 Ok|Connection: keep-alive|Content-Length: 0", .contentLength(0)), .end,
+                .head("201 Ok|Content-Length: 0", .contentLength(0)), .end, .error(.malformed("invalid status line")),
+            ])
         let http10Twice = verifyResponses(
             "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\nHTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
         #expect(http10Twice.http10 && http10Twice.mustClose)
@@ -252,9 +262,10 @@ import Testing
     @Test func oneStrayEmptyLineBeforeAStatusLineIsSkipped() {
         for stray in ["\r\n", "\n"] {
             let fed = verifyResponses(stray + "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na" + stray + "HTTP/1.1 204 No Content\r\n\r\n")
-            #expect(fed.events == [
-                .head("200 OK|Content-Length: 1", .contentLength(1)), .body(bytes("a")), .end, .head("204 No Content", .none), .end,
-            ])
+            #expect(
+                fed.events == [
+                    .head("200 OK|Content-Length: 1", .contentLength(1)), .body(bytes("a")), .end, .head("204 No Content", .none), .end,
+                ])
         }
     }
 
@@ -294,11 +305,20 @@ import Testing
         #expect(parser.isIdle, "a stray empty line is not part of a response")
         #expect(parse(&parser, "HTTP/1.1 100 Continue\r\n\r").event == nil)
         #expect(!parser.isIdle)
-        guard case .informational? = parse(&parser, "\n").event else { Issue.record("no interim head"); return }
+        guard case .informational? = parse(&parser, "\n").event else {
+            Issue.record("no interim head")
+            return
+        }
         #expect(!parser.isIdle, "the final head is still due")
-        guard case .head? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n").event else { Issue.record("no head"); return }
+        guard case .head? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n").event else {
+            Issue.record("no head")
+            return
+        }
         #expect(!parser.isIdle)
-        guard case .body? = parse(&parser, "x").event else { Issue.record("no body"); return }
+        guard case .body? = parse(&parser, "x").event else {
+            Issue.record("no body")
+            return
+        }
         #expect(parse(&parser, "").event == .end)
         #expect(parser.isIdle)
     }
@@ -354,7 +374,10 @@ import Testing
 
     @Test func finishReportsTheEndOfAResponseWhoseEndWasNotYetCollected() {
         var parser = ResponseParser(limits: Self.limits)
-        guard case .head(_, .none)? = parse(&parser, "HTTP/1.1 204 No Content\r\n\r\n").event else { Issue.record("no head"); return }
+        guard case .head(_, .none)? = parse(&parser, "HTTP/1.1 204 No Content\r\n\r\n").event else {
+            Issue.record("no head")
+            return
+        }
         #expect(parser.finish() == .end)
     }
 
@@ -375,7 +398,10 @@ import Testing
     @Test func anUpgradedParserTakesNoMoreBytes() {
         var parser = ResponseParser(limits: Self.limits)
         let head = parse(&parser, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nframes")
-        guard case .head(_, .none)? = head.event else { Issue.record("no head"); return }
+        guard case .head(_, .none)? = head.event else {
+            Issue.record("no head")
+            return
+        }
         #expect(head.consumed == 56)
         #expect(parser.isUpgraded && !parser.isIdle && parser.connectionMustClose)
         let after = parse(&parser, "frames")
@@ -384,8 +410,10 @@ import Testing
     }
 
     @Test func aResetParserStartsAfreshWhateverItsState() {
-        let prefixes = ["", "HTTP/1.1 200 OK\r\nX: partial", "HTTP/2.0 200 OK\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n",
-            "HTTP/1.0 200 OK\r\n\r\nbody", "HTTP/1.1 100 Continue\r\n\r\n"]
+        let prefixes = [
+            "", "HTTP/1.1 200 OK\r\nX: partial", "HTTP/2.0 200 OK\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            "HTTP/1.0 200 OK\r\n\r\nbody", "HTTP/1.1 100 Continue\r\n\r\n",
+        ]
         for prefix in prefixes {
             var parser = ResponseParser(limits: Self.limits)
             parser.expect(requestMethodIsHEAD: true)
@@ -393,7 +421,8 @@ import Testing
             parser.reset()
             #expect(parser.isIdle && !parser.connectionMustClose && !parser.isHTTP10 && !parser.isUpgraded, "\(prefix.debugDescription)")
             guard case .head(let head, .contentLength(1))? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n").event else {
-                Issue.record("no head after reset from \(prefix.debugDescription)"); continue
+                Issue.record("no head after reset from \(prefix.debugDescription)")
+                continue
             }
             #expect(headText(head) == "200 OK|Content-Length: 1")
         }
@@ -402,20 +431,28 @@ import Testing
     @Test func theHeadMethodHoldsForOneResponseOnly() {
         var parser = ResponseParser(limits: Self.limits)
         parser.expect(requestMethodIsHEAD: true)
-        guard case .head(_, .none)? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n").event else { Issue.record("no head"); return }
+        guard case .head(_, .none)? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n").event else {
+            Issue.record("no head")
+            return
+        }
         #expect(parse(&parser, "").event == .end)
         guard case .head(_, .contentLength(3))? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n").event else {
-            Issue.record("the next response was framed as HEAD"); return
+            Issue.record("the next response was framed as HEAD")
+            return
         }
     }
 
     @Test func aHeadKeptByTheCallerDoesNotChangeWhenTheParserMovesOn() {
         var parser = ResponseParser(limits: Self.limits)
         guard case .head(let held, _)? = parse(&parser, "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer\r\nContent-Length: 0\r\n\r\n").event else {
-            Issue.record("no head"); return
+            Issue.record("no head")
+            return
         }
         #expect(parse(&parser, "").event == .end)
-        guard case .head(let next, _)? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").event else { Issue.record("no head"); return }
+        guard case .head(let next, _)? = parse(&parser, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").event else {
+            Issue.record("no head")
+            return
+        }
         #expect(headText(held) == "401 Unauthorized|WWW-Authenticate: Bearer|Content-Length: 0")
         #expect(headText(next) == "200 OK|Content-Length: 0")
     }
@@ -473,7 +510,10 @@ import Testing
 
     @Test func errorMessagesNeverEchoFieldValues() {
         let fed = verifyResponses("HTTP/1.1 200 OK\r\nSet-Cookie: s3cr3t\u{1}\r\nContent-Length: s3cr3t\r\n\r\n")
-        guard case .malformed(let message)? = finalError(fed) else { Issue.record("expected malformed"); return }
+        guard case .malformed(let message)? = finalError(fed) else {
+            Issue.record("expected malformed")
+            return
+        }
         #expect(!message.contains("s3cr3t"))
     }
 
@@ -496,7 +536,8 @@ import Testing
         let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: nonsense\r\n\r\n0\r\n\r\n"
         #expect(finalError(verifyResponses(chunked)) == .malformed("invalid Content-Length"))
         #expect(finalError(verifyResponses("HTTP/1.1 204 No Content\r\nContent-Length: x\r\n\r\n")) == .malformed("invalid Content-Length"))
-        #expect(finalError(verifyResponses("HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n", heads: [true])) == .malformed("conflicting Content-Length values"))
+        #expect(
+            finalError(verifyResponses("HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n", heads: [true])) == .malformed("conflicting Content-Length values"))
     }
 
     @Test(arguments: [
@@ -641,7 +682,10 @@ import Testing
             start = lf + 1
             switch line.withUnsafeBytes({ ResponseHeadLine.parse($0) }) {
             case .end:
-                if text == nil && first { first = false; continue }
+                if text == nil && first {
+                    first = false
+                    continue
+                }
                 return text
             case .status(_, let code, let reason):
                 guard text == nil else { return nil }

@@ -86,8 +86,10 @@ func parseLine(_ line: String) -> ResponseHeadLine {
         #expect(text { ResponseWriter.appendLastChunk($0) } == "prefix|0\r\n\r\n")
     }
 
-    @Test(arguments: [(0, "0"), (7, "7"), (10, "10"), (200, "200"), (1_234_567, "1234567"), (-42, "-42"),
-                      (Int.max, "\(Int.max)"), (Int.min, "\(Int.min)")])
+    @Test(arguments: [
+        (0, "0"), (7, "7"), (10, "10"), (200, "200"), (1_234_567, "1234567"), (-42, "-42"),
+        (Int.max, "\(Int.max)"), (Int.min, "\(Int.min)"),
+    ])
     func decimalsAreAppended(_ n: Int, _ expected: String) {
         #expect(text { appendDecimal($0, n) } == "prefix|\(expected)")
     }

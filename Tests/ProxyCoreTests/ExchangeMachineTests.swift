@@ -40,8 +40,9 @@ extension ExchangeMachine {
         m.sendAll(generation: 1)
         #expect(m.head(401) == .hold401)
         #expect(m.onAnswerBody(count: 2) == .hold)
-        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
-            == (reuseConnection: true, next: .retryWithNewToken(staleGeneration: 1)))
+        #expect(
+            m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+                == (reuseConnection: true, next: .retryWithNewToken(staleGeneration: 1)))
         #expect(!m.responseStarted)
         #expect(m.onTokenArrived(.valid(generation: 2)) == .send(isRetryAfter401: true))
         m.sendAll(generation: 2)
@@ -123,16 +124,18 @@ extension ExchangeMachine {
         #expect(m.head(417) == .relay(.length(2), startStormGuard: false))
         #expect(m.bodyRefused)
         #expect(!m.keepAlive)
-        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
-            == (reuseConnection: false, next: .complete(refusedBody: true)))
+        #expect(
+            m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+                == (reuseConnection: false, next: .complete(refusedBody: true)))
     }
 
     @Test func aCleanExchangeLeavesTheConnectionForThePool() {
         var m = machine(post)
         m.sendAll(body: true)
         #expect(m.head(200) == .relay(.length(2), startStormGuard: false))
-        #expect(m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
-            == (reuseConnection: true, next: .complete(refusedBody: false)))
+        #expect(
+            m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
+                == (reuseConnection: true, next: .complete(refusedBody: false)))
         #expect(m.keepAlive)
         #expect(!m.onAnswerEnded(trailingBytes: true, parserSaysClose: false, bytesWaitingToGoUp: 0).reuseConnection)
         #expect(!m.onAnswerEnded(trailingBytes: false, parserSaysClose: true, bytesWaitingToGoUp: 0).reuseConnection)

@@ -40,7 +40,8 @@ import Testing
         let out = ByteBuffer()
         try Self.forwarder().writeRequestHead(
             into: out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)), upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
+            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)),
+            upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
@@ -90,9 +91,11 @@ import Testing
 
     @Test func anUpgradeKeepsItsUpgradeField() throws {
         let head = Self.request("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n")
-        #expect(try upstreamHead(head, upgrade: true).hasSuffix("Sec-WebSocket-Key: k\r\nAuthorization: Bearer tok\r\n"
-            + "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost:8080\r\n"
-            + "Connection: upgrade\r\nUpgrade: websocket\r\n\r\n"))
+        #expect(
+            try upstreamHead(head, upgrade: true).hasSuffix(
+                "Sec-WebSocket-Key: k\r\nAuthorization: Bearer tok\r\n"
+                    + "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost:8080\r\n"
+                    + "Connection: upgrade\r\nUpgrade: websocket\r\n\r\n"))
     }
 
     // MARK: answer
@@ -155,17 +158,18 @@ import Testing
 
     /// A route that strips its prefix gets it back in front of a Location into its upstream (nginx's
     /// `proxy_redirect default` keeps the location's prefix), absolute or path-absolute.
-    @Test(arguments: [
-        ("https://api.example.com:8443/v1/next?x=1", "http://localhost:8080/orders/next?x=1"),
-        ("https://api.example.com:8443/v1", "http://localhost:8080/orders/"),
-        ("https://api.example.com:8443/v1?x=1", "http://localhost:8080/orders/?x=1"),
-        ("/v1/next", "/orders/next"),
-        ("/v1", "/orders/"),
-        ("/v1next", nil),
-        ("/other", nil),
-        ("//api.example.com/v1/next", nil),
-        ("https://elsewhere.example/v1/next", nil),
-    ] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("https://api.example.com:8443/v1/next?x=1", "http://localhost:8080/orders/next?x=1"),
+            ("https://api.example.com:8443/v1", "http://localhost:8080/orders/"),
+            ("https://api.example.com:8443/v1?x=1", "http://localhost:8080/orders/?x=1"),
+            ("/v1/next", "/orders/next"),
+            ("/v1", "/orders/"),
+            ("/v1next", nil),
+            ("/other", nil),
+            ("//api.example.com/v1/next", nil),
+            ("https://elsewhere.example/v1/next", nil),
+        ] as [(String, String?)])
     func aLocationOnAStrippedRouteKeepsTheRoutesPrefix(_ location: String, _ rewritten: String?) throws {
         let routes = """
             listen: 127.0.0.1:8080

@@ -49,7 +49,9 @@ public enum HTTPResponseParser {
     ///   - peerClosed: the connection is closed, so a body delimited by close is complete.
     public static func parse(_ buffer: [UInt8], requestMethod: String = "GET", peerClosed: Bool = false) throws -> Outcome {
         guard let headEnd = find([13, 10, 13, 10], in: buffer, from: 0) else {
-            if peerClosed && !buffer.isEmpty { throw HarnessError("connection closed inside a response head: \(String(decoding: buffer, as: UTF8.self).prefix(300))") }
+            if peerClosed && !buffer.isEmpty {
+                throw HarnessError("connection closed inside a response head: \(String(decoding: buffer, as: UTF8.self).prefix(300))")
+            }
             return .incomplete
         }
         let headText = String(decoding: buffer[0..<headEnd], as: UTF8.self)

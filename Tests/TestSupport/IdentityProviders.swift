@@ -158,13 +158,19 @@ public final class OAuthServer: TestControlledServer, @unchecked Sendable {
         public var id: String
         /// nil: a public client (token endpoint auth method `none`).
         public var secret: String?
-        public init(id: String, secret: String?) { self.id = id; self.secret = secret }
+        public init(id: String, secret: String?) {
+            self.id = id
+            self.secret = secret
+        }
     }
 
     public struct User: Sendable {
         public var name: String
         public var password: String
-        public init(name: String, password: String) { self.name = name; self.password = password }
+        public init(name: String, password: String) {
+            self.name = name
+            self.password = password
+        }
     }
 
     public struct Options: Sendable {
@@ -445,7 +451,8 @@ public final class CognitoIdP: TestControlledServer, @unchecked Sendable {
     ///   - accessTTL: lifetime of access and id tokens in seconds (moto's own is 3600).
     ///   - tokenDelayMs: each InitiateAuth call waits this long first.
     ///   - lenientSecretHash: also accept a refresh SECRET_HASH made with the login name.
-    public static func start(accessTTL: Int = 3600, tokenDelayMs: Int = 0, lenientSecretHash: Bool = false, extraArguments: [String] = []) throws -> CognitoIdP {
+    public static func start(accessTTL: Int = 3600, tokenDelayMs: Int = 0, lenientSecretHash: Bool = false, extraArguments: [String] = []) throws -> CognitoIdP
+    {
         let dir = try TempDir(prefix: "cognito")
         let infoPath = dir.file("info.json")
         var args = ["--info-file", infoPath, "--access-ttl", String(accessTTL)]

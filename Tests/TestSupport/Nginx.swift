@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Debian's `nginx` (installed by scripts/setup.sh) as a real upstream on a free loopback port: one
@@ -24,7 +24,9 @@ public final class Nginx: @unchecked Sendable {
         while true {
             attempt += 1
             let port = try freePort()
-            let config = try directory.write("nginx.conf", """
+            let config = try directory.write(
+                "nginx.conf",
+                """
                 daemon off;
                 master_process off;
                 pid \(directory.file("nginx.pid"));

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP port free right now on 127.0.0.1 (bound and released; the caller binds it again soon).

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One of the Python servers in `Tests/servers`, started with `--port 0`; start-up waits for its

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A blocking TCP client for sending exact bytes (malformed requests, pipelining, split writes)
@@ -134,7 +134,8 @@ public final class RawHTTPClient: @unchecked Sendable {
                     throw HarnessError("connection closed before a response arrived (received: \(String(decoding: buffer, as: UTF8.self).prefix(300)))")
                 }
                 if try !fill(until: deadline) {
-                    throw HarnessError("no whole response within the timeout (received so far: \(buffer.count) bytes: \(String(decoding: buffer.prefix(300), as: UTF8.self)))")
+                    throw HarnessError(
+                        "no whole response within the timeout (received so far: \(buffer.count) bytes: \(String(decoding: buffer.prefix(300), as: UTF8.self)))")
                 }
             }
         }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Debian's `redis-sentinel` (installed by scripts/setup.sh) on a free loopback port, monitoring one
@@ -18,7 +18,9 @@ public final class RedisSentinel: @unchecked Sendable {
         var lastError: Error? = nil
         for _ in 0..<5 {
             let port = try freePort()
-            let config = try directory.write("sentinel-\(port).conf", """
+            let config = try directory.write(
+                "sentinel-\(port).conf",
+                """
                 port \(port)
                 bind 127.0.0.1
                 dir \(directory.path)

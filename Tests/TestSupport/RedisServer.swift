@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real `redis-server` (Debian's, installed by scripts/setup.sh) on a free loopback port, with

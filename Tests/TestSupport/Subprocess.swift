@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Errors of the test harness; each carries what a failing test needs to explain itself.
@@ -95,7 +95,9 @@ public struct CommandResult: Sendable {
 /// behaviour behind a test's back, plus `overrides`.
 public func childEnvironment(_ overrides: [String: String]) -> [String: String] {
     var env = ProcessInfo.processInfo.environment
-    for key in ["TOKENPROXY_CONFIG", "TOKENPROXY_LISTEN", "TOKENPROXY_UPSTREAM", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"] {
+    for key in [
+        "TOKENPROXY_CONFIG", "TOKENPROXY_LISTEN", "TOKENPROXY_UPSTREAM", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy",
+    ] {
         env[key] = nil
     }
     env.merge(overrides) { _, new in new }
@@ -172,11 +174,12 @@ public final class ChildProcess: @unchecked Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
         }
         var child: pid_t = 0
-        let rc = executable.contains("/")
+        let rc =
+            executable.contains("/")
             ? posix_spawn(&child, executable, &actions, &attributes, argv, envp)
             : posix_spawnp(&child, executable, &actions, &attributes, argv, envp)
         Glibc.close(out.write)

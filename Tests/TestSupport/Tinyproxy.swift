@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Debian's `tinyproxy` (installed by scripts/setup.sh) as a real forward HTTP proxy, on a free
@@ -29,7 +29,9 @@ public final class Tinyproxy: @unchecked Sendable {
         while true {
             attempt += 1
             let port = try freePort()
-            let config = try directory.write("tinyproxy.conf", """
+            let config = try directory.write(
+                "tinyproxy.conf",
+                """
                 Port \(port)
                 Listen 127.0.0.1
                 Timeout 60

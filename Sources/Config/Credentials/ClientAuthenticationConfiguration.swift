@@ -122,7 +122,9 @@ extension ClientKeys {
 
 extension ClientAuthenticationConfiguration {
     /// The method `client_auth` names with what it needs; nil (and the missing key recorded) when a key is missing.
-    static func make(_ method: CredentialsConfiguration.ClientAuth, _ x: ClientKeys, secret: Secret?, in load: LoadContext) -> ClientAuthenticationConfiguration? {
+    static func make(_ method: CredentialsConfiguration.ClientAuth, _ x: ClientKeys, secret: Secret?, in load: LoadContext)
+        -> ClientAuthenticationConfiguration?
+    {
         func missing(_ key: String, _ why: String) -> ClientAuthenticationConfiguration? {
             load.found.record(ConfigurationError(keyPath: "credentials.\(key)", reason: "required \(why)"))
             return nil

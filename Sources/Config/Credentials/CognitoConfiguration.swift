@@ -43,7 +43,9 @@ extension CognitoConfiguration {
         let seed = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
         guard load.found.errors.count == errorsBefore else { return nil }
         if clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .cognito)) }
-        if region == nil, endpoint == nil { load.found.record(ConfigurationError.missingCredential("region", for: .cognito, " (or set endpoint or user_pool_id)")) }
+        if region == nil, endpoint == nil {
+            load.found.record(ConfigurationError.missingCredential("region", for: .cognito, " (or set endpoint or user_pool_id)"))
+        }
         switch login {
         case .srp:
             if pool == nil {

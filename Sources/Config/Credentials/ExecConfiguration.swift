@@ -33,7 +33,8 @@ extension ExecConfiguration {
         guard case .sequence = node else {
             throw ConfigurationError(
                 keyPath: "credentials.command",
-                reason: "must be a list of strings, the program and its arguments, e.g. [/usr/local/bin/get-token, --audience, api] (a single string is not split)")
+                reason:
+                    "must be a list of strings, the program and its arguments, e.g. [/usr/local/bin/get-token, --audience, api] (a single string is not split)")
         }
         guard var command = try s.stringList("command"), let program = command.first else {
             throw ConfigurationError(keyPath: "credentials.command", reason: "must not be empty: name the program to run")

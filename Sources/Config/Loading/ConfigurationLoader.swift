@@ -135,7 +135,6 @@ enum Keys {
     ]
 }
 
-
 /// The errors a load found so far. A reference type, so that `collect` can record an error while
 /// the step it runs records others through the same `LoadContext` (steps nest).
 final class ErrorList {

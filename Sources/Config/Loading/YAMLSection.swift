@@ -197,7 +197,8 @@ func closestKey(to key: String, in known: [String]) -> String? {
 
 /// Levenshtein distance over characters.
 func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
+    let a = Array(a)
+    let b = Array(b)
     if a.isEmpty { return b.count }
     if b.isEmpty { return a.count }
     var previous = Array(0...b.count)

@@ -1,4 +1,5 @@
 import Logs
+
 /// Whether the proxy holds a session it can refresh. To choose between 401 `login_required` and
 /// 503 `token_unavailable` when no valid token is held, ask `TokenManager.refresh`: its outcome
 /// says which.

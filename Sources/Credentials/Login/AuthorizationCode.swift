@@ -98,11 +98,6 @@ public struct CallbackRules: Sendable {
     public let path: String
     let state: String
 
-    init(path: String, state: String) {
-        self.path = path
-        self.state = state
-    }
-
     public func decide(method: String, target: String) -> CallbackDecision {
         var rest = Substring(target)
         // Absolute form (RFC 9112 §3.2.2): only its path and query count.

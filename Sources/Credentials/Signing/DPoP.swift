@@ -25,7 +25,8 @@ public final class DPoPProver: Sendable, Equatable {
         self.key = key
         self.storedPEM = storedPEM
         let raw = Array(key.publicKey.rawRepresentation)  // x || y, 32 bytes each
-        let x = Base64URL.encode(raw[0..<32]), y = Base64URL.encode(raw[32..<64])
+        let x = Base64URL.encode(raw[0..<32])
+        let y = Base64URL.encode(raw[32..<64])
         // RFC 7638 §3.2: the required members only, in lexicographic order, no white space.
         let canonical = #"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"#
         thumbprint = Base64URL.encode(Array(SHA256.hash(data: Array(canonical.utf8))))

@@ -105,4 +105,3 @@ struct SigningKey: Sendable {
         }
     }
 }
-

@@ -256,7 +256,8 @@ public final class OAuth2Provider: IdentityProvider {
             boundTo = prover
         } else if dpop != nil, !warnedBearer {
             warnedBearer = true
-            Logger(label: "tokenproxy").warning("\(kind): dpop is set, but the token endpoint answered token_type \"Bearer\"; the token goes upstream as it was issued")
+            Logger(label: "tokenproxy").warning(
+                "\(kind): dpop is set, but the token endpoint answered token_type \"Bearer\"; the token goes upstream as it was issued")
         }
         // RFC 8693 §2.2.1: "N_A" when the issued token is not an access token.
         if boundTo == nil, let type = answer["token_type"]?.string, type.lowercased() != "bearer",

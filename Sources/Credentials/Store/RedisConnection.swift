@@ -1,6 +1,6 @@
+import Basics
 internal import CHiredis
 internal import Curl
-import Basics
 import Sockets
 
 /// One reply of the Redis protocol (RESP2), copied out of hiredis's reply object.
@@ -139,7 +139,7 @@ final class RedisConnection {
                 try easy.set(.clientKeyFile, key)
             }
             try easy.perform()
-        } catch where error.peerUnverified {
+        } catch  where error.peerUnverified {
             throw RedisConnectionError(
                 description: "redis \(endpoint): cannot connect over TLS: the server's certificate does not verify for the host \(host) "
                     + "(not signed by \(tls.caFile ?? "a system CA") or not naming \(host)); no plain-text fall back")
@@ -255,7 +255,8 @@ final class RedisConnection {
         let fd = easy.activeSocket()
         let ready: Bool
         do {
-            ready = try left > 0
+            ready =
+                try left > 0
                 && (readable
                     ? Syscall.waitReadable(fd, milliseconds: Int32(Self.milliseconds(left)))
                     : Syscall.waitWritable(fd, milliseconds: Int32(Self.milliseconds(left))))

@@ -496,7 +496,8 @@ public final class RedisTokenStore: TokenStore {
     private func markUnavailable(_ why: String) {
         guard unavailable == nil else { return }
         unavailable = why
-        logger.warning("redis store unavailable (\(why)): serving with the token held while it is valid, no refresh until Redis is back; reconnecting with backoff")
+        logger.warning(
+            "redis store unavailable (\(why)): serving with the token held while it is valid, no refresh until Redis is back; reconnecting with backoff")
     }
 
     /// True when this ends an outage.
