@@ -338,25 +338,23 @@ public final class TokenManager: @unchecked Sendable {
             let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
             let counted = FetchFailureReason.of(sourceError)
             failureReason = counted
+            // A refusal ends the session (a login is needed again); loginRequired: there was none.
+            let ending: (message: String, session: SessionState, level: Logger.Level)?
             switch sourceError {
-            case .refused(let reason):
-                let message = "the identity provider refused the refresh: \(reason); log in again"
+            case .refused(let reason): ending = ("the identity provider refused the refresh: \(reason); log in again", .ended, .error)
+            case .loginRequired(let reason): ending = (reason, .none, .warning)
+            case .passing, .configuration: ending = nil
+            }
+            if case (let message, let session, let level)? = ending {
                 decision = policy.next(after: .refused, now: now)
-                view = TokenView(snapshot: nil, session: .ended, failure: message, retryAfter: 1)
+                view = TokenView(snapshot: nil, session: session, failure: message, retryAfter: 1)
                 outcome = .loginRequired(message)
                 result = .refused
                 sessionEnded = message
                 failure = message
-                logFailure(message, level: .error, reason: counted)
-            case .loginRequired(let reason):
-                decision = policy.next(after: .refused, now: now)
-                view = TokenView(snapshot: nil, session: .none, failure: reason, retryAfter: 1)
-                outcome = .loginRequired(reason)
-                result = .refused
-                sessionEnded = reason
-                failure = reason
-                logFailure(reason, level: .warning, reason: counted)
-            case .passing(let reason, _), .configuration(let reason):
+                logFailure(message, level: level, reason: counted)
+            } else {
+                let reason = sourceError.reason
                 let isConfiguration: Bool
                 switch sourceError {
                 case .configuration: isConfiguration = true
