@@ -268,7 +268,7 @@ struct UpstreamLeg {
         guard let nonce = head.fields.first("dpop-nonce") else { return false }
         dpop.prover.upstreamGave(nonce: nonce, origin: origin)
         guard head.status == 401, let challenge = head.fields.first("www-authenticate") else { return false }
-        return challenge.contains("use_dpop_nonce")
+        return DPoPChallenge.asksForNonce(challenge)
     }
 
     private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming, _ connection: Connection) {
