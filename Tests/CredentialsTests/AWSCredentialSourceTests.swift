@@ -1,6 +1,7 @@
 import Config
 import Foundation
 import IdentityHTTP
+import Logs
 import TestSupport
 import Testing
 
@@ -182,6 +183,17 @@ struct AWSCredentialSourceTests {
                 == #"{"AccessKeyId":"ASIA1","SecretAccessKey":"s/\"x","Token":"t+1","Expiration":"2025-11-28T12:00:00Z"}"#)
         #expect(try AWSCredentialsJSON.parse(Array(temporary.containerEndpointJSON.utf8), source: "t") == temporary)
         #expect(AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").containerEndpointJSON == #"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
+    }
+
+    @Test("fetched secret keys and session tokens never reach a log line")
+    func fetchedSecretsAreRedacted() throws {
+        let secret = "wJalrXUtnFEMI-\(UUID().uuidString)"
+        let session = "IQoJb3JpZ2luX2VjE-\(UUID().uuidString)"
+        let source = try makeAWSCredentialSource(
+            configuration(.environment), environment: ["AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": session])
+        #expect(SecretRegistry.shared.redact("k=\(secret) t=\(session)") == "k=\(secret) t=\(session)")
+        _ = try source.fetch()
+        #expect(SecretRegistry.shared.redact("k=\(secret) t=\(session)") == "k=[REDACTED] t=[REDACTED]")
     }
 
     // MARK: default

@@ -67,8 +67,10 @@ public struct AWSContainerCredentials: AWSCredentialSource {
             guard !value.isEmpty, !value.contains(where: { $0.isNewline }) else {
                 throw AWSCredentialError(name, "the authorization token file \(tokenFile) is empty or has more than one line")
             }
+            registerSecret(value)
             headers.append("Authorization: \(value)")
         } else if let token {
+            registerSecret(token)
             headers.append("Authorization: \(token)")
         }
         var request = HTTPCallRequest(url: url, method: "GET", headers: headers, timeout: timeout)

@@ -39,8 +39,22 @@ public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environme
     case .instanceMetadata: source = AWSInstanceMetadataCredentials(configuration)
     case .default: source = try AWSDefaultChain.choose(configuration, environment: environment)
     }
-    guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return source }
-    return AWSAssumeRoleCredentials(source, configuration, roleARN: roleARN)
+    guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return RegisteringSecrets(source) }
+    return RegisteringSecrets(AWSAssumeRoleCredentials(RegisteringSecrets(source), configuration, roleARN: roleARN))
+}
+
+/// Every fetched secret access key and session token joins the secrets no log line may show
+/// (`SecretRegistry`), whichever source fetched it; the intermediate ones of a chain too.
+struct RegisteringSecrets: AWSCredentialSource {
+    let source: any AWSCredentialSource
+    init(_ source: any AWSCredentialSource) { self.source = source }
+    var name: String { source.name }
+    func fetch() throws -> AWSCredentials {
+        let credentials = try source.fetch()
+        registerSecret(credentials.secretAccessKey)
+        if let sessionToken = credentials.sessionToken { registerSecret(sessionToken) }
+        return credentials
+    }
 }
 
 /// The JSON that the container endpoint and IMDS answer with (the same shape `tokenproxy token`

@@ -22,6 +22,7 @@ public struct AWSInstanceMetadataCredentials: AWSCredentialSource {
         let session = try call("PUT", "/latest/api/token", headers: ["X-aws-ec2-metadata-token-ttl-seconds: \(Self.sessionTTL)"])
         let token = String(decoding: session, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty, !token.contains(where: { $0.isNewline }) else { throw AWSCredentialError(name, "IMDS gave an empty session token") }
+        registerSecret(token)
         let withToken = ["X-aws-ec2-metadata-token: \(token)"]
         let roles = String(decoding: try call("GET", "/latest/meta-data/iam/security-credentials/", headers: withToken), as: UTF8.self)
         guard let role = roles.split(whereSeparator: \.isNewline).first.map({ $0.trimmingCharacters(in: .whitespaces) }), !role.isEmpty,

@@ -47,6 +47,7 @@ public struct AWSWebIdentityCredentials: AWSCredentialSource {
         }
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !token.isEmpty else { throw AWSCredentialError(name, "the web identity token file \(tokenFile) is empty") }
+        registerSecret(token)
         let form = [
             ("Action", "AssumeRoleWithWebIdentity"), ("Version", "2011-06-15"), ("RoleArn", roleARN),
             ("RoleSessionName", sessionName), ("WebIdentityToken", token),
