@@ -94,7 +94,9 @@ import Testing
         #expect(parseError(minimal("permissions: [contents]"))?.keyPath == "credentials.permissions")
         #expect(parseError(minimal("api_url: https://api.github.com?x=1"))?.reason.contains("query") == true)
         #expect(parseError(minimal("repositories: [" + (0...500).map { "r\($0)" }.joined(separator: ", ") + "]"))?.reason.contains("500") == true)
-        #expect(parseError(credentials("type: github_app\napp_id: \"1\"\ninstallation_id: \"000\"\nprivate_key_file: ./k"))?.keyPath == "credentials.installation_id")
+        #expect(
+            parseError(credentials("type: github_app\napp_id: \"1\"\ninstallation_id: \"000\"\nprivate_key_file: ./k"))?.keyPath
+                == "credentials.installation_id")
     }
 
     @Test func keysOfOtherTypesAreWarnedAbout() throws {

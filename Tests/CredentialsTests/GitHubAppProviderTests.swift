@@ -49,7 +49,9 @@ struct GitHubAppProviderTests {
         #expect(String(decoding: both, as: UTF8.self) == #"{"repositories":["tools","in\"fra"],"permissions":{"contents":"read","issues":"write"}}"#)
         let decoded = try #require(try JSONSerialization.jsonObject(with: Data(both)) as? [String: Any])
         #expect(decoded["repositories"] as? [String] == ["tools", "in\"fra"])
-        #expect(String(decoding: GitHubAppProvider.requestBody(repositories: nil, permissions: [.init("metadata", .read)]), as: UTF8.self) == #"{"permissions":{"metadata":"read"}}"#)
+        #expect(
+            String(decoding: GitHubAppProvider.requestBody(repositories: nil, permissions: [.init("metadata", .read)]), as: UTF8.self)
+                == #"{"permissions":{"metadata":"read"}}"#)
         #expect(String(decoding: GitHubAppProvider.requestBody(repositories: ["a"], permissions: []), as: UTF8.self) == #"{"repositories":["a"]}"#)
     }
 
@@ -67,7 +69,9 @@ struct GitHubAppProviderTests {
 
     @Test("an answer without a usable token, or with an unreadable expires_at, is a passing failure")
     func unusableAnswers() {
-        for body in [#"{"expires_at":"2026-11-28T13:00:00Z"}"#, #"{"token":"ghs bad"}"#, #"{"token":""}"#, "<html>", #"{"token":"ghs_abcdef","expires_at":"soon"}"#] {
+        for body in [
+            #"{"expires_at":"2026-11-28T13:00:00Z"}"#, #"{"token":"ghs bad"}"#, #"{"token":""}"#, "<html>", #"{"token":"ghs_abcdef","expires_at":"soon"}"#,
+        ] {
             #expect(throws: TokenSourceError.self) { try GitHubAppProvider.read(Self.answer(201, body), sent: []) }
             do {
                 _ = try GitHubAppProvider.read(Self.answer(201, body), sent: [])

@@ -189,6 +189,18 @@ struct GitHubAppTests {
         #expect(try proxy.waitForExit() == 0)
     }
 
+    @Test("a GitHub whose clock is behind ours refuses the first JWT (iat in its future); the next is signed on its time, read from its Date")
+    func clockSkew() throws {
+        let world = try World()
+        defer { world.stop() }
+        try world.control("/test/clock?offset=-120")
+        let proxy = try world.serve(world.config())
+        let answer = try send(proxy)
+        #expect(answer.status == 200, "\(answer.bodyString)\n\(proxy.stderr.suffix(2000))")
+        #expect(try world.mints() == 1)
+        #expect(try world.rejected() == ["iat": 1], "one JWT refused for its iat, then one accepted")
+    }
+
     @Test("a replaced key file signs the next mint")
     func keyRotation() throws {
         let world = try World()

@@ -21,6 +21,7 @@ Test controls:
   POST /test/ttl?seconds=N         later tokens live N seconds (default --ttl)
   POST /test/public-key            the body is the app's new public key (PEM); the old one no longer verifies
   POST /test/revoke                every token issued so far is no longer valid (the API answers 401)
+  POST /test/clock?offset=S        this GitHub's clock (its checks, its Date header, expires_at) runs S seconds from ours
   POST /test/hold                  the next mint waits (up to 60 s) until POST /test/release
   POST /test/release
   GET  /test/stats   {"mints": successful mints, "attempts": token calls, "rejected": {reason: n},
@@ -43,7 +44,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 LOCK = threading.Lock()
 RELEASE = threading.Event()
 OPTS = None
-STATE = {"refuse": None, "ttl": None, "public_key": None, "hold": False}
+STATE = {"refuse": None, "ttl": None, "public_key": None, "hold": False, "offset": 0}
 TOKENS = {}  # token -> (number, expires_at)
 STATS = {
     "mints": 0,
@@ -58,6 +59,11 @@ STATS = {
 DOCS = "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app"
 
 
+def now():
+    """This GitHub's clock: ours moved by POST /test/clock."""
+    return time.time() + STATE["offset"]
+
+
 def rfc3339(epoch):
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -67,6 +73,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def date_time_string(self, timestamp=None):
+        return super().date_time_string(now() if timestamp is None else timestamp)
 
     def send(self, status, body):
         data = json.dumps(body).encode()
@@ -114,7 +123,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reject(403, "user_agent", "Request forbidden by administrative rules. Please make sure your request has a User-Agent header")
         if STATE["refuse"] is not None:
             return self.reject(401, "refused", STATE["refuse"])
-        now = time.time()
+        clock = now()
         try:
             claims = jwt.decode(
                 token,
@@ -132,9 +141,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.reject(401, "iss", "Integration not found")
         if not isinstance(iat, int) or not isinstance(exp, int):
             return self.reject(401, "numeric", "'Issued at' and 'Expiration time' must be integers")
-        if iat > now - 30:
+        if iat > clock - 30:
             return self.reject(401, "iat", "'Issued at' claim ('iat') must be an Integer representing a time in the past")
-        if exp - iat > 600 or exp > now + 600:
+        if exp - iat > 600 or exp > clock + 600:
             return self.reject(401, "exp", "'Expiration time' claim ('exp') is too far in the future")
         if installation != OPTS.installation_id:
             return self.reject(404, "installation", "Not Found")
@@ -146,7 +155,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reject(400, "body", "Problems parsing JSON")
         ttl = STATE["ttl"] if STATE["ttl"] is not None else OPTS.ttl
         issued = "ghs_" + secrets.token_urlsafe(27)
-        expires_at = int(now + ttl)
+        expires_at = int(clock + ttl)
         with LOCK:
             STATS["mints"] += 1
             number = STATS["mints"]
@@ -171,7 +180,7 @@ class Handler(BaseHTTPRequestHandler):
         scheme, _, token = auth.partition(" ")
         with LOCK:
             entry = TOKENS.get(token) if scheme in ("Bearer", "token") else None
-            valid = entry is not None and entry[1] > time.time()
+            valid = entry is not None and entry[1] > now()
             STATS["api"]["ok" if valid else "unauthorized"] += 1
         if not valid:
             return self.send(401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
@@ -184,9 +193,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.api()
         if self.path == "/test/stats":
             with LOCK:
-                now = time.time()
+                clock = now()
                 stats = dict(STATS)
-                stats["valid_tokens"] = sum(1 for _, expires_at in TOKENS.values() if expires_at > now)
+                stats["valid_tokens"] = sum(1 for _, expires_at in TOKENS.values() if expires_at > clock)
                 return self.send(200, stats)
         self.send(404, {"message": "Not Found"})
 
@@ -212,6 +221,8 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/test/revoke":
                 for token, (number, _) in list(TOKENS.items()):
                     TOKENS[token] = (number, 0)
+            elif path == "/test/clock":
+                STATE["offset"] = int(params["offset"])
             elif path == "/test/hold":
                 RELEASE.clear()
                 STATE["hold"] = True

@@ -144,7 +144,8 @@ extension GitHubAppConfiguration {
         let levels = Access.allCases.map(\.rawValue).joined(separator: " | ")
         for (name, _) in section.entries {
             let keyPath = section.path(name)
-            guard !name.isEmpty, name.utf8.count <= 100, name.utf8.allSatisfy({ ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || $0 == UInt8(ascii: "_") })
+            guard !name.isEmpty, name.utf8.count <= 100,
+                name.utf8.allSatisfy({ ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || $0 == UInt8(ascii: "_") })
             else {
                 load.found.record(ConfigurationError(keyPath: keyPath, reason: "not a permission name (lower-case words joined by _: contents, pull_requests)"))
                 ok = false
@@ -183,7 +184,7 @@ extension GitHubAppConfiguration {
     func describe(_ line: (String, String?) -> Void) {
         line("app_id", quoted(appID))
         line("installation_id", quoted(installationID))
-        line("private_key_file", privateKeyFile)
+        line("private_key_file", Paths.kind(of: privateKeyFile) == nil ? "\(privateKeyFile) (not there yet: read at the first token request)" : privateKeyFile)
         line("api_url", apiURL)
         line("repositories", repositories.map { "[\($0.map(quoted).joined(separator: ", "))]" })
         line("permissions", permissions.isEmpty ? nil : "{\(permissions.map { "\($0.name): \($0.access.rawValue)" }.joined(separator: ", "))}")

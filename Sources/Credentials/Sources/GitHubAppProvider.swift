@@ -16,7 +16,9 @@ import Sockets
 /// - 401, 403, 404 and 422 refuse the app (a wrong key, app or installation, a narrowing the
 ///   installation does not have): a configuration error, logged with GitHub's `message` and retried
 ///   with backoff like every passing failure (CONTRACT.md point 5, "blames the client");
-///   a 403 or 429 that says the rate limit ran out, 5xx and timeouts are passing failures.
+///   a 403 or 429 that says the rate limit ran out, 5xx and timeouts are passing failures;
+/// - GitHub checks the JWT's times on its own clock: a 401 whose `Date` shows that clock apart from
+///   ours is answered once more with a JWT signed on GitHub's time.
 public final class GitHubAppProvider: IdentityProvider {
     public let kind = CredentialsType.gitHubApp.rawValue
     public let fetchesWithoutSession = true
