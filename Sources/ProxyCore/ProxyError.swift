@@ -67,7 +67,7 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest(let why): return why
         case .clientAuthorizationRejected:
-            return "this proxy does not accept a credential from clients where it puts its own (the Authorization header, or the field or query parameter inject names)"
+            return "this proxy does not accept a client's own credential where it puts its token (Authorization, or what inject names)"
         case .loginRequired(let why): return why
         case .forbiddenHost: return "the Host header is not one this proxy answers to"
         case .forbiddenOrigin: return "requests from this Origin are not allowed"

@@ -127,7 +127,9 @@ extension InjectConfiguration {
         }
         if lower.hasPrefix("x-forwarded-") { return "may not be an X-Forwarded-* field: the proxy sets those" }
         // Proxy-Authorization is set for the upstream after the client's own is removed.
-        if HopByHop.isFixedHopByHop(lower), lower != "proxy-authorization" { return "may not be \(name): a hop-by-hop field does not reach the upstream (RFC 9110 §7.6.1)" }
+        if HopByHop.isFixedHopByHop(lower), lower != "proxy-authorization" {
+            return "may not be \(name): a hop-by-hop field does not reach the upstream (RFC 9110 §7.6.1)"
+        }
         return nil
     }
 
