@@ -8,7 +8,8 @@ import HTTP1
 /// it. Every case's bytes are made once per token, not per request. The tokens themselves are visible
 /// ASCII: `TokenManager` publishes no token with a space, a line break or another control character
 /// (`BearerToken.isUsable`), so none of them can split a field or a query; a request meets 503
-/// `token_unavailable` instead.
+/// `token_unavailable` instead. A request-signing step (SigV4) is one more case of the same kind:
+/// chosen from the route's configuration here, applied where `writeRequestHead` switches on it.
 enum CredentialPlacement {
     /// `Authorization: Bearer <token>`: the line the snapshot made when the token was published
     /// (`TokenSnapshot.authorizationField`), so the usual request formats nothing.
