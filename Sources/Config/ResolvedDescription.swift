@@ -72,6 +72,7 @@ extension Configuration {
             add(
                 p + "forward.request_buffering_disk", route.forward.requestBufferingDisk == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBufferingDisk)
             )
+            add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
 
         }
         if hasRoutes {

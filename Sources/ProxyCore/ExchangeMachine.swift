@@ -249,10 +249,11 @@ struct ExchangeMachine {
     }
 
     /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
-    /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3).
-    mutating func onFinalHead(status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool)
-        -> HeadAction
-    {
+    /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3);
+    /// `tokenInQuery`: the token went as a query parameter, so a 403 refuses it too.
+    mutating func onFinalHead(
+        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, tokenInQuery: Bool = false
+    ) -> HeadAction {
         finalHeadArrived = true
         // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
         // the body is not sent on this connection.
@@ -264,7 +265,7 @@ struct ExchangeMachine {
             return .startTunnel
         }
         var startStormGuard = false
-        if status == 401 {
+        if ExchangeRules.refusesToken(status: status, tokenInQuery: tokenInQuery) {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,

@@ -39,7 +39,7 @@ struct UpstreamLeg {
         let wholeBodyLength = exchange.beginTry(connection.machine.exchange)
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
-            authorization: token?.authorizationField, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
+            token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
@@ -282,9 +282,12 @@ struct UpstreamLeg {
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop {
             nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin)
         }
+        let tokenInQuery = exchange.route!.forwarder.tokenInQuery
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
-            refusingGoodTokens: head.status == 401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now))
+            refusingGoodTokens: ExchangeRules.refusesToken(status: head.status, tokenInQuery: tokenInQuery)
+                && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now),
+            tokenInQuery: tokenInQuery)
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why, connection)
