@@ -241,7 +241,7 @@ final class Connection: EventHandler, LoopTask {
         machine.onRequestHead(
             ExchangeMachine(
                 head: head, draining: ctx.shared.draining.load(ordering: .relaxed), requestBuffering: route?.requestBuffering ?? 0,
-                spoolLimit: route?.requestBufferingDisk ?? 0))
+                spoolLimit: route?.requestBufferingDisk ?? 0, signingBodyLimit: route?.signingBodyLimit))
         let exchange = Exchange(head: head, route: route, startedAt: ctx.loop.now, upOut: upstreamOut)
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }

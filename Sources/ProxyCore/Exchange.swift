@@ -338,6 +338,13 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         return wholeLength
     }
 
+    /// The body as a SigV4 signature sees it after `beginTry` (`SigV4RequestSigner`): all of it when
+    /// it was read whole first (then `bodyAfterHead` holds it, from `upOut` or the replay copy).
+    func bodyToSign(_ machine: borrowing ExchangeMachine) -> SigV4RequestSigner.Body {
+        if case .none = head.framing { return .none }
+        return machine.bodyBuffering == .whole && spool == nil ? .whole(bodyAfterHead) : .streaming
+    }
+
     /// The head for the try with `token` is in `upOut`: the kept body follows it.
     func headWritten(token: TokenSnapshot?, now: Double, _ machine: inout ExchangeMachine) {
         upHeadEnd = upOut.count

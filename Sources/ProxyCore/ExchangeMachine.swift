@@ -106,10 +106,10 @@ struct ExchangeMachine {
     }
 
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
-    /// `forward.request_buffering_disk` (0: off).
+    /// `forward.request_buffering_disk` (0: off); `signingBodyLimit`: a SigV4 route's body is read
+    /// whole first up to this (`forward.retry_body_limit`; nil: not such a route).
     @inline(__always)
-    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {
-        self.spoolLimit = spoolLimit
+    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0, signingBodyLimit: Int? = nil) {
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
@@ -118,6 +118,15 @@ struct ExchangeMachine {
         wantsUpgrade = !head.connectionOptions.isEmpty && head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
         keepAlive = head.keepAlive && !draining
         requestBodyDone = !hasBody
+        if let signingBodyLimit {
+            // Its hash goes in the head (CONTRACT.md "AWS credentials and SigV4 signing"); it is held in memory only.
+            self.spoolLimit = 0
+            bodyBuffering =
+                ExchangeRules.holdsBodyToSign(framing: head.framing, wantsUpgrade: wantsUpgrade, limit: signingBodyLimit)
+                ? .waiting(limit: signingBodyLimit) : .off
+            return
+        }
+        self.spoolLimit = spoolLimit
         bodyBuffering =
             ExchangeRules.buffersChunkedBody(
                 chunked: head.framing == .chunked, expectsContinue: head.expectContinue, wantsUpgrade: wantsUpgrade,

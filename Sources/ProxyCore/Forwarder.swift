@@ -65,17 +65,20 @@ final class Forwarder {
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
     /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
-    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`).
+    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: a `type: aws`
+    /// route's signing (`authorization` is then nil and the client's own does not go).
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
         forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
-        absoluteAuthority: String? = nil
+        absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil
     ) {
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost {
             out.append(hostFieldLine)
+            sigv4?.noteHost(upstreamHost)
         } else if let absoluteAuthority {
             RequestWriter.appendField(out, name: "Host", value: absoluteAuthority)
+            sigv4?.noteHost(absoluteAuthority)
         }
         let sendsClientHost = preserveHost && absoluteAuthority == nil
         let fields = head.fields
@@ -87,10 +90,13 @@ final class Forwarder {
             }
             switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if sendsClientHost { fields.copyField(i, to: out) }
+                if sendsClientHost {
+                    fields.copyField(i, to: out)
+                    sigv4?.noteHost(fields.value(i))
+                }
                 continue
             case .authorization:
-                if authorization == nil { fields.copyField(i, to: out) }
+                if authorization == nil && sigv4 == nil { fields.copyField(i, to: out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below
@@ -100,9 +106,11 @@ final class Forwarder {
             if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
             // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
             if dpop != nil, fields.nameEquals(i, "dpop") { continue }
+            if let sigv4, sigv4.drops(i, of: fields) { continue }
             fields.copyField(i, to: out)
         }
         if let authorization { out.append(authorization) }
+        sigv4?.appendSignature(to: out, method: head.method, path: upstream.basePath + path, query: query)
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {

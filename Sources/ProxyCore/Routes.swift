@@ -50,6 +50,10 @@ final class LoopRoute {
     let spoolFolder: String
     let retryMemory: Int
     let retryBodyLimit: Int
+    /// `type: aws`: the request writer's SigV4 step (nil for every other type).
+    let sigv4: SigV4RequestSigner?
+    /// `type: aws` with a signed payload: a body up to this is read whole before its head goes.
+    let signingBodyLimit: Int?
 
     var tokens: TokenManager { state.tokens }
 
@@ -81,6 +85,14 @@ final class LoopRoute {
         spoolFolder = AtomicFile.parentFolder(of: route.store.path) + "/spool"
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
+        if case .aws(let aws) = route.credentials.source {
+            let signer = SigV4RequestSigner(region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned)
+            sigv4 = signer
+            signingBodyLimit = signer.holdsBodies ? retryBodyLimit : nil
+        } else {
+            sigv4 = nil
+            signingBodyLimit = nil
+        }
     }
 }
 

@@ -37,11 +37,27 @@ struct UpstreamLeg {
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { connection.forwardedHostLine.line(for: $0) }
         let wholeBodyLength = exchange.beginTry(connection.machine.exchange)
+        var authorization = token?.authorizationField
+        var sigv4: SigV4RequestSigner.Step? = nil
+        // A `type: aws` route signs instead (the one test the other routes pay).
+        if let signer = route.sigv4, let token {
+            authorization = nil
+            guard let credentials = token.aws else {
+                connection.respond(.tokenUnavailable("the credentials hold no AWS keys", retryAfter: 1), to: exchange)
+                return
+            }
+            guard let step = signer.step(credentials: credentials, body: exchange.bodyToSign(connection.machine.exchange)) else {
+                connection.respond(.bodyTooLarge, to: exchange)
+                return
+            }
+            sigv4 = step
+        }
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
-            authorization: token?.authorizationField, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
+            authorization: authorization, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
-            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
+            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
+            sigv4: sigv4)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)

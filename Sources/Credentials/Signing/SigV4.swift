@@ -59,6 +59,17 @@ public enum SigV4 {
     public static func sign(
         _ request: SigV4Request, region: String, service: String, credentials: AWSCredentials, time: Double
     ) -> [(name: String, value: String)] {
+        sign(request, region: region, service: service, credentials: credentials, time: time) { date in
+            signingKey(secret: credentials.secretAccessKey, date: date, region: region, service: service)
+        }
+    }
+
+    /// The same with the signing key for a date (YYYYMMDD) from `key`, which may keep it
+    /// (`AWSSigningCredentials`).
+    static func sign(
+        _ request: SigV4Request, region: String, service: String, credentials: AWSCredentials, time: Double,
+        key: (String) -> SymmetricKey
+    ) -> [(name: String, value: String)] {
         let stamp = timestamp(time)
         var added: [(name: String, value: String)] = [("X-Amz-Date", stamp)]
         if service == "s3" || request.payload == .unsigned {
@@ -70,8 +81,7 @@ public enum SigV4 {
         let scope = "\(stamp.prefix(8))/\(region)/\(service)/aws4_request"
         let (canonical, signedHeaders) = canonicalRequest(signed, service: service)
         let toSign = stringToSign(timestamp: stamp, scope: scope, canonicalRequest: canonical)
-        let key = signingKey(secret: credentials.secretAccessKey, date: String(stamp.prefix(8)), region: region, service: service)
-        let signature = hex(HMAC<SHA256>.authenticationCode(for: Array(toSign.utf8), using: key))
+        let signature = hex(HMAC<SHA256>.authenticationCode(for: Array(toSign.utf8), using: key(String(stamp.prefix(8)))))
         let authorization =
             "\(algorithm) Credential=\(credentials.accessKeyID)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"
         return [("Authorization", authorization)] + added

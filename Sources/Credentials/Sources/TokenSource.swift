@@ -1,3 +1,4 @@
+import Foundation
 import Config
 import IdentityHTTP
 import Logging
@@ -161,10 +162,8 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .exec(let c):
         return try ExecTokenSource(c, defaultLifetime: credentials.defaultLifetime, withholding: secretVariables(configuration))
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity:
+        .azureManagedIdentity, .aws:
         return try makeSessionTokenSource(configuration, logger: logger)
-    case .aws:
-        throw awsNotProxiedYet
     }
 }
 
@@ -195,8 +194,8 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
         return try JSONRefreshProvider(c)
     case .static, .file, .exec:
         throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
-    case .aws:
-        throw awsNotProxiedYet
+    case .aws(let c):
+        return AWSIdentityProvider(try makeAWSCredentialSource(c, environment: ProcessInfo.processInfo.environment))
     }
 }
 
