@@ -86,19 +86,24 @@ struct AWSSigningTests {
         let created = try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"])
         #expect(created.status == 200, "\(created.bodyString)")
         let folder = try TempDir(prefix: "aws-body")
-        let put = try curl(["-X", "PUT", "--data-binary", "@" + (try folder.write("a", "first object")), proxy.baseURL + "/\(bucket)/key%20with%20spaces.txt"])
+        // A Content-Type of its own: with curl's form type moto reads the body as a form and stores nothing.
+        let binary = ["-H", "Content-Type: application/octet-stream"]
+        let put = try curl(
+            ["-X", "PUT"] + binary + ["--data-binary", "@" + (try folder.write("a", "first object")), proxy.baseURL + "/\(bucket)/key%20with%20spaces.txt"])
         #expect(put.status == 200, "\(put.bodyString)")
         let got = try curl([proxy.baseURL + "/\(bucket)/key%20with%20spaces.txt"])
         #expect(got.status == 200)
         #expect(got.bodyString == "first object")
         // Chunked from the client: held whole (within forward.retry_body_limit), hashed, sent with Content-Length.
-        let chunked = try curl([
-            "-X", "PUT", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + (try folder.write("b", String(repeating: "chunk ", count: 5000))),
-            proxy.baseURL + "/\(bucket)/dir/chunked",
-        ])
+        let chunked = try curl(
+            binary + [
+                "-X", "PUT", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + (try folder.write("b", String(repeating: "chunk ", count: 5000))),
+                proxy.baseURL + "/\(bucket)/dir/chunked",
+            ])
         #expect(chunked.status == 200, "\(chunked.bodyString)")
         let back = try curl([proxy.baseURL + "/\(bucket)/dir/chunked"])
-        #expect(back.bodyString == String(repeating: "chunk ", count: 5000))
+        #expect(back.body.count == 30_000)
+        #expect(back.bodyString == String(repeating: "chunk ", count: 5000), "the body came back changed")
         let listing = try curl([proxy.baseURL + "/\(bucket)?list-type=2&prefix=dir&max-keys=10"])
         #expect(listing.status == 200, "\(listing.bodyString)")
         #expect(listing.bodyString.contains("<Key>dir/chunked</Key>"))
@@ -129,9 +134,10 @@ struct AWSSigningTests {
         #expect(made.status == 0, "\(made.output)")
         let copied = try aws(["s3", "cp", file, "s3://\(bucket)/from cli/upload.txt"])
         #expect(copied.status == 0, "\(copied.output)")
-        let listed = try aws(["s3", "ls", "s3://\(bucket)/from cli/"])
+        // `s3 ls` sends `delimiter=%2F`, which moto cannot verify (TEST-SERVERS.md): the API call lists plainly.
+        let listed = try aws(["s3api", "list-objects-v2", "--bucket", bucket, "--query", "Contents[].Key"])
         #expect(listed.status == 0, "\(listed.output)")
-        #expect(listed.stdout.contains("upload.txt"))
+        #expect(listed.stdout.contains("\"from cli/upload.txt\""))
         let read = try aws(["s3", "cp", "s3://\(bucket)/from cli/upload.txt", "-"])
         #expect(read.stdout == String(repeating: "cli bytes\n", count: 300))
 
@@ -185,7 +191,7 @@ struct AWSSigningTests {
         #expect(try curl(["-X", "PUT", s3.baseURL + "/\(bucket)"]).status == 200)
         let folder = try TempDir(prefix: "aws-big")
         let big = try folder.write("big", String(repeating: "0123456789", count: 1000))
-        let put = try curl(["-X", "PUT", "--data-binary", "@" + big, s3.baseURL + "/\(bucket)/big"])
+        let put = try curl(["-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + big, s3.baseURL + "/\(bucket)/big"])
         #expect(put.status == 200, "\(put.bodyString)")
         #expect(try curl([s3.baseURL + "/\(bucket)/big"]).body.count == 10_000)
         let sqs = try ProxyProcess(
@@ -196,6 +202,26 @@ struct AWSSigningTests {
         ])
         #expect(refused.status == 413)
         #expect(refused.json?["error"] as? String == "body_too_large")
+    }
+
+    @Test("keys and query values moto cannot verify, checked by botocore's signers (sigv4_verifier.py)", arguments: ["s3", "execute-api"])
+    func reservedCharactersWithBotocore(service: String) throws {
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "AKIDVERIFY:verify/secret+key:verify-session"])
+        let proxy = try ProxyProcess(
+            config: config(upstream: verifier.baseURL + "/base", service: service),
+            environment: ["AWS_ACCESS_KEY_ID": "AKIDVERIFY", "AWS_SECRET_ACCESS_KEY": "verify/secret+key", "AWS_SESSION_TOKEN": "verify-session"])
+        for key in ["café ü.txt", "a+b=c&d", "(x)!*'", "%41 already", "deep/er/~tilde"] {
+            let path = "/bucket/" + awsPathEncodedKey(key)
+            let put = try curl(["-X", "PUT", "-H", "Content-Type: text/plain", "--data-binary", "body of \(key)", proxy.baseURL + path])
+            #expect(put.status == 200, "\(key): \(put.bodyString)")
+            let got = try curl([proxy.baseURL + path])
+            #expect(got.status == 200, "\(key): \(got.bodyString)")
+            #expect(got.bodyString == "body of \(key)")
+        }
+        // Encoded query values, unsorted: verified (an unknown object is 404; a bad signature would be 403).
+        let listing = try curl([proxy.baseURL + "/bucket?prefix=a%20b%2F&delimiter=%2F&list-type=2&a=%E2%9C%93"])
+        #expect(listing.status == 404, "\(listing.bodyString)")
+        expectNoSecret(proxy, ["verify/secret+key", "verify-session"])
     }
 
     @Test("container credentials at expiry: 50 concurrent requests make one endpoint call and all go with the new key")
@@ -232,7 +258,8 @@ struct AWSSigningTests {
         #expect(results.withLock { $0 } == Array(repeating: 200, count: 50))
         #expect(try containerCalls() == 2)
         let token = try runCommand(
-            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", proxy.configPath], environment: childEnvironment(["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"]))
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", proxy.configPath],
+            environment: childEnvironment(["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"]))
         #expect(token.status == 0, "\(token.output)")
         let printed = try JSONSerialization.jsonObject(with: Data(token.stdout.utf8)) as? [String: String]
         #expect(printed?["AccessKeyId"] == "ASIASECOND")
@@ -240,4 +267,20 @@ struct AWSSigningTests {
         #expect(printed?["Expiration"]?.hasSuffix("Z") == true)
         expectNoSecret(proxy, ["first/secret", "second/secret", "first-session", "second-session", "pod-token"])
     }
+}
+
+/// An object key as the AWS SDKs put it in a path: every byte but RFC 3986's unreserved ones and
+/// `/` percent-encoded.
+func awsPathEncodedKey(_ key: String) -> String {
+    var out = ""
+    for byte in key.utf8 {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+            out.append(Character(Unicode.Scalar(byte)))
+        default:
+            out += String(format: "%%%02X", byte)
+        }
+    }
+    return out
 }
