@@ -258,10 +258,11 @@ struct ExchangeMachine {
     }
 
     /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
-    /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3).
-    mutating func onFinalHead(status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool)
-        -> HeadAction
-    {
+    /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3);
+    /// `countsAs401`: another status that is handled as a 401 (an AWS 403, `AWSRefusal`).
+    mutating func onFinalHead(
+        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, countsAs401: Bool = false
+    ) -> HeadAction {
         finalHeadArrived = true
         // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
         // the body is not sent on this connection.
@@ -273,7 +274,7 @@ struct ExchangeMachine {
             return .startTunnel
         }
         var startStormGuard = false
-        if status == 401 {
+        if status == 401 || countsAs401 {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,

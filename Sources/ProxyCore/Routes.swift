@@ -86,7 +86,9 @@ final class LoopRoute {
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
         if case .aws(let aws) = route.credentials.source {
-            let signer = SigV4RequestSigner(region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned)
+            let signer = SigV4RequestSigner(
+                region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned,
+                refreshMargin: route.credentials.refreshMargin)
             sigv4 = signer
             signingBodyLimit = signer.holdsBodies ? retryBodyLimit : nil
         } else {

@@ -11,18 +11,28 @@ final class SigV4RequestSigner {
     let service: String
     /// `payload: unsigned`: every body goes `UNSIGNED-PAYLOAD`, streamed.
     let unsignedPayload: Bool
+    /// `credentials.refresh_margin`: a 403 to a HEAD sent with credentials this close to their expiry
+    /// counts as the 401 (`AWSRefusal`).
+    let refreshMargin: Double
     /// The fields of the request being written that are signed (`SigV4.signsField`), as they go.
     private var signed: [(name: String, value: String)] = []
 
-    init(region: String, service: String, unsignedPayload: Bool) {
+    init(region: String, service: String, unsignedPayload: Bool, refreshMargin: Double = 0) {
+        self.refreshMargin = refreshMargin
         self.region = region
         self.service = service
         self.unsignedPayload = unsignedPayload
     }
 
     /// Whether a body is read whole before the head goes, to be hashed: not with `payload: unsigned`
-    /// (it streams), nor for an upgrade (its body is the new protocol's).
+    /// (it streams).
     var holdsBodies: Bool { !unsignedPayload }
+
+    /// What an upstream 403 to a request sent with `token` is (`AWSRefusal`).
+    func verdict(on head: ResponseHead, isHEAD: Bool, token: TokenSnapshot) -> AWSRefusal.Verdict {
+        let nearExpiry = token.expiresAt.map { $0 - wallClock() <= refreshMargin } ?? false
+        return AWSRefusal.atHead(status: head.status, errorType: head.fields.first("x-amzn-errortype"), isHEAD: isHEAD, nearExpiry: nearExpiry)
+    }
 
     /// What the body is when the head is written.
     enum Body {

@@ -224,6 +224,40 @@ struct AWSSigningTests {
         expectNoSecret(proxy, ["verify/secret+key", "verify-session"])
     }
 
+    @Test(
+        "an upstream 403 that says the credentials expired fetches new ones and retries once; any other 403 goes as it came",
+        arguments: [("GET", "/xml/object"), ("GET", "/header/object"), ("POST", "/apigw/stage/items"), ("HEAD", "/xml/object")])
+    func expiredCredentials(method: String, path: String) throws {
+        let folder = try TempDir(prefix: "aws-expired")
+        let sequence = try folder.write(
+            "sequence.json",
+            """
+            [{"AccessKeyId": "ASIAOLD", "SecretAccessKey": "old/secret", "Token": "old-session", "lifetime": 3600},
+             {"AccessKeyId": "ASIANEW", "SecretAccessKey": "new/secret", "Token": "new-session", "lifetime": 3600}]
+            """)
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token", "--container-sequence", sequence])
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "ASIANEW:new/secret:new-session", "--expired-key", "ASIAOLD"])
+        // A margin longer than the credentials' life: a 403 to a HEAD (no body to say why) counts too.
+        let proxy = try ProxyProcess(
+            config: config(
+                upstream: verifier.baseURL, service: "s3",
+                source: "source: container\n  container_endpoint: \(metadata.baseURL)/container/creds\n  refresh_margin: 2h"),
+            environment: ["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"])
+        func containerCalls() throws -> Int { (try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any])?.count ?? -1 }
+        func signedBy() throws -> [String: Int] { (try curl([verifier.baseURL + "/calls"]).json as? [String: Int]) ?? [:] }
+        let answer = try curl(method == "HEAD" ? ["-I", proxy.baseURL + path] : ["-X", method, proxy.baseURL + path])
+        // 404: the new key's signature was good and there is no such object.
+        #expect(answer.status == 404, "\(answer.bodyString)")
+        #expect(try containerCalls() == 2)
+        #expect(try signedBy() == ["ASIAOLD": 1, "ASIANEW": 1])
+        // AccessDenied is not about the credentials: no fetch, no retry.
+        let denied = try curl([proxy.baseURL + "/denied/x"])
+        #expect(denied.status == 403)
+        #expect(denied.bodyString.contains("AccessDenied"))
+        #expect(try containerCalls() == 2)
+        #expect(try signedBy()["ASIANEW"] == 2)
+    }
+
     @Test("container credentials at expiry: 50 concurrent requests make one endpoint call and all go with the new key")
     func containerCredentialsAtExpiry() throws {
         let folder = try TempDir(prefix: "aws-container")

@@ -116,3 +116,31 @@ import Testing
         }
     }
 }
+
+/// Which AWS 403s count as the 401 (CONTRACT.md "AWS credentials and SigV4 signing").
+@Suite struct AWSRefusalTests {
+    @Test func theHeadDecidesWhatItCan() {
+        typealias R = AWSRefusal
+        #expect(R.atHead(status: 403, errorType: "ExpiredTokenException:http://internal.amazon.com/coral/", isHEAD: false, nearExpiry: false) == .refresh)
+        #expect(R.atHead(status: 403, errorType: "InvalidClientTokenId", isHEAD: false, nearExpiry: false) == .refresh)
+        #expect(R.atHead(status: 403, errorType: "AccessDeniedException:x", isHEAD: false, nearExpiry: true) == .passOn)
+        #expect(R.atHead(status: 403, errorType: nil, isHEAD: false, nearExpiry: false) == .readBody)
+        #expect(R.atHead(status: 403, errorType: nil, isHEAD: true, nearExpiry: true) == .refresh)
+        #expect(R.atHead(status: 403, errorType: nil, isHEAD: true, nearExpiry: false) == .passOn)
+        #expect(R.atHead(status: 404, errorType: "ExpiredToken", isHEAD: false, nearExpiry: true) == .passOn)
+    }
+
+    @Test func theBodyNamesTheCodeAsAWord() {
+        func says(_ text: String) -> Bool { AWSRefusal.bodyNamesExpiredCredentials(Array(text.utf8)) }
+        #expect(says("<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"))
+        #expect(says(#"{"__type":"com.amazon.coral.service#ExpiredTokenException","message":"x"}"#))
+        #expect(says("<ErrorResponse><Error><Code>InvalidClientTokenId</Code></Error></ErrorResponse>"))
+        #expect(says("<Error><Code>RequestExpired</Code></Error>"))
+        #expect(says(#"{"message":"The security token included in the request is expired"}"#))
+        #expect(says("RequestExpired"))
+        #expect(!says("<Error><Code>AccessDenied</Code></Error>"))
+        #expect(!says("<Error><Code>ExpiredTokenSoon</Code></Error>"))
+        #expect(!says(#"{"message":"The security token included in the request is invalid."}"#))
+        #expect(!says(""))
+    }
+}

@@ -1,5 +1,5 @@
-import Foundation
 import Config
+import Foundation
 import IdentityHTTP
 import Logging
 import Sockets
