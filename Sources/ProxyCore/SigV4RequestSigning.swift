@@ -60,12 +60,19 @@ final class SigV4RequestSigner {
         let signer: SigV4RequestSigner
         let credentials: AWSSigningCredentials
         let payload: SigV4Request.Payload
+        /// The body was read whole first: a client's `Expect` was answered by the proxy and does not go up.
+        let bodyHeld: Bool
     }
 
     func step(credentials: AWSSigningCredentials, body: Body) -> Step? {
         guard let payload = Self.payload(body, service: service, unsignedPayload: unsignedPayload) else { return nil }
         signed.removeAll(keepingCapacity: true)
-        return Step(signer: self, credentials: credentials, payload: payload)
+        let bodyHeld: Bool
+        switch body {
+        case .whole: bodyHeld = true
+        case .none, .streaming: bodyHeld = false
+        }
+        return Step(signer: self, credentials: credentials, payload: payload, bodyHeld: bodyHeld)
     }
 }
 
@@ -76,9 +83,11 @@ extension SigV4RequestSigner.Step {
     }
 
     /// Whether client field `index` stays out of the upstream request: the fields the signature sets
-    /// (Authorization, X-Amz-Date, X-Amz-Security-Token, X-Amz-Content-Sha256) are replaced. Every
-    /// other field goes, and is noted when it is signed.
+    /// (Authorization, X-Amz-Date, X-Amz-Security-Token, X-Amz-Content-Sha256) are replaced, and
+    /// `Expect` goes no further than the proxy that held the body. Every other field goes, and is
+    /// noted when it is signed.
     func drops(_ index: Int, of fields: FieldBlock) -> Bool {
+        if bodyHeld && fields.nameEquals(index, "expect") { return true }
         let name = fields.name(index)
         if SigV4.setsField(name) { return true }
         if SigV4.signsField(name) { signer.signedAppend(name: name, value: fields.value(index)) }

@@ -204,6 +204,32 @@ struct AWSSigningTests {
         #expect(refused.json?["error"] as? String == "body_too_large")
     }
 
+    @Test("100 MiB with payload: unsigned streams to moto S3 (UNSIGNED-PAYLOAD) and the proxy's memory does not grow with it")
+    func largeUnsignedUpload() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(
+            config: config(upstream: moto.account.endpoint, service: "s3", source: "source: environment\n  payload: unsigned"),
+            environment: moto.sessionEnvironment)
+        let bucket = bucket("large")
+        #expect(try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"]).status == 200)
+        let folder = try TempDir(prefix: "aws-large")
+        let size = 100 * 1024 * 1024
+        let file = folder.file("large")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) })))
+        let small = try curl(
+            ["-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "warm", proxy.baseURL + "/\(bucket)/warm"])
+        #expect(small.status == 200)
+        let before = try MemoryTests.memory(proxy.processIdentifier, "VmHWM")
+        let put = try curl(
+            ["-X", "PUT", "-H", "Content-Type: application/octet-stream", "-T", file, proxy.baseURL + "/\(bucket)/large"], timeout: 300)
+        #expect(put.status == 200, "\(put.bodyString)")
+        let after = try MemoryTests.memory(proxy.processIdentifier, "VmHWM")
+        #expect(after - before < MemoryTests.limit, "peak RSS grew by \((after - before) >> 20) MiB (from \(before >> 20) MiB)")
+        let head = try curl(["-I", proxy.baseURL + "/\(bucket)/large"])
+        #expect(head.status == 200)
+        #expect(head.headers.first { $0.name.lowercased() == "content-length" }?.value == String(size))
+    }
+
     @Test("keys and query values moto cannot verify, checked by botocore's signers (sigv4_verifier.py)", arguments: ["s3", "execute-api"])
     func reservedCharactersWithBotocore(service: String) throws {
         let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "AKIDVERIFY:verify/secret+key:verify-session"])

@@ -75,6 +75,12 @@ import Testing
         #expect(head.contains("x-amz-content-sha256;x-amz-date;x-amz-security-token,"))
     }
 
+    @Test func anExpectGoesNoFurtherWhenTheBodyWasHeld() throws {
+        let request = "PUT /k HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+        #expect(!(try signedHead(request, service: "s3", body: .whole(Array("hello".utf8)))).contains("Expect"))
+        #expect(try signedHead(request, service: "s3", body: .streaming).contains("Expect: 100-continue\r\n"))
+    }
+
     @Test func aPreservedClientHostIsTheOneSigned() throws {
         let head = try signedHead("GET /k HTTP/1.1\r\nHost: bucket.s3.example\r\n\r\n", extra: "forward: {preserve_host: true}")
         #expect(head.contains("Host: bucket.s3.example\r\n"))
