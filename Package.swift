@@ -60,7 +60,7 @@ let package = Package(
         .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
         .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")]),
         .target(
-            name: "Config", dependencies: ["Basics", "Sockets", .product(name: "Yams", package: "Yams")],
+            name: "Config", dependencies: ["Basics", "Sockets", "HTTP1", .product(name: "Yams", package: "Yams")],
             // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
             // searches here into Foundation's (CFString, ICU) on the start-up path.
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]

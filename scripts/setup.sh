@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy and nginx (real servers for
+# Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy, nginx, fcgiwrap and git (real servers for
 # the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
 # import. Idempotent, and silent when everything is present.
 set -euo pipefail
@@ -23,7 +23,7 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev libssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light)
+apt_packages=(libcurl4-openssl-dev libssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light fcgiwrap git)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
 # tinyproxy lives in /usr/bin (Debian 12) or /usr/sbin (older releases); the tests start their own.
@@ -36,6 +36,9 @@ command -v redis-server >/dev/null 2>&1 || need_apt=1
 command -v redis-sentinel >/dev/null 2>&1 || need_apt=1
 # nginx as a real upstream that resolves dot-segments the way servers do (the route tests start their own).
 [ -x /usr/sbin/nginx ] || need_apt=1
+# git over HTTPS through the proxy (inject.basic_username): nginx runs git http-backend through fcgiwrap.
+[ -x /usr/sbin/fcgiwrap ] || need_apt=1
+[ -x /usr/lib/git-core/git-http-backend ] || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }

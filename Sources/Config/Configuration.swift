@@ -3,6 +3,7 @@ import Basics
 /// The typed form of the YAML configuration file (CONTRACT.md "The configuration file").
 /// Every duration is in seconds (`Double`), every size in bytes. Relative paths are already
 /// resolved against the config file's folder. Secrets named by `*_env` / `*_file` are already read.
+@dynamicMemberLookup
 public struct Configuration: Sendable, Equatable {
     public var listen: ListenAddress = .tcp(host: "127.0.0.1", port: 8080)
     public var allowRemote: Bool = false
@@ -26,34 +27,11 @@ public struct Configuration: Sendable, Equatable {
         self.baseDirectory = baseDirectory
     }
 
-    // The first route's settings: for a one-API file, its only route. Each is stored once, in `routes`.
-    public var upstream: UpstreamURL {
-        get { routes[0].upstream }
-        set { routes[0].upstream = newValue }
-    }
-    public var credentials: CredentialsConfiguration {
-        get { routes[0].credentials }
-        set { routes[0].credentials = newValue }
-    }
-    public var upstreamTLS: UpstreamTLSConfiguration {
-        get { routes[0].upstreamTLS }
-        set { routes[0].upstreamTLS = newValue }
-    }
-    public var sink: SinkConfiguration? {
-        get { routes[0].sink }
-        set { routes[0].sink = newValue }
-    }
-    public var store: StoreConfiguration {
-        get { routes[0].store }
-        set { routes[0].store = newValue }
-    }
-    public var access: AccessConfiguration {
-        get { routes[0].access }
-        set { routes[0].access = newValue }
-    }
-    public var forward: ForwardConfiguration {
-        get { routes[0].forward }
-        set { routes[0].forward = newValue }
+    /// The first route's settings (`configuration.upstream`, `.credentials`, `.forward`, …): for a
+    /// one-API file, its only route. Each is stored once, in `routes`.
+    public subscript<Value>(dynamicMember field: WritableKeyPath<RouteConfiguration, Value>) -> Value {
+        get { routes[0][keyPath: field] }
+        set { routes[0][keyPath: field] = newValue }
     }
 
     /// The same configuration reduced to one route (its settings then read as the top-level ones):

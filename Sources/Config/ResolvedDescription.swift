@@ -10,7 +10,7 @@ extension Configuration {
         func list(_ items: [String]) -> String { "[" + items.map(quoted).joined(separator: ", ") + "]" }
 
         add("listen", listen.description)
-        if !hasRoutes { add("upstream", upstream.description) }
+        if !hasRoutes { add("upstream", self.upstream.description) }
         add("allow_remote", String(allowRemote))
         add("drain_timeout", Units.formatDuration(drainTimeout))
         add("workers", workers == 0 ? "0 (one per CPU)" : String(workers))
@@ -72,6 +72,7 @@ extension Configuration {
             add(
                 p + "forward.request_buffering_disk", route.forward.requestBufferingDisk == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBufferingDisk)
             )
+            add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
 
         }
         if hasRoutes {

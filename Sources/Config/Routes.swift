@@ -17,6 +17,8 @@ public struct RouteConfiguration: Sendable, Equatable {
     public var store: StoreConfiguration
     public var access: AccessConfiguration = .init()
     public var forward: ForwardConfiguration = .init()
+    /// `inject`: where the token goes (nil: `Authorization: Bearer <token>`).
+    public var inject: InjectConfiguration? = nil
 
     public init(name: String, upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration) {
         self.name = name
@@ -169,7 +171,7 @@ extension Configuration {
 
 extension Keys {
     /// The keys of one entry of `routes:`.
-    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward"]
+    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject"]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
 
@@ -178,7 +180,7 @@ extension RouteConfiguration {
     static let unreadCredentials = CredentialsConfiguration(.static(StaticTokenConfiguration(token: Secret(value: "", origin: .literal))))
 
     /// The sections a route has: `upstream` and `credentials` (required when `requireAPI`), and
-    /// `upstream_tls`, `sink`, `store`, `access`, `forward`, each replacing the one of `defaults` as a whole.
+    /// `upstream_tls`, `sink`, `store`, `access`, `forward`, `inject`, each replacing the one of `defaults` as a whole.
     static func parse(_ s: YAMLSection, name: String, defaults: RouteConfiguration?, requireAPI: Bool, in load: LoadContext) -> RouteConfiguration {
         let upstream: UpstreamURL? = load.found.collect {
             if defaults == nil, requireAPI, let value = load.env(ConfigurationLoader.upstreamEnvironmentKey) {
@@ -217,6 +219,7 @@ extension RouteConfiguration {
             route.sink = defaults.sink
             route.access = defaults.access
             route.forward = defaults.forward
+            route.inject = defaults.inject
         }
         load.found.collect {
             guard let tls = try s.section("upstream_tls") else { return }
@@ -232,6 +235,11 @@ extension RouteConfiguration {
         }
         if let access = load.found.collect({ try s.section("access") }) { route.access = AccessConfiguration.parse(access, in: load) }
         if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
+        if let inject = load.found.collect({ try s.section("inject") }) { route.inject = InjectConfiguration.parse(inject, in: load) }
+        // RFC 9449 §7.1 fixes a DPoP-bound token's field: `inject` is ignored for it.
+        if let inject = route.inject, !inject.isDefault, route.credentials.source.oauth2Client?.dpop != nil {
+            load.warnings.append("inject: ignored for DPoP-bound tokens (credentials.dpop), which always go as Authorization: DPoP <token>")
+        }
         return route
     }
 

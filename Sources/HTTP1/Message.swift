@@ -54,6 +54,18 @@ public enum RequestParseError: Error, Sendable, Equatable {
     case notImplemented(String)
 }
 
+extension RequestParseError {
+    /// A refused chunked body in a request's terms.
+    init(_ refused: ChunkedBodyError) {
+        switch refused {
+        case .malformed(let reason): self = .badRequest(reason)
+        // `maxHeaderBytes` bounds the trailer section too (RFC 9112 §7.1.2: fields like a head's): 431.
+        case .trailersTooLarge: self = .headersTooLarge
+        case .bodyTooLarge: self = .bodyTooLarge
+        }
+    }
+}
+
 /// What ``RequestParser/parse(_:)`` reports.
 public enum ParseEvent: Sendable, Equatable {
     case head(RequestHead)

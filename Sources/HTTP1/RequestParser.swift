@@ -9,9 +9,8 @@ public struct RequestParser: Sendable {
         case head
         /// `.end` is due on the next call.
         case endPending
-        case fixedBody(remaining: Int)
-        /// The chunked decoder has the bytes until the end of the body.
-        case chunkedBody
+        /// The body reader has the bytes until the end of the body.
+        case body
         case failed
     }
 
@@ -26,12 +25,12 @@ public struct RequestParser: Sendable {
     private var lineStartsWithCR = false
     private var idleSawCR = false
     private var skippedEmptyLineBytes = 0
-    private var chunked: ChunkedDecoder
+    private var body: BodyReader
 
     public init(limits: ParserLimits) {
         self.limits = limits
         // The trailer section is bounded like the head; the chunk sizes add up to at most the body limit.
-        chunked = ChunkedDecoder(maxTrailerBytes: limits.maxHeaderBytes, maxBodyBytes: limits.maxBodyBytes)
+        body = BodyReader(maxTrailerBytes: limits.maxHeaderBytes, maxBodyBytes: limits.maxBodyBytes)
     }
 
     /// Between messages, with no byte of the next message seen (empty lines before a request line are
@@ -103,40 +102,20 @@ public struct RequestParser: Sendable {
                         {
                             return fail(next, .bodyTooLarge)
                         }
-                        switch head.framing {
-                        case .none, .contentLength(0): state = .endPending
-                        case .contentLength(let length): state = .fixedBody(remaining: length)
-                        case .chunked:
-                            chunked.begin()
-                            state = .chunkedBody
-                        }
+                        state = body.begin(head.framing) ? .body : .endPending
                         return (next, .head(head))
                     }
                 }
 
-            case .fixedBody(let remaining):
-                guard i < n else { return (i, nil) }
-                let take = min(remaining, n - i)
-                state = take == remaining ? .endPending : .fixedBody(remaining: remaining - take)
-                return (i + take, .body(i..<(i + take)))
-
-            case .chunkedBody:
-                let (next, event) = chunked.decode(input, from: i)
-                switch event {
-                case nil:
-                    return (next, nil)
-                case .data(let range):
-                    return (next, .body(range))
+            case .body:
+                let (next, found) = body.read(input, from: i)
+                switch found {
+                case .data(let range): return (next, .body(range))
+                case .needMore: return (next, nil)
                 case .end:
                     resetForNextMessage()
                     return (next, .end)
-                case .error(.malformed(let reason)):
-                    return fail(next, .badRequest(reason))
-                case .error(.trailersTooLarge):
-                    // `maxHeaderBytes` bounds the trailer section too (RFC 9112 §7.1.2: fields like a head's): 431.
-                    return fail(next, .headersTooLarge)
-                case .error(.bodyTooLarge):
-                    return fail(next, .bodyTooLarge)
+                case .refused(let error): return fail(next, RequestParseError(error))
                 }
             }
         }

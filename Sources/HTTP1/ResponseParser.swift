@@ -19,6 +19,18 @@ public enum ResponseParseError: Error, Sendable, Equatable {
     case headTooLarge
 }
 
+extension ResponseParseError {
+    /// A refused chunked body in a response's terms (an upstream's body has no cap, so its size is
+    /// never the reason).
+    init(_ refused: ChunkedBodyError) {
+        switch refused {
+        case .malformed(let reason): self = .malformed(reason)
+        case .trailersTooLarge: self = .headTooLarge
+        case .bodyTooLarge: self = .malformed("chunked body too large")
+        }
+    }
+}
+
 /// How the parser delimits the body that follows a final head (RFC 9112 §6.3).
 public enum ResponseBodyFraming: Sendable, Equatable {
     /// No body: a response to HEAD, 1xx (101 included), 204 and 304.
@@ -81,10 +93,9 @@ public struct ResponseParser: Sendable {
         case head
         /// `.end` is due on the next call.
         case endPending
-        case fixedBody(remaining: Int)
+        /// The body reader has the bytes until the end of the body.
+        case body
         case untilClose
-        /// The chunked decoder has the bytes until the end of the body.
-        case chunkedBody
         /// After a 101 head: the rest of the connection is not HTTP.
         case upgraded
         /// `finish()` was called.
@@ -121,12 +132,12 @@ public struct ResponseParser: Sendable {
     private var mustClose = false
     private var finalIsHTTP10 = false
 
-    private var chunked: ChunkedDecoder
+    private var body: BodyReader
 
     public init(limits: ResponseParserLimits) {
         maxHeadBytes = max(0, limits.maxHeadBytes)
         // The trailer section is bounded like the head; an upstream's body has no total cap (it is streamed).
-        chunked = ChunkedDecoder(maxTrailerBytes: maxHeadBytes, maxBodyBytes: 0)
+        body = BodyReader(maxTrailerBytes: maxHeadBytes, maxBodyBytes: 0)
     }
 
     /// Forgets everything, as a new parser would, for a new connection; keeps the memory of the head
@@ -182,6 +193,8 @@ public struct ResponseParser: Sendable {
         switch state {
         case .untilClose, .endPending:
             event = .end
+        case .body where body.isComplete:
+            event = .end
         case .upgraded, .closed, .failed:
             return nil
         case .head where isIdle:
@@ -201,50 +214,33 @@ public struct ResponseParser: Sendable {
     /// caller's tunnel data.
     public mutating func parse(_ input: UnsafeRawBufferPointer) -> (consumed: Int, event: ResponseParseEvent?) {
         let n = input.count
-        var i = 0
-        while true {
-            switch state {
-            case .failed, .closed:
-                return (n, nil)
+        switch state {
+        case .failed, .closed:
+            return (n, nil)
 
-            case .upgraded:
-                return (i, nil)
+        case .upgraded:
+            return (0, nil)
 
-            case .endPending:
+        case .endPending:
+            endResponse()
+            return (0, .end)
+
+        case .head:
+            return headLines(input, from: 0)
+
+        case .untilClose:
+            guard n > 0 else { return (0, nil) }
+            return (n, .body(0..<n))
+
+        case .body:
+            let (next, found) = body.read(input, from: 0)
+            switch found {
+            case .data(let range): return (next, .body(range))
+            case .needMore: return (next, nil)
+            case .end:
                 endResponse()
-                return (i, .end)
-
-            case .head:
-                return headLines(input, from: i)
-
-            case .fixedBody(let remaining):
-                guard i < n else { return (i, nil) }
-                let take = min(remaining, n - i)
-                state = take == remaining ? .endPending : .fixedBody(remaining: remaining - take)
-                return (i + take, .body(i..<(i + take)))
-
-            case .untilClose:
-                guard i < n else { return (i, nil) }
-                return (n, .body(i..<n))
-
-            case .chunkedBody:
-                let (next, event) = chunked.decode(input, from: i)
-                switch event {
-                case nil:
-                    return (next, nil)
-                case .data(let range):
-                    return (next, .body(range))
-                case .end:
-                    endResponse()
-                    return (next, .end)
-                case .error(.malformed(let reason)):
-                    return fail(next, .malformed(reason))
-                case .error(.trailersTooLarge):
-                    return fail(next, .headTooLarge)
-                case .error(.bodyTooLarge):
-                    // Cannot happen: this side gives the decoder no body cap.
-                    return fail(next, .malformed("chunked body too large"))
-                }
+                return (next, .end)
+            case .refused(let error): return fail(next, ResponseParseError(error))
             }
         }
     }
@@ -440,11 +436,9 @@ public struct ResponseParser: Sendable {
             framing = .untilClose
         }
         switch framing {
-        case .none, .contentLength(0): state = .endPending
-        case .contentLength(let length): state = .fixedBody(remaining: length)
-        case .chunked:
-            chunked.begin()
-            state = .chunkedBody
+        case .none: state = .endPending
+        case .contentLength(let length): state = body.begin(.contentLength(length)) ? .body : .endPending
+        case .chunked: state = body.begin(.chunked) ? .body : .endPending
         case .untilClose:
             close = true
             state = .untilClose

@@ -55,24 +55,45 @@ public final class SecretRegistry: Sendable {
 
     private static let placeholderBytes = Array(placeholder.utf8)
 
-    private static func replaceAll(_ needle: [UInt8], in bytes: inout [UInt8]) -> Bool {
-        guard !needle.isEmpty, bytes.count >= needle.count else { return false }
+    /// Where `find` saw a credential at a position: `bytes[start..<end]` becomes the placeholder and
+    /// the bytes before `start` stay (the `Bearer ` of a bearer credential). `isNew` is false when the
+    /// span already was the placeholder.
+    private struct Found {
+        var start: Int
+        var end: Int
+        var isNew = true
+    }
+
+    /// Rewrites `bytes` left to right, asking `find` at each position; true when a credential was
+    /// replaced (`bytes` is left alone otherwise).
+    private static func replacing(_ bytes: inout [UInt8], _ find: ([UInt8], Int) -> Found?) -> Bool {
         var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
         var i = 0
-        var found = false
-        let first = needle[0]
+        var replaced = false
         while i < bytes.count {
-            if bytes[i] == first, i + needle.count <= bytes.count, bytes[i..<(i + needle.count)].elementsEqual(needle) {
-                out.append(contentsOf: placeholderBytes)
-                i += needle.count
-                found = true
+            if let hit = find(bytes, i) {
+                out.append(contentsOf: bytes[i..<hit.start])
+                if hit.end > hit.start {
+                    out.append(contentsOf: placeholderBytes)
+                    if hit.isNew { replaced = true }
+                }
+                i = hit.end
             } else {
                 out.append(bytes[i])
                 i += 1
             }
         }
-        if found { bytes = out }
-        return found
+        if replaced { bytes = out }
+        return replaced
+    }
+
+    private static func replaceAll(_ needle: [UInt8], in bytes: inout [UInt8]) -> Bool {
+        guard let first = needle.first, bytes.count >= needle.count else { return false }
+        return replacing(&bytes) { bytes, i in
+            guard bytes[i] == first, i + needle.count <= bytes.count, bytes[i..<(i + needle.count)].elementsEqual(needle) else { return nil }
+            return Found(start: i, end: i + needle.count)
+        }
     }
 
     private static func isSpace(_ b: UInt8) -> Bool {
@@ -87,58 +108,30 @@ public final class SecretRegistry: Sendable {
 
     /// `Bearer <non-space>` → `Bearer [REDACTED]` (case-insensitive scheme, RFC 6750 §2.1).
     private static func redactBearer(_ bytes: inout [UInt8]) -> Bool {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = 0
-        var found = false
-        while i < bytes.count {
+        replacing(&bytes) { bytes, i in
             let startsWord = i == 0 || !isBase64URL(bytes[i - 1])
-            if startsWord, i + bearerWord.count < bytes.count,
+            guard startsWord, i + bearerWord.count < bytes.count,
                 (0..<bearerWord.count).allSatisfy({ asciiLower(bytes[i + $0]) == bearerWord[$0] }),
                 bytes[i + bearerWord.count] == 0x20 || bytes[i + bearerWord.count] == 0x09
-            {
-                var j = i + bearerWord.count
-                while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 { j += 1 }
-                var k = j
-                while k < bytes.count, !isSpace(bytes[k]), bytes[k] != 0x22, bytes[k] != 0x2C { k += 1 }
-                out.append(contentsOf: bytes[i..<j])
-                if k > j {
-                    let value = bytes[j..<k]
-                    if !value.elementsEqual(placeholderBytes) { found = true }
-                    out.append(contentsOf: placeholderBytes)
-                }
-                i = k
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
+            else { return nil }
+            var j = i + bearerWord.count
+            while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x09 { j += 1 }
+            var k = j
+            while k < bytes.count, !isSpace(bytes[k]), bytes[k] != 0x22, bytes[k] != 0x2C { k += 1 }
+            return Found(start: j, end: k, isNew: !bytes[j..<k].elementsEqual(placeholderBytes))
         }
-        if found { bytes = out }
-        return found
     }
 
     /// Three base64url parts separated by dots, the first starting with `eyJ` (`{"` encoded):
     /// the shape of a JWS compact serialization (RFC 7515 §7.1). The signature may be empty.
     private static func redactJWTs(_ bytes: inout [UInt8]) -> Bool {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = 0
-        var found = false
-        while i < bytes.count {
-            if bytes[i] == 0x65, i + 3 <= bytes.count, bytes[i + 1] == 0x79, bytes[i + 2] == 0x4A,
+        replacing(&bytes) { bytes, i in
+            guard bytes[i] == 0x65, i + 3 <= bytes.count, bytes[i + 1] == 0x79, bytes[i + 2] == 0x4A,
                 i == 0 || !isBase64URL(bytes[i - 1]),
                 let end = jwtEnd(bytes, from: i)
-            {
-                out.append(contentsOf: placeholderBytes)
-                i = end
-                found = true
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
+            else { return nil }
+            return Found(start: i, end: end)
         }
-        if found { bytes = out }
-        return found
     }
 
     private static func jwtEnd(_ bytes: [UInt8], from start: Int) -> Int? {

@@ -18,7 +18,10 @@ final class AccessPolicy {
     let requiredValue: [UInt8]
     let allowedPaths: [String]?
     let allowedMethods: [String]?
+    /// `client_authorization: reject`: a client's own credential where the token goes is refused.
     let rejectClientAuthorization: Bool
+    /// Where the token goes: the field (or query parameter) that `reject` looks for.
+    let placement: CredentialPlacement
     /// `forward.preserve_host`: the client's Host (or absolute-form authority) goes upstream.
     let preserveHost: Bool
     let maxBodyBytes: Int
@@ -64,6 +67,7 @@ final class AccessPolicy {
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
         rejectClientAuthorization = c.forward.clientAuthorization == .reject
+        placement = CredentialPlacement(c.routes[0].inject)
         preserveHost = c.forward.preserveHost
         maxBodyBytes = c.limits.maxBodyBytes
         upstream = c.upstream
@@ -209,7 +213,7 @@ final class AccessPolicy {
             if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
         }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
-        if rejectClientAuthorization && head.fields.firstIndex("authorization") != nil { return .failure(.clientAuthorizationRejected) }
+        if rejectClientAuthorization && placement.clientSends(head, query: query) { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
         return .success(CheckedTarget(path: path, query: query, authority: authority))
     }

@@ -92,7 +92,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     func bodyBacklogged(waitingForBody: Bool) -> Bool {
         !waitingForBody && bytesWaitingToGoUp >= Connection.bodyHighWater
     }
-    /// The client's own Authorization goes up instead of a token (`forward.client_authorization: keep`).
+    /// The client's own credential (Authorization, or where `inject` puts the token) goes up instead
+    /// of a token (`forward.client_authorization: keep`).
     private(set) var keepsClientAuthorization = false
     /// An upstream connection is being made or carries this exchange.
     var upstreamActive: Bool { upstream != nil || attempt != nil }
@@ -136,7 +137,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         query = target.query
         forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
-        keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head)
+        keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head, query: target.query)
         prepareReplay(
             enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,
             retryMemory: route.retryMemory, &m)

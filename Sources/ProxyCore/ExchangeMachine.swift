@@ -259,9 +259,11 @@ struct ExchangeMachine {
 
     /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
     /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3);
-    /// `countsAs401`: another status that is handled as a 401 (an AWS 403, `AWSRefusal`).
+    /// `tokenInQuery`: the token went as a query parameter, so a 403 refuses it too; `countsAs401`:
+    /// another status that is handled as a 401 (an AWS 403, `AWSRefusal`).
     mutating func onFinalHead(
-        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, countsAs401: Bool = false
+        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, tokenInQuery: Bool = false,
+        countsAs401: Bool = false
     ) -> HeadAction {
         finalHeadArrived = true
         // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
@@ -274,7 +276,7 @@ struct ExchangeMachine {
             return .startTunnel
         }
         var startStormGuard = false
-        if status == 401 || countsAs401 {
+        if countsAs401 || ExchangeRules.refusesToken(status: status, tokenInQuery: tokenInQuery) {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,

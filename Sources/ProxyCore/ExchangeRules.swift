@@ -79,6 +79,13 @@ enum ExchangeRules {
         return !t.bodyOnWire || t.replayComplete
     }
 
+    /// CONTRACT.md "Where the credential goes": the answers that say the token was refused and ask
+    /// for the one refresh and retry. A 401 (RFC 9110 §15.5.2) whatever the placement; with the token
+    /// in the query also a 403, which is how APIs that take a key there answer a bad or expired one.
+    static func refusesToken(status: Int, tokenInQuery: Bool) -> Bool {
+        status == 401 || (status == 403 && tokenInQuery)
+    }
+
     /// What is known when an upstream 401 arrives.
     struct Unauthorized {
         /// The proxy put the token in (not `client_authorization: keep` with the client's own).

@@ -16,6 +16,10 @@ final class Forwarder {
     let upstreamHost: String
     let preserveHost: Bool
     let clientAuthorization: ForwardConfiguration.ClientAuthorization
+    /// Where the token goes (CONTRACT.md "Where the credential goes"), chosen once for the route.
+    let placement: CredentialPlacement
+    /// `inject.query`: an upstream 403 refuses the token too (`ExchangeRules.refusesToken`).
+    let tokenInQuery: Bool
     let requiredHeaderLowercased: String?
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
@@ -32,6 +36,8 @@ final class Forwarder {
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         clientAuthorization = c.forward.clientAuthorization
+        placement = CredentialPlacement(c.routes[0].inject)
+        if case .query = placement { tokenInQuery = true } else { tokenInQuery = false }
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
@@ -50,17 +56,18 @@ final class Forwarder {
         }
     }
 
-    /// Whether a client's own Authorization header goes upstream instead of the token.
-    func keepsClientAuthorization(_ head: RequestHead) -> Bool {
-        clientAuthorization == .keep && head.fields.firstIndex("authorization") != nil
+    /// Whether a client's own credential goes upstream instead of the token: `client_authorization:
+    /// keep` and the client sent the field (or query parameter) the token would go in.
+    func keepsClientAuthorization(_ head: RequestHead, query: String?) -> Bool {
+        clientAuthorization == .keep && placement.clientSends(head, query: query)
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
     /// upstream's base path, Host, the client's fields in order and byte for byte (hop-by-hop fields,
     /// the proxy's own and the access header left out), Authorization, X-Forwarded-*, and for an
-    /// upgrade `Connection: upgrade` with the client's Upgrade field. `authorization` is the
-    /// `Authorization: Bearer …` line to inject (`TokenSnapshot.authorizationField`), or nil to send
-    /// the client's own (keep mode); `forwardedFor` the client's lines from
+    /// upgrade `Connection: upgrade` with the client's Upgrade field. `token` goes where `placement`
+    /// says (the usual `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied), or
+    /// nil: the client's own credential goes (keep mode); `forwardedFor` the client's lines from
     /// ``forwardedForLines(peerHost:)``; `forwardedHost` the X-Forwarded-Host line
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
@@ -68,10 +75,40 @@ final class Forwarder {
     /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: a `type: aws`
     /// route's signing (`authorization` is then nil and the client's own does not go).
     func writeRequestHead(
-        into out: ByteBuffer, for head: RequestHead, path: String, query: String?, authorization: [UInt8]?,
+        into out: ByteBuffer, for head: RequestHead, path: String, query: String?, token: TokenSnapshot?,
         forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
         absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil
     ) {
+        // What the token becomes: a field line, or a query parameter (a DPoP-bound token ignores
+        // `inject`, RFC 9449 §7.1). `dropsAuthorization`: the client's Authorization makes way for
+        // the token's; `droppedField`: another field whose client copy does.
+        var authorization: [UInt8]? = nil
+        var query = query
+        var droppedField: InjectedField? = nil
+        var dropsAuthorization = false
+        if let token {
+            switch placement {
+            case .authorization:
+                authorization = token.authorizationField
+                dropsAuthorization = true
+            case .field(let field):
+                if dpop != nil {
+                    authorization = token.authorizationField
+                    dropsAuthorization = true
+                } else {
+                    authorization = field.line(for: token)
+                    dropsAuthorization = field.isAuthorization
+                    if !field.isAuthorization { droppedField = field }
+                }
+            case .query(let parameter):
+                if dpop != nil {
+                    authorization = token.authorizationField
+                    dropsAuthorization = true
+                } else {
+                    query = parameter.query(query, with: token)
+                }
+            }
+        }
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost {
             out.append(hostFieldLine)
@@ -83,9 +120,14 @@ final class Forwarder {
         let sendsClientHost = preserveHost && absoluteAuthority == nil
         let fields = head.fields
         var upgradeField: Int?
+        // A client's own Proxy-Authorization, hop-by-hop, still goes when it is kept (keep mode).
+        let keptHopByHop: InjectedField? =
+            if token == nil, case .field(let field) = placement, field.isHopByHop { field } else { nil }
+        let dropsNamedFields = requiredHeaderLowercased != nil || droppedField != nil
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
+                if let kept = keptHopByHop, fields.nameEquals(i, lowercasedName: kept.lowercasedName) { fields.copyField(i, to: out) }
                 continue
             }
             switch Forwarder.role(of: i, in: fields) {
@@ -96,14 +138,17 @@ final class Forwarder {
                 }
                 continue
             case .authorization:
-                if authorization == nil && sigv4 == nil { fields.copyField(i, to: out) }
+                if !dropsAuthorization && sigv4 == nil { fields.copyField(i, to: out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below
             case .other:
                 break
             }
-            if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
+            if dropsNamedFields {
+                if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
+                if let droppedField, fields.nameEquals(i, lowercasedName: droppedField.lowercasedName) { continue }
+            }
             // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
             if dpop != nil, fields.nameEquals(i, "dpop") { continue }
             if let sigv4, sigv4.drops(i, of: fields) { continue }

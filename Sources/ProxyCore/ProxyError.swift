@@ -66,7 +66,8 @@ public enum ProxyError: Error, Equatable {
     public var message: String {
         switch self {
         case .badRequest(let why): return why
-        case .clientAuthorizationRejected: return "this proxy does not accept an Authorization header from clients"
+        case .clientAuthorizationRejected:
+            return "this proxy does not accept a client's own credential where it puts its token (Authorization, or what inject names)"
         case .loginRequired(let why): return why
         case .forbiddenHost: return "the Host header is not one this proxy answers to"
         case .forbiddenOrigin: return "requests from this Origin are not allowed"

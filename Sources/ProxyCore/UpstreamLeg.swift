@@ -37,11 +37,9 @@ struct UpstreamLeg {
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { connection.forwardedHostLine.line(for: $0) }
         let wholeBodyLength = exchange.beginTry(connection.machine.exchange)
-        var authorization = token?.authorizationField
         var sigv4: SigV4RequestSigner.Step? = nil
         // A `type: aws` route signs instead (the one test the other routes pay).
         if let signer = route.sigv4, let token {
-            authorization = nil
             guard let credentials = token.aws else {
                 connection.respond(.tokenUnavailable("the credentials hold no AWS keys", retryAfter: 1), to: exchange)
                 return
@@ -54,7 +52,7 @@ struct UpstreamLeg {
         }
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
-            authorization: authorization, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
+            token: sigv4 == nil ? token : nil, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
             sigv4: sigv4)
@@ -303,10 +301,12 @@ struct UpstreamLeg {
         if head.status == 403, let signer = exchange.route!.sigv4, let token = exchange.sentToken {
             verdict = signer.verdict(on: head, isHEAD: connection.machine.exchange.isHEAD, token: token)
         }
-        let countsAs401 = head.status == 401 || verdict != .passOn
+        let tokenInQuery = exchange.route!.forwarder.tokenInQuery
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: tokenInQuery) || verdict != .passOn
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
-            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now), countsAs401: countsAs401)
+            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now),
+            tokenInQuery: tokenInQuery, countsAs401: countsAs401)
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why, connection)
@@ -323,7 +323,7 @@ struct UpstreamLeg {
             }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).
-            if countsAs401 && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
+            if (head.status == 401 || verdict != .passOn) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming, connection)
         }
     }

@@ -34,22 +34,23 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
     static func from(_ storage: UnsafePointer<sockaddr_storage>) -> SocketAddress {
         switch Int32(storage.pointee.ss_family) {
         case AF_INET:
-            return storage.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
-                var addr = sin.pointee.sin_addr
-                var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
-                inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                return .ipv4(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin.pointee.sin_port)))
+            return storage.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                .ipv4(text(AF_INET, $0.pointee.sin_addr, INET_ADDRSTRLEN), port: Int(UInt16(bigEndian: $0.pointee.sin_port)))
             }
         case AF_INET6:
-            return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
-                var addr = sin6.pointee.sin6_addr
-                var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-                inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                return .ipv6(text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }, port: Int(UInt16(bigEndian: sin6.pointee.sin6_port)))
+            return storage.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                .ipv6(text(AF_INET6, $0.pointee.sin6_addr, INET6_ADDRSTRLEN), port: Int(UInt16(bigEndian: $0.pointee.sin6_port)))
             }
         default:
             return .unix("")
         }
+    }
+
+    /// inet_ntop(3) of an `in_addr` or `in6_addr`.
+    private static func text<Address>(_ family: Int32, _ address: Address, _ capacity: Int32) -> String {
+        var text = [CChar](repeating: 0, count: Int(capacity))
+        withUnsafeBytes(of: address) { _ = inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) }
+        return text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 }
 
@@ -133,23 +134,13 @@ public final class ListeningSocket: Sendable {
                 sin6.sin6_family = sa_family_t(AF_INET6)
                 sin6.sin6_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET6, literal, &sin6.sin6_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
-                _ = try Syscall.retrying("bind") {
-                    Int(
-                        withUnsafePointer(to: &sin6) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-                        })
-                }
+                try bind(fd, to: &sin6)
             } else {
                 var sin = sockaddr_in()
                 sin.sin_family = sa_family_t(AF_INET)
                 sin.sin_port = UInt16(port).bigEndian
                 guard inet_pton(AF_INET, literal, &sin.sin_addr) == 1 else { throw SocketError("inet_pton", errno: EINVAL) }
-                _ = try Syscall.retrying("bind") {
-                    Int(
-                        withUnsafePointer(to: &sin) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                        })
-                }
+                try bind(fd, to: &sin)
             }
             _ = try Syscall.retrying("listen") { Int(Glibc.listen(fd, backlog)) }
             var storage = sockaddr_storage()
@@ -190,12 +181,7 @@ public final class ListeningSocket: Sendable {
             })
         var bound = false
         do {
-            _ = try Syscall.retrying("bind") {
-                Int(
-                    withUnsafePointer(to: &sun) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-                    })
-            }
+            try bind(fd, to: &sun)
             bound = true
             _ = try Syscall.retrying("chmod") { Int(chmod(path, mode_t(mode))) }
             _ = try Syscall.retrying("stat") { Int(lstat(path, &st)) }
@@ -206,6 +192,16 @@ public final class ListeningSocket: Sendable {
             if bound { unlink(path) }
             Syscall.close(fd)
             throw error
+        }
+    }
+
+    /// bind(2) to a `sockaddr_in`, `sockaddr_in6` or `sockaddr_un`.
+    private static func bind<Address>(_ fd: Int32, to address: inout Address) throws {
+        _ = try Syscall.retrying("bind") {
+            Int(
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
+                })
         }
     }
 

@@ -35,11 +35,12 @@ import Testing
     }
 
     func upstreamHead(
-        _ head: RequestHead, authorization: String? = "Bearer tok", wholeBodyLength: Int? = nil, upgrade: Bool = false, dpop: DPoPBinding? = nil
+        _ head: RequestHead, token: TokenSnapshot? = TokenSnapshot(accessToken: "tok", expiresAt: nil, issuedAt: 0, generation: 1),
+        wholeBodyLength: Int? = nil, upgrade: Bool = false, dpop: DPoPBinding? = nil
     ) throws -> String {
         let out = ByteBuffer()
         try Self.forwarder().writeRequestHead(
-            into: out, for: head, path: "/items", query: "a=1", authorization: authorization.map { Array("Authorization: \($0)\r\n".utf8) },
+            into: out, for: head, path: "/items", query: "a=1", token: token,
             forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)),
             upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out.bytes, as: UTF8.self)
@@ -49,8 +50,9 @@ import Testing
     /// upstream URL without its query; a proof the client sent does not go up beside it.
     @Test func aDPoPBoundTokenGoesWithOneFreshProofForTheUpstreamURL() throws {
         let head = Self.request("POST /items?a=1 HTTP/1.1\r\nHost: h\r\nDPoP: client-made\r\nContent-Length: 0\r\n\r\n")
-        let binding = DPoPBinding(prover: DPoPProver.generate(), accessToken: "tok")
-        let text = try upstreamHead(head, authorization: "DPoP tok", dpop: binding)
+        let token = TokenSnapshot(accessToken: "tok", expiresAt: nil, issuedAt: 0, generation: 1, dpop: DPoPProver.generate())
+        let binding = try #require(token.dpop)
+        let text = try upstreamHead(head, token: token, dpop: binding)
         #expect(text.contains("Authorization: DPoP tok\r\n"))
         #expect(!text.contains("client-made"))
         let proofs = text.split(separator: "\r\n").filter { $0.hasPrefix("DPoP: ") }
@@ -196,7 +198,7 @@ import Testing
         let head = Self.request("GET https://api.example.com:8443/x HTTP/1.1\r\nHost: attacker.example\r\n\r\n")
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: head, path: "/x", query: nil, authorization: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
+            into: out, for: head, path: "/x", query: nil, token: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
             absoluteAuthority: "api.example.com:8443")
         let text = String(decoding: out.bytes, as: UTF8.self)
         #expect(text.contains("\r\nHost: api.example.com:8443\r\n"))

@@ -38,6 +38,7 @@ public enum CredentialsSource: Sendable, Equatable {
     case file(FileTokenConfiguration)
     case exec(ExecConfiguration)
     case aws(AWSConfiguration)
+    case gitHubApp(GitHubAppConfiguration)
 
     public var type: CredentialsType {
         switch self {
@@ -53,6 +54,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .file: return .file
         case .exec: return .exec
         case .aws: return .aws
+        case .gitHubApp: return .gitHubApp
         }
     }
 
@@ -63,7 +65,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2ClientCredentials(let client): return client
         case .oauth2JWTBearer(let c): return c.client
         case .oauth2TokenExchange(let c): return c.client
-        case .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws: return nil
+        case .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws, .gitHubApp: return nil
         }
     }
 
@@ -73,7 +75,8 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2Refresh(let c): return c.seedRefreshToken
         case .cognito(let c): return c.seedRefreshToken
         case .jsonRefresh(let c): return c.seedRefreshToken
-        case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws:
+        case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws,
+            .gitHubApp:
             return nil
         }
     }
@@ -84,7 +87,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .oauth2Refresh(let c): return c.login
         case .cognito(let c): return c.login
         case .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file,
-            .exec, .aws:
+            .exec, .aws, .gitHubApp:
             return .password
         }
     }
@@ -96,7 +99,7 @@ public enum CredentialsSource: Sendable, Equatable {
         case .cognito(let c): return [c.clientSecret, c.seedRefreshToken].compactMap { $0 }
         case .static(let c): return [c.token]
         case .oauth2Refresh, .oauth2ClientCredentials, .oauth2JWTBearer, .oauth2TokenExchange, .jsonRefresh, .gceMetadata, .azureManagedIdentity,
-            .file, .exec, .aws:
+            .file, .exec, .aws, .gitHubApp:
             return [oauth2Client?.clientSecret, seedRefreshToken].compactMap { $0 }
         }
     }
@@ -117,6 +120,8 @@ public enum CredentialsType: String, Sendable, Equatable, CaseIterable {
     case azureManagedIdentity = "azure_managed_identity"
     // CONTRACT.md "AWS credentials and SigV4 signing"
     case aws
+    // CONTRACT.md "GitHub App installation tokens"
+    case gitHubApp = "github_app"
 }
 
 /// What each type does, declared once (CONTRACT.md "credentials" and "Logging in a person").
@@ -126,7 +131,7 @@ extension CredentialsType {
     public var keepsSession: Bool {
         switch self {
         case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-            .azureManagedIdentity, .aws:
+            .azureManagedIdentity, .aws, .gitHubApp:
             return true
         case .static, .file, .exec:
             return false
@@ -137,7 +142,8 @@ extension CredentialsType {
     public var sessionNeedsLogin: Bool {
         switch self {
         case .oauth2Refresh, .cognito, .jsonRefresh: return true
-        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .aws:
+        case .oauth2ClientCredentials, .static, .file, .exec, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata, .azureManagedIdentity, .aws,
+            .gitHubApp:
             return false
         }
     }
@@ -160,6 +166,7 @@ extension CredentialsType {
         case .file: return Keys.file
         case .exec: return Keys.exec
         case .aws: return Keys.aws
+        case .gitHubApp: return Keys.gitHubApp
         }
     }
 }
@@ -236,6 +243,7 @@ extension CredentialsConfiguration {
         case .file: source = FileTokenConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .file($0) }
         case .exec: source = ExecConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .exec($0) }
         case .aws: source = AWSConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .aws($0) }
+        case .gitHubApp: source = GitHubAppConfiguration.parse(s, errorsBefore: errorsBefore, in: load).map { .gitHubApp($0) }
         }
         guard let source, load.found.errors.count == errorsBefore else { return nil }
         var c = CredentialsConfiguration(source)
@@ -275,6 +283,7 @@ extension CredentialsConfiguration {
         case .file(let c): c.describe(line)
         case .exec(let c): c.describe(line)
         case .aws(let c): c.describe(line)
+        case .gitHubApp(let c): c.describe(line)
         }
     }
 }

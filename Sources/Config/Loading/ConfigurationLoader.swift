@@ -117,7 +117,7 @@ public enum ConfigurationLoader {
 enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
-        "store", "access", "forward", "limits", "log", "routes", "watch_config",
+        "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -130,6 +130,7 @@ enum Keys {
             "allow_hosts", "allow_origins", "unix_mode",
         ],
         "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering", "request_buffering_disk"],
+        "inject": InjectConfiguration.keys,
         "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],
     ]

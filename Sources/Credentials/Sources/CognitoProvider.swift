@@ -218,10 +218,10 @@ public final class CognitoProvider: IdentityProvider {
         }
         switch type {
         case "NotAuthorizedException":
-            if operation == .login, let rawMessage, rawMessage.lowercased().contains("session"), rawMessage.lowercased().contains("expired") {
-                return TokenSourceError.refused("the login's session expired before the challenge was answered (\(said)); log in again")
-            }
-            // A wrong or missing SECRET_HASH is the configuration's fault, not the session's.
+            // A wrong or missing SECRET_HASH is the configuration's fault, not the session's: it must not
+            // end the session. Cognito tells it apart only in its message (the one answer where a
+            // decision reads an identity provider's words; an expired challenge session is a refusal
+            // like the others, and its message is in `said`).
             if let rawMessage, rawMessage.lowercased().contains("secret") {
                 return TokenSourceError.configuration("Cognito did not accept the client secret (\(said))")
             }

@@ -43,7 +43,8 @@ final class SecretlessGrant {
                 subject: WatchedFile(c.subjectTokenFile, keyPath: "credentials.subject_token_file"), subjectType: c.subjectTokenType,
                 actor: c.actorToken.map { WatchedFile($0.file, keyPath: "credentials.actor_token_file") }, actorType: c.actorToken?.type,
                 requestedType: c.requestedTokenType, resource: c.resource)
-        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws:
+        case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .gceMetadata, .azureManagedIdentity, .static, .file, .exec, .aws,
+            .gitHubApp:
             return nil
         }
     }

@@ -162,7 +162,7 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .exec(let c):
         return try ExecTokenSource(c, defaultLifetime: credentials.defaultLifetime, withholding: secretVariables(configuration))
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity, .aws:
+        .azureManagedIdentity, .gitHubApp, .aws:
         return try makeSessionTokenSource(configuration, logger: logger)
     }
 }
@@ -192,6 +192,8 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
         return try CognitoProvider(c)
     case .jsonRefresh(let c):
         return try JSONRefreshProvider(c)
+    case .gitHubApp(let c):
+        return try GitHubAppProvider(c)
     case .static, .file, .exec:
         throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
     case .aws(let c):
@@ -219,6 +221,17 @@ public func makeSessionTokenSource(_ configuration: Configuration, logger: Logge
 /// key file that holds no usable key, an algorithm the key cannot sign), as the error the server
 /// would stop with; nil when there is nothing wrong. Makes no network call.
 public func credentialFileProblem(_ credentials: CredentialsConfiguration) -> ConfigurationError? {
+    if case .gitHubApp(let c) = credentials.source {
+        // Parses the key file when it is there (one that is not yet is read at the first token request).
+        do {
+            _ = try GitHubAppProvider(c)
+            return nil
+        } catch let error as ConfigurationError {
+            return error
+        } catch {
+            return ConfigurationError(keyPath: "credentials", reason: "\(error)")
+        }
+    }
     guard let client = credentials.source.oauth2Client else { return nil }
     do {
         _ = try OAuth2Provider(credentials)

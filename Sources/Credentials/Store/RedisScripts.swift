@@ -13,15 +13,21 @@ import Basics
 /// - `P:lease`: the refresh lease, a random owner value set with `SET NX PX`;
 /// - `P:changed`: the pub/sub channel; every write publishes the new generation.
 enum RedisScripts {
+    /// How every write begins (KEYS[1] the session, KEYS[2] the lease, ARGV[1] this process's owner
+    /// value): refused while another process holds the lease; `kind` is the session key's type.
+    private static let leaseGuard = """
+        local holder = redis.call('GET', KEYS[2])
+        if holder and holder ~= ARGV[1] then return {0, 'lease'} end
+        local kind = redis.call('TYPE', KEYS[1])['ok']
+        """
+
     /// KEYS: session, lease. ARGV: owner, expected generation ("" = any), document, channel.
     /// Commits only when no other process holds the lease (ours, or none: an expired lease that
     /// nobody took over means nobody else wrote) and the generation is the one the refresh read.
     /// A write that takes any generation (a `login`) replaces a key that is no session hash.
     /// Answers {1, new generation} or {0, "lease" | "generation"}.
     static let save = """
-        local holder = redis.call('GET', KEYS[2])
-        if holder and holder ~= ARGV[1] then return {0, 'lease'} end
-        local kind = redis.call('TYPE', KEYS[1])['ok']
+        \(leaseGuard)
         local current = 0
         if kind == 'hash' then
             current = tonumber(redis.call('HGET', KEYS[1], 'generation') or '0') or 0
@@ -40,9 +46,7 @@ enum RedisScripts {
     /// the generation left alone is the record that the session ended, which stops every process
     /// from writing its session back. A key that is no hash (overwritten) is replaced by that record.
     static let remove = """
-        local holder = redis.call('GET', KEYS[2])
-        if holder and holder ~= ARGV[1] then return {0, 'lease'} end
-        local kind = redis.call('TYPE', KEYS[1])['ok']
+        \(leaseGuard)
         if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
         redis.call('HDEL', KEYS[1], 'session')
         local current = redis.call('HINCRBY', KEYS[1], 'generation', 1)
@@ -57,9 +61,7 @@ enum RedisScripts {
     /// changed its generation), replacing whatever unreadable value is there. The new generation
     /// is above every one this process knew, so the others see a change. Answers as `save`.
     static let restore = """
-        local holder = redis.call('GET', KEYS[2])
-        if holder and holder ~= ARGV[1] then return {0, 'lease'} end
-        local kind = redis.call('TYPE', KEYS[1])['ok']
+        \(leaseGuard)
         local seen = ''
         if kind == 'hash' then seen = redis.call('HGET', KEYS[1], 'generation') or '' end
         if seen ~= ARGV[2] then return {0, 'generation'} end

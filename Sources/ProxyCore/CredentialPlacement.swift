@@ -1,0 +1,190 @@
+import Config
+import Credentials
+import Foundation
+import HTTP1
+
+/// Where a route puts its token in each upstream request (CONTRACT.md "Where the credential goes"),
+/// chosen once when the route is built, never per request; `Forwarder.writeRequestHead` consults
+/// it. Every case's bytes are made once per token, not per request. The tokens themselves are visible
+/// ASCII: `TokenManager` publishes no token with a space, a line break or another control character
+/// (`BearerToken.isUsable`), so none of them can split a field or a query; a request meets 503
+/// `token_unavailable` instead. A request-signing step (SigV4) is one more case of the same kind:
+/// chosen from the route's configuration here, applied where `writeRequestHead` switches on it.
+enum CredentialPlacement {
+    /// `Authorization: Bearer <token>`: the line the snapshot made when the token was published
+    /// (`TokenSnapshot.authorizationField`), so the usual request formats nothing.
+    case authorization
+    /// Another field, another format, or Basic: a line made once per token.
+    case field(InjectedField)
+    /// The token as a query parameter of every request.
+    case query(InjectedQueryParameter)
+
+    init(_ inject: InjectConfiguration?) {
+        guard let inject, !inject.isDefault else {
+            self = .authorization
+            return
+        }
+        switch inject.placement {
+        case .header(let name, let format):
+            self = .field(InjectedField(name: name, value: .format(format)))
+        case .basic(let username):
+            self = .field(InjectedField(name: InjectConfiguration.defaultFieldName, value: .basic(username: username)))
+        case .query(let parameter):
+            self = .query(InjectedQueryParameter(name: parameter))
+        }
+    }
+
+    /// The field a client's own copy of follows `forward.client_authorization`, lowercased; nil for
+    /// a query parameter.
+    var lowercasedFieldName: String? {
+        switch self {
+        case .authorization: return "authorization"
+        case .field(let field): return field.lowercasedName
+        case .query: return nil
+        }
+    }
+
+    /// The query parameter a client's own copy of follows `forward.client_authorization`.
+    var queryParameter: String? {
+        switch self {
+        case .authorization, .field: return nil
+        case .query(let parameter): return parameter.name
+        }
+    }
+
+    /// Whether the client carries its own credential where the proxy would put the token: the field,
+    /// or the query parameter in `query`.
+    func clientSends(_ head: borrowing RequestHead, query: String?) -> Bool {
+        switch self {
+        case .authorization: return head.fields.firstIndex("authorization") != nil
+        case .field(let field): return head.fields.firstIndex(field.lowercasedName) != nil
+        case .query(let parameter): return InjectedQueryParameter.occurs(parameter.name, in: query)
+        }
+    }
+}
+
+/// A field that carries the token in another form than `Authorization: Bearer` (`inject.header`
+/// with `format`, or `inject.basic_username`). Each loop's route has its own, so its cache of the
+/// last token's line is touched by one thread.
+final class InjectedField {
+    enum Value: Equatable {
+        /// `{token}` in the format stands for the token.
+        case format(String)
+        /// RFC 7617 §2: `Basic base64(user-id ":" password)`, the token as the password.
+        case basic(username: String)
+    }
+
+    let name: String
+    let lowercasedName: String
+    let value: Value
+    /// `Authorization` (also for Basic): the client's Authorization is then the field replaced.
+    let isAuthorization: Bool
+    /// `Proxy-Authorization`: a hop-by-hop field (RFC 9110 §7.6.1), dropped with the others unless
+    /// the client's own is kept.
+    let isHopByHop: Bool
+    private var lastToken: TokenSnapshot?
+    private var lastLine: [UInt8] = []
+
+    init(name: String, value: Value) {
+        self.name = name
+        lowercasedName = name.lowercased()
+        self.value = value
+        isAuthorization = lowercasedName == "authorization"
+        isHopByHop = lowercasedName == "proxy-authorization"
+    }
+
+    /// The field line for `token`, made when the token changes.
+    func line(for token: TokenSnapshot) -> [UInt8] {
+        if token !== lastToken {
+            lastToken = token
+            lastLine = Self.line(name: name, value: value, token: token.accessToken)
+        }
+        return lastLine
+    }
+
+    /// `<name>: <value with the token>\r\n`.
+    static func line(name: String, value: Value, token: String) -> [UInt8] {
+        let text: String
+        switch value {
+        case .format(let format): text = format.replacingOccurrences(of: InjectConfiguration.tokenMark, with: token)
+        case .basic(let username): text = "Basic " + Data((username + ":" + token).utf8).base64EncodedString()
+        }
+        return Array("\(name): \(text)\r\n".utf8)
+    }
+}
+
+/// `inject.query`: the token, percent-encoded, as one query parameter. The rest of the query keeps
+/// its bytes and order; a client's own parameter of that name is replaced where it stands (and any
+/// further one dropped), or the parameter is appended when absent.
+final class InjectedQueryParameter {
+    let name: String
+    private let encodedName: String
+    private var lastToken: TokenSnapshot?
+    private var lastPair: String = ""
+
+    init(name: String) {
+        self.name = name
+        encodedName = Self.percentEncoded(name)
+    }
+
+    /// The query to send with `token`.
+    func query(_ query: String?, with token: TokenSnapshot) -> String {
+        if token !== lastToken {
+            lastToken = token
+            lastPair = encodedName + "=" + Self.percentEncoded(token.accessToken)
+        }
+        return Self.rewritten(query, name: name, pair: lastPair)
+    }
+
+    /// `query` (without its `?`; nil when the target had none) with `pair` (`name=value`, already
+    /// encoded) in place of the first parameter named `name` and without any later one, or with
+    /// `pair` appended when there is none.
+    static func rewritten(_ query: String?, name: String, pair: String) -> String {
+        guard let query, !query.isEmpty else { return pair }
+        var pieces: [Substring] = []
+        var placed = false
+        for parameter in query.split(separator: "&", omittingEmptySubsequences: false) {
+            guard isNamed(parameter, name) else {
+                pieces.append(parameter)
+                continue
+            }
+            if !placed { pieces.append(Substring(pair)) }
+            placed = true
+        }
+        if !placed { pieces.append(Substring(pair)) }
+        return pieces.joined(separator: "&")
+    }
+
+    /// Whether `query` holds a parameter named `name`.
+    static func occurs(_ name: String, in query: String?) -> Bool {
+        guard let query else { return false }
+        return query.split(separator: "&", omittingEmptySubsequences: false).contains { isNamed($0, name) }
+    }
+
+    /// A parameter's name is what comes before its first `=`, compared after percent-decoding (a
+    /// client's `api%5Fkey` is the upstream's `api_key`; `+` is a space in a form-encoded query).
+    private static func isNamed(_ parameter: Substring, _ name: String) -> Bool {
+        let rawName = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? parameter
+        if rawName == name { return true }
+        guard rawName.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return false }
+        return percentDecoded(rawName, plusIsSpace: true) == name
+    }
+
+    /// RFC 3986 §2.3: every byte but the unreserved ones as `%XX`.
+    static func percentEncoded(_ text: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for b in text.utf8 {
+            let unreserved =
+                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
+            if unreserved {
+                out.append(b)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
