@@ -20,7 +20,7 @@ import Testing
         let step = try #require(signer.step(credentials: AWSSigningCredentials(Self.credentials), body: body))
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", authorization: nil,
+            into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", token: nil,
             forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: nil, upgrade: false, sigv4: step)
         return String(decoding: out.bytes, as: UTF8.self)
     }
