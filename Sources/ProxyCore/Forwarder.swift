@@ -36,7 +36,7 @@ final class Forwarder {
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         clientAuthorization = c.forward.clientAuthorization
-        placement = CredentialPlacement(c.routes[0].inject)
+        placement = CredentialPlacement(c.routes[0].inject, credentials: c.routes[0].credentials)
         if case .query = placement { tokenInQuery = true } else { tokenInQuery = false }
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
@@ -72,8 +72,8 @@ final class Forwarder {
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
     /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
-    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: a `type: aws`
-    /// route's signing (`authorization` is then nil and the client's own does not go).
+    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: the signing of
+    /// this request on a `.signed` route.
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, token: TokenSnapshot?,
         forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
@@ -107,6 +107,9 @@ final class Forwarder {
                 } else {
                     query = parameter.query(query, with: token)
                 }
+            case .signed:
+                // `sigv4` appends the signature's fields after the client's.
+                dropsAuthorization = true
             }
         }
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
@@ -138,7 +141,7 @@ final class Forwarder {
                 }
                 continue
             case .authorization:
-                if !dropsAuthorization && sigv4 == nil { fields.copyField(i, to: out) }
+                if !dropsAuthorization { fields.copyField(i, to: out) }
                 continue
             case .replaced:
                 continue  // X-Forwarded-* are set below

@@ -52,7 +52,7 @@ struct UpstreamLeg {
         }
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
-            token: sigv4 == nil ? token : nil, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
+            token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
             sigv4: sigv4)

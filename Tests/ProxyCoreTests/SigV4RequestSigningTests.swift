@@ -12,15 +12,32 @@ import Testing
     static let credentials = AWSCredentials(
         accessKeyID: "ASIAEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", sessionToken: "session-token")
 
+    /// The upstream head of `request` on a `type: aws` route of `service` (`extra`: more top-level keys).
     func signedHead(_ request: String, service: String = "execute-api", body: SigV4RequestSigner.Body = .none, extra: String = "") throws
         -> String
     {
-        let forwarder = try ForwarderTests.forwarder(extra)
-        let signer = SigV4RequestSigner(region: "eu-west-1", service: service, unsignedPayload: false)
-        let step = try #require(signer.step(credentials: AWSSigningCredentials(Self.credentials), body: body))
+        let yaml = """
+            listen: 127.0.0.1:8080
+            upstream: https://api.example.com:8443/v1
+            credentials:
+              type: aws
+              region: eu-west-1
+              service: \(service)
+              source: environment
+            \(extra)
+            """
+        let forwarder = Forwarder(configuration: try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: [:]).configuration)
+        guard case .signed(let signer) = forwarder.placement else {
+            Issue.record("a type: aws route's placement is not signed")
+            return ""
+        }
+        let credentials = AWSSigningCredentials(Self.credentials)
+        let token = TokenSnapshot(
+            accessToken: Self.credentials.containerEndpointJSON, expiresAt: nil, issuedAt: 0, generation: 1, aws: credentials)
+        let step = try #require(signer.step(credentials: credentials, body: body))
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", token: nil,
+            into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", token: token,
             forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: nil, upgrade: false, sigv4: step)
         return String(decoding: out.bytes, as: UTF8.self)
     }
