@@ -2,7 +2,8 @@ import Credentials
 import HTTP1
 
 /// The SigV4 step of the request writer for a `type: aws` route (CONTRACT.md "AWS credentials and
-/// SigV4 signing"), chosen once per route (`LoopRoute.sigv4`): routes with a token never meet it.
+/// SigV4 signing"), chosen once per route (`CredentialPlacement.signed`, `LoopRoute.sigv4`): routes
+/// with a token never meet it.
 /// `Forwarder.writeRequestHead` shows it each field it copies upstream, so the signature covers
 /// exactly the fields that go (never a field changed after signing), then appends what signs them.
 /// One per route and loop: its scratch list is reused request after request.
