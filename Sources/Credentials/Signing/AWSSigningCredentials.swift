@@ -8,25 +8,27 @@ import Synchronization
 /// Shared by every loop; the one lock guards the kept key only.
 public final class AWSSigningCredentials: Sendable {
     public let credentials: AWSCredentials
-    private let dayKey = Mutex<(scope: String, key: SymmetricKey)?>(nil)
+    /// The day's HMAC, keyed and not yet fed: each request feeds a copy.
+    private let dayKey = Mutex<(scope: String, mac: HMAC<SHA256>)?>(nil)
 
     public init(_ credentials: AWSCredentials) {
         self.credentials = credentials
     }
 
-    /// The signing key for `date` (YYYYMMDD), `region` and `service`: made once per day and scope.
-    func signingKey(date: String, region: String, service: String) -> SymmetricKey {
+    /// The HMAC keyed by the signing key for `date` (YYYYMMDD), `region` and `service`: made once
+    /// per day and scope.
+    func signingMAC(date: String, region: String, service: String) -> HMAC<SHA256> {
         let scope = "\(date)/\(region)/\(service)"
-        if let kept = dayKey.withLock({ $0 }), kept.scope == scope { return kept.key }
-        let key = SigV4.signingKey(secret: credentials.secretAccessKey, date: date, region: region, service: service)
-        dayKey.withLock { $0 = (scope, key) }
-        return key
+        if let kept = dayKey.withLock({ $0 }), kept.scope == scope { return kept.mac }
+        let mac = HMAC<SHA256>(key: SigV4.signingKey(secret: credentials.secretAccessKey, date: date, region: region, service: service))
+        dayKey.withLock { $0 = (scope, mac) }
+        return mac
     }
 
     /// The fields that sign `request` at `time` (`SigV4.sign`), with the kept key.
     public func sign(_ request: SigV4Request, region: String, service: String, time: Double) -> [(name: String, value: String)] {
         SigV4.sign(request, region: region, service: service, credentials: credentials, time: time) { date in
-            signingKey(date: date, region: region, service: service)
+            signingMAC(date: date, region: region, service: service)
         }
     }
 }
