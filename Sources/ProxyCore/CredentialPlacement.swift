@@ -18,6 +18,21 @@ enum CredentialPlacement {
     case field(InjectedField)
     /// The token as a query parameter of every request.
     case query(InjectedQueryParameter)
+    /// `type: aws`: the token (AWS credentials) goes in no field; the request is signed (SigV4) by
+    /// this route's step, which `writeRequestHead` is handed per request (`SigV4RequestSigner.Step`).
+    /// The client's Authorization makes way for the signature's.
+    case signed(SigV4RequestSigner)
+
+    /// The route's placement: signed for `type: aws` (`inject` does not apply), else where `inject` says.
+    init(_ inject: InjectConfiguration?, credentials: CredentialsConfiguration) {
+        guard case .aws(let aws) = credentials.source else {
+            self.init(inject)
+            return
+        }
+        self = .signed(
+            SigV4RequestSigner(
+                region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned, refreshMargin: credentials.refreshMargin))
+    }
 
     init(_ inject: InjectConfiguration?) {
         guard let inject, !inject.isDefault else {
@@ -38,7 +53,7 @@ enum CredentialPlacement {
     /// a query parameter.
     var lowercasedFieldName: String? {
         switch self {
-        case .authorization: return "authorization"
+        case .authorization, .signed: return "authorization"
         case .field(let field): return field.lowercasedName
         case .query: return nil
         }
@@ -47,7 +62,7 @@ enum CredentialPlacement {
     /// The query parameter a client's own copy of follows `forward.client_authorization`.
     var queryParameter: String? {
         switch self {
-        case .authorization, .field: return nil
+        case .authorization, .field, .signed: return nil
         case .query(let parameter): return parameter.name
         }
     }
@@ -56,7 +71,7 @@ enum CredentialPlacement {
     /// or the query parameter in `query`.
     func clientSends(_ head: borrowing RequestHead, query: String?) -> Bool {
         switch self {
-        case .authorization: return head.fields.firstIndex("authorization") != nil
+        case .authorization, .signed: return head.fields.firstIndex("authorization") != nil
         case .field(let field): return head.fields.firstIndex(field.lowercasedName) != nil
         case .query(let parameter): return InjectedQueryParameter.occurs(parameter.name, in: query)
         }

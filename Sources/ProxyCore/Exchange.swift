@@ -11,6 +11,9 @@ final class Held401 {
     var body: [UInt8] = []
     /// The 401 demands a DPoP nonce (RFC 9449 §9): the retry keeps the token.
     var dpopNonceDemanded = false
+    /// An AWS 403 held until its body says whether the credentials expired (`AWSRefusal.readBody`):
+    /// retried only if it does, else passed on as it came, not counted as a 401.
+    var expiryInBody = false
     init(head: ResponseHead, framing: ResponseBodyFraming) {
         self.head = head
         self.framing = framing
@@ -337,6 +340,13 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         upOut.removeAll()
         upOutStart = 0
         return wholeLength
+    }
+
+    /// The body as a SigV4 signature sees it after `beginTry` (`SigV4RequestSigner`): all of it when
+    /// it was read whole first (then `bodyAfterHead` holds it, from `upOut` or the replay copy).
+    func bodyToSign(_ machine: borrowing ExchangeMachine) -> SigV4RequestSigner.Body {
+        if case .none = head.framing { return .none }
+        return machine.bodyBuffering == .whole && spool == nil ? .whole(bodyAfterHead) : .streaming
     }
 
     /// The head for the try with `token` is in `upOut`: the kept body follows it.

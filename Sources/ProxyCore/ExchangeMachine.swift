@@ -106,10 +106,10 @@ struct ExchangeMachine {
     }
 
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
-    /// `forward.request_buffering_disk` (0: off).
+    /// `forward.request_buffering_disk` (0: off); `signingBodyLimit`: a SigV4 route's body is read
+    /// whole first up to this (`forward.retry_body_limit`; nil: not such a route).
     @inline(__always)
-    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0) {
-        self.spoolLimit = spoolLimit
+    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0, signingBodyLimit: Int? = nil) {
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
@@ -118,6 +118,15 @@ struct ExchangeMachine {
         wantsUpgrade = !head.connectionOptions.isEmpty && head.connectionOptions.contains("upgrade") && head.first("upgrade") != nil
         keepAlive = head.keepAlive && !draining
         requestBodyDone = !hasBody
+        if let signingBodyLimit {
+            // Its hash goes in the head (CONTRACT.md "AWS credentials and SigV4 signing"); it is held in memory only.
+            self.spoolLimit = 0
+            bodyBuffering =
+                ExchangeRules.holdsBodyToSign(framing: head.framing, wantsUpgrade: wantsUpgrade, limit: signingBodyLimit)
+                ? .waiting(limit: signingBodyLimit) : .off
+            return
+        }
+        self.spoolLimit = spoolLimit
         bodyBuffering =
             ExchangeRules.buffersChunkedBody(
                 chunked: head.framing == .chunked, expectsContinue: head.expectContinue, wantsUpgrade: wantsUpgrade,
@@ -250,9 +259,11 @@ struct ExchangeMachine {
 
     /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
     /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3);
-    /// `tokenInQuery`: the token went as a query parameter, so a 403 refuses it too.
+    /// `tokenInQuery`: the token went as a query parameter, so a 403 refuses it too; `countsAs401`:
+    /// another status that is handled as a 401 (an AWS 403, `AWSRefusal`).
     mutating func onFinalHead(
-        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, tokenInQuery: Bool = false
+        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, tokenInQuery: Bool = false,
+        countsAs401: Bool = false
     ) -> HeadAction {
         finalHeadArrived = true
         // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
@@ -265,7 +276,7 @@ struct ExchangeMachine {
             return .startTunnel
         }
         var startStormGuard = false
-        if ExchangeRules.refusesToken(status: status, tokenInQuery: tokenInQuery) {
+        if countsAs401 || ExchangeRules.refusesToken(status: status, tokenInQuery: tokenInQuery) {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,

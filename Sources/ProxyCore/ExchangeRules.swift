@@ -34,6 +34,20 @@ enum ExchangeRules {
         chunked && limit > 0 && !expectsContinue && !wantsUpgrade
     }
 
+    /// CONTRACT.md "AWS credentials and SigV4 signing": a body whose SHA-256 is signed is read whole
+    /// before the head goes, when it may fit `limit` (`forward.retry_body_limit`); a Content-Length
+    /// over it is known too large at once. The client's `Expect: 100-continue` is not waited out
+    /// here: the client sends its body after its own wait (RFC 9110 §10.1.1). An upgrade's body is
+    /// the new protocol's.
+    static func holdsBodyToSign(framing: BodyFraming, wantsUpgrade: Bool, limit: Int) -> Bool {
+        guard !wantsUpgrade else { return false }
+        switch framing {
+        case .none: return false
+        case .contentLength(let n): return n <= limit
+        case .chunked: return true
+        }
+    }
+
     /// RFC 9110 §9.2.2.
     static func isIdempotent(_ method: String) -> Bool {
         switch method {

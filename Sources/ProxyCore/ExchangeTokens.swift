@@ -100,7 +100,7 @@ struct ExchangeTokens {
     /// No other token (or the one the upstream refused): the held 401 goes on as it came.
     func releaseHeld401(_ exchange: Exchange, _ connection: Connection) {
         guard let held = exchange.takeHeld401() else { return }
-        count401(exchange, .passedThrough)
+        if !held.expiryInBody { count401(exchange, .passedThrough) }
         // The framing of what we hold is known exactly now.
         let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
         let framing = connection.machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))

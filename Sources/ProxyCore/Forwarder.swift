@@ -36,7 +36,7 @@ final class Forwarder {
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         clientAuthorization = c.forward.clientAuthorization
-        placement = CredentialPlacement(c.routes[0].inject)
+        placement = CredentialPlacement(c.routes[0].inject, credentials: c.routes[0].credentials)
         if case .query = placement { tokenInQuery = true } else { tokenInQuery = false }
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
@@ -72,11 +72,12 @@ final class Forwarder {
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
     /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
-    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`).
+    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: the signing of
+    /// this request on a `.signed` route.
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, token: TokenSnapshot?,
         forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
-        absoluteAuthority: String? = nil
+        absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil
     ) {
         // What the token becomes: a field line, or a query parameter (a DPoP-bound token ignores
         // `inject`, RFC 9449 §7.1). `dropsAuthorization`: the client's Authorization makes way for
@@ -106,13 +107,18 @@ final class Forwarder {
                 } else {
                     query = parameter.query(query, with: token)
                 }
+            case .signed:
+                // `sigv4` appends the signature's fields after the client's.
+                dropsAuthorization = true
             }
         }
         RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
         if !preserveHost {
             out.append(hostFieldLine)
+            sigv4?.noteHost(upstreamHost)
         } else if let absoluteAuthority {
             RequestWriter.appendField(out, name: "Host", value: absoluteAuthority)
+            sigv4?.noteHost(absoluteAuthority)
         }
         let sendsClientHost = preserveHost && absoluteAuthority == nil
         let fields = head.fields
@@ -129,7 +135,10 @@ final class Forwarder {
             }
             switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if sendsClientHost { fields.copyField(i, to: out) }
+                if sendsClientHost {
+                    fields.copyField(i, to: out)
+                    sigv4?.noteHost(fields.value(i))
+                }
                 continue
             case .authorization:
                 if !dropsAuthorization { fields.copyField(i, to: out) }
@@ -145,9 +154,11 @@ final class Forwarder {
             }
             // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
             if dpop != nil, fields.nameEquals(i, "dpop") { continue }
+            if let sigv4, sigv4.drops(i, of: fields) { continue }
             fields.copyField(i, to: out)
         }
         if let authorization { out.append(authorization) }
+        sigv4?.appendSignature(to: out, method: head.method, path: upstream.basePath + path, query: query)
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {

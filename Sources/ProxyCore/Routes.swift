@@ -50,6 +50,10 @@ final class LoopRoute {
     let spoolFolder: String
     let retryMemory: Int
     let retryBodyLimit: Int
+    /// `type: aws`: the request writer's SigV4 step (`CredentialPlacement.signed`; nil for every other type).
+    let sigv4: SigV4RequestSigner?
+    /// `type: aws` with a signed payload: a body up to this is read whole before its head goes.
+    let signingBodyLimit: Int?
 
     var tokens: TokenManager { state.tokens }
 
@@ -71,7 +75,8 @@ final class LoopRoute {
         tlsIndex = route.upstream.scheme == "https" ? 1 : 0
         upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
         policy = AccessPolicy(configuration: configuration)
-        forwarder = Forwarder(configuration: configuration)
+        let forwarder = Forwarder(configuration: configuration)
+        self.forwarder = forwarder
         tokenCanChange = route.credentials.type.tokenCanChange
         sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
         dpopEnabled = route.credentials.source.oauth2Client?.dpop != nil
@@ -81,6 +86,13 @@ final class LoopRoute {
         spoolFolder = AtomicFile.parentFolder(of: route.store.path) + "/spool"
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
+        if case .signed(let signer) = forwarder.placement {
+            sigv4 = signer
+            signingBodyLimit = signer.holdsBodies ? retryBodyLimit : nil
+        } else {
+            sigv4 = nil
+            signingBodyLimit = nil
+        }
     }
 }
 

@@ -37,11 +37,25 @@ struct UpstreamLeg {
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { connection.forwardedHostLine.line(for: $0) }
         let wholeBodyLength = exchange.beginTry(connection.machine.exchange)
+        var sigv4: SigV4RequestSigner.Step? = nil
+        // A `type: aws` route signs instead (the one test the other routes pay).
+        if let signer = route.sigv4, let token {
+            guard let credentials = token.aws else {
+                connection.respond(.tokenUnavailable("the credentials hold no AWS keys", retryAfter: 1), to: exchange)
+                return
+            }
+            guard let step = signer.step(credentials: credentials, body: exchange.bodyToSign(connection.machine.exchange)) else {
+                connection.respond(.bodyTooLarge, to: exchange)
+                return
+            }
+            sigv4 = step
+        }
         forwarder.writeRequestHead(
             into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
             token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
-            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil)
+            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
+            sigv4: sigv4)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
@@ -282,12 +296,17 @@ struct UpstreamLeg {
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop {
             nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin)
         }
+        // A `type: aws` route's 403 may be the 401 (CONTRACT.md "AWS credentials and SigV4 signing").
+        var verdict = AWSRefusal.Verdict.passOn
+        if head.status == 403, let signer = exchange.route!.sigv4, let token = exchange.sentToken {
+            verdict = signer.verdict(on: head, isHEAD: connection.machine.exchange.isHEAD, token: token)
+        }
         let tokenInQuery = exchange.route!.forwarder.tokenInQuery
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: tokenInQuery) || verdict != .passOn
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
-            refusingGoodTokens: ExchangeRules.refusesToken(status: head.status, tokenInQuery: tokenInQuery)
-                && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now),
-            tokenInQuery: tokenInQuery)
+            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now),
+            tokenInQuery: tokenInQuery, countsAs401: countsAs401)
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why, connection)
@@ -295,6 +314,7 @@ struct UpstreamLeg {
             startTunnel(exchange, head, connection)
         case .hold401:
             exchange.hold401(head, framing, dpopNonceDemanded: nonceDemanded)
+            exchange.held401?.expiryInBody = verdict == .readBody
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
             if startStormGuard {
@@ -303,7 +323,7 @@ struct UpstreamLeg {
             }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).
-            if head.status == 401 && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
+            if (head.status == 401 || verdict != .passOn) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming, connection)
         }
     }
@@ -333,7 +353,7 @@ struct UpstreamLeg {
         case .releaseHeldThenRelay:
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
             if let held = exchange.takeHeld401() {
-                connection.tokens.count401(exchange, .passedThrough)
+                if !held.expiryInBody { connection.tokens.count401(exchange, .passedThrough) }
                 let framing = connection.machine.exchange.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing, connection)
                 held.body.withUnsafeBytes { writeBody(exchange, $0, connection) }
@@ -375,7 +395,10 @@ struct UpstreamLeg {
         case .releaseHeld401:
             connection.tokens.releaseHeld401(exchange, connection)
         case .retryWithNewToken(let stale):
-            if exchange.held401?.dpopNonceDemanded == true {
+            if let held = exchange.held401, held.expiryInBody, !AWSRefusal.bodyNamesExpiredCredentials(held.body) {
+                // An AWS 403 for another reason (AccessDenied, a bad signature): it goes on as it came.
+                connection.tokens.releaseHeld401(exchange, connection)
+            } else if exchange.held401?.dpopNonceDemanded == true {
                 // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
                 ctx.metrics.retriedAfter401()
                 connection.tokens.acquire(for: exchange, staleGeneration: nil, connection)

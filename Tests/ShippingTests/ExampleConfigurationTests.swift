@@ -63,7 +63,8 @@ import Testing
             "file.yaml": .file, "exec.yaml": .exec, "oauth2-refresh-browser.yaml": .oauth2Refresh, "cognito-srp.yaml": .cognito,
             "oauth2-client-assertion.yaml": .oauth2ClientCredentials, "oauth2-jwt-bearer.yaml": .oauth2JWTBearer,
             "oauth2-token-exchange.yaml": .oauth2TokenExchange, "gce-metadata.yaml": .gceMetadata,
-            "azure-managed-identity.yaml": .azureManagedIdentity, "aws.yaml": .aws, "github-app.yaml": .gitHubApp,
+            "azure-managed-identity.yaml": .azureManagedIdentity, "aws.yaml": .aws, "aws-s3.yaml": .aws,
+            "github-app.yaml": .gitHubApp,
         ]
         var covered = Set<CredentialsType>()
         for (name, type) in expected.sorted(by: { $0.key < $1.key }) {

@@ -8,6 +8,10 @@
 - IMDSv2 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html):
   PUT /latest/api/token with X-aws-ec2-metadata-token-ttl-seconds gives a token; the metadata GETs
   without a valid X-aws-ec2-metadata-token get 401 (as IMDS does when v2 is required).
+With --container-sequence FILE (a JSON list of {"AccessKeyId", "SecretAccessKey", "Token"?,
+"lifetime": seconds, "delay": seconds}), the container endpoint answers the list's entries in turn
+(the last one again and again), each expiring `lifetime` seconds after it is served, after waiting
+`delay` seconds: the refresh-at-expiry tests.
 GET /calls answers what was asked, as JSON: {"sts": [tokens], "container": [authorizations],
 "imds_tokens": n, "imds_gets": n, "imds_refused": n}.
 
@@ -29,8 +33,20 @@ LOCK = threading.Lock()
 ROLE = "reader-role"
 
 
-def expiration():
-    return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+SEQUENCE = []
+
+
+def expiration(seconds=3600):
+    return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sequence_answer(n):
+    entry = dict(SEQUENCE[min(n, len(SEQUENCE)) - 1])
+    delay = entry.pop("delay", 0)
+    if delay:
+        threading.Event().wait(delay)
+    entry["Expiration"] = expiration(entry.pop("lifetime", 3600))
+    return json.dumps(entry)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -100,8 +116,12 @@ class Handler(BaseHTTPRequestHandler):
             authorization = self.headers.get("Authorization")
             with LOCK:
                 CALLS["container"].append(authorization)
+                n = len(CALLS["container"])
             if authorization != self.container_token:
                 self.answer(401, '{"message":"bad token"}')
+                return
+            if SEQUENCE:
+                self.answer(200, sequence_answer(n))
                 return
             self.answer(200, json.dumps({"AccessKeyId": "ASIACONTAINER", "SecretAccessKey": "container/secret",
                                          "Token": "container-session", "Expiration": expiration()}))
@@ -130,8 +150,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--container-token", default="container-auth-token")
+    parser.add_argument("--container-sequence", help="a JSON file: the credentials the container endpoint answers in turn")
     args = parser.parse_args()
     Handler.container_token = args.container_token
+    if args.container_sequence:
+        with open(args.container_sequence) as handle:
+            SEQUENCE.extend(json.load(handle))
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())

@@ -10,10 +10,17 @@ refused too. Objects PUT are kept in memory and a GET returns them.
 
 Answers 200 (with the stored body for a GET), 404 for an unknown object, 403 with
 SignatureDoesNotMatch and the canonical request it computed when the signature is wrong.
+
+With --expired-key ACCESS_KEY_ID, a request signed with that key gets 403 as AWS answers expired
+credentials, in the form the path asks for: `/header/...` an `x-amzn-ErrorType:
+ExpiredTokenException:...` field, `/apigw/...` API Gateway's JSON message, any other path S3's XML
+`<Code>ExpiredToken</Code>` (a HEAD: no body). A well signed request to `/denied/...` gets 403
+AccessDenied. GET /calls answers how many requests each access key signed, as JSON.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -26,6 +33,9 @@ from botocore.credentials import Credentials
 
 KEYS = {}
 OBJECTS = {}
+EXPIRED = set()
+SIGNED_BY = {}
+LOCK = threading.Lock()
 
 
 def parse_authorization(value):
@@ -49,7 +59,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def check(self, body):
         auth = parse_authorization(self.headers.get("Authorization", ""))
@@ -81,14 +92,43 @@ class Handler(BaseHTTPRequestHandler):
             return "SignatureDoesNotMatch\n" + canonical
         return None
 
+    def expired(self):
+        if self.path.startswith("/header/"):
+            self.send_response(403)
+            self.send_header("x-amzn-ErrorType", "ExpiredTokenException:http://internal.amazon.com/coral/com.amazon.coral.service/")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+        elif self.path.startswith("/apigw/"):
+            self.answer(403, b'{"message":"The security token included in the request is expired"}', "application/json")
+        elif self.command == "HEAD":
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        else:
+            self.answer(403, b"<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>", "application/xml")
+
     def handle_any(self):
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length) if length else b""
+        if self.path == "/calls":
+            with LOCK:
+                self.answer(200, json.dumps(SIGNED_BY).encode(), "application/json")
+            return
+        auth = parse_authorization(self.headers.get("Authorization", "")) or {}
+        access_key = auth.get("Credential", "").split("/")[0]
+        with LOCK:
+            SIGNED_BY[access_key] = SIGNED_BY.get(access_key, 0) + 1
+        if access_key in EXPIRED:
+            self.expired()
+            return
         problem = self.check(body)
         if problem is not None:
             self.answer(403, problem.encode())
             return
-        if self.command == "PUT":
+        if self.path.startswith("/denied/"):
+            self.answer(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>", "application/xml")
+        elif self.command == "PUT":
             OBJECTS[self.path] = body
             self.answer(200)
         elif self.path in OBJECTS:
@@ -103,7 +143,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--key", action="append", default=[], help="ACCESS_KEY_ID:SECRET[:SESSION_TOKEN]")
+    parser.add_argument("--expired-key", action="append", default=[], help="ACCESS_KEY_ID answered as expired")
     args = parser.parse_args()
+    EXPIRED.update(args.expired_key)
     for item in args.key:
         access_key, secret, *token = item.split(":", 2)
         KEYS[access_key] = (secret, token[0] if token else None)

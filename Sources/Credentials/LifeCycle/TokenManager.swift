@@ -22,6 +22,8 @@ public final class TokenManager: @unchecked Sendable {
     private let policy: RefreshPolicy
     private let clock: @Sendable () -> Double
     private let sink: SinkWriter?
+    /// `type: aws`: each token is AWS credentials, carried by the snapshot for signing.
+    private let signsAWS: Bool
 
     private let published: Mutex<TokenView>
     private let statistics = Mutex(TokenStats())
@@ -78,6 +80,7 @@ public final class TokenManager: @unchecked Sendable {
         self.clock = now
         self.policy = RefreshPolicy(refreshMargin: configuration.credentials.refreshMargin, random: random)
         self.sink = configuration.sink.map { SinkWriter($0, logger: logger) }
+        self.signsAWS = configuration.credentials.type == .aws
         self.storeMetrics = (source as? SessionTokenSource)?.storeMetrics
         // `.active` without a token: requests wait for the first acquisition (a session-based source
         // that finds no session publishes `.none` when it says so).
@@ -292,6 +295,14 @@ public final class TokenManager: @unchecked Sendable {
             }
             registerSecret(issued.accessToken)
             if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
+            // `type: aws`: the token is the credentials' JSON, read back here also when it came from the store.
+            var aws: AWSSigningCredentials? = nil
+            if signsAWS {
+                guard let credentials = AWSCredentials(containerEndpointJSON: issued.accessToken) else {
+                    throw TokenSourceError.passing("\(kind): the answer holds no usable AWS credentials")
+                }
+                aws = current?.accessToken == issued.accessToken ? current?.aws : AWSSigningCredentials(credentials)
+            }
             let now = clock()
             let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: source.defaultLifetime)
             let snapshot: TokenSnapshot
@@ -303,12 +314,13 @@ public final class TokenManager: @unchecked Sendable {
                     ? current
                     : TokenSnapshot(
                         accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
-                        dpop: current.dpop?.prover)
+                        dpop: current.dpop?.prover, aws: aws)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
                 let issuedAt = min(issued.issuedAt ?? now, now)
                 snapshot = TokenSnapshot(
-                    accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation, dpop: issued.dpop)
+                    accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation, dpop: issued.dpop,
+                    aws: aws)
                 let what = issued.fromStore ? "picked up the stored token" : "refresh (\(reason.rawValue)) succeeded"
                 logger.info("\(kind): \(what) in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
             }

@@ -14,9 +14,16 @@ public final class TokenSnapshot: Sendable {
     /// Set for a DPoP-bound token (RFC 9449 §7.1): `authorizationField` says `DPoP <token>` and every
     /// request carries a fresh proof. nil for a Bearer token: the request path tests only this.
     public let dpop: DPoPBinding?
+    /// Set for `type: aws`: the credentials that sign each request (SigV4) instead of a token in a
+    /// field; `accessToken` is then their container-endpoint JSON (what `tokenproxy token` prints).
+    public let aws: AWSSigningCredentials?
 
-    public init(accessToken: String, expiresAt: Double?, issuedAt: Double, generation: UInt64, dpop: DPoPProver? = nil) {
+    public init(
+        accessToken: String, expiresAt: Double?, issuedAt: Double, generation: UInt64, dpop: DPoPProver? = nil,
+        aws: AWSSigningCredentials? = nil
+    ) {
         self.accessToken = accessToken
+        self.aws = aws
         self.dpop = dpop.map { DPoPBinding(prover: $0, accessToken: accessToken) }
         self.authorizationField = Array("Authorization: \(dpop == nil ? "Bearer" : "DPoP") \(accessToken)\r\n".utf8)
         self.expiresAt = expiresAt

@@ -59,6 +59,17 @@ public enum SigV4 {
     public static func sign(
         _ request: SigV4Request, region: String, service: String, credentials: AWSCredentials, time: Double
     ) -> [(name: String, value: String)] {
+        sign(request, region: region, service: service, credentials: credentials, time: time) { date in
+            HMAC<SHA256>(key: signingKey(secret: credentials.secretAccessKey, date: date, region: region, service: service))
+        }
+    }
+
+    /// The same with the HMAC keyed by the signing key for a date (YYYYMMDD) from `mac`, which may
+    /// keep it (`AWSSigningCredentials`: a keyed HMAC copied is one less key set-up per request).
+    static func sign(
+        _ request: SigV4Request, region: String, service: String, credentials: AWSCredentials, time: Double,
+        mac: (String) -> HMAC<SHA256>
+    ) -> [(name: String, value: String)] {
         let stamp = timestamp(time)
         var added: [(name: String, value: String)] = [("X-Amz-Date", stamp)]
         if service == "s3" || request.payload == .unsigned {
@@ -70,8 +81,9 @@ public enum SigV4 {
         let scope = "\(stamp.prefix(8))/\(region)/\(service)/aws4_request"
         let (canonical, signedHeaders) = canonicalRequest(signed, service: service)
         let toSign = stringToSign(timestamp: stamp, scope: scope, canonicalRequest: canonical)
-        let key = signingKey(secret: credentials.secretAccessKey, date: String(stamp.prefix(8)), region: region, service: service)
-        let signature = hex(HMAC<SHA256>.authenticationCode(for: Array(toSign.utf8), using: key))
+        var keyed = mac(String(stamp.prefix(8)))
+        keyed.update(data: Array(toSign.utf8))
+        let signature = hex(keyed.finalize())
         let authorization =
             "\(algorithm) Credential=\(credentials.accessKeyID)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"
         return [("Authorization", authorization)] + added

@@ -24,9 +24,35 @@ public struct AWSCredentialError: Error, Sendable, CustomStringConvertible {
     public var description: String { "aws credentials (\(source)): \(reason)" }
 }
 
-/// Until the request writer signs proxied requests (issue 31), the server cannot run `type: aws`.
-let awsNotProxiedYet = ConfigurationError(
-    keyPath: "credentials.type", reason: "aws: signing proxied requests is not built yet; the credential sources are")
+/// `type: aws` as an identity provider without a session to log in to (like the metadata
+/// identities): each refresh fetches the credentials again, and the token it hands over is their
+/// container-endpoint JSON, which the token manager reads back into `TokenSnapshot.aws` (CONTRACT.md:
+/// refreshed before `Expiration` like a token before its `exp`; `tokenproxy token` prints it).
+public final class AWSIdentityProvider: IdentityProvider {
+    public let kind = CredentialsType.aws.rawValue
+    public let fetchesWithoutSession = true
+    let source: any AWSCredentialSource
+
+    public init(_ source: any AWSCredentialSource) { self.source = source }
+
+    public func refresh(_ session: StoredSession?) throws -> IssuedToken {
+        let credentials: AWSCredentials
+        do {
+            credentials = try source.fetch()
+        } catch let error as AWSCredentialError {
+            throw TokenSourceError.passing(error.description)
+        } catch {
+            throw TokenSourceError.passing("aws credentials (\(source.name)): \(type(of: error))")
+        }
+        let token = credentials.containerEndpointJSON
+        registerSecret(token)
+        return IssuedToken(accessToken: token, expiresAt: credentials.expiration)
+    }
+
+    public func login(_ input: LoginInput, prompt: @escaping (String) -> Void) throws -> IssuedToken { try refresh(nil) }
+
+    public func revoke(refreshToken: String) throws {}
+}
 
 /// The source that `configuration.source` names (`default` picks as the SDKs do), with `role_arn`
 /// assumed on top of it; web identity takes `role_arn` as its own role.

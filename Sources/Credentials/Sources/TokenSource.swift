@@ -1,4 +1,5 @@
 import Config
+import Foundation
 import IdentityHTTP
 import Logging
 import Sockets
@@ -161,10 +162,8 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
     case .exec(let c):
         return try ExecTokenSource(c, defaultLifetime: credentials.defaultLifetime, withholding: secretVariables(configuration))
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
-        .azureManagedIdentity, .gitHubApp:
+        .azureManagedIdentity, .gitHubApp, .aws:
         return try makeSessionTokenSource(configuration, logger: logger)
-    case .aws:
-        throw awsNotProxiedYet
     }
 }
 
@@ -197,8 +196,8 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
         return try GitHubAppProvider(c)
     case .static, .file, .exec:
         throw ConfigurationError(keyPath: "credentials.type", reason: "\(credentials.type.rawValue) has no identity provider to log in to")
-    case .aws:
-        throw awsNotProxiedYet
+    case .aws(let c):
+        return AWSIdentityProvider(try makeAWSCredentialSource(c, environment: ProcessInfo.processInfo.environment))
     }
 }
 

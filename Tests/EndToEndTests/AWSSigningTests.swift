@@ -1,0 +1,346 @@
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// What `Tests/servers/moto_sigv4.py` set up: an IAM user's key and a session of an assumed role.
+private struct MotoAccount: Decodable, Sendable {
+    struct Session: Decodable, Sendable {
+        var access_key_id: String
+        var secret_access_key: String
+        var session_token: String
+    }
+    var endpoint: String
+    var region: String
+    var access_key_id: String
+    var secret_access_key: String
+    var session: Session
+}
+
+/// One moto_server for the test process, with IAM authentication on: every request after its set-up
+/// is checked with botocore's SigV4 (TEST-SERVERS.md "moto_server as a SigV4 verifier").
+private final class Moto: Sendable {
+    let server: PythonServer
+    let folder: TempDir
+    let account: MotoAccount
+
+    private init() throws {
+        folder = try TempDir(prefix: "tokenproxy-moto-e2e")
+        let infoFile = folder.file("account.json")
+        server = try PythonServer("moto_sigv4", arguments: ["--info-file", infoFile], startupTimeout: 120)
+        account = try JSONDecoder().decode(MotoAccount.self, from: Data(contentsOf: URL(fileURLWithPath: infoFile)))
+    }
+
+    private static let started = Result { try Moto() }
+    static func shared() throws -> Moto { try started.get() }
+
+    /// The assumed role's session in the `environment` source's variables.
+    var sessionEnvironment: [String: String] {
+        [
+            "AWS_ACCESS_KEY_ID": account.session.access_key_id, "AWS_SECRET_ACCESS_KEY": account.session.secret_access_key,
+            "AWS_SESSION_TOKEN": account.session.session_token,
+        ]
+    }
+    var secrets: [String] { [account.secret_access_key, account.session.secret_access_key, account.session.session_token] }
+}
+
+/// `type: aws` end to end (CONTRACT.md "AWS credentials and SigV4 signing"): the real binary signs
+/// requests from clients that send none (curl, the AWS CLI with --no-sign-request, boto3 unsigned),
+/// and moto_server checks each signature as AWS would.
+@Suite("AWS SigV4 signing")
+struct AWSSigningTests {
+    func config(upstream: String, service: String, source: String = "source: environment", extra: String = "") -> String {
+        """
+        listen: 127.0.0.1:0
+        upstream: \(upstream)
+        workers: 1
+        drain_timeout: 1s
+        admin:
+          listen: 127.0.0.1:0
+        credentials:
+          type: aws
+          region: us-east-1
+          service: \(service)
+          \(source)
+        \(extra)
+        log:
+          level: debug
+        """
+    }
+
+    /// A unique bucket name per test (moto is shared).
+    func bucket(_ name: String) -> String { "tp-\(name)-\(UInt32.random(in: 0...UInt32.max))" }
+
+    func expectNoSecret(_ proxy: ProxyProcess, _ secrets: [String]) {
+        let log = proxy.stderr
+        #expect(!log.isEmpty)
+        for secret in secrets { #expect(!log.contains(secret), "a secret reached the log") }
+        #expect(!log.contains("Signature="))
+    }
+
+    @Test("curl: S3 bucket, objects with spaces in their keys, a listing with a query, a chunked upload")
+    func s3WithCurl() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(config: config(upstream: moto.account.endpoint, service: "s3"), environment: moto.sessionEnvironment)
+        let bucket = bucket("curl")
+        let created = try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"])
+        #expect(created.status == 200, "\(created.bodyString)")
+        let folder = try TempDir(prefix: "aws-body")
+        // A Content-Type of its own: with curl's form type moto reads the body as a form and stores nothing.
+        let binary = ["-H", "Content-Type: application/octet-stream"]
+        let put = try curl(
+            ["-X", "PUT"] + binary + ["--data-binary", "@" + (try folder.write("a", "first object")), proxy.baseURL + "/\(bucket)/key%20with%20spaces.txt"])
+        #expect(put.status == 200, "\(put.bodyString)")
+        let got = try curl([proxy.baseURL + "/\(bucket)/key%20with%20spaces.txt"])
+        #expect(got.status == 200)
+        #expect(got.bodyString == "first object")
+        // Chunked from the client: held whole (within forward.retry_body_limit), hashed, sent with Content-Length.
+        let chunked = try curl(
+            binary + [
+                "-X", "PUT", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + (try folder.write("b", String(repeating: "chunk ", count: 5000))),
+                proxy.baseURL + "/\(bucket)/dir/chunked",
+            ])
+        #expect(chunked.status == 200, "\(chunked.bodyString)")
+        let back = try curl([proxy.baseURL + "/\(bucket)/dir/chunked"])
+        #expect(back.body.count == 30_000)
+        #expect(back.bodyString == String(repeating: "chunk ", count: 5000), "the body came back changed")
+        let listing = try curl([proxy.baseURL + "/\(bucket)?list-type=2&prefix=dir&max-keys=10"])
+        #expect(listing.status == 200, "\(listing.bodyString)")
+        #expect(listing.bodyString.contains("<Key>dir/chunked</Key>"))
+        #expect(!listing.bodyString.contains("key with spaces"))
+        // What moto refuses unsigned: the proxy's signature is what lets these through.
+        let direct = try curl([moto.account.endpoint + "/\(bucket)/dir/chunked"])
+        #expect(direct.status == 403)
+        expectNoSecret(proxy, moto.secrets)
+    }
+
+    @Test("the AWS CLI and boto3 with no signature of their own, through the proxy")
+    func awsCLIAndBoto3() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(config: config(upstream: moto.account.endpoint, service: "s3"), environment: moto.sessionEnvironment)
+        let bucket = bucket("cli")
+        let folder = try TempDir(prefix: "aws-cli")
+        let file = try folder.write("upload.txt", String(repeating: "cli bytes\n", count: 300))
+        // The CLI must not find keys of its own: the proxy's are the only ones.
+        let environment = childEnvironment([
+            "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+            "AWS_CONFIG_FILE": folder.file("none"), "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"),
+        ])
+        func aws(_ arguments: [String]) throws -> CommandResult {
+            try runCommand(
+                "aws", arguments: ["--no-sign-request", "--endpoint-url", proxy.baseURL] + arguments, environment: environment, timeout: 120)
+        }
+        let made = try aws(["s3", "mb", "s3://\(bucket)"])
+        #expect(made.status == 0, "\(made.output)")
+        let copied = try aws(["s3", "cp", file, "s3://\(bucket)/from cli/upload.txt"])
+        #expect(copied.status == 0, "\(copied.output)")
+        // `s3 ls` sends `delimiter=%2F`, which moto cannot verify (TEST-SERVERS.md): the API call lists plainly.
+        let listed = try aws(["s3api", "list-objects-v2", "--bucket", bucket, "--query", "Contents[].Key"])
+        #expect(listed.status == 0, "\(listed.output)")
+        #expect(listed.stdout.contains("\"from cli/upload.txt\""))
+        let read = try aws(["s3", "cp", "s3://\(bucket)/from cli/upload.txt", "-"])
+        #expect(read.stdout == String(repeating: "cli bytes\n", count: 300))
+
+        let script = """
+            import boto3, sys
+            from botocore import UNSIGNED
+            from botocore.config import Config
+            s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=sys.argv[1], config=Config(signature_version=UNSIGNED))
+            s3.put_object(Bucket=sys.argv[2], Key="boto3 key", Body=b"from boto3")
+            print(s3.get_object(Bucket=sys.argv[2], Key="boto3 key")["Body"].read().decode())
+            print(",".join(o["Key"] for o in s3.list_objects_v2(Bucket=sys.argv[2], Prefix="boto3")["Contents"]))
+            """
+        let boto = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3", arguments: ["-c", script, proxy.baseURL, bucket], environment: environment,
+            timeout: 120)
+        #expect(boto.status == 0, "\(boto.output)")
+        #expect(boto.stdout == "from boto3\nboto3 key\n")
+        expectNoSecret(proxy, moto.secrets)
+    }
+
+    @Test("SQS's JSON protocol: moto hashes the body itself, so the payload hash is checked")
+    func sqsJSON() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(config: config(upstream: moto.account.endpoint, service: "sqs"), environment: moto.sessionEnvironment)
+        let queue = "tp-queue-\(UInt32.random(in: 0...UInt32.max))"
+        func call(_ action: String, _ body: String, chunked: Bool = false) throws -> CurlResult {
+            var arguments = [
+                "-X", "POST", "-H", "Content-Type: application/x-amz-json-1.0", "-H", "X-Amz-Target: AmazonSQS.\(action)", "--data-binary", body,
+            ]
+            if chunked { arguments += ["-H", "Transfer-Encoding: chunked"] }
+            return try curl(arguments + [proxy.baseURL + "/"])
+        }
+        let created = try call("CreateQueue", "{\"QueueName\":\"\(queue)\"}")
+        #expect(created.status == 200, "\(created.bodyString)")
+        let url = try #require(created.json?["QueueUrl"] as? String)
+        let sent = try call("SendMessage", "{\"QueueUrl\":\"\(url)\",\"MessageBody\":\"hello through the proxy\"}", chunked: true)
+        #expect(sent.status == 200, "\(sent.bodyString)")
+        let received = try call("ReceiveMessage", "{\"QueueUrl\":\"\(url)\",\"MaxNumberOfMessages\":1}")
+        #expect(received.status == 200)
+        #expect(received.bodyString.contains("hello through the proxy"))
+        expectNoSecret(proxy, moto.secrets)
+    }
+
+    @Test("a body over forward.retry_body_limit: UNSIGNED-PAYLOAD and streamed for s3, 413 for another service")
+    func bodiesOverTheLimit() throws {
+        let moto = try Moto.shared()
+        let limits = "forward:\n  retry_body_limit: 1KiB"
+        let s3 = try ProxyProcess(
+            config: config(upstream: moto.account.endpoint, service: "s3", extra: limits), environment: moto.sessionEnvironment)
+        let bucket = bucket("big")
+        #expect(try curl(["-X", "PUT", s3.baseURL + "/\(bucket)"]).status == 200)
+        let folder = try TempDir(prefix: "aws-big")
+        let big = try folder.write("big", String(repeating: "0123456789", count: 1000))
+        let put = try curl(["-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "@" + big, s3.baseURL + "/\(bucket)/big"])
+        #expect(put.status == 200, "\(put.bodyString)")
+        #expect(try curl([s3.baseURL + "/\(bucket)/big"]).body.count == 10_000)
+        let sqs = try ProxyProcess(
+            config: config(upstream: moto.account.endpoint, service: "sqs", extra: limits), environment: moto.sessionEnvironment)
+        let refused = try curl([
+            "-X", "POST", "-H", "Content-Type: application/x-amz-json-1.0", "-H", "X-Amz-Target: AmazonSQS.ListQueues",
+            "--data-binary", "@" + big, sqs.baseURL + "/",
+        ])
+        #expect(refused.status == 413)
+        #expect(refused.json?["error"] as? String == "body_too_large")
+    }
+
+    @Test("100 MiB with payload: unsigned streams to moto S3 (UNSIGNED-PAYLOAD) and the proxy's memory does not grow with it")
+    func largeUnsignedUpload() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(
+            config: config(upstream: moto.account.endpoint, service: "s3", source: "source: environment\n  payload: unsigned"),
+            environment: moto.sessionEnvironment)
+        let bucket = bucket("large")
+        #expect(try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"]).status == 200)
+        let folder = try TempDir(prefix: "aws-large")
+        let size = 100 * 1024 * 1024
+        let file = folder.file("large")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) })))
+        let small = try curl(
+            ["-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "warm", proxy.baseURL + "/\(bucket)/warm"])
+        #expect(small.status == 200)
+        let before = try MemoryTests.memory(proxy.processIdentifier, "VmHWM")
+        let put = try curl(
+            ["-X", "PUT", "-H", "Content-Type: application/octet-stream", "-T", file, proxy.baseURL + "/\(bucket)/large"], timeout: 300)
+        #expect(put.status == 200, "\(put.bodyString)")
+        let after = try MemoryTests.memory(proxy.processIdentifier, "VmHWM")
+        #expect(after - before < MemoryTests.limit, "peak RSS grew by \((after - before) >> 20) MiB (from \(before >> 20) MiB)")
+        let head = try curl(["-I", proxy.baseURL + "/\(bucket)/large"])
+        #expect(head.status == 200)
+        #expect(head.headers.first { $0.name.lowercased() == "content-length" }?.value == String(size))
+    }
+
+    @Test("keys and query values moto cannot verify, checked by botocore's signers (sigv4_verifier.py)", arguments: ["s3", "execute-api"])
+    func reservedCharactersWithBotocore(service: String) throws {
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "AKIDVERIFY:verify/secret+key:verify-session"])
+        let proxy = try ProxyProcess(
+            config: config(upstream: verifier.baseURL + "/base", service: service),
+            environment: ["AWS_ACCESS_KEY_ID": "AKIDVERIFY", "AWS_SECRET_ACCESS_KEY": "verify/secret+key", "AWS_SESSION_TOKEN": "verify-session"])
+        for key in ["café ü.txt", "a+b=c&d", "(x)!*'", "%41 already", "deep/er/~tilde"] {
+            let path = "/bucket/" + awsPathEncodedKey(key)
+            let put = try curl(["-X", "PUT", "-H", "Content-Type: text/plain", "--data-binary", "body of \(key)", proxy.baseURL + path])
+            #expect(put.status == 200, "\(key): \(put.bodyString)")
+            let got = try curl([proxy.baseURL + path])
+            #expect(got.status == 200, "\(key): \(got.bodyString)")
+            #expect(got.bodyString == "body of \(key)")
+        }
+        // Encoded query values, unsorted: verified (an unknown object is 404; a bad signature would be 403).
+        let listing = try curl([proxy.baseURL + "/bucket?prefix=a%20b%2F&delimiter=%2F&list-type=2&a=%E2%9C%93"])
+        #expect(listing.status == 404, "\(listing.bodyString)")
+        expectNoSecret(proxy, ["verify/secret+key", "verify-session"])
+    }
+
+    @Test(
+        "an upstream 403 that says the credentials expired fetches new ones and retries once; any other 403 goes as it came",
+        arguments: [("GET", "/xml/object"), ("GET", "/header/object"), ("POST", "/apigw/stage/items"), ("HEAD", "/xml/object")])
+    func expiredCredentials(method: String, path: String) throws {
+        let folder = try TempDir(prefix: "aws-expired")
+        let sequence = try folder.write(
+            "sequence.json",
+            """
+            [{"AccessKeyId": "ASIAOLD", "SecretAccessKey": "old/secret", "Token": "old-session", "lifetime": 3600},
+             {"AccessKeyId": "ASIANEW", "SecretAccessKey": "new/secret", "Token": "new-session", "lifetime": 3600}]
+            """)
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token", "--container-sequence", sequence])
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "ASIANEW:new/secret:new-session", "--expired-key", "ASIAOLD"])
+        // A margin longer than the credentials' life: a 403 to a HEAD (no body to say why) counts too.
+        let proxy = try ProxyProcess(
+            config: config(
+                upstream: verifier.baseURL, service: "s3",
+                source: "source: container\n  container_endpoint: \(metadata.baseURL)/container/creds\n  refresh_margin: 2h"),
+            environment: ["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"])
+        func containerCalls() throws -> Int { (try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any])?.count ?? -1 }
+        func signedBy() throws -> [String: Int] { (try curl([verifier.baseURL + "/calls"]).json as? [String: Int]) ?? [:] }
+        let answer = try curl(method == "HEAD" ? ["-I", proxy.baseURL + path] : ["-X", method, proxy.baseURL + path])
+        // 404: the new key's signature was good and there is no such object.
+        #expect(answer.status == 404, "\(answer.bodyString)")
+        #expect(try containerCalls() == 2)
+        #expect(try signedBy() == ["ASIAOLD": 1, "ASIANEW": 1])
+        // AccessDenied is not about the credentials: no fetch, no retry.
+        let denied = try curl([proxy.baseURL + "/denied/x"])
+        #expect(denied.status == 403)
+        #expect(denied.bodyString.contains("AccessDenied"))
+        #expect(try containerCalls() == 2)
+        #expect(try signedBy()["ASIANEW"] == 2)
+    }
+
+    @Test("container credentials at expiry: 50 concurrent requests make one endpoint call and all go with the new key")
+    func containerCredentialsAtExpiry() throws {
+        let folder = try TempDir(prefix: "aws-container")
+        // The first credentials expire soon; the answer with the next ones takes a while, so requests
+        // that come after the expiry wait for that one fetch.
+        let sequence = try folder.write(
+            "sequence.json",
+            """
+            [{"AccessKeyId": "ASIAFIRST", "SecretAccessKey": "first/secret", "Token": "first-session", "lifetime": 4},
+             {"AccessKeyId": "ASIASECOND", "SecretAccessKey": "second/secret", "Token": "second-session", "lifetime": 3600, "delay": 4}]
+            """)
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token", "--container-sequence", sequence])
+        // The upstream knows only the second key: a request signed with the first is refused.
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", "ASIASECOND:second/secret:second-session"])
+        let proxy = try ProxyProcess(
+            config: config(
+                upstream: verifier.baseURL, service: "execute-api",
+                source: "source: container\n  container_endpoint: \(metadata.baseURL)/container/creds\n  refresh_margin: 3s",
+                extra: "limits:\n  refresh_wait: 30s"),
+            environment: ["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"])
+        func containerCalls() throws -> Int { (try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any])?.count ?? -1 }
+        // The first credentials are fetched at start; wait until they have expired.
+        let started = Date()
+        while try containerCalls() < 1 && Date().timeIntervalSince(started) < 30 { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(try containerCalls() == 1)
+        Thread.sleep(forTimeInterval: 4.5)
+        let results = Mutex<[Int]>([])
+        DispatchQueue.concurrentPerform(iterations: 50) { i in
+            let status = (try? curl(["-X", "PUT", "--data-binary", "request \(i)", proxy.baseURL + "/stage/items/\(i)"], timeout: 60))?.status ?? 0
+            results.withLock { $0.append(status) }
+        }
+        #expect(results.withLock { $0 } == Array(repeating: 200, count: 50))
+        #expect(try containerCalls() == 2)
+        let token = try runCommand(
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", proxy.configPath],
+            environment: childEnvironment(["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"]))
+        #expect(token.status == 0, "\(token.output)")
+        let printed = try JSONSerialization.jsonObject(with: Data(token.stdout.utf8)) as? [String: String]
+        #expect(printed?["AccessKeyId"] == "ASIASECOND")
+        #expect(printed?["Token"] == "second-session")
+        #expect(printed?["Expiration"]?.hasSuffix("Z") == true)
+        expectNoSecret(proxy, ["first/secret", "second/secret", "first-session", "second-session", "pod-token"])
+    }
+}
+
+/// An object key as the AWS SDKs put it in a path: every byte but RFC 3986's unreserved ones and
+/// `/` percent-encoded.
+func awsPathEncodedKey(_ key: String) -> String {
+    var out = ""
+    for byte in key.utf8 {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+            out.append(Character(Unicode.Scalar(byte)))
+        default:
+            out += String(format: "%%%02X", byte)
+        }
+    }
+    return out
+}
