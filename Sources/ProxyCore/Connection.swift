@@ -241,7 +241,8 @@ final class Connection: EventHandler, LoopTask {
         machine.onRequestHead(
             ExchangeMachine(
                 head: head, draining: ctx.shared.draining.load(ordering: .relaxed), requestBuffering: route?.requestBuffering ?? 0,
-                spoolLimit: route?.requestBufferingDisk ?? 0, signingBodyLimit: route?.signingBodyLimit))
+                spoolLimit: route?.requestBufferingDisk ?? 0, signingBodyLimit: route?.signingBodyLimit,
+                signingMayStreamUnsigned: route?.sigv4?.mayStreamUnsigned ?? false))
         let exchange = Exchange(head: head, route: route, startedAt: ctx.loop.now, upOut: upstreamOut)
         self.exchange = exchange
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
@@ -258,11 +259,6 @@ final class Connection: EventHandler, LoopTask {
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
             if !machine.exchange.isWaitingForBody {
                 leg.forward(exchange, self)
-            } else if route.sigv4 != nil && exchange.head.expectContinue {
-                // A body to sign is read before its head can go up: the client that waits for
-                // `100 Continue` is told to send it now (RFC 9110 §10.1.1), not after its own timeout.
-                appendOut(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
-                flush()
             }
         }
     }

@@ -107,9 +107,13 @@ struct ExchangeMachine {
 
     /// `requestBuffering`: `forward.request_buffering` (0: off); `spoolLimit`:
     /// `forward.request_buffering_disk` (0: off); `signingBodyLimit`: a SigV4 route's body is read
-    /// whole first up to this (`forward.retry_body_limit`; nil: not such a route).
+    /// whole first up to this (`forward.retry_body_limit`; nil: not such a route);
+    /// `signingMayStreamUnsigned`: that route's service takes `UNSIGNED-PAYLOAD` for a streamed body.
     @inline(__always)
-    init(head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0, signingBodyLimit: Int? = nil) {
+    init(
+        head: borrowing RequestHead, draining: Bool, requestBuffering: Int = 0, spoolLimit: Int = 0, signingBodyLimit: Int? = nil,
+        signingMayStreamUnsigned: Bool = false
+    ) {
         isHEAD = head.method == "HEAD"
         isIdempotent = ExchangeRules.isIdempotent(head.method)
         hasBody = head.framing != .none
@@ -122,7 +126,9 @@ struct ExchangeMachine {
             // Its hash goes in the head (CONTRACT.md "AWS credentials and SigV4 signing"); it is held in memory only.
             self.spoolLimit = 0
             bodyBuffering =
-                ExchangeRules.holdsBodyToSign(framing: head.framing, wantsUpgrade: wantsUpgrade, limit: signingBodyLimit)
+                ExchangeRules.holdsBodyToSign(
+                    framing: head.framing, wantsUpgrade: wantsUpgrade, expectsContinue: head.expectContinue,
+                    mayStreamUnsigned: signingMayStreamUnsigned, limit: signingBodyLimit)
                 ? .waiting(limit: signingBodyLimit) : .off
             return
         }

@@ -36,11 +36,12 @@ enum ExchangeRules {
 
     /// CONTRACT.md "AWS credentials and SigV4 signing": a body whose SHA-256 is signed is read whole
     /// before the head goes, when it may fit `limit` (`forward.retry_body_limit`); a Content-Length
-    /// over it is known too large at once. The client's `Expect: 100-continue` is not waited out
-    /// here: the client sends its body after its own wait (RFC 9110 §10.1.1). An upgrade's body is
-    /// the new protocol's.
-    static func holdsBodyToSign(framing: BodyFraming, wantsUpgrade: Bool, limit: Int) -> Bool {
-        guard !wantsUpgrade else { return false }
+    /// over it is known too large at once. The proxy never answers `100 Continue` itself (CONTRACT
+    /// point 8): a client that waits for it (RFC 9110 §10.1.1) sends its body to a service that may
+    /// take `UNSIGNED-PAYLOAD` (`s3`) streamed, its Expect going upstream, and to any other after its
+    /// own wait. An upgrade's body is the new protocol's.
+    static func holdsBodyToSign(framing: BodyFraming, wantsUpgrade: Bool, expectsContinue: Bool, mayStreamUnsigned: Bool, limit: Int) -> Bool {
+        guard !wantsUpgrade, !(expectsContinue && mayStreamUnsigned) else { return false }
         switch framing {
         case .none: return false
         case .contentLength(let n): return n <= limit

@@ -29,6 +29,9 @@ final class SigV4RequestSigner {
     /// (it streams).
     var holdsBodies: Bool { !unsignedPayload }
 
+    /// S3 takes `UNSIGNED-PAYLOAD` for a body that streams; other services want its hash.
+    var mayStreamUnsigned: Bool { service == "s3" }
+
     /// What an upstream 403 to a request sent with `token` is (`AWSRefusal`).
     func verdict(on head: ResponseHead, isHEAD: Bool, token: TokenSnapshot) -> AWSRefusal.Verdict {
         let nearExpiry = token.expiresAt.map { $0 - wallClock() <= refreshMargin } ?? false
@@ -52,7 +55,7 @@ final class SigV4RequestSigner {
         switch body {
         case .none: return .hash(SigV4.emptyPayloadHash)
         case .whole(let bytes): return .hash(SigV4.sha256Hex(bytes))
-        case .streaming: return service == "s3" ? .unsigned : nil
+        case .streaming: return service == "s3" ? .unsigned : nil  // `mayStreamUnsigned`
         }
     }
 
@@ -61,7 +64,8 @@ final class SigV4RequestSigner {
         let signer: SigV4RequestSigner
         let credentials: AWSSigningCredentials
         let payload: SigV4Request.Payload
-        /// The body was read whole first: a client's `Expect` was answered by the proxy and does not go up.
+        /// The body was read whole first: a client's `Expect` was waited out and does not go up (the body
+        /// follows the head at once).
         let bodyHeld: Bool
     }
 
@@ -85,7 +89,7 @@ extension SigV4RequestSigner.Step {
 
     /// Whether client field `index` stays out of the upstream request: the fields the signature sets
     /// (Authorization, X-Amz-Date, X-Amz-Security-Token, X-Amz-Content-Sha256) are replaced, and
-    /// `Expect` goes no further than the proxy that held the body. Every other field goes, and is
+    /// `Expect` goes no further than the proxy that held the body (its client stopped waiting). Every other field goes, and is
     /// noted when it is signed.
     func drops(_ index: Int, of fields: FieldBlock) -> Bool {
         if bodyHeld && fields.nameEquals(index, "expect") { return true }
