@@ -85,7 +85,7 @@ final class LoopRoute {
         spoolFolder = AtomicFile.parentFolder(of: route.store.path) + "/spool"
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
-        if case .aws(let aws) = route.credentials.source {
+        if let aws = route.credentials.source.awsSigning {
             let signer = SigV4RequestSigner(
                 region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned,
                 refreshMargin: route.credentials.refreshMargin)
