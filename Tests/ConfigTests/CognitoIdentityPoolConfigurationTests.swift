@@ -51,7 +51,10 @@ import Testing
         #expect(parseError(credentials("region: us-east-1\nidentity_pool_id: \(pool)\naws: {service: s3}"))?.keyPath == "credentials.user_pool_id")
         #expect(parseError(credentials("user_pool_id: us-east-1_Ab\nidentity_pool_id: \(pool)"))?.keyPath == "credentials.aws.service")
         #expect(parseError(credentials("user_pool_id: us-east-1_Ab\nidentity_pool_id: \(pool)\naws: {payload: signed}"))?.keyPath == "credentials.aws.service")
-        for bad in ["0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "us-east-1:not-a-uuid", "us-east-1:0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5", "US:0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"] {
+        for bad in [
+            "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "us-east-1:not-a-uuid", "us-east-1:0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5",
+            "US:0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+        ] {
             #expect(
                 parseError(credentials("user_pool_id: us-east-1_Ab\nidentity_pool_id: \"\(bad)\"\naws: {service: s3}"))?.keyPath
                     == "credentials.identity_pool_id", "\(bad)")

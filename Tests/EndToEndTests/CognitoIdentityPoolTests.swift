@@ -243,4 +243,34 @@ struct CognitoIdentityPoolTests {
         let secrets = [key.secret, key.session, short.secret, short.session, cognito.info.password]
         expectNoSecret([proxy.stderr, login.output], secrets + (try identity.stats().logins_tokens))
     }
+
+    @Test("a GetCredentialsForIdentity that fails in passing is tried again with the refreshed ID token, without a second user-pool refresh")
+    func passingFailureKeepsTheNewIDToken() throws {
+        let cognito = try CognitoIdP.start()
+        defer { cognito.stop() }
+        let dir = try TempDir(prefix: "tokenproxy-identity-pool-passing")
+        let first = IdentityPoolKey(id: "ASIABEFORE", secret: "before/secret", session: "before-session", lifetime: 3600)
+        let second = IdentityPoolKey(id: "ASIAAFTER", secret: "after/secret", session: "after-session", lifetime: 3600)
+        let identity = try IdentityPoolServer(for: cognito, keys: [first, second], folder: dir)
+        let verifier = try PythonServer("sigv4_verifier", arguments: ["--key", first.verifierArgument, "--key", second.verifierArgument])
+        let text = config(cognito: cognito, identity: identity, upstream: verifier.baseURL, margin: "1ms")
+        let path = try dir.write("tokenproxy.yaml", text)
+        let login = try logIn(path, cognito)
+        #expect(login.status == 0, "\(login.output)")
+        let proxy = try ProxyProcess(config: text, directory: dir)
+        #expect(try put(proxy, "/stage/before").status == 200)
+
+        try identity.control("fail?count=1")
+        #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
+        // The failure backs off; the retry succeeds with the ID token of the one user-pool refresh.
+        #expect(try within(30) { try identity.stats().logins_tokens.count == 2 })
+        let stats = try identity.stats()
+        #expect(stats.get_credentials == 3)
+        #expect(stats.logins_tokens[0] != stats.logins_tokens[1])
+        #expect(try cognito.stats().count("REFRESH_TOKEN_AUTH", outcome: "ok") == 1)
+        #expect(try within(20) { try put(proxy, "/stage/after").status == 200 && signedBy(verifier)[second.id] ?? 0 >= 1 })
+        proxy.terminate()
+        _ = try proxy.waitForExit()
+        expectNoSecret([proxy.stderr, login.output], [first.secret, first.session, second.secret, second.session] + stats.logins_tokens)
+    }
 }

@@ -28,6 +28,7 @@ Test-only controls:
                        succeeded], "identity_ids": [each IdentityId answered]}
   POST /test/refuse   every ID token is refused from now on (NotAuthorizedException)
   POST /test/forget   every identity is forgotten (GetCredentialsForIdentity: ResourceNotFoundException)
+  POST /test/fail?count=N   the next N GetCredentialsForIdentity calls answer 500 InternalErrorException
 
 Prints `READY <port>` once listening; stops on SIGTERM or when its parent ends.
 """
@@ -54,6 +55,7 @@ STATE = {
     "by_sub": {},  # sub -> identity id
     "issued": 0,
     "refuse": False,
+    "fail": 0,
     "in_flight": 0,
 }
 STATS = {"get_id": 0, "get_credentials": 0, "refused": 0, "max_concurrent": 0, "logins_tokens": [], "identity_ids": []}
@@ -122,6 +124,11 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["refuse"] = True
             self.answer(200, {})
             return
+        if self.path.startswith("/test/fail?count="):
+            with LOCK:
+                STATE["fail"] = int(self.path.split("=", 1)[1])
+            self.answer(200, {})
+            return
         if self.path == "/test/forget":
             with LOCK:
                 STATE["identities"].clear()
@@ -182,6 +189,11 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATS["get_credentials"] += 1
             sub = STATE["identities"].get(body.get("IdentityId"))
+            failing = STATE["fail"] > 0
+            STATE["fail"] -= 1 if failing else 0
+        if failing:
+            self.answer(500, {"__type": "InternalErrorException", "message": "injected"})
+            return
         if sub is None:
             self.error("ResourceNotFoundException", "Identity not found")
             return
