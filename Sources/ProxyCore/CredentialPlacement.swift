@@ -18,14 +18,15 @@ enum CredentialPlacement {
     case field(InjectedField)
     /// The token as a query parameter of every request.
     case query(InjectedQueryParameter)
-    /// `type: aws`: the token (AWS credentials) goes in no field; the request is signed (SigV4) by
+    /// `type: aws` (or a Cognito identity pool): the token (AWS credentials) goes in no field; the request is signed (SigV4) by
     /// this route's step, which `writeRequestHead` is handed per request (`SigV4RequestSigner.Step`).
     /// The client's Authorization makes way for the signature's.
     case signed(SigV4RequestSigner)
 
-    /// The route's placement: signed for `type: aws` (`inject` does not apply), else where `inject` says.
+    /// The route's placement: signed for `type: aws` and a Cognito identity pool (`inject` does not
+    /// apply), else where `inject` says.
     init(_ inject: InjectConfiguration?, credentials: CredentialsConfiguration) {
-        guard case .aws(let aws) = credentials.source else {
+        guard let aws = credentials.source.awsSigning else {
             self.init(inject)
             return
         }

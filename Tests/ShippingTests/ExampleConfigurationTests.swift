@@ -64,7 +64,7 @@ import Testing
             "oauth2-client-assertion.yaml": .oauth2ClientCredentials, "oauth2-jwt-bearer.yaml": .oauth2JWTBearer,
             "oauth2-token-exchange.yaml": .oauth2TokenExchange, "gce-metadata.yaml": .gceMetadata,
             "azure-managed-identity.yaml": .azureManagedIdentity, "aws.yaml": .aws, "aws-s3.yaml": .aws,
-            "github-app.yaml": .gitHubApp,
+            "github-app.yaml": .gitHubApp, "cognito-identity-pool.yaml": .cognito,
         ]
         var covered = Set<CredentialsType>()
         for (name, type) in expected.sorted(by: { $0.key < $1.key }) {
@@ -84,6 +84,7 @@ import Testing
             case "oauth2-client-credentials.yaml": #expect(source.oauth2Client?.issuerURL != nil)
             case "cognito.yaml": #expect(source.type == .cognito && cognitoSecret == nil)
             case "cognito-with-secret.yaml": #expect(cognitoSecret != nil)
+            case "cognito-identity-pool.yaml": #expect(source.awsSigning?.service == "execute-api")
             default: break
             }
         }

@@ -10,8 +10,10 @@ public struct CognitoConfiguration: Sendable, Equatable {
     public var seedRefreshToken: Secret? = nil
     /// password (USER_PASSWORD_AUTH) | srp | none.
     public var login: CredentialsConfiguration.LoginFlow = .password
-    /// Needed for login: srp.
+    /// Needed for login: srp and for an identity pool.
     public var userPoolID: String? = nil
+    /// Set with `identity_pool_id`: requests are signed with the identity pool's AWS credentials.
+    public var identityPool: CognitoIdentityPoolConfiguration? = nil
 
     public init(clientID: String, region: String? = nil, endpoint: String? = nil) {
         self.clientID = clientID
@@ -21,7 +23,7 @@ public struct CognitoConfiguration: Sendable, Equatable {
 }
 
 extension Keys {
-    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin
+    static let cognito = ["region", "client_id"] + clientSecret + ["endpoint", "use_token"] + seedRefreshToken + cognitoLogin + cognitoIdentityPool
 }
 
 extension CognitoConfiguration {
@@ -41,6 +43,7 @@ extension CognitoConfiguration {
         let useToken = load.found.collect { try s.choice("use_token", CredentialsConfiguration.CognitoTokenUse.self) }
         let secret = load.found.collect { try load.readSecret(s, "client_secret", literal: true) }
         let seed = load.found.collect { try load.readSecret(s, "refresh_token", literal: false, unsetEnvIsAbsent: true) }
+        let identityPool = CognitoIdentityPoolConfiguration.parse(s, userPool: pool?.id, region: region, useToken: useToken, in: load)
         guard load.found.errors.count == errorsBefore else { return nil }
         if clientID == nil { load.found.record(ConfigurationError.missingCredential("client_id", for: .cognito)) }
         if region == nil, endpoint == nil {
@@ -66,6 +69,10 @@ extension CognitoConfiguration {
         c.seedRefreshToken = seed
         c.login = login
         c.userPoolID = pool?.id
+        if let identityPool {
+            c.identityPool = identityPool
+            c.useToken = .id  // the Logins token
+        }
         return c
     }
 }
@@ -80,5 +87,6 @@ extension CognitoConfiguration {
         line("seed_refresh_token", seedRefreshToken?.description ?? "none")
         line("login", login.rawValue)
         line("user_pool_id", userPoolID)
+        identityPool?.describe(line)
     }
 }

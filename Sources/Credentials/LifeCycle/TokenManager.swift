@@ -22,7 +22,7 @@ public final class TokenManager: @unchecked Sendable {
     private let policy: RefreshPolicy
     private let clock: @Sendable () -> Double
     private let sink: SinkWriter?
-    /// `type: aws`: each token is AWS credentials, carried by the snapshot for signing.
+    /// `type: aws` (and cognito with an identity pool): each token is AWS credentials, carried by the snapshot for signing.
     private let signsAWS: Bool
 
     private let published: Mutex<TokenView>
@@ -80,7 +80,7 @@ public final class TokenManager: @unchecked Sendable {
         self.clock = now
         self.policy = RefreshPolicy(refreshMargin: configuration.credentials.refreshMargin, random: random)
         self.sink = configuration.sink.map { SinkWriter($0, logger: logger) }
-        self.signsAWS = configuration.credentials.type == .aws
+        self.signsAWS = configuration.credentials.source.awsSigning != nil
         self.storeMetrics = (source as? SessionTokenSource)?.storeMetrics
         // `.active` without a token: requests wait for the first acquisition (a session-based source
         // that finds no session publishes `.none` when it says so).

@@ -203,6 +203,7 @@ public final class SessionTokenSource: TokenSource {
         session.subject = claims?.subject ?? issued.username ?? claims?.username ?? previous?.subject
         session.username = issued.username ?? previous?.username
         session.deviceKey = issued.deviceKey ?? previous?.deviceKey
+        session.identityID = issued.identityID ?? previous?.identityID
         session.lastRefreshAt = now
         session.lastRefreshOutcome = outcome
         session.tokenType = issued.dpop == nil ? nil : "DPoP"

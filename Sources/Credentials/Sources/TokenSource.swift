@@ -34,6 +34,8 @@ public struct IssuedToken: Sendable, Equatable {
     public var deviceKey: String?
     /// Set for a token issued with `token_type: DPoP` (RFC 9449 §5): the key it is bound to.
     public var dpop: DPoPProver?
+    /// Cognito identity pools: the identity id (GetId), kept in the store with the session.
+    public var identityID: String?
 
     public init(
         accessToken: String,
@@ -189,7 +191,8 @@ public func makeIdentityProvider(_ credentials: CredentialsConfiguration) throws
     case .azureManagedIdentity(let c):
         return CloudIdentityProvider(.azure(c))
     case .cognito(let c):
-        return try CognitoProvider(c)
+        guard let pool = c.identityPool else { return try CognitoProvider(c) }
+        return CognitoIdentityPoolProvider(try CognitoProvider(c), pool: pool)
     case .jsonRefresh(let c):
         return try JSONRefreshProvider(c)
     case .gitHubApp(let c):

@@ -32,6 +32,8 @@ public struct StoredSession: Codable, Sendable, Equatable {
     /// The DPoP key (EC P-256, PEM) made at the first token request when `dpop.key_file` is not
     /// set: kept so that a restart and every proxy of a fleet prove possession of the same key.
     public var dpopKey: String?
+    /// Cognito identity pools: the identity id GetId answered, so a restart does not ask again.
+    public var identityID: String?
 
     public init(
         kind: String,
@@ -68,6 +70,7 @@ public struct StoredSession: Codable, Sendable, Equatable {
         case deviceKey = "device_key"
         case tokenType = "token_type"
         case dpopKey = "dpop_key"
+        case identityID = "identity_id"
     }
 }
 
