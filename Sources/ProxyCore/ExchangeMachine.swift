@@ -286,8 +286,7 @@ struct ExchangeMachine {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,
-                    refusingGoodTokens: refusingGoodTokens, requestHasBody: hasBody, bodyOnWire: bodyOnWire,
-                    replayComplete: replayComplete))
+                    refusingGoodTokens: refusingGoodTokens, body: sentBody))
             switch action {
             case .holdAndRetry:
                 phase = .holding401(bodyBytes: 0)
@@ -348,7 +347,7 @@ struct ExchangeMachine {
                 trailingBytes: trailingBytes, parserSaysClose: parserSaysClose, sendStopped: sendStopped,
                 requestBodyDone: requestBodyDone, bytesWaitingToGoUp: bytesWaitingToGoUp))
         if isHolding401 {
-            if bodyOnWire && !replayComplete { return (reuse, .releaseHeld401) }
+            if !sentBody.canGoAgain { return (reuse, .releaseHeld401) }
             retryAfter401Used = true
             return (reuse, .retryWithNewToken(staleGeneration: sentGeneration))
         }
@@ -368,6 +367,8 @@ struct ExchangeMachine {
         case retryOnFreshConnection
     }
 
+    private var sentBody: ExchangeRules.SentBody { .init(onWire: bodyOnWire, replayComplete: replayComplete) }
+
     /// The upstream connection closed before any byte of an answer.
     mutating func onClosedBeforeAnswer(connectionWasReused: Bool) -> Failure {
         let retry =
@@ -375,8 +376,7 @@ struct ExchangeMachine {
             && ExchangeRules.retriesOnFreshConnection(
                 .init(
                     isIdempotent: isIdempotent, connectionWasReused: connectionWasReused,
-                    alreadyRetriedOnFreshConnection: retriedOnFresh, anyByteWritten: anyByteWritten,
-                    bodyOnWire: bodyOnWire, replayComplete: replayComplete))
+                    alreadyRetriedOnFreshConnection: retriedOnFresh, anyByteWritten: anyByteWritten, body: sentBody))
         if retry {
             retriedOnFresh = true
             return .retryOnFreshConnection

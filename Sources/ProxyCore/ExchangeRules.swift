@@ -57,6 +57,17 @@ enum ExchangeRules {
         }
     }
 
+    /// How much of the request's body went up, and whether it is kept: what decides whether the
+    /// request can go again, after a 401 or on a fresh connection.
+    struct SentBody {
+        /// Some of the body went up (on this try or an earlier one).
+        var onWire: Bool
+        /// The whole body is kept in the replay buffer.
+        var replayComplete: Bool
+        /// None of it went up (no body, or a 401 before `100 Continue`), or all of it is kept.
+        var canGoAgain: Bool { !onWire || replayComplete }
+    }
+
     /// What is known of one try when its upstream connection closed before any byte of an answer.
     struct FailedTry {
         /// RFC 9110 §9.2.2 (``isIdempotent(_:)``).
@@ -65,10 +76,7 @@ enum ExchangeRules {
         var connectionWasReused: Bool
         var alreadyRetriedOnFreshConnection: Bool
         var anyByteWritten: Bool
-        /// Some of the body went up (on this try or an earlier one).
-        var bodyOnWire: Bool
-        /// The whole body is kept in the replay buffer.
-        var replayComplete: Bool
+        var body: SentBody
     }
 
     /// RFC 9112 §9.3.1 and RFC 9110 §9.2.2: a request whose reused connection closed before any
@@ -77,7 +85,7 @@ enum ExchangeRules {
     static func retriesOnFreshConnection(_ t: FailedTry) -> Bool {
         guard t.connectionWasReused, !t.alreadyRetriedOnFreshConnection else { return false }
         guard t.isIdempotent || !t.anyByteWritten else { return false }
-        return !t.bodyOnWire || t.replayComplete
+        return t.body.canGoAgain
     }
 
     /// CONTRACT.md "Where the credential goes": the answers that say the token was refused and ask
@@ -97,9 +105,7 @@ enum ExchangeRules {
         var tokenCanChange: Bool
         /// A fresh token was refused within the last 30 s (CONTRACT point 3).
         var refusingGoodTokens: Bool
-        var requestHasBody: Bool
-        var bodyOnWire: Bool
-        var replayComplete: Bool
+        var body: SentBody
     }
 
     enum UnauthorizedAction: Equatable {
@@ -115,7 +121,7 @@ enum ExchangeRules {
         guard u.tokenInjected else { return .passOn(startStormGuard: false) }
         if u.alreadyRetried { return .passOn(startStormGuard: true) }
         guard u.tokenCanChange, !u.refusingGoodTokens else { return .passOn(startStormGuard: false) }
-        guard !u.requestHasBody || !u.bodyOnWire || u.replayComplete else { return .passOn(startStormGuard: false) }
+        guard u.body.canGoAgain else { return .passOn(startStormGuard: false) }
         return .holdAndRetry
     }
 

@@ -30,7 +30,8 @@ final class SigV4RequestSigner {
     var holdsBodies: Bool { !unsignedPayload }
 
     /// S3 takes `UNSIGNED-PAYLOAD` for a body that streams; other services want its hash.
-    var mayStreamUnsigned: Bool { service == "s3" }
+    static func mayStreamUnsigned(service: String) -> Bool { service == "s3" }
+    var mayStreamUnsigned: Bool { Self.mayStreamUnsigned(service: service) }
 
     /// What an upstream 403 to a request sent with `token` is (`AWSRefusal`).
     func verdict(on head: ResponseHead, isHEAD: Bool, token: TokenSnapshot) -> AWSRefusal.Verdict {
@@ -55,7 +56,7 @@ final class SigV4RequestSigner {
         switch body {
         case .none: return .hash(SigV4.emptyPayloadHash)
         case .whole(let bytes): return .hash(SigV4.sha256Hex(bytes))
-        case .streaming: return service == "s3" ? .unsigned : nil  // `mayStreamUnsigned`
+        case .streaming: return mayStreamUnsigned(service: service) ? .unsigned : nil
         }
     }
 
@@ -64,8 +65,8 @@ final class SigV4RequestSigner {
         let signer: SigV4RequestSigner
         let credentials: AWSSigningCredentials
         let payload: SigV4Request.Payload
-        /// The body was read whole first: a client's `Expect` was waited out and does not go up (the body
-        /// follows the head at once).
+        /// The body was read whole first: a client's `Expect` was waited out and does not go up (the
+        /// body follows the head at once).
         let bodyHeld: Bool
     }
 
@@ -89,8 +90,8 @@ extension SigV4RequestSigner.Step {
 
     /// Whether client field `index` stays out of the upstream request: the fields the signature sets
     /// (Authorization, X-Amz-Date, X-Amz-Security-Token, X-Amz-Content-Sha256) are replaced, and
-    /// `Expect` goes no further than the proxy that held the body (its client stopped waiting). Every other field goes, and is
-    /// noted when it is signed.
+    /// `Expect` goes no further than the proxy that held the body (its client stopped waiting).
+    /// Every other field goes, and is noted when it is signed.
     func drops(_ index: Int, of fields: FieldBlock) -> Bool {
         if bodyHeld && fields.nameEquals(index, "expect") { return true }
         let name = fields.name(index)

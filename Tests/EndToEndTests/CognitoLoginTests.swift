@@ -124,7 +124,7 @@ struct CognitoLoginTests {
 
         let proxy = try ProxyProcess(config: pool.configText, directory: pool.dir, environment: env)
         #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
-        #expect(try within(60) { try pool.stats()["InitiateAuth:REFRESH_TOKEN_AUTH"]?["ok"] == 1 })
+        #expect(try within(60) { try pool.stats()["InitiateAuth:REFRESH_TOKEN_AUTH"]?["ok"] == 1 }, "\(try pool.stats()) \(proxy.stderr)")
         let keys = try #require(try curl([pool.server.baseURL + "/test/stats"]).json?["refresh_device_keys"] as? [String])
         #expect(keys == [deviceKey])
         proxy.terminate()
@@ -240,6 +240,8 @@ struct CognitoLoginTests {
         defer { pool.server.stop() }
         let result = try Self.login(pool, stdin: Self.password + "\n" + (try Self.totpCode()) + "\n")
         #expect(result.status == 1)
-        #expect(result.stderr.contains("session expired"), "\(result.stderr)")
+        // Cognito's own words, passed on: the refusal names what expired.
+        #expect(result.stderr.contains("Cognito refused the login"), "\(result.stderr)")
+        #expect(result.stderr.contains("session is expired"), "\(result.stderr)")
     }
 }

@@ -27,7 +27,7 @@ import Testing
 @Suite struct FreshConnectionRetryTests {
     static let safe = ExchangeRules.FailedTry(
         isIdempotent: true, connectionWasReused: true, alreadyRetriedOnFreshConnection: false, anyByteWritten: true,
-        bodyOnWire: false, replayComplete: false)
+        body: .init(onWire: false, replayComplete: false))
 
     @Test func anIdempotentRequestOnAReusedConnectionIsRetried() {
         #expect(ExchangeRules.retriesOnFreshConnection(Self.safe))
@@ -56,17 +56,17 @@ import Testing
     @Test func aBodyAlreadySentNeedsTheWholeReplay() {
         var t = Self.safe
         t.isIdempotent = ExchangeRules.isIdempotent("PUT")
-        t.bodyOnWire = true
+        t.body.onWire = true
         #expect(!ExchangeRules.retriesOnFreshConnection(t))
-        t.replayComplete = true
+        t.body.replayComplete = true
         #expect(ExchangeRules.retriesOnFreshConnection(t))
     }
 }
 
 @Suite struct UnauthorizedTests {
     static let first = ExchangeRules.Unauthorized(
-        tokenInjected: true, alreadyRetried: false, tokenCanChange: true, refusingGoodTokens: false, requestHasBody: false,
-        bodyOnWire: false, replayComplete: false)
+        tokenInjected: true, alreadyRetried: false, tokenCanChange: true, refusingGoodTokens: false,
+        body: .init(onWire: false, replayComplete: false))
 
     @Test func aFirst401IsHeldForARefreshAndOneRetry() {
         #expect(ExchangeRules.onUnauthorized(Self.first) == .holdAndRetry)
@@ -94,17 +94,15 @@ import Testing
     }
 
     @Test func a401Before100IsRetriedWhateverTheBodysSize() {
-        var u = Self.first
-        u.requestHasBody = true
+        let u = Self.first  // a body, none of it sent, none kept
         #expect(ExchangeRules.onUnauthorized(u) == .holdAndRetry)
     }
 
     @Test func aBodyPartlySentIsRetriedOnlyFromAWholeReplay() {
         var u = Self.first
-        u.requestHasBody = true
-        u.bodyOnWire = true
+        u.body.onWire = true
         #expect(ExchangeRules.onUnauthorized(u) == .passOn(startStormGuard: false))
-        u.replayComplete = true
+        u.body.replayComplete = true
         #expect(ExchangeRules.onUnauthorized(u) == .holdAndRetry)
     }
 }
