@@ -124,7 +124,7 @@ struct CognitoLoginTests {
 
         let proxy = try ProxyProcess(config: pool.configText, directory: pool.dir, environment: env)
         #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
-        #expect(try within(60) { try pool.stats()["InitiateAuth:REFRESH_TOKEN_AUTH"]?["ok"] == 1 }, "\(try pool.stats()) \(proxy.stderr)")
+        #expect(try within(60) { try pool.stats()["InitiateAuth:REFRESH_TOKEN_AUTH"]?["ok"] == 1 }, "\(String(describing: try? pool.stats())) \(proxy.stderr)")
         let keys = try #require(try curl([pool.server.baseURL + "/test/stats"]).json?["refresh_device_keys"] as? [String])
         #expect(keys == [deviceKey])
         proxy.terminate()
