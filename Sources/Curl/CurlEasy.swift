@@ -113,6 +113,8 @@ package final class CurlEasy {
         case freshConnect
         /// CURLOPT_TCP_NODELAY.
         case tcpNoDelay
+        /// CURLOPT_TCP_KEEPALIVE: TCP keep-alive probes on the connection's socket.
+        case tcpKeepAlive
         /// CURLOPT_HTTPPROXYTUNNEL: CONNECT through the HTTP proxy, whatever the scheme.
         case httpProxyTunnel
         /// CURLOPT_SSL_VERIFYPEER.
@@ -131,6 +133,7 @@ package final class CurlEasy {
             case .connectOnly: return CURLOPT_CONNECT_ONLY
             case .freshConnect: return CURLOPT_FRESH_CONNECT
             case .tcpNoDelay: return CURLOPT_TCP_NODELAY
+            case .tcpKeepAlive: return CURLOPT_TCP_KEEPALIVE
             case .httpProxyTunnel: return CURLOPT_HTTPPROXYTUNNEL
             case .verifyPeer: return CURLOPT_SSL_VERIFYPEER
             case .verifyHost: return CURLOPT_SSL_VERIFYHOST
@@ -141,7 +144,8 @@ package final class CurlEasy {
             switch self {
             case .verifyHost: return 2
             case .tls12OrLater: return Int(CURL_SSLVERSION_TLSv1_2)
-            case .noSignal, .followLocation, .post, .connectOnly, .freshConnect, .tcpNoDelay, .httpProxyTunnel, .verifyPeer: return 1
+            case .noSignal, .followLocation, .post, .connectOnly, .freshConnect, .tcpNoDelay, .tcpKeepAlive, .httpProxyTunnel, .verifyPeer:
+                return 1
             }
         }
     }
@@ -204,6 +208,13 @@ package final class CurlEasy {
 
     package func set(_ timeout: Timeout, milliseconds: Int) throws(CurlError) {
         try check(tp_easy_setopt_long(handle, timeout.option, milliseconds))
+    }
+
+    /// CURLOPT_TCP_KEEPIDLE and CURLOPT_TCP_KEEPINTVL: the first keep-alive probe after this many
+    /// idle seconds, then one every as many (with `.tcpKeepAlive` on).
+    package func setKeepAliveProbes(everySeconds seconds: Int) throws(CurlError) {
+        try check(tp_easy_setopt_long(handle, CURLOPT_TCP_KEEPIDLE, seconds))
+        try check(tp_easy_setopt_long(handle, CURLOPT_TCP_KEEPINTVL, seconds))
     }
 
     /// CURLOPT_POSTFIELDSIZE_LARGE: the request body's length, sent as Content-Length.

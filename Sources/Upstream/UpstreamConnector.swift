@@ -78,6 +78,9 @@ public final class UpstreamConnector {
 
     public static var libcurlVersion: String { CurlGlobal.version }
 
+    /// TCP keep-alive probes on an upstream connection after this many idle seconds, then as often.
+    public static let keepAliveProbeSeconds = 60
+
     // MARK: the pool
 
     /// The most recently used idle connection still worth using, or nil: connect a new one.
@@ -154,6 +157,11 @@ public final class UpstreamConnector {
         try easy.set(.noSignal, true)
         try easy.set(.protocols, "http,https")
         try easy.set(.tcpNoDelay, true)
+        // Idle in the pool for minutes (`upstream_keepalive_timeout`): probes keep a NAT's or a load
+        // balancer's idle timer from forgetting the connection silently (Azure's drops after 4 min
+        // without a reset), and tell of a peer that is gone (docs/ENGINE.md, "The pool").
+        try easy.set(.tcpKeepAlive, true)
+        try easy.setKeepAliveProbes(everySeconds: UpstreamConnector.keepAliveProbeSeconds)
         try easy.set(.connect, milliseconds: Int(settings.headTimeout * 1000))
         try easy.set(.proxy, settings.proxy.proxy)
         try easy.set(.noProxy, settings.proxy.noProxy)

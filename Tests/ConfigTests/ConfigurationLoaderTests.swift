@@ -133,6 +133,13 @@ let contractExampleEnvironment = [
         #expect(config.log == LogConfiguration())
     }
 
+    /// Issue 32 point 6: an idle upstream connection outlives the pause between a benchmark cell's
+    /// rounds (about 23 runs of 10 s in the anchor run, ~270 s), as the anchor's nginx keeps its own
+    /// (`keepalive_timeout 300s`); 60 s emptied the pool and refilled it with TLS handshakes.
+    @Test func idleUpstreamConnectionsAreKeptFiveMinutesByDefault() {
+        #expect(LimitsConfiguration().upstreamKeepaliveTimeout == 300)
+    }
+
     @Test func leftOutSectionsTakeTheContractsDefaults() throws {
         let loaded = try parse(minimalYAML, base: "/srv/proxy")
         let config = loaded.configuration

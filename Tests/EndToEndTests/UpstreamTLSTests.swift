@@ -105,6 +105,43 @@ struct TestPKI {
         try stop(proxy)
     }
 
+    /// Issue 32 point 6: a benchmark's (or a user's) clients come back in bursts minutes apart. With
+    /// the default `upstream_keepalive_timeout`, the connections of one burst still carry the next
+    /// after a pause longer than the old default of 60 s: counted at the TLS server, 64 connections
+    /// for two bursts of 64 keep-alive clients, not 128. Each of them sends TCP keep-alive probes.
+    @Test func burstsMinutesApartReuseTheUpstreamTLSConnections() throws {
+        let pki = try TestPKI()
+        let upstream = try PythonServer("echo_upstream", arguments: ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey])
+        defer { upstream.stop() }
+        let proxy = try proxy(upstreamPort: upstream.port, tls: "upstream_tls:\n  ca_file: \(pki.caFile)")
+        let clients = 64
+        // Slow enough that every client's request is upstream at once: each needs a connection.
+        let request = "GET /slow-head?ms=300 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        func burst() throws {
+            let connections = try (0..<clients).map { _ in try RawHTTPClient(port: proxy.port, timeout: 30) }
+            for _ in 0..<3 {
+                for c in connections { try c.send(request) }
+                for c in connections {
+                    let status = try c.readResponse().status
+                    #expect(status == 200)
+                }
+            }
+        }
+        try burst()
+        Thread.sleep(forTimeInterval: 65)
+        try burst()
+        // Asked through the proxy, on a pooled connection: every connection the server saw is the proxy's.
+        let answer = try curl([proxy.baseURL + "/connections"])
+        #expect(answer.status == 200)
+        let object = try JSONSerialization.jsonObject(with: Data(answer.bodyString.utf8)) as? [String: Any]
+        let seen = object?["connections"] as? Int
+        #expect(seen == clients, "the TLS server accepted \(seen ?? -1) connections for \(clients) clients")
+        let sockets = try runCommand("/usr/bin/ss", arguments: ["-Htno", "state", "established", "( dport = :\(upstream.port) )"], timeout: 10)
+        let lines = sockets.output.split(separator: "\n")
+        #expect(lines.count == clients && lines.allSatisfy { $0.contains("timer:(keepalive") }, "\(sockets.output)")
+        try stop(proxy)
+    }
+
     @Test func mutualTLSSendsTheConfiguredClientCertificate() throws {
         let pki = try TestPKI()
         let upstream = try PythonServer(

@@ -18,6 +18,7 @@ work under any base path, e.g. `/base/big`):
   /close               closes without answering
   /auth?token=T        200 when Authorization is `Bearer T`, else 401
   /count[?path=P]      how many requests each path (as received) has had
+  /connections         how many connections it has accepted (with TLS: handshakes completed)
   CONNECT host:port    acts as the forward proxy of a tunnel that ends here: answers 200, then
                        serves the requests that come through it itself, adding "tunnel" (the
                        CONNECT target) and "tunnel_headers" (the CONNECT request's fields) to echoes
@@ -38,6 +39,7 @@ BODY_ECHO_LIMIT = 64 * 1024
 
 _count_lock = threading.Lock()
 _counts = {}
+_connections = 0
 VERBOSE = False
 
 
@@ -48,7 +50,7 @@ def pattern_bytes(offset, length):
     return (PATTERN * reps)[start:start + length]
 
 
-ENDPOINTS = {"big", "stream", "redirect", "slow-head", "stall-body", "garbage", "close", "auth", "count"}
+ENDPOINTS = {"big", "stream", "redirect", "slow-head", "stall-body", "garbage", "close", "auth", "count", "connections"}
 
 
 def route(path):
@@ -206,6 +208,11 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_json(401, {"auth": "refused"}, [("WWW-Authenticate", 'Bearer realm="echo"')])
             return
+        if path == "/connections":
+            with _count_lock:
+                accepted = _connections
+            self.send_json(200, {"connections": accepted})
+            return
         if path == "/count":
             key = query.get("path", [None])[0]
             with _count_lock:
@@ -247,6 +254,14 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+
+    def get_request(self):
+        # With TLS the listening socket's accept completes the handshake: a failed one is not counted.
+        request = super().get_request()
+        global _connections
+        with _count_lock:
+            _connections += 1
+        return request
 
     def handle_error(self, request, client_address):  # a client that went away is no news
         if VERBOSE:

@@ -174,8 +174,11 @@ public struct LimitsConfiguration: Sendable, Equatable {
     public var clientSendTimeout: Double = 60
     /// Idle upstream connections kept per event loop for reuse (nginx's `keepalive`); 0 keeps none.
     public var upstreamKeepalive: Int = 256
-    /// How long an idle upstream connection is kept (nginx's `keepalive_timeout`).
-    public var upstreamKeepaliveTimeout: Double = 60
+    /// How long an idle upstream connection is kept (nginx's `keepalive_timeout`). Minutes, not
+    /// nginx's 60 s: clients of a credential proxy come in bursts minutes apart, and each burst
+    /// after an emptied pool pays a new TLS handshake per connection (docs/ENGINE.md, "The pool";
+    /// TCP keep-alive probes keep such a connection known to NATs and load balancers).
+    public var upstreamKeepaliveTimeout: Double = 300
     public var refreshWait: Double = 10
     public init() {}
 }
