@@ -68,9 +68,9 @@ import Testing
         try w.finish()
     }
 
-    /// 20 forced refreshes at once cost a handful of token requests at most, not 20; the others are
-    /// answered 202 "refresh deferred" with when to try again (Retry-After), and one is admitted again
-    /// once that time has passed.
+    /// 20 forced refreshes at once cost a handful of token requests at most, not 20: the others join
+    /// a fetch in flight or are answered 202 "refresh deferred" with when to try again (Retry-After),
+    /// and one is admitted again once that time has passed.
     @Test func forcedRefreshesBackOffAsFailedOnesDo() throws {
         let w = try World()
         #expect(try eventually { try w.tokenCalls() == 1 })
@@ -82,7 +82,10 @@ import Testing
         let started = answers.filter { $0.json?["status"] as? String == "refresh started" }.count
         let limited = answers.filter { $0.json?["status"] as? String == "refresh deferred" }
         #expect(started + limited.count == 20, "\(answers.map(\.bodyString))")
-        #expect(started >= 1 && limited.count >= 10, "1, 2, 4 … s apart: a handful at most, however slow the box: \(started) started")
+        // Requests that arrive while an admitted refresh is still fetching join it ("refresh
+        // started", no call of their own): on a slow box that may be most of them. What the back-off
+        // guarantees is the number of token requests.
+        #expect(started >= 1)
         for answer in limited {
             #expect(Int(answer.header("Retry-After") ?? "") ?? 0 >= 1)
             #expect(answer.json?["retry_after"] as? Int == Int(answer.header("Retry-After") ?? ""))
@@ -92,11 +95,23 @@ import Testing
         #expect(try eventually { try w.tokenCalls() >= 2 })
         let afterBurst = try w.tokenCalls()
         #expect(afterBurst <= 1 + started, "\(afterBurst) token requests for \(started) admitted refreshes")
+        #expect(afterBurst - 1 <= 6, "1, 2, 4 … s apart: a handful at most, however slow the box: \(afterBurst - 1) token requests")
+        // Asked again at once, a forced refresh is deferred, saying when the next may start.
+        var deferred: CurlResult?
+        #expect(
+            try within(60) {
+                let answer = try curl(["-X", "POST", admin + "/refresh"])
+                if answer.json?["status"] as? String == "refresh deferred" { deferred = answer }
+                return deferred != nil
+            })
+        let retryAfter = Int(deferred?.header("Retry-After") ?? "") ?? 0
+        #expect(retryAfter >= 1)
+        #expect(deferred?.json?["retry_after"] as? Int == retryAfter)
+        let afterDeferred = try w.tokenCalls()
         // Once Retry-After has passed, a forced refresh is admitted again.
-        let wait = limited.compactMap { Int($0.header("Retry-After") ?? "") }.last ?? 1
-        Thread.sleep(forTimeInterval: Double(wait))
+        Thread.sleep(forTimeInterval: Double(retryAfter))
         #expect(try within(70) { try curl(["-X", "POST", w.admin + "/refresh"]).json?["status"] as? String == "refresh started" })
-        #expect(try eventually { try w.tokenCalls() > afterBurst })
+        #expect(try eventually { try w.tokenCalls() > afterDeferred })
         try w.finish()
     }
 }
