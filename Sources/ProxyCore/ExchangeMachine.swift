@@ -265,11 +265,10 @@ struct ExchangeMachine {
 
     /// A final answer's head arrived. `tokenCanChange`: the source can give another token;
     /// `refusingGoodTokens`: a fresh token was refused within the last 30 s (CONTRACT point 3);
-    /// `tokenInQuery`: the token went as a query parameter, so a 403 refuses it too; `countsAs401`:
-    /// another status that is handled as a 401 (an AWS 403, `AWSRefusal`).
+    /// `refusesToken`: the answer refuses the token and is handled as a 401 (`ExchangeRules.refusesToken`
+    /// and `AWSRefusal` decide; nil: a 401 only).
     mutating func onFinalHead(
-        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, tokenInQuery: Bool = false,
-        countsAs401: Bool = false
+        status: Int, upstreamFraming: ResponseBodyFraming, tokenCanChange: Bool, refusingGoodTokens: Bool, refusesToken: Bool? = nil
     ) -> HeadAction {
         finalHeadArrived = true
         // A final answer before any of the body went up (`Expect: 100-continue`, RFC 9110 §10.1.1):
@@ -282,7 +281,7 @@ struct ExchangeMachine {
             return .startTunnel
         }
         var startStormGuard = false
-        if countsAs401 || ExchangeRules.refusesToken(status: status, tokenInQuery: tokenInQuery) {
+        if refusesToken ?? (status == 401) {
             let action = ExchangeRules.onUnauthorized(
                 .init(
                     tokenInjected: tokenInjected, alreadyRetried: retryAfter401Used, tokenCanChange: tokenCanChange,

@@ -126,7 +126,8 @@ final class Forwarder {
         // A client's own Proxy-Authorization, hop-by-hop, still goes when it is kept (keep mode).
         let keptHopByHop: InjectedField? =
             if token == nil, case .field(let field) = placement, field.isHopByHop { field } else { nil }
-        let dropsNamedFields = requiredHeaderLowercased != nil || droppedField != nil
+        // The Bearer path's one test per field: most requests drop no field by its name.
+        let looksAtNames = requiredHeaderLowercased != nil || droppedField != nil || dpop != nil || sigv4 != nil
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
@@ -148,13 +149,13 @@ final class Forwarder {
             case .other:
                 break
             }
-            if dropsNamedFields {
+            if looksAtNames {
                 if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
                 if let droppedField, fields.nameEquals(i, lowercasedName: droppedField.lowercasedName) { continue }
+                // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
+                if dpop != nil, fields.nameEquals(i, "dpop") { continue }
+                if let sigv4, sigv4.drops(i, of: fields) { continue }
             }
-            // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
-            if dpop != nil, fields.nameEquals(i, "dpop") { continue }
-            if let sigv4, sigv4.drops(i, of: fields) { continue }
             fields.copyField(i, to: out)
         }
         if let authorization { out.append(authorization) }

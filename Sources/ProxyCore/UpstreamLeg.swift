@@ -301,12 +301,10 @@ struct UpstreamLeg {
         if head.status == 403, let signer = exchange.route!.sigv4, let token = exchange.sentToken {
             verdict = signer.verdict(on: head, isHEAD: connection.machine.exchange.isHEAD, token: token)
         }
-        let tokenInQuery = exchange.route!.forwarder.tokenInQuery
-        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: tokenInQuery) || verdict != .passOn
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.tokenInQuery) || verdict != .passOn
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
-            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now),
-            tokenInQuery: tokenInQuery, countsAs401: countsAs401)
+            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now), refusesToken: countsAs401)
         switch action {
         case .broken(let why):
             upstreamBroken(exchange, why, connection)

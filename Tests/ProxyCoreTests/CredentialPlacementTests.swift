@@ -206,7 +206,9 @@ import Testing
         m.onTryStarted(tokenGeneration: 1, now: 0)
         m.onSent(reachedBody: false, now: 0)
         #expect(
-            m.onFinalHead(status: 403, upstreamFraming: .contentLength(0), tokenCanChange: true, refusingGoodTokens: false, tokenInQuery: true)
+            m.onFinalHead(
+                status: 403, upstreamFraming: .contentLength(0), tokenCanChange: true, refusingGoodTokens: false,
+                refusesToken: ExchangeRules.refusesToken(status: 403, tokenInQuery: true))
                 == .hold401)
         var plain = ExchangeMachine(head: ForwarderTests.request("GET /a HTTP/1.1\r\nHost: x\r\n\r\n"), draining: false)
         plain.onTryStarted(tokenGeneration: 1, now: 0)
