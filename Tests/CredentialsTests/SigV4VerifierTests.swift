@@ -5,37 +5,13 @@ import Testing
 
 @testable import Credentials
 
-/// What `Tests/servers/moto_sigv4.py` set up.
-private struct MotoAccount: Decodable, Sendable {
-    struct Session: Decodable, Sendable {
-        var access_key_id: String
-        var secret_access_key: String
-        var session_token: String
-    }
-    var endpoint: String
-    var region: String
-    var access_key_id: String
-    var secret_access_key: String
-    var role_arn: String
-    var session: Session
+/// One moto for the whole test process, with IAM authentication on (it takes seconds to start).
+private enum MotoVerifier {
+    private static let started = Result { try MotoSigV4Server(prefix: "tokenproxy-moto-sigv4") }
+    static func shared() throws -> MotoSigV4Server { try started.get() }
 }
 
-/// One moto for the whole test process, with IAM authentication on (it takes seconds to start).
-private final class MotoVerifier: Sendable {
-    let server: PythonServer
-    let folder: TempDir
-    let account: MotoAccount
-
-    private init() throws {
-        folder = try TempDir(prefix: "tokenproxy-moto-sigv4")
-        let infoFile = folder.file("account.json")
-        server = try PythonServer("moto_sigv4", arguments: ["--info-file", infoFile], startupTimeout: 120)
-        account = try JSONDecoder().decode(MotoAccount.self, from: Data(contentsOf: URL(fileURLWithPath: infoFile)))
-    }
-
-    private static let started = Result { try MotoVerifier() }
-    static func shared() throws -> MotoVerifier { try started.get() }
-
+extension MotoSigV4Server {
     var credentials: AWSCredentials { AWSCredentials(accessKeyID: account.access_key_id, secretAccessKey: account.secret_access_key) }
     var sessionCredentials: AWSCredentials {
         AWSCredentials(

@@ -3,37 +3,14 @@ import Synchronization
 import TestSupport
 import Testing
 
-/// What `Tests/servers/moto_sigv4.py` set up: an IAM user's key and a session of an assumed role.
-private struct MotoAccount: Decodable, Sendable {
-    struct Session: Decodable, Sendable {
-        var access_key_id: String
-        var secret_access_key: String
-        var session_token: String
-    }
-    var endpoint: String
-    var region: String
-    var access_key_id: String
-    var secret_access_key: String
-    var session: Session
+/// One moto_server for the test process, with IAM authentication on: every request after its set-up
+/// is checked with botocore's SigV4.
+private enum Moto {
+    private static let started = Result { try MotoSigV4Server(prefix: "tokenproxy-moto-e2e") }
+    static func shared() throws -> MotoSigV4Server { try started.get() }
 }
 
-/// One moto_server for the test process, with IAM authentication on: every request after its set-up
-/// is checked with botocore's SigV4 (TEST-SERVERS.md "moto_server as a SigV4 verifier").
-private final class Moto: Sendable {
-    let server: PythonServer
-    let folder: TempDir
-    let account: MotoAccount
-
-    private init() throws {
-        folder = try TempDir(prefix: "tokenproxy-moto-e2e")
-        let infoFile = folder.file("account.json")
-        server = try PythonServer("moto_sigv4", arguments: ["--info-file", infoFile], startupTimeout: 120)
-        account = try JSONDecoder().decode(MotoAccount.self, from: Data(contentsOf: URL(fileURLWithPath: infoFile)))
-    }
-
-    private static let started = Result { try Moto() }
-    static func shared() throws -> Moto { try started.get() }
-
+extension MotoSigV4Server {
     /// The assumed role's session in the `environment` source's variables.
     var sessionEnvironment: [String: String] {
         [

@@ -21,11 +21,10 @@ GET /calls answers what was asked, as JSON: {"sts": [tokens], "container": [auth
 import argparse
 import datetime
 import json
-import os
-import signal
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import serving
 
 CALLS = {"sts": [], "container": [], "imds_tokens": 0, "imds_gets": 0, "imds_refused": 0}
 IMDS_TOKENS = set()
@@ -157,18 +156,7 @@ def main():
         with open(args.container_sequence) as handle:
             SEQUENCE.extend(json.load(handle))
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f"READY {server.server_address[1]}", flush=True)
-    parent = os.getppid()
-
-    def leave_with_parent():
-        while os.getppid() == parent:
-            threading.Event().wait(1)
-        server.shutdown()
-
-    threading.Thread(target=leave_with_parent, daemon=True).start()
-    server.serve_forever()
+    serving.serve_until_stopped(server)
 
 
 if __name__ == "__main__":

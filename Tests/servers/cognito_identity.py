@@ -35,8 +35,6 @@ Prints `READY <port>` once listening; stops on SIGTERM or when its parent ends.
 
 import argparse
 import json
-import os
-import signal
 import sys
 import threading
 import time
@@ -47,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
+import serving
 
 ARGS = None
 LOCK = threading.Lock()
@@ -238,19 +237,7 @@ def main():
         ARGS.sequence = json.load(handle)
     server = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     server.daemon_threads = True
-    # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives exec).
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f"READY {server.server_address[1]}", flush=True)
-    parent = os.getppid()
-
-    def leave_with_parent():
-        while os.getppid() == parent:
-            threading.Event().wait(1)
-        server.shutdown()
-
-    threading.Thread(target=leave_with_parent, daemon=True).start()
-    server.serve_forever()
+    serving.serve_until_stopped(server)
     sys.exit(0)
 
 

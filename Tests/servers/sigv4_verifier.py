@@ -21,8 +21,6 @@ AccessDenied. GET /calls answers how many requests each access key signed, as JS
 import argparse
 import hashlib
 import json
-import os
-import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+import serving
 
 KEYS = {}
 OBJECTS = {}
@@ -150,18 +149,7 @@ def main():
         access_key, secret, *token = item.split(":", 2)
         KEYS[access_key] = (secret, token[0] if token else None)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f"READY {server.server_address[1]}", flush=True)
-    parent = os.getppid()
-
-    def leave_with_parent():
-        while os.getppid() == parent:
-            threading.Event().wait(1)
-        server.shutdown()
-
-    threading.Thread(target=leave_with_parent, daemon=True).start()
-    server.serve_forever()
+    serving.serve_until_stopped(server)
     sys.exit(0)
 
 
