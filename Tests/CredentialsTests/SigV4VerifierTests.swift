@@ -20,22 +20,6 @@ extension MotoSigV4Server {
     }
 }
 
-/// An object key as a client puts it in a path: every byte but RFC 3986's unreserved ones and `/`
-/// percent-encoded (what the AWS SDKs send).
-func awsPathEncoded(_ key: String) -> String {
-    var out = ""
-    for byte in key.utf8 {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
-            out.append(Character(Unicode.Scalar(byte)))
-        default:
-            out += String(format: "%%%02X", byte)
-        }
-    }
-    return out
-}
-
 /// Signs a request with `SigV4.sign` and sends it with curl (a real client on a real socket),
 /// exactly the path and query given.
 func sendSigned(

@@ -30,3 +30,19 @@ public final class MotoSigV4Server: Sendable {
         account = try JSONDecoder().decode(MotoAccount.self, from: Data(contentsOf: URL(fileURLWithPath: infoFile)))
     }
 }
+
+/// An object key as a client puts it in a path: every byte but RFC 3986's unreserved ones and `/`
+/// percent-encoded (what the AWS SDKs send).
+public func awsPathEncoded(_ key: String) -> String {
+    var out = ""
+    for byte in key.utf8 {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+            out.append(Character(Unicode.Scalar(byte)))
+        default:
+            out += String(format: "%%%02X", byte)
+        }
+    }
+    return out
+}
