@@ -1,8 +1,9 @@
 /// The form encoding every request the proxy builds for an identity provider or a metadata server
-/// uses: token requests, authorization URLs, query strings, Basic client credentials (RFC 6749 §2.3.1).
-enum FormEncoding {
+/// uses: token requests, authorization URLs, query strings, Basic client credentials (RFC 6749 §2.3.1),
+/// and the token `inject.query` puts in a request's query (RFC 3986 §2.3: unreserved bytes kept).
+public enum FormEncoding {
     /// `application/x-www-form-urlencoded` (unreserved characters kept, space as %20).
-    static func encode(_ text: String) -> String {
+    public static func encode(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {

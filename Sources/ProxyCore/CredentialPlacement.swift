@@ -140,14 +140,14 @@ final class InjectedQueryParameter {
 
     init(name: String) {
         self.name = name
-        encodedName = Self.percentEncoded(name)
+        encodedName = FormEncoding.encode(name)
     }
 
     /// The query to send with `token`.
     func query(_ query: String?, with token: TokenSnapshot) -> String {
         if token !== lastToken {
             lastToken = token
-            lastPair = encodedName + "=" + Self.percentEncoded(token.accessToken)
+            lastPair = encodedName + "=" + FormEncoding.encode(token.accessToken)
         }
         return Self.rewritten(query, name: name, pair: lastPair)
     }
@@ -184,23 +184,5 @@ final class InjectedQueryParameter {
         if rawName == name { return true }
         guard rawName.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return false }
         return percentDecoded(rawName, plusIsSpace: true) == name
-    }
-
-    /// RFC 3986 §2.3: every byte but the unreserved ones as `%XX`.
-    static func percentEncoded(_ text: String) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count)
-        let hex = Array("0123456789ABCDEF".utf8)
-        for b in text.utf8 {
-            let unreserved =
-                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
-                || b == UInt8(ascii: "_") || b == UInt8(ascii: "~")
-            if unreserved {
-                out.append(b)
-            } else {
-                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 0xF)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
