@@ -19,6 +19,10 @@ public struct Configuration: Sendable, Equatable {
     public var watchConfig: Bool = false
     public var limits: LimitsConfiguration = .init()
     public var log: LogConfiguration = .init()
+    /// `tls:` at the top: the shared `listen` speaks TLS (CONTRACT.md "HTTPS for clients").
+    public var listenTLS: ListenerTLSConfiguration? = nil
+    /// `forward_proxy:`: CONNECT to a host route's name is served (nil: CONNECT is 405).
+    public var forwardProxy: ForwardProxyConfiguration? = nil
     /// The folder of the config file; relative paths were resolved against it.
     public var baseDirectory: String
 

@@ -19,6 +19,9 @@ public struct RouteConfiguration: Sendable, Equatable {
     public var forward: ForwardConfiguration = .init()
     /// `inject`: where the token goes (nil: `Authorization: Bearer <token>`).
     public var inject: InjectConfiguration? = nil
+    /// `tls:` of a route with its own `match.listen`: that listener speaks TLS. (Not `listenTLS`,
+    /// which is the shared listener's, at the top of `Configuration`.)
+    public var ownListenerTLS: ListenerTLSConfiguration? = nil
 
     public init(name: String, upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration) {
         self.name = name
