@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "ProxyCore",
             dependencies: [
-                "Basics", "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs",
+                "Basics", "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs", "TLS",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: hotPath

@@ -15,6 +15,21 @@ extension Configuration {
         add("drain_timeout", Units.formatDuration(drainTimeout))
         add("workers", workers == 0 ? "0 (one per CPU)" : String(workers))
         add("admin.listen", admin?.listen.description ?? "none")
+        func describe(tls: ListenerTLSConfiguration?, _ p: String) {
+            guard let tls else { return }
+            add(p + "tls.cert_file", tls.certFile)
+            add(p + "tls.key_file", tls.keyFile)
+            add(p + "tls.client_ca_file", tls.clientCAFile ?? "none (no client certificate asked)")
+        }
+        describe(tls: listenTLS, "")
+        if let forward = forwardProxy {
+            add("forward_proxy.ca_cert_file", forward.caCertFile + (forward.caConfigured ? "" : " (made at the first start when missing)"))
+            add("forward_proxy.ca_key_file", forward.caKeyFile)
+            add("forward_proxy.leaf_lifetime", Units.formatDuration(forward.leafLifetime))
+            add("forward_proxy.other_hosts", forward.otherHosts.rawValue)
+        } else {
+            add("forward_proxy", "none (CONNECT is 405)")
+        }
 
         func describe(_ route: RouteConfiguration, _ p: String) {
             let c = route.credentials
@@ -89,6 +104,7 @@ extension Configuration {
                     add(p + "match", "none (the fallback route)")
                 }
                 add(p + "upstream", route.upstream.description)
+                describe(tls: route.ownListenerTLS, p)
                 describe(route, p)
             }
         } else {

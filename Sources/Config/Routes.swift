@@ -174,7 +174,7 @@ extension Configuration {
 
 extension Keys {
     /// The keys of one entry of `routes:`.
-    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject"]
+    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls"]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
 
@@ -269,6 +269,16 @@ extension RouteConfiguration {
                 route = Self.parse(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true, in: sub)
                 route.name = name ?? ""
                 route.match = RouteMatch.parse(section, allowRemote: allowRemote, in: sub)
+                // `tls` belongs to a listener: a route has one only with `match.listen`.
+                if let tls = sub.found.collect({ try section.section("tls") }) {
+                    route.ownListenerTLS = ListenerTLSConfiguration.parse(tls, in: sub)
+                    if route.match?.listen == nil {
+                        sub.found.record(
+                            ConfigurationError(
+                                keyPath: "tls",
+                                reason: "only a route with its own match.listen has a listener of its own; the shared listener's tls is at the top"))
+                    }
+                }
             }
             for error in sub.found.errors {
                 load.found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))

@@ -42,6 +42,12 @@ public enum MetricCatalog {
         name: "tokenproxy_tunnels_total", type: .counter, labels: [],
         help: "Connections that became a tunnel after 101 Switching Protocols (WebSocket).")
     public static let openTunnels = MetricFamily(name: "tokenproxy_open_tunnels", type: .gauge, labels: [], help: "Tunnels open now.")
+    public static let forwardProxyConnectsTotal = MetricFamily(
+        name: "tokenproxy_forward_proxy_connects_total", type: .counter, labels: ["route", "outcome"],
+        help: "CONNECT requests to the forward proxy, by route (\"\" when none) and outcome: intercepted, tunnelled, refused.")
+    public static let tlsHandshakeFailuresTotal = MetricFamily(
+        name: "tokenproxy_tls_handshake_failures_total", type: .counter, labels: [],
+        help: "TLS handshakes with clients that failed (a connection closed before its ClientHello is none).")
     public static let droppedHeaderFieldsTotal = MetricFamily(
         name: "tokenproxy_dropped_header_fields_total", type: .counter, labels: [],
         help: "Request header fields not forwarded because their names hold an underscore (spoofable through WSGI/CGI).")

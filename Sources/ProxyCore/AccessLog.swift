@@ -23,6 +23,8 @@ struct AccessRecord {
     var error: String?
     var tokenGeneration: UInt64?
     var traceID: String?
+    /// The host of the forward-proxy tunnel the request came through, or of a CONNECT.
+    var tunnel: String?
 
     /// The human part of the line, as it was before the fields came (`GET /x 200 3ms 120B`).
     var message: Logger.Message {
@@ -47,6 +49,7 @@ struct AccessRecord {
         if let error { m["error"] = .string(error) }
         if let tokenGeneration { m["token_generation"] = .stringConvertible(tokenGeneration) }
         if let traceID { m["trace_id"] = .string(traceID) }
+        if let tunnel { m["tunnel"] = .string(tunnel) }
         return m
     }
 

@@ -111,6 +111,19 @@ final class AccessPolicy {
         var port: Int?
     }
 
+    /// Whether a CONNECT carries `access.require_header`'s value, as that header or as
+    /// `Proxy-Authorization: Bearer <value>` (CONTRACT "HTTPS for clients": checked once, on the CONNECT).
+    func admitsConnect(_ head: RequestHead) -> Bool {
+        guard let name = requiredHeader else { return true }
+        if let value = head.first(name), constantTimeEquals(Array(value.utf8), requiredValue) { return true }
+        guard let credentials = head.first("proxy-authorization") else { return false }
+        let bytes = Array(credentials.utf8)
+        // RFC 9110 §11.1: the scheme is case-insensitive; one or more spaces before the credentials.
+        guard bytes.count > 7, bytes[0..<6].map({ $0 | 0x20 }) == Array("bearer".utf8), bytes[6] == 0x20 else { return false }
+        let value = bytes[7...].drop { $0 == 0x20 }
+        return constantTimeEquals(Array(value), requiredValue)
+    }
+
     /// `method == "CONNECT"`, the length compared first: the usual method costs no String compare.
     @inline(__always)
     static func isConnect(_ method: String) -> Bool {

@@ -2,6 +2,7 @@ import Config
 import Credentials
 import HTTP1
 import Sockets
+import TLS
 import Upstream
 
 /// One client connection: reads and parses requests, checks them, forwards each one upstream with
@@ -12,8 +13,9 @@ import Upstream
 final class Connection: EventHandler, LoopTask {
     let fd: Int32
     let peer: SocketAddress
-    /// The X-Forwarded-For and X-Forwarded-Proto lines for this client, made once.
-    let forwardedForLines: ByteBuffer
+    /// The X-Forwarded-For and X-Forwarded-Proto lines for this client, made once (again when a
+    /// forward-proxy tunnel turns it to https).
+    var forwardedForLines: ByteBuffer
     /// The X-Forwarded-Host line, made again only when the client names another host.
     let forwardedHostLine = RepeatedFieldLine(name: "X-Forwarded-Host")
     /// unowned(unsafe): the loop's context outlives its connections (it holds them), and a checked
@@ -53,11 +55,24 @@ final class Connection: EventHandler, LoopTask {
     /// A reload that hands this connection's listener to another route changes it.
     var ownRoute: String?
 
-    init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil) {
+    /// The TLS session over the socket, on a TLS listener or in a forward-proxy tunnel; nil: plain.
+    private(set) var tls: TLSSession?
+    /// True until the TLS handshake is done: events drive the handshake, not the parser.
+    private var handshaking = false
+    /// OpenSSL must write before it can read on (`ClientTLSIO.read`).
+    private var tlsWantsWrite = false
+    /// In a forward-proxy tunnel: the host every request must name (421 otherwise).
+    private(set) var pin: TunnelPin?
+    /// A CONNECT answered 200: TLS starts once that answer is out and the exchange is over.
+    private var pendingTunnel: (pin: TunnelPin, session: TLSSession)?
+
+    init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil, tls: TLSSession? = nil) {
         self.fd = fd
         self.ownRoute = ownRoute
         self.peer = peer
-        forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host)
+        self.tls = tls
+        handshaking = tls != nil
+        forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host, https: tls != nil)
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
@@ -84,6 +99,15 @@ final class Connection: EventHandler, LoopTask {
             close()
             return
         }
+        if handshaking {
+            continueHandshake()
+            return
+        }
+        if tlsWantsWrite && events & ReadyEvents.writable != 0 {
+            tlsWantsWrite = false
+            readAvailable()
+            guard !closed else { return }
+        }
         if events & ReadyEvents.readable != 0 {
             readAvailable()
         } else if events & ReadyEvents.peerClosed != 0 {
@@ -104,12 +128,14 @@ final class Connection: EventHandler, LoopTask {
             discardInput()
             return
         }
+        // The client's next bytes after a CONNECT's 200 are TLS: they wait for the session.
+        if pendingTunnel != nil { return }
         if machine.isTunnel, let exchange {
             leg.readIntoTunnel(exchange, self)
             return
         }
         while !closed && inBuf.count - inStart < Connection.inHighWater {
-            switch Syscall.read(fd, ctx.readBuffer) {
+            switch receive(ctx.readBuffer) {
             case .done(let n):
                 // client_header_timeout runs from the first byte of a head, blank lines included.
                 machine.onClientBytes(now: ctx.loop.now)
@@ -218,6 +244,18 @@ final class Connection: EventHandler, LoopTask {
     // MARK: one exchange
 
     private func begin(_ head: consuming RequestHead) {
+        // CONNECT, when the forward proxy serves it (CONTRACT "HTTPS for clients"); inside a tunnel,
+        // the pin first: a request for another host gets 421 and nothing goes upstream.
+        if ctx.forwardProxy != nil || pin != nil {
+            if AccessPolicy.isConnect(head.method) {
+                connect(head)
+                return
+            }
+            if let pin {
+                beginInTunnel(head, pin)
+                return
+            }
+        }
         // A file without routes has one route, taken without a lookup.
         if let single = ctx.routes.single {
             let checked = single.policy.check(head)
@@ -233,6 +271,36 @@ final class Connection: EventHandler, LoopTask {
             let checked = route.policy.check(head, selection.target, strip: selection.strip)
             proceed(open(head, route: route), route: route, checked: checked)
         }
+    }
+
+    /// A request inside a forward-proxy tunnel: the pin, then the route table with the tunnel's host.
+    private func beginInTunnel(_ head: consuming RequestHead, _ pin: TunnelPin) {
+        let target: AccessPolicy.ParsedTarget
+        do {
+            target = try AccessPolicy.parse(head)
+        } catch {
+            respond(error, to: openInTunnel(head, route: nil))
+            return
+        }
+        let absolute = target.absolute.map { (host: $0.host, port: $0.port, scheme: $0.scheme) }
+        guard ForwardProxyRules.pin(hostField: head.first("host"), absolute: absolute, tunnelHost: pin.host, tunnelPort: pin.port) else {
+            respond(.misdirectedRequest, to: openInTunnel(head, route: nil))
+            return
+        }
+        switch ctx.routes.select(head, ownRoute: nil, tunnelHost: pin.host) {
+        case .failure(let error):
+            respond(error, to: openInTunnel(head, route: nil))
+        case .success(let selection):
+            let route = selection.route
+            let checked = route.policy.check(head, selection.target, strip: selection.strip)
+            proceed(openInTunnel(head, route: route), route: route, checked: checked)
+        }
+    }
+
+    private func openInTunnel(_ head: consuming RequestHead, route: LoopRoute?) -> Exchange {
+        let exchange = open(head, route: route)
+        exchange.tunnelHost = pin?.host
+        return exchange
     }
 
     @inline(__always)
@@ -334,6 +402,7 @@ final class Connection: EventHandler, LoopTask {
         if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
             ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
+        if pendingTunnel != nil { startTunnelTLSWhenReady() }
     }
 
     /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
@@ -358,7 +427,7 @@ final class Connection: EventHandler, LoopTask {
     func flush() {
         if outStart < outBuf.count {
             while outStart < outBuf.count {
-                let result = outBuf.withUnsafeBytes(from: outStart) { Syscall.write(fd, $0) }
+                let result = outBuf.withUnsafeBytes(from: outStart) { send($0) }
                 switch result {
                 case .done(let n):
                     outStart += n
@@ -374,6 +443,10 @@ final class Connection: EventHandler, LoopTask {
             }
             outBuf.removeAll(keepingCapacity: outBuf.capacity <= 2 * Connection.outHighWater)
             outStart = 0
+            if pendingTunnel != nil {
+                startTunnelTLSWhenReady()
+                return
+            }
         }
         switch machine.onOutputWritten(now: ctx.loop.now) {
         case .none: break
@@ -396,7 +469,8 @@ final class Connection: EventHandler, LoopTask {
         } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
         }
-        if pendingOut > 0 { wanted.insert(.write) }
+        if pendingOut > 0 || tlsWantsWrite { wanted.insert(.write) }
+        if pendingTunnel != nil { wanted.remove(.read) }
         if wanted != interest {
             interest = wanted
             ctx.loop.modify(fd, wanted)
@@ -408,6 +482,7 @@ final class Connection: EventHandler, LoopTask {
     /// the client still sends for a moment (`ConnectionMachine`: the sweep's tick ends it, no timer
     /// per connection), then close (nginx's lingering close).
     private func startLingering() {
+        if let tls, !handshaking { _ = tls.shutdown() }
         Syscall.shutdownWrite(fd)
         interest = .read
         ctx.loop.modify(fd, .read)
@@ -451,9 +526,149 @@ final class Connection: EventHandler, LoopTask {
         }
         exchange = nil
         ctx.loop.unregister(fd, self)
+        // close_notify (RFC 8446 §6.1), best effort: the socket closes whatever it answers.
+        if let tls, !handshaking { _ = tls.shutdown() }
+        pendingTunnel = nil
         Syscall.close(fd)
         ctx.connections[fd] = nil
         ctx.shared.openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    // MARK: TLS
+
+    /// Client bytes: from the socket, or decrypted from the TLS session over it.
+    @inline(__always)
+    func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        guard let tls else { return Syscall.read(fd, buffer) }
+        return ClientTLSIO.read(tls, buffer, wantsWrite: &tlsWantsWrite)
+    }
+
+    /// Bytes to the client: to the socket, or encrypted through the TLS session.
+    @inline(__always)
+    func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        guard let tls else { return Syscall.write(fd, bytes) }
+        return ClientTLSIO.write(tls, bytes)
+    }
+
+    /// One step of the handshake; when it is done, requests are read as on a plain connection.
+    private func continueHandshake() {
+        guard let tls else { return }
+        switch tls.handshake() {
+        case .done:
+            handshaking = false
+            // A client may send its request with its Finished: read it now, not at the next event.
+            readAvailable()
+            guard !closed else { return }
+            updateInterest()
+        case .wantRead:
+            setInterest(.read)
+        case .wantWrite:
+            setInterest(.write)
+        case .closed:
+            // Closed before or during the ClientHello: no failed handshake (CONTRACT "HTTPS for clients").
+            close()
+        case .failed(let failure):
+            ctx.metrics.tlsHandshakeFailed()
+            if ctx.shared.handshakeFailureLog.shouldLog(address: peer.host, now: ctx.loop.now) {
+                ctx.logger.warning("TLS handshake with \(peer.host) failed: \(failure) (logged once a minute per client address)")
+            }
+            close()
+        }
+    }
+
+    private func setInterest(_ wanted: Interest) {
+        guard wanted != interest else { return }
+        interest = wanted
+        ctx.loop.modify(fd, wanted)
+    }
+
+    // MARK: the forward proxy (CONTRACT "HTTPS for clients")
+
+    /// CONNECT: a `host` route's name opens a tunnel the proxy ends TLS in; anything else is 403
+    /// (or 405 without `forward_proxy`, or on a route's own listener).
+    private func connect(_ head: consuming RequestHead) {
+        guard let forward = ctx.forwardProxy, ownRoute == nil, pin == nil else {
+            let error: ProxyError = pin != nil ? .refusedConnect("a CONNECT inside a tunnel is not served") : .methodNotAllowed
+            respond(error, to: open(head, route: nil))
+            return
+        }
+        let target = head.target
+        // The tunnel outlives this exchange whatever the CONNECT's HTTP version said.
+        head.keepAlive = true
+        switch ForwardProxyRules.decide(connectTarget: target, table: ctx.routes.table, otherHosts: forward.settings.otherHosts) {
+        case .refuse(let why):
+            ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
+            let exchange = open(head, route: nil)
+            exchange.tunnelHost = TunnelPin.loggable(target)
+            respond(.refusedConnect(why), to: exchange)
+        case .tunnel(let host, let port):
+            // Bytes both ways to a host no route names: the socket is the tunnel's from here on.
+            // The key of any route that requires one opens it (no route's own rules apply).
+            let keys = ctx.routes.routes.filter { $0.policy.requiredHeader != nil }
+            guard keys.isEmpty || keys.contains(where: { $0.policy.admitsConnect(head) }) else {
+                ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
+                let exchange = open(head, route: nil)
+                exchange.tunnelHost = host
+                respond(.forbiddenClient, to: exchange)
+                return
+            }
+            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, early: relinquishSocket())
+        case .intercept(let index, let host, let port):
+            let route = ctx.routes.routes[index]
+            let admitted = route.policy.admitsConnect(head)
+            let exchange = open(head, route: route)
+            exchange.tunnelHost = host
+            guard admitted else {
+                ctx.metrics.forwardProxyConnect(route: route, outcome: .refused)
+                respond(.forbiddenClient, to: exchange)
+                return
+            }
+            let session: TLSSession
+            do {
+                session = try forward.session(fd: fd, host: host)
+            } catch {
+                ctx.logger.error("forward proxy: no certificate for \(host): \(error)")
+                ctx.metrics.forwardProxyConnect(route: route, outcome: .refused)
+                respond(.badGateway("the proxy could not make a certificate for this host"), to: exchange)
+                return
+            }
+            ctx.metrics.forwardProxyConnect(route: route, outcome: .intercepted)
+            pendingTunnel = (TunnelPin(host: host, port: port), session)
+            machine.exchange.onProxyAnswer(closesConnection: false)
+            exchange.record.answered(status: 200, refusal: nil)
+            let bytes = Forwarder.connectionEstablished
+            exchange.record.wroteOut(bytes.count)
+            appendOut(bytes)
+            responseDone(exchange)
+        }
+    }
+
+    /// The socket leaves this connection (for a `ByteTunnel`), open and still counted as a
+    /// connection; returns the bytes that came after the CONNECT head.
+    private func relinquishSocket() -> [UInt8] {
+        let early = inBuf.withUnsafeBytes(from: inStart) { Array($0) }
+        inStart = inBuf.count
+        machine.onClosed()
+        ctx.loop.unregister(fd, self)
+        ctx.connections[fd] = nil
+        return early
+    }
+
+    /// After a CONNECT's 200 has gone out and its exchange is over: the TLS session takes the
+    /// socket, and requests in it are this tunnel's (X-Forwarded-Proto https).
+    private func startTunnelTLSWhenReady() {
+        guard let pending = pendingTunnel, exchange == nil, pendingOut == 0, !closed else { return }
+        pendingTunnel = nil
+        // Bytes that came before our 200 were sent before the client could know the tunnel exists.
+        guard inStart == inBuf.count else {
+            close()
+            return
+        }
+        tls = pending.session
+        pin = pending.pin
+        handshaking = true
+        forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host, https: true)
+        continueHandshake()
     }
 
     // MARK: timeouts and drain

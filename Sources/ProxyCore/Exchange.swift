@@ -33,6 +33,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it (`detach`), which ends the cycle.
     private(set) var connection: Connection?
+    /// The forward-proxy tunnel's host (or a CONNECT's target), for the access log.
+    var tunnelHost: String?
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
     /// until the exchange ends, also across a reload.
     let route: LoopRoute?
@@ -486,6 +488,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         line.error = record.refusal
         line.tokenGeneration = sentToken?.generation
         line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
+        line.tunnel = tunnelHost
         return line
     }
 

@@ -68,7 +68,7 @@ final class Forwarder {
     /// upgrade `Connection: upgrade` with the client's Upgrade field. `token` goes where `placement`
     /// says (the usual `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied), or
     /// nil: the client's own credential goes (keep mode); `forwardedFor` the client's lines from
-    /// ``forwardedForLines(peerHost:)``; `forwardedHost` the X-Forwarded-Host line
+    /// ``forwardedForLines(peerHost:https:)``; `forwardedHost` the X-Forwarded-Host line
     /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
     /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
@@ -185,12 +185,16 @@ final class Forwarder {
 
     /// `X-Forwarded-For` with the client's address (none for a unix socket's client) and
     /// `X-Forwarded-Proto: http`, as field lines: made once per client connection.
-    static func forwardedForLines(peerHost: String) -> ByteBuffer {
+    static func forwardedForLines(peerHost: String, https: Bool) -> ByteBuffer {
         let lines = ByteBuffer()
         if !peerHost.isEmpty { RequestWriter.appendField(lines, name: "X-Forwarded-For", value: peerHost) }
-        RequestWriter.appendFieldLine(lines, "X-Forwarded-Proto: http\r\n")
+        RequestWriter.appendFieldLine(lines, https ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n")
         return lines
     }
+
+    /// The answer to a CONNECT the forward proxy serves (RFC 9110 §9.3.6: a 2xx has no body, and
+    /// neither Content-Length nor Transfer-Encoding).
+    static let connectionEstablished = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
 

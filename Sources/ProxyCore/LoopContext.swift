@@ -12,6 +12,8 @@ final class LoopContext {
     var configuration: Configuration
     /// The routes requests are matched to; an exchange keeps the route it started with.
     var routes: LoopRoutes
+    /// `forward_proxy`'s CA and tunnel context (nil: CONNECT is 405); a reload replaces it.
+    var forwardProxy: ForwardProxyTLS?
     let metrics: LoopMetrics
     let shared: SharedProxyState
     let logger: Logger
@@ -24,9 +26,13 @@ final class LoopContext {
     /// costs few reads (the answer is parsed and passed on from here).
     let upstreamBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.upstreamReadBytes, alignment: 16)
 
-    init(loop: EventLoop, configuration: Configuration, states: [RouteState], metrics: LoopMetrics, shared: SharedProxyState, logger: Logger) {
+    init(
+        loop: EventLoop, configuration: Configuration, states: [RouteState], forwardProxy: ForwardProxyTLS?, metrics: LoopMetrics,
+        shared: SharedProxyState, logger: Logger
+    ) {
         self.loop = loop
         self.configuration = configuration
+        self.forwardProxy = forwardProxy
         self.metrics = metrics
         self.shared = shared
         self.logger = logger
@@ -42,9 +48,10 @@ final class LoopContext {
 
     /// A reload: requests that start from now on use `configuration`'s routes. The old routes' idle
     /// upstream connections are closed; their exchanges in flight finish with them.
-    func replace(configuration: Configuration, states: [RouteState]) {
+    func replace(configuration: Configuration, states: [RouteState], forwardProxy: ForwardProxyTLS?) {
         let old = routes
         self.configuration = configuration
+        self.forwardProxy = forwardProxy
         routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
         timeouts = LoopContext.timeouts(configuration)
         for route in old.routes { route.upstream.closeIdle() }

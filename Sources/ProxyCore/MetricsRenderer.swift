@@ -40,6 +40,11 @@ enum MetricsRenderer {
         registry.add(MetricCatalog.ready, [], ready ? 1 : 0)
         AssertionMetrics.shared.collect(into: &registry)
         routeSeries(c.routes, names: routeNames, into: &registry)
+        for outcome in ForwardProxyOutcome.allCases where c.unroutedConnects[outcome.rawValue] > 0 {
+            registry.add(
+                MetricCatalog.forwardProxyConnectsTotal, [MetricLabel("route", ""), MetricLabel("outcome", outcome.label)],
+                c.unroutedConnects[outcome.rawValue])
+        }
         // With routes:, each route's token series carry its name (CONTRACT "Several APIs"); the
         // registry keeps each family's samples from every route together.
         let now = Date().timeIntervalSince1970
@@ -85,6 +90,11 @@ enum MetricsRenderer {
         family(MetricCatalog.upstreamConnectionsRetiredTotal) { route, c in
             for reason in UpstreamRetirement.allCases {
                 registry.add(MetricCatalog.upstreamConnectionsRetiredTotal, [route, MetricLabel("reason", reason.label)], c.retirements[reason.rawValue])
+            }
+        }
+        family(MetricCatalog.forwardProxyConnectsTotal) { route, c in
+            for outcome in ForwardProxyOutcome.allCases {
+                registry.add(MetricCatalog.forwardProxyConnectsTotal, [route, MetricLabel("outcome", outcome.label)], c.connects[outcome.rawValue])
             }
         }
         family(MetricCatalog.upstreamIdleConnections) { route, c in registry.add(MetricCatalog.upstreamIdleConnections, [route], c.idleConnections) }

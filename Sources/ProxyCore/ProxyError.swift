@@ -12,6 +12,10 @@ public enum ProxyError: Error, Equatable {
     case forbiddenClient
     case forbiddenPath
     case forbiddenTarget
+    /// A CONNECT the forward proxy refuses (403 `forbidden_target`), with why.
+    case refusedConnect(String)
+    /// A request in a forward-proxy tunnel for another host than the tunnel's (RFC 9110 §15.5.20).
+    case misdirectedRequest
     case noRoute
     case methodNotAllowed
     case requestTimeout
@@ -27,9 +31,10 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest, .clientAuthorizationRejected: return 400
         case .loginRequired: return 401
-        case .forbiddenHost, .forbiddenOrigin, .forbiddenClient, .forbiddenPath, .forbiddenTarget: return 403
+        case .forbiddenHost, .forbiddenOrigin, .forbiddenClient, .forbiddenPath, .forbiddenTarget, .refusedConnect: return 403
         case .noRoute: return 404
         case .methodNotAllowed: return 405
+        case .misdirectedRequest: return 421
         case .requestTimeout: return 408
         case .bodyTooLarge: return 413
         case .headersTooLarge: return 431
@@ -49,7 +54,8 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenOrigin: return "forbidden_origin"
         case .forbiddenClient: return "forbidden_client"
         case .forbiddenPath: return "forbidden_path"
-        case .forbiddenTarget: return "forbidden_target"
+        case .forbiddenTarget, .refusedConnect: return "forbidden_target"
+        case .misdirectedRequest: return "misdirected_request"
         case .noRoute: return "no_route"
         case .methodNotAllowed: return "method_not_allowed"
         case .requestTimeout: return "request_timeout"
@@ -74,6 +80,8 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenClient: return "the request lacks the proxy's access header or its value is wrong"
         case .forbiddenPath: return "this path or method is not allowed through the proxy"
         case .forbiddenTarget: return "this proxy forwards only to its upstream"
+        case .refusedConnect(let why): return why
+        case .misdirectedRequest: return "this tunnel was opened for another host; open one for this host"
         case .noRoute: return "no route of this proxy matches the request"
         case .methodNotAllowed: return "CONNECT is not supported"
         case .requestTimeout: return "the request did not arrive in time"
@@ -92,7 +100,8 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest, .requestTimeout, .bodyTooLarge, .headersTooLarge, .notImplemented, .overloaded: return true
         case .clientAuthorizationRejected, .loginRequired, .forbiddenHost, .forbiddenOrigin, .forbiddenClient,
-            .forbiddenPath, .forbiddenTarget, .noRoute, .methodNotAllowed, .badGateway, .tokenUnavailable, .upstreamTimeout:
+            .forbiddenPath, .forbiddenTarget, .refusedConnect, .misdirectedRequest, .noRoute, .methodNotAllowed, .badGateway,
+            .tokenUnavailable, .upstreamTimeout:
             return false
         }
     }

@@ -1,6 +1,7 @@
 import Config
 import Logs
 import Synchronization
+import TLS
 import Upstream
 
 /// The counters of one event loop. Touched only on its loop's thread: the request path bumps plain
@@ -19,6 +20,9 @@ final class LoopMetrics: @unchecked Sendable {
         var bytesToClients = 0
         var tunnelsOpened = 0
         var tunnelsClosed = 0
+        var tlsHandshakeFailures = 0
+        /// CONNECTs refused before any route was known, by `ForwardProxyOutcome.rawValue`.
+        var unroutedConnects = [Int](repeating: 0, count: ForwardProxyOutcome.allCases.count)
         /// Requests sent again on a fresh upstream connection after a reused one failed before answering.
         var retriesOnFreshConnection = 0
         /// Request fields left out because their names hold an underscore.
@@ -33,6 +37,7 @@ final class LoopMetrics: @unchecked Sendable {
             for code in requestsByCode.indices { requestsByCode[code] += other.requestsByCode[code] }
             for series in LoopMetrics.plainCounters { self[keyPath: series.field] += other[keyPath: series.field] }
             tunnelsClosed += other.tunnelsClosed  // only for tokenproxy_open_tunnels
+            for i in unroutedConnects.indices { unroutedConnects[i] += other.unroutedConnects[i] }
             upstreamLatency.add(other.upstreamLatency)
             while routes.count < other.routes.count { routes.append(RouteCounters()) }
             for i in other.routes.indices { routes[i].add(other.routes[i]) }
@@ -59,6 +64,7 @@ final class LoopMetrics: @unchecked Sendable {
             CounterSeries(family: MetricCatalog.tunnelsTotal, field: \.tunnelsOpened),
             CounterSeries(family: MetricCatalog.upstreamFreshConnectionRetriesTotal, field: \.retriesOnFreshConnection),
             CounterSeries(family: MetricCatalog.droppedHeaderFieldsTotal, field: \.droppedUnderscoreFields),
+            CounterSeries(family: MetricCatalog.tlsHandshakeFailuresTotal, field: \.tlsHandshakeFailures),
         ]
     }
 
@@ -92,6 +98,33 @@ final class LoopMetrics: @unchecked Sendable {
     func retriedAfter401() { counters.upstream401Retries += 1 }
     func waitedForToken() { counters.requestsWaitedForToken += 1 }
     func droppedUnderscoreFields(_ n: Int) { counters.droppedUnderscoreFields += n }
+    func tlsHandshakeFailed() { counters.tlsHandshakeFailures += 1 }
+
+    func forwardProxyConnect(route: LoopRoute?, outcome: ForwardProxyOutcome) {
+        if let route {
+            counters.routes[route.metricsSlot].connects[outcome.rawValue] += 1
+        } else {
+            counters.unroutedConnects[outcome.rawValue] += 1
+        }
+    }
+}
+
+/// What the forward proxy made of a CONNECT, for `tokenproxy_forward_proxy_connects_total{outcome}`.
+enum ForwardProxyOutcome: Int, CaseIterable, Sendable {
+    /// Answered 200; the proxy ends TLS for a route's host.
+    case intercepted
+    /// `other_hosts: tunnel`: answered 200 and carried byte for byte.
+    case tunnelled
+    /// Answered 403, or 502 when no certificate could be made or the host could not be reached.
+    case refused
+
+    var label: String {
+        switch self {
+        case .intercepted: "intercepted"
+        case .tunnelled: "tunnelled"
+        case .refused: "refused"
+        }
+    }
 }
 
 /// What happened to a request whose upstream answered 401 (CONTRACT point 3), for
@@ -135,6 +168,8 @@ struct RouteCounters: Sendable {
     /// Indexed by `Upstream401Result.rawValue`.
     var upstream401 = [Int](repeating: 0, count: Upstream401Result.allCases.count)
     var stormGuardActivations = 0
+    /// CONNECTs to this route's host, by `ForwardProxyOutcome.rawValue`.
+    var connects = [Int](repeating: 0, count: ForwardProxyOutcome.allCases.count)
     /// Requests answered, by status (`tokenproxy_requests_total{route,code}` with `routes:`): per
     /// loop like every other count, no lock shared between loops.
     var requestsByCode = [Int](repeating: 0, count: 1000)
@@ -160,6 +195,7 @@ struct RouteCounters: Sendable {
         upstreamReceivedBytes += other.upstreamReceivedBytes
         for i in upstream401.indices { upstream401[i] += other.upstream401[i] }
         stormGuardActivations += other.stormGuardActivations
+        for i in connects.indices { connects[i] += other.connects[i] }
         for code in requestsByCode.indices { requestsByCode[code] += other.requestsByCode[code] }
     }
 }
@@ -169,6 +205,8 @@ final class SharedProxyState: Sendable {
     let openConnections = Atomic<Int>(0)
     let retryMemoryInUse = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
+    /// Failed client handshakes are logged once a minute per client address (CONTRACT "HTTPS for clients").
+    let handshakeFailureLog = FailureLogLimit()
     /// Route names in the order their metrics slots were given (slots outlive reloads, so a route
     /// kept by a reload keeps its counters; a removed route's last counts stay in /metrics).
     private let routeSlots = Mutex<[String]>([])

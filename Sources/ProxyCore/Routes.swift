@@ -127,7 +127,8 @@ final class LoopRoutes {
         let target: AccessPolicy.ParsedTarget
     }
 
-    func select(_ head: RequestHead, ownRoute: String?) -> Result<Selection, ProxyError> {
+    /// `tunnelHost`: in a forward-proxy tunnel, the CONNECT host, which stands for an absent Host.
+    func select(_ head: RequestHead, ownRoute: String?, tunnelHost: String? = nil) -> Result<Selection, ProxyError> {
         let target: AccessPolicy.ParsedTarget
         do {
             target = try AccessPolicy.parse(head)
@@ -138,8 +139,8 @@ final class LoopRoutes {
             guard let route = byName[ownRoute] else { return .failure(.noRoute) }
             return .success(Selection(route: route, strip: 0, target: target))
         }
-        var host = target.authority ?? head.first("host")
-        let defaultPort = Authority.defaultPort(scheme: target.absolute?.scheme)
+        var host = target.authority ?? head.first("host") ?? tunnelHost
+        let defaultPort = tunnelHost != nil && target.absolute == nil ? 443 : Authority.defaultPort(scheme: target.absolute?.scheme)
         var path = target.path
         let outcome = path.withUTF8 { p -> RouteTable.Outcome in
             guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }

@@ -6,10 +6,16 @@ import Logging
 import Logs
 import Sockets
 import Synchronization
+import TLS
 import Upstream
 
 /// A listener that could not be bound or watched. `serve` reports it and exits 1; the contract's
 /// `listening on` line is never logged for it.
+/// Something the server needs besides its listeners could not be set up (the forward proxy's CA).
+public struct ServerSetupError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
 public struct ListenerError: Error, CustomStringConvertible, Sendable {
     /// The address as configured (`127.0.0.1:8080`, `unix:/run/tokenproxy.sock`).
     public let address: String
@@ -41,7 +47,14 @@ final class ListenerGroup: @unchecked Sendable {
     let ownRoute: String?
     let sockets: [ListeningSocket]
     let interest: Interest
+    /// The listener's TLS (`tls:`), nil when it speaks plain HTTP; a reload may set, change or clear it.
+    private let tlsState = Mutex<ListenerTLS?>(nil)
     var address: SocketAddress { sockets[0].address }
+
+    var tls: ListenerTLS? {
+        get { tlsState.withLock { $0 } }
+        set { tlsState.withLock { $0 = newValue } }
+    }
 
     init(_ listen: ListenAddress, ownRoute: String?, loops count: Int, unixMode: UInt32) throws {
         configured = listen
@@ -75,6 +88,7 @@ final class ListenerGroup: @unchecked Sendable {
         ownRoute = route
         sockets = group.sockets
         interest = group.interest
+        tls = group.tls
     }
 
     func handed(to route: String?) -> ListenerGroup { ListenerGroup(handing: self, to: route) }
@@ -106,6 +120,10 @@ public final class Server: AdminService, @unchecked Sendable {
     /// The proxy's listeners: the shared one first, then the routes' own.
     private var groups: [ListenerGroup] = []
     private var adminListener: ListeningSocket?
+    /// `forward_proxy`'s CA and tunnel context, kept across reloads that leave it unchanged.
+    private var forwardProxy: ForwardProxyTLS?
+    /// The listeners' TLS the certificate watch looks at (loop 0 reads it; start and reload set it).
+    private let watchedTLS = Mutex<[ListenerTLS]>([])
     public private(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
     /// Reads the configuration file again and puts it in effect (`POST /reload`); set before `start`.
@@ -140,8 +158,9 @@ public final class Server: AdminService, @unchecked Sendable {
         }
         for (i, mine) in perLoop.enumerated() {
             let ctx = mine.ctx
-            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx] in
+            try OSThread.start(name: "tp-loop-\(i)", stackSize: 1 << 20) { [ctx, weak self] in
                 ctx.loop.schedule(after: FixedLimits.sweepInterval, Server.sweeper(ctx))
+                if i == 0 { ctx.loop.schedule(after: 1) { self?.watchCertificates(ctx.loop) } }
                 ctx.loop.run()
             }
         }
@@ -158,14 +177,21 @@ public final class Server: AdminService, @unchecked Sendable {
         let configuration = self.configuration
         let states = routeStates
         let count = Server.workerCount(configuration.workers)
+        forwardProxy = try Server.forwardProxy(configuration, keeping: nil)
         for i in 0..<count {
             let loop = try EventLoop(index: i)
             let m = LoopMetrics(shared: shared)
             loops.append(loop)
             perLoop.append(
-                LoopAcceptors(ctx: LoopContext(loop: loop, configuration: configuration, states: states, metrics: m, shared: shared, logger: logger)))
+                LoopAcceptors(
+                    ctx: LoopContext(
+                        loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
+                        logger: logger)))
         }
         groups = try Server.bindGroups(configuration, loops: count, keeping: [])
+        let listenerTLS = try Server.listenerTLS(configuration, for: groups)
+        for (group, tls) in zip(groups, listenerTLS) { group.tls = tls }
+        watchedTLS.withLock { $0 = listenerTLS.compactMap { $0 } }
         listenAddress = groups[0].address
         if let admin = configuration.admin {
             do {
@@ -222,13 +248,53 @@ public final class Server: AdminService, @unchecked Sendable {
         return groups
     }
 
+    /// Each group's TLS under `configuration`: the one it has when its settings did not change (its
+    /// watch goes on), else read anew; a pair that does not load throws, naming the listener.
+    private static func listenerTLS(_ configuration: Configuration, for groups: [ListenerGroup]) throws -> [ListenerTLS?] {
+        try groups.map { group throws -> ListenerTLS? in
+            let settings: ListenerTLSConfiguration?
+            if let name = group.ownRoute {
+                settings = configuration.routes.first { $0.name == name }?.ownListenerTLS
+            } else {
+                settings = configuration.listenTLS
+            }
+            guard let settings else { return nil }
+            if let current = group.tls, current.settings == settings { return current }
+            do {
+                return try ListenerTLS(settings)
+            } catch {
+                throw ListenerError(address: "\(group.configured)", isAdmin: false, reason: "tls: \(error)")
+            }
+        }
+    }
+
+    /// `forward_proxy`'s CA (made at the first start when the file names none) and tunnel context;
+    /// the current one when its settings did not change.
+    private static func forwardProxy(_ configuration: Configuration, keeping current: ForwardProxyTLS?) throws -> ForwardProxyTLS? {
+        guard let settings = configuration.forwardProxy else { return nil }
+        if let current, current.settings == settings { return current }
+        do {
+            let authority = try ForwardProxyAuthority.prepare(certificateFile: settings.caCertFile, keyFile: settings.caKeyFile)
+            return try ForwardProxyTLS(settings, authority: authority)
+        } catch {
+            throw ServerSetupError(description: "forward_proxy: \(error)")
+        }
+    }
+
+    /// Every listener's certificate pair is read again when its files change (CONTRACT "HTTPS for
+    /// clients"); checked once a second on loop 0.
+    private func watchCertificates(_ loop: EventLoop) {
+        for tls in watchedTLS.withLock({ $0 }) { tls.reloadIfChanged(logger: logger) }
+        loop.schedule(after: 1) { [weak self, loop] in self?.watchCertificates(loop) }
+    }
+
     /// Adds an acceptor for `group` on loop `i`: before the loops run, or on the loop's own thread.
     private func watch(_ group: ListenerGroup, loop i: Int) throws {
         let mine = perLoop[i]
         let ctx = mine.ctx
         let route = group.ownRoute
         let acceptor = Acceptor(listener: group.socket(forLoop: i), interest: group.interest, ctx: ctx) { [unowned self, unowned ctx] fd, peer in
-            self.accepted(fd: fd, peer: peer, ctx: ctx, ownRoute: route)
+            self.accepted(fd: fd, peer: peer, ctx: ctx, ownRoute: route, tls: group.tls)
         }
         do {
             try acceptor.watch()
@@ -252,7 +318,7 @@ public final class Server: AdminService, @unchecked Sendable {
         }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String?) -> Admission {
+    private func accepted(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String?, tls: ListenerTLS?) -> Admission {
         let open = shared.openConnections.add(1, ordering: .relaxed).newValue
         if open > ctx.configuration.limits.maxConnections || shared.draining.load(ordering: .relaxed) {
             shared.openConnections.subtract(1, ordering: .relaxed)
@@ -261,7 +327,17 @@ public final class Server: AdminService, @unchecked Sendable {
             ctx.metrics.requestFinished(status: 503, bytesIn: 0, bytesOut: bytes.count)
             return .refused(answer: bytes)
         }
-        let connection = Connection(fd: fd, peer: peer, ctx: ctx, ownRoute: ownRoute)
+        var session: TLSSession?
+        if let tls {
+            do {
+                session = try tls.context.makeSession(fd: fd)
+            } catch {
+                shared.openConnections.subtract(1, ordering: .relaxed)
+                ctx.logger.error("tls: \(error)")
+                return .dropped
+            }
+        }
+        let connection = Connection(fd: fd, peer: peer, ctx: ctx, ownRoute: ownRoute, tls: session)
         do {
             try ctx.loop.register(fd, .read, connection)
         } catch {
@@ -422,6 +498,18 @@ public final class Server: AdminService, @unchecked Sendable {
             let count = perLoop.count
             let old = groups
             let fresh = try Server.bindGroups(new, loops: count, keeping: old)
+            let freshTLS: [ListenerTLS?]
+            let newForwardProxy: ForwardProxyTLS?
+            do {
+                freshTLS = try Server.listenerTLS(new, for: fresh)
+                newForwardProxy = try Server.forwardProxy(new, keeping: forwardProxy)
+            } catch {
+                for group in fresh where !old.contains(where: { $0.sharesSockets(with: group) }) { group.close() }
+                throw error
+            }
+            for (group, tls) in zip(fresh, freshTLS) { group.tls = tls }
+            watchedTLS.withLock { $0 = freshTLS.compactMap { $0 } }
+            forwardProxy = newForwardProxy
             let added = fresh.filter { group in !old.contains { $0 === group } }
             let removed = old.filter { group in !fresh.contains { $0 === group } }
             // A group handed to another route keeps its sockets; its connections follow the address
@@ -437,7 +525,7 @@ public final class Server: AdminService, @unchecked Sendable {
             for (i, mine) in perLoop.enumerated() {
                 done.enter()
                 mine.ctx.loop.execute { [self] in
-                    mine.ctx.replace(configuration: new, states: states)
+                    mine.ctx.replace(configuration: new, states: states, forwardProxy: newForwardProxy)
                     // Old acceptors first: a handed-over socket is then watched again, for its new route.
                     let stopping = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
                     for acceptor in mine.acceptors where stopping.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }

@@ -415,7 +415,7 @@ struct UpstreamLeg {
     private func writeRaw(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         guard !connection.closed else { return }
         if connection.pendingOut == 0 {
-            switch Syscall.write(connection.fd, bytes) {
+            switch connection.send(bytes) {
             case .done(let n):
                 connection.machine.onClientTook(now: ctx.loop.now)
                 if n < bytes.count { connection.outBuf.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
@@ -481,7 +481,7 @@ struct UpstreamLeg {
     /// Client bytes of a tunnel go up as they are, while the upstream keeps up.
     func readIntoTunnel(_ exchange: Exchange, _ connection: Connection) {
         while !connection.closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
-            switch Syscall.read(connection.fd, ctx.readBuffer) {
+            switch connection.receive(ctx.readBuffer) {
             case .done(let n):
                 connection.machine.onClientBytes(now: ctx.loop.now)
                 exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))

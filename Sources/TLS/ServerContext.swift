@@ -85,9 +85,10 @@ public final class TLSServerContext: @unchecked Sendable {
     }
 
     /// A server session on `fd`, an accepted non-blocking socket the caller keeps owning (and closes
-    /// after the session). `serverName`, when given, chooses the certificate by SNI.
-    public func makeSession(fd: Int32, serverName: ServerNameHook? = nil) throws(TLSSetupError) -> TLSSession {
-        try TLSSession(context: context, fd: fd, pair: certificate, serverNameHook: serverName)
+    /// after the session). `pair`: the session's certificate instead of the context's (the forward
+    /// proxy's leaf for the CONNECT host); `serverName`, when given, chooses the certificate by SNI.
+    public func makeSession(fd: Int32, pair: CertificatePair? = nil, serverName: ServerNameHook? = nil) throws(TLSSetupError) -> TLSSession {
+        try TLSSession(context: context, fd: fd, pair: pair ?? certificate, serverNameHook: serverName)
     }
 
     /// RFC 8446 §4.3.2 / RFC 5246 §7.4.4: the server asks for a certificate, names the acceptable CAs,

@@ -41,7 +41,8 @@ import Testing
         let out = ByteBuffer()
         try Self.forwarder().writeRequestHead(
             into: out, for: head, path: "/items", query: "a=1", token: token,
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)),
+            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false),
+            forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)),
             upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
         return String(decoding: out.bytes, as: UTF8.self)
     }

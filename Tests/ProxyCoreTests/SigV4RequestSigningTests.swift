@@ -38,7 +38,7 @@ import Testing
         let out = ByteBuffer()
         forwarder.writeRequestHead(
             into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", token: token,
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1"), forwardedHost: nil, upgrade: false, sigv4: step)
+            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false), forwardedHost: nil, upgrade: false, sigv4: step)
         return String(decoding: out.bytes, as: UTF8.self)
     }
 

@@ -117,7 +117,7 @@ public enum ConfigurationLoader {
 enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
-        "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config",
+        "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -133,6 +133,8 @@ enum Keys {
         "inject": InjectConfiguration.keys,
         "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],
+        "tls": ListenerTLSConfiguration.keys,
+        "forward_proxy": ForwardProxyConfiguration.keys,
     ]
 }
 
@@ -199,6 +201,8 @@ struct Builder {
 
         // The one-API file is the route `default`; with `routes:` the top-level sections are every route's defaults.
         let routes: [RouteConfiguration]
+        // The top-level store.path: its folder keeps the forward proxy's CA when the file names none.
+        let topStorePath: String
         if hasRoutes {
             for key in ["upstream", "credentials"] where root.has(key) {
                 load.found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
@@ -208,8 +212,10 @@ struct Builder {
             }
             let defaults = RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: false, in: load)
             routes = RouteConfiguration.parseList(root, defaults: defaults, allowRemote: allowRemote, in: load)
+            topStorePath = defaults.store.path
         } else {
             routes = [RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true, in: load)]
+            topStorePath = routes[0].store.path
         }
 
         var config = Configuration(upstream: routes[0].upstream, credentials: routes[0].credentials, store: routes[0].store, baseDirectory: load.baseDirectory)
@@ -244,6 +250,13 @@ struct Builder {
         }
         if let limits = load.found.collect({ try root.section("limits") }) { config.limits = LimitsConfiguration.parse(limits, in: load) }
         if let log = load.found.collect({ try root.section("log") }) { config.log = LogConfiguration.parse(log, in: load) }
+        if let tls = load.found.collect({ try root.section("tls") }) { config.listenTLS = ListenerTLSConfiguration.parse(tls, in: load) }
+        if let forward = load.found.collect({ try root.section("forward_proxy") }) {
+            config.forwardProxy = ForwardProxyConfiguration.parse(forward, storePath: topStorePath, in: load)
+            if !routes.contains(where: { !($0.match?.hosts.isEmpty ?? true) }) {
+                load.warnings.append("forward_proxy: no route has match.host, so every CONNECT is refused or tunnelled (other_hosts)")
+            }
+        }
 
         if let error = ConfigurationError(every: load.found.errors) { throw error }
         return config

@@ -1,0 +1,51 @@
+import Basics
+
+extension RouteTable {
+    /// Which `host` route a name and port belong to, whatever the path: what a CONNECT to
+    /// `name:port` reaches (CONTRACT.md "HTTPS for clients", docs/FORWARD-PROXY.md).
+    public enum HostRoute: Equatable, Sendable {
+        /// The route's index in `Configuration.routes`: the first entry in `match`'s order (exact
+        /// names, then `*.` names, the longest first) whose name and port both fit.
+        case route(Int)
+        /// A route names the host, but none on this port.
+        case otherPort
+        /// No `host` route names it.
+        case unnamed
+    }
+
+    /// `name`: a host name without its port; ASCII capitals fold, and one trailing dot on either
+    /// side is ignored (`api.example.com.` is `api.example.com`, RFC 1034 §3.1). `defaultPort`: the
+    /// port an entry without one means (443 for a CONNECT: the tunnel carries https). Compares
+    /// bytes, the way `match` does; a `path_prefix` does not matter here.
+    public func hostRoute(forName name: UnsafeBufferPointer<UInt8>, port: Int, defaultPort: Int) -> HostRoute {
+        let bare = RouteTable.withoutTrailingDot(name[...])
+        var named = false
+        for entry in exact where RouteTable.sameFolded(RouteTable.withoutTrailingDot(entry.name[...]), bare) {
+            if (entry.port ?? defaultPort) == port { return .route(entry.route) }
+            named = true
+        }
+        for entry in wildcard {
+            // `.example.com` (from `*.example.com`) needs at least one label before it.
+            let suffix = RouteTable.withoutTrailingDot(entry.name[...])
+            guard suffix.count < bare.count, RouteTable.sameFolded(suffix, bare[(bare.endIndex - suffix.count)...]) else { continue }
+            if (entry.port ?? defaultPort) == port { return .route(entry.route) }
+            named = true
+        }
+        return named ? .otherPort : .unnamed
+    }
+
+    /// Convenience for tests and the command line.
+    public func hostRoute(forName name: String, port: Int, defaultPort: Int) -> HostRoute {
+        Array(name.utf8).withUnsafeBufferPointer { hostRoute(forName: $0, port: port, defaultPort: defaultPort) }
+    }
+
+    static func withoutTrailingDot<C: BidirectionalCollection>(_ name: C) -> C.SubSequence where C.Element == UInt8 {
+        name.last == UInt8(ascii: ".") ? name.dropLast() : name[...]
+    }
+
+    /// `lower` is lowercase; `other`'s ASCII capitals fold; lengths must agree.
+    static func sameFolded<L: Collection, O: Collection>(_ lower: L, _ other: O) -> Bool where L.Element == UInt8, O.Element == UInt8 {
+        guard lower.count == other.count else { return false }
+        return zip(lower, other).allSatisfy { $0 == asciiLower($1) }
+    }
+}
