@@ -97,7 +97,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "Upstream",
+                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "TLS", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

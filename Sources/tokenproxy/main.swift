@@ -7,6 +7,7 @@ import LoginListener
 import Logs
 import ProxyCore
 import Sockets
+import TLS
 import Upstream
 
 /// tokenproxy's version: declared here only; `tokenproxy --version` prints it.
@@ -117,7 +118,7 @@ struct Tokenproxy: ParsableCommand {
         commandName: "tokenproxy",
         abstract: "An authenticating HTTP/1.1 reverse proxy: it keeps an access token fresh and adds it to every request.",
         version: Version.description,
-        subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self])
+        subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self, CA.self])
 
     static func main() {
         do {
@@ -144,6 +145,7 @@ struct Serve: ParsableCommand {
     func run() throws {
         let loaded = options.load()
         let configuration = loaded.configuration
+        if let problem = listenerTLSProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
         // Signals are taken by one thread with sigwait; block them before any other thread exists.
         var signals = sigset_t()
         sigemptyset(&signals)
@@ -257,6 +259,7 @@ struct Check: ParsableCommand {
                 fail("configuration error: \(problem)", status: Exit.badConfiguration)
             }
         }
+        if let problem = listenerTLSProblems(loaded.configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
         print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
         print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
@@ -523,5 +526,48 @@ final class TerminalQuestions: LoginQuestions {
         }
         if question.secret, let answer { SecretRegistry.shared.register(answer) }
         return answer
+    }
+}
+
+/// `tokenproxy ca` (CONTRACT.md "HTTPS for clients"): the forward proxy's CA certificate on stdout,
+/// the CA made first when neither of its files exists. Its key never leaves its file.
+struct CA: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ca",
+        abstract: "Print the certificate (PEM) of the CA that forward_proxy signs host certificates with, making it when it does not exist yet.")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = options.load()
+        guard let forward = loaded.configuration.forwardProxy else {
+            fail("ca: the configuration has no forward_proxy section, so there is no CA", status: Exit.badConfiguration)
+        }
+        do {
+            let authority = try ForwardProxyAuthority.prepare(certificateFile: forward.caCertFile, keyFile: forward.caKeyFile)
+            FileHandle.standardOutput.write(Data(authority.certificatePEM))
+        } catch {
+            fail("ca: \(error)", status: Exit.runtimeFailure)
+        }
+    }
+}
+
+/// What `check` and `serve` find wrong with a listener's certificate pair beyond what the loader
+/// sees (a file that holds no certificate, a key that is not the certificate's), by key path.
+func listenerTLSProblems(_ configuration: Configuration) -> [String] {
+    var settings: [(keyPath: String, tls: ListenerTLSConfiguration)] = []
+    if let tls = configuration.listenTLS { settings.append(("tls", tls)) }
+    for (index, route) in configuration.routes.enumerated() {
+        if let tls = route.ownListenerTLS { settings.append(("routes[\(index)].tls", tls)) }
+    }
+    return settings.compactMap { keyPath, tls -> String? in
+        do throws(TLSSetupError) {
+            _ = try CertificatePair.load(certificateFile: tls.certFile, keyFile: tls.keyFile)
+            return nil
+        } catch {
+            switch error {
+            case .keyFileNotPrivate, .noPrivateKey, .keyDoesNotMatchCertificate: return "\(keyPath).key_file: \(error)"
+            default: return "\(keyPath).cert_file: \(error)"
+            }
+        }
     }
 }
