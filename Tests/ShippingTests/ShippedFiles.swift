@@ -52,8 +52,11 @@ struct ExampleKeys {
     /// The environment variable names given to `*_env` keys.
     var environmentNames: [String] = []
 
+    /// The keys of a `routes:` entry are read as the top-level ones they stand for (`credentials.type`),
+    /// except `match`, which only a route has (README "Several APIs").
     init(yaml: String) {
         var section: String?
+        var routeSection: String?
         for rawLine in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
             let line = String(rawLine)
             let indent = line.prefix { $0 == " " }.count
@@ -65,6 +68,10 @@ struct ExampleKeys {
             var value = rest[rest.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             if let hash = value.range(of: " #") { value = value[..<hash.lowerBound].trimmingCharacters(in: .whitespaces) }
             if value.hasPrefix("#") { value = "" }
+            if section == "routes", indent >= 4 {
+                readRouteKey(key, value: value, depth: indent - 4, section: &routeSection)
+                continue
+            }
             switch indent {
             case 0:
                 section = key
@@ -78,6 +85,22 @@ struct ExampleKeys {
             default:
                 continue  // inside a nested value (extra_params written as a block mapping)
             }
+        }
+    }
+
+    private mutating func readRouteKey(_ key: String, value: String, depth: Int, section: inout String?) {
+        switch depth {
+        case 0:
+            section = key
+            if key != "match" { keys.append(key) }
+        case 2:
+            guard let section, section != "match" else { return }
+            keys.append("\(section).\(key)")
+            if key.hasSuffix("_env"), !value.isEmpty {
+                environmentNames.append(value.trimmingCharacters(in: CharacterSet(charactersIn: "\"'")))
+            }
+        default:
+            return
         }
     }
 }
