@@ -87,7 +87,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if machine.isTunnel {
+        if machine.isTunnel || tls?.hasBufferedInput == true {
             readAvailable()
             return
         }
@@ -471,6 +471,9 @@ final class Connection: EventHandler, LoopTask {
         }
         if pendingOut > 0 || tlsWantsWrite { wanted.insert(.write) }
         if pendingTunnel != nil { wanted.remove(.read) }
+        // Decrypted bytes OpenSSL holds wake no epoll: read them on the next turn (a record larger
+        // than the room that was left in the input buffer).
+        if wanted.contains(.read), let tls, !handshaking, tls.hasBufferedInput { ctx.loop.schedule(task: self) }
         if wanted != interest {
             interest = wanted
             ctx.loop.modify(fd, wanted)
