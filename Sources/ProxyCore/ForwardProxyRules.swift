@@ -106,7 +106,7 @@ enum ForwardProxyRules {
             lowered.append(c)
             previous = c
         }
-        guard previous != UInt8(ascii: "-") else { return nil }
+        guard labelLength > 0, previous != UInt8(ascii: "-") else { return nil }
         return lowered
     }
 
