@@ -138,9 +138,12 @@ private func parseRequestHead(
     }
 
     // RFC 9112 §3.2: a client MUST send Host in HTTP/1.1; a server MUST answer 400 when it is missing
-    // or appears more than once.
+    // or appears more than once. A CONNECT without one is served (CONTRACT "HTTPS for clients"): its
+    // target is the authority, and clients that send none exist.
     if hostCount > 1 { return .failure(.badRequest("multiple Host headers")) }
-    if hostCount == 0 && version == .http1_1 { return .failure(.badRequest("missing Host header")) }
+    if hostCount == 0 && version == .http1_1 && !bytesEqual(buffer, methodRange, "CONNECT") {
+        return .failure(.badRequest("missing Host header"))
+    }
     if let problem = framingFields.contentLengthProblem { return .failure(.badRequest(problem)) }
 
     let framing: BodyFraming

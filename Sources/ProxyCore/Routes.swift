@@ -142,9 +142,12 @@ final class LoopRoutes {
         var host = target.authority ?? head.first("host") ?? tunnelHost
         let defaultPort = tunnelHost != nil && target.absolute == nil ? 443 : Authority.defaultPort(scheme: target.absolute?.scheme)
         var path = target.path
+        // In a tunnel the host is the request's target as in absolute form: a path no route of that
+        // host takes is forbidden_target, never another route's (its token would go with it).
+        let hostIsTarget = target.absolute != nil || tunnelHost != nil
         let outcome = path.withUTF8 { p -> RouteTable.Outcome in
-            guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
-            return host!.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: target.absolute != nil) }
+            guard host != nil else { return table.match(host: nil, defaultPort: defaultPort, path: p, absoluteForm: hostIsTarget) }
+            return host!.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: hostIsTarget) }
         }
         switch outcome {
         case .route(let index, let strip): return .success(Selection(route: routes[index], strip: strip, target: target))

@@ -366,6 +366,12 @@ import Testing
 
     @Test func aMissingHostOnHttp11IsABadRequest() {
         #expect(finalError(dripFeed("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n")) == .badRequest("missing Host header"))
+        #expect(finalError(dripFeed("CONNEC / HTTP/1.1\r\nAccept: */*\r\n\r\n")) == .badRequest("missing Host header"))
+    }
+
+    /// CONTRACT "HTTPS for clients": a CONNECT without Host is served (its target names the host).
+    @Test func aConnectWithoutHostIsNoBadRequest() {
+        #expect(finalError(dripFeed("CONNECT api.example.com:443 HTTP/1.1\r\nUser-Agent: x\r\n\r\n")) == nil)
     }
 
     @Test func moreThanOneHostIsABadRequest() {
