@@ -22,13 +22,17 @@ final class ByteTunnel {
     private var lastActivity: Double
     private var idleTimer: TimerID?
     private var finished = false
+    /// Bytes carried each way, for the access log.
+    private var bytesUp = 0
+    private var bytesDown = 0
     /// Client bytes that came right after the CONNECT head: the first bytes for the upstream.
     private var early: [UInt8]
 
-    /// One end of the tunnel: its socket and the bytes waiting to be written to it.
+    /// One end of the tunnel: its socket and the bytes waiting to be written to it. The loop's handler
+    /// table holds the sides, and the sides hold the tunnel, until it ends (`closeSockets`, `refuse`).
     final class Side: EventHandler {
         let fd: Int32
-        unowned(unsafe) var tunnel: ByteTunnel?
+        var tunnel: ByteTunnel?
         var out: [UInt8] = []
         var outStart = 0
         /// The peer sent its end (read returned 0).
@@ -117,6 +121,12 @@ final class ByteTunnel {
         ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
         log(status: error.status, error: error.code)
         ctx.loop.unregister(client.fd, client)
+        client.tunnel = nil
+        if let upstream {
+            ctx.loop.unregister(upstream.fd, upstream)
+            Syscall.close(upstream.fd)
+            upstream.tunnel = nil
+        }
         let bytes = error.response(keepAlive: false, isHead: false)
         RefusedConnection.start(fd: client.fd, answer: bytes, loop: ctx.loop) { [shared = ctx.shared] in
             shared.openConnections.subtract(1, ordering: .relaxed)
@@ -143,6 +153,7 @@ final class ByteTunnel {
         if let why = OutboundSocket.connectError(side.fd) {
             ctx.loop.unregister(side.fd, side)
             Syscall.close(side.fd)
+            side.tunnel = nil
             upstream = nil
             ctx.logger.debug("forward proxy tunnel to \(host): \(why); trying the next address")
             connectNext()
@@ -175,6 +186,7 @@ final class ByteTunnel {
         while !finished && !from.readEnded && to.pending < ByteTunnel.highWater {
             switch Syscall.read(from.fd, ctx.readBuffer) {
             case .done(let n):
+                if from === client { bytesUp += n } else { bytesDown += n }
                 to.out.append(contentsOf: UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
                 flush(to)
             case .wouldBlock:
@@ -245,6 +257,8 @@ final class ByteTunnel {
         guard ctx.configuration.log.accessLog else { return }
         var line = AccessRecord(event: "tunnel_closed", route: nil, method: "CONNECT", path: "\(host):\(port)", status: status)
         line.seconds = ctx.loop.now - startedAt
+        line.bytesIn = bytesUp
+        line.bytesOut = bytesDown
         line.error = error
         line.tunnel = host
         ctx.logger.info(line.message, metadata: line.metadata)
