@@ -56,7 +56,9 @@ final class Connection: EventHandler, LoopTask {
     var ownRoute: String?
 
     /// The TLS session over the socket, on a TLS listener or in a forward-proxy tunnel; nil: plain.
-    private(set) var tls: TLSSession?
+    private(set) var tls: TLSSession? { didSet { speaksTLS = tls != nil } }
+    /// `tls != nil`, for the per-request paths: testing a Bool costs no retain and release of the session.
+    private var speaksTLS = false
     /// True until the TLS handshake is done: events drive the handshake, not the parser.
     private var handshaking = false
     /// OpenSSL must write before it can read on (`ClientTLSIO.read`).
@@ -64,13 +66,16 @@ final class Connection: EventHandler, LoopTask {
     /// In a forward-proxy tunnel: the host every request must name (421 otherwise).
     private(set) var pin: TunnelPin?
     /// A CONNECT answered 200: TLS starts once that answer is out and the exchange is over.
-    private var pendingTunnel: (pin: TunnelPin, session: TLSSession)?
+    private var pendingTunnel: (pin: TunnelPin, session: TLSSession)? { didSet { awaitsTunnel = pendingTunnel != nil } }
+    /// `pendingTunnel != nil`, tested without copying (and retaining) what it holds.
+    private var awaitsTunnel = false
 
     init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil, tls: TLSSession? = nil) {
         self.fd = fd
         self.ownRoute = ownRoute
         self.peer = peer
         self.tls = tls
+        speaksTLS = tls != nil
         handshaking = tls != nil
         forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host, https: tls != nil)
         self.ctx = ctx
@@ -87,7 +92,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if machine.isTunnel || tls?.hasBufferedInput == true {
+        if machine.isTunnel || (speaksTLS && tls!.hasBufferedInput) {
             readAvailable()
             return
         }
@@ -129,7 +134,7 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         // The client's next bytes after a CONNECT's 200 are TLS: they wait for the session.
-        if pendingTunnel != nil { return }
+        if awaitsTunnel { return }
         if machine.isTunnel, let exchange {
             leg.readIntoTunnel(exchange, self)
             return
@@ -246,7 +251,7 @@ final class Connection: EventHandler, LoopTask {
     private func begin(_ head: consuming RequestHead) {
         // CONNECT, when the forward proxy serves it (CONTRACT "HTTPS for clients"); inside a tunnel,
         // the pin first: a request for another host gets 421 and nothing goes upstream.
-        if ctx.forwardProxy != nil || pin != nil {
+        if ctx.servesConnect || speaksTLS {
             if AccessPolicy.isConnect(head.method) {
                 connect(head)
                 return
@@ -402,7 +407,7 @@ final class Connection: EventHandler, LoopTask {
         if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
             ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
         }
-        if pendingTunnel != nil { startTunnelTLSWhenReady() }
+        if awaitsTunnel { startTunnelTLSWhenReady() }
     }
 
     /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
@@ -443,7 +448,7 @@ final class Connection: EventHandler, LoopTask {
             }
             outBuf.removeAll(keepingCapacity: outBuf.capacity <= 2 * Connection.outHighWater)
             outStart = 0
-            if pendingTunnel != nil {
+            if awaitsTunnel {
                 startTunnelTLSWhenReady()
                 return
             }
@@ -469,11 +474,8 @@ final class Connection: EventHandler, LoopTask {
         } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
         }
-        if pendingOut > 0 || tlsWantsWrite { wanted.insert(.write) }
-        if pendingTunnel != nil { wanted.remove(.read) }
-        // Decrypted bytes OpenSSL holds wake no epoll: read them on the next turn (a record larger
-        // than the room that was left in the input buffer).
-        if wanted.contains(.read), let tls, !handshaking, tls.hasBufferedInput { ctx.loop.schedule(task: self) }
+        if pendingOut > 0 { wanted.insert(.write) }
+        if speaksTLS || awaitsTunnel { wanted = adjustedForTLS(wanted) }
         if wanted != interest {
             interest = wanted
             ctx.loop.modify(fd, wanted)
@@ -542,15 +544,15 @@ final class Connection: EventHandler, LoopTask {
     /// Client bytes: from the socket, or decrypted from the TLS session over it.
     @inline(__always)
     func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        guard let tls else { return Syscall.read(fd, buffer) }
-        return ClientTLSIO.read(tls, buffer, wantsWrite: &tlsWantsWrite)
+        guard speaksTLS else { return Syscall.read(fd, buffer) }
+        return ClientTLSIO.read(tls!, buffer, wantsWrite: &tlsWantsWrite)
     }
 
     /// Bytes to the client: to the socket, or encrypted through the TLS session.
     @inline(__always)
     func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        guard let tls else { return Syscall.write(fd, bytes) }
-        return ClientTLSIO.write(tls, bytes)
+        guard speaksTLS else { return Syscall.write(fd, bytes) }
+        return ClientTLSIO.write(tls!, bytes)
     }
 
     /// One step of the handshake; when it is done, requests are read as on a plain connection.
@@ -577,6 +579,18 @@ final class Connection: EventHandler, LoopTask {
             }
             close()
         }
+    }
+
+    /// What TLS changes in the interest: OpenSSL's own wish to write, no reading while a CONNECT's 200
+    /// waits to go out, and decrypted bytes OpenSSL holds, which wake no epoll: they are read on the
+    /// next turn (a record larger than the room that was left in the input buffer).
+    @inline(never)
+    private func adjustedForTLS(_ interest: Interest) -> Interest {
+        var wanted = interest
+        if tlsWantsWrite { wanted.insert(.write) }
+        if awaitsTunnel { wanted.remove(.read) }
+        if speaksTLS, wanted.contains(.read), !handshaking, tls!.hasBufferedInput { ctx.loop.schedule(task: self) }
+        return wanted
     }
 
     private func setInterest(_ wanted: Interest) {

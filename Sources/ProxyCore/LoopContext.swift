@@ -13,7 +13,9 @@ final class LoopContext {
     /// The routes requests are matched to; an exchange keeps the route it started with.
     var routes: LoopRoutes
     /// `forward_proxy`'s CA and tunnel context (nil: CONNECT is 405); a reload replaces it.
-    var forwardProxy: ForwardProxyTLS?
+    var forwardProxy: ForwardProxyTLS? { didSet { servesConnect = forwardProxy != nil } }
+    /// `forwardProxy != nil`, for the per-request test (no retain and release).
+    private(set) var servesConnect = false
     let metrics: LoopMetrics
     let shared: SharedProxyState
     let logger: Logger
@@ -33,6 +35,7 @@ final class LoopContext {
         self.loop = loop
         self.configuration = configuration
         self.forwardProxy = forwardProxy
+        servesConnect = forwardProxy != nil
         self.metrics = metrics
         self.shared = shared
         self.logger = logger
