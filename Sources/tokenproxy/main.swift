@@ -551,8 +551,9 @@ struct CA: ParsableCommand {
     }
 }
 
-/// What `check` and `serve` find wrong with a listener's certificate pair beyond what the loader
-/// sees (a file that holds no certificate, a key that is not the certificate's), by key path.
+/// What `check` and `serve` find wrong with a listener's files beyond what the loader sees (a file
+/// that holds no certificate, a key that is not the certificate's, a client CA file without a CA), by
+/// key path: the listener's context is set up once here as it will be at start.
 func listenerTLSProblems(_ configuration: Configuration) -> [String] {
     var settings: [(keyPath: String, tls: ListenerTLSConfiguration)] = []
     if let tls = configuration.listenTLS { settings.append(("tls", tls)) }
@@ -561,13 +562,25 @@ func listenerTLSProblems(_ configuration: Configuration) -> [String] {
     }
     return settings.compactMap { keyPath, tls -> String? in
         do throws(TLSSetupError) {
-            _ = try CertificatePair.load(certificateFile: tls.certFile, keyFile: tls.keyFile)
+            _ = try TLSServerContext(certificateFile: tls.certFile, keyFile: tls.keyFile, clientCAFile: tls.clientCAFile)
             return nil
         } catch {
-            switch error {
-            case .keyFileNotPrivate, .noPrivateKey, .keyDoesNotMatchCertificate: return "\(keyPath).key_file: \(error)"
-            default: return "\(keyPath).cert_file: \(error)"
-            }
+            return "\(keyPath).\(listenerTLSKey(at: error, tls)): \(error)"
         }
+    }
+}
+
+/// The key of `tls:` whose file `error` is about.
+func listenerTLSKey(at error: TLSSetupError, _ tls: ListenerTLSConfiguration) -> String {
+    func key(naming path: String) -> String {
+        if path == tls.keyFile { return "key_file" }
+        return path == tls.clientCAFile ? "client_ca_file" : "cert_file"
+    }
+    switch error {
+    case .unreadableFile(let path, _), .keyFileNotPrivate(let path, _), .noCertificate(let path), .noPrivateKey(let path),
+        .unusableClientCA(let path), .cannotWrite(let path, _), .notAnAuthority(let path), .incompleteAuthority(let path):
+        return key(naming: path)
+    case .keyDoesNotMatchCertificate: return "key_file"
+    case .invalidHostName, .openSSL: return "cert_file"
     }
 }
