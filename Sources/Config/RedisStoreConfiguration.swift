@@ -216,7 +216,11 @@ extension StoreConfiguration {
                 load.warnings.append("\(store.path(key)): used only with store.backend: redis; ignored")
             }
         case .redis:
-            if store.has("path") { load.warnings.append("\(store.path("path")): not used with store.backend: redis; ignored") }
+            if store.has("path") {
+                load.warnings.append(
+                    "\(store.path("path")): the session is not kept there with store.backend: redis; only its folder is used, for a forward_proxy CA made at the first start"
+                )
+            }
             guard let raw = try store.nonEmptyString("url") else {
                 throw ConfigurationError(keyPath: store.path("url"), reason: "required with store.backend: redis (e.g. redis://127.0.0.1:6379/0)")
             }
