@@ -240,7 +240,8 @@ final class GitHTTPServer {
     let nginx: Nginx
     private let fcgi: ChildProcess
 
-    init(user: String, password: String) throws {
+    /// `tls`: nginx serves https with this certificate (issue 32's TLS git server).
+    init(user: String, password: String, tls: TestCA.Issued? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/fcgiwrap") else { throw HarnessError("no fcgiwrap: run scripts/setup.sh") }
         root = try TempDir(prefix: "git-server")
         try GitHTTPServer.git(["init", "--quiet", "--bare", "--initial-branch=main", root.file("repo.git")])
@@ -266,7 +267,7 @@ final class GitHTTPServer {
                     fastcgi_param REMOTE_USER $remote_user;
                     fastcgi_pass unix:\(socket);
                 }
-                """)
+                """, tls: tls)
     }
 
     deinit {
@@ -276,12 +277,14 @@ final class GitHTTPServer {
 
     /// git with no prompt, no credential helper and no user configuration.
     @discardableResult
-    static func git(_ arguments: [String], in directory: String? = nil) throws -> CommandResult {
+    /// `environment`: more variables (`HTTPS_PROXY`, `GIT_SSL_CAINFO`).
+    static func git(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:]) throws -> CommandResult {
         let home = NSTemporaryDirectory()
-        let env = childEnvironment([
-            "GIT_TERMINAL_PROMPT": "0", "HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-        ])
+        let env = childEnvironment(
+            [
+                "GIT_TERMINAL_PROMPT": "0", "HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+            ].merging(environment) { _, new in new })
         let result = try runCommand(
             "git", arguments: ["-c", "credential.helper=", "-c", "init.defaultBranch=main"] + arguments, environment: env,
             currentDirectory: directory.map { URL(fileURLWithPath: $0) }, timeout: 120)

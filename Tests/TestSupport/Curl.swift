@@ -31,19 +31,24 @@ public struct CurlResult: Sendable {
 /// from the environment, and returns the final response.
 ///
 ///     let r = try curl(["-X", "POST", "--data-binary", "@file", url])
-public func curl(_ arguments: [String], timeout: TimeInterval = 30) throws -> CurlResult {
+///
+/// `environment`: variables curl reads as a user's shell would hand them over (`HTTPS_PROXY`,
+/// `CURL_CA_BUNDLE`); when it names a proxy, curl uses it.
+public func curl(_ arguments: [String], environment: [String: String] = [:], timeout: TimeInterval = 30) throws -> CurlResult {
     let dir = try TempDir(prefix: "curl")
     let headerFile = dir.file("headers")
     let bodyFile = dir.file("body")
     let base = [
-        "--silent", "--show-error", "--noproxy", "*",
+        "--silent", "--show-error",
         "--max-time", String(Int(timeout.rounded(.up))),
         "--dump-header", headerFile, "--output", bodyFile,
         "--write-out", "%{http_code}",
     ]
+    let proxied = environment.keys.contains { $0.lowercased().hasSuffix("_proxy") }
     let result = try runCommand(
         "curl",
-        arguments: base + arguments,
+        arguments: (proxied ? [] : ["--noproxy", "*"]) + base + arguments,
+        environment: childEnvironment(environment),
         timeout: timeout + 10
     )
     let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""

@@ -16,10 +16,13 @@ public final class Nginx: @unchecked Sendable {
 
     /// `server`: the directives of the one `server` block (locations), without `listen`. Every
     /// request is logged to `access.log` as `$uri` (the normalised path nginx served).
-    public init(server: String, startupTimeout: TimeInterval = 15) throws {
+    /// `tls`: nginx listens with `ssl` and this certificate and key (`baseURL` is then https).
+    public init(server: String, tls: TestCA.Issued? = nil, startupTimeout: TimeInterval = 15) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else { throw HarnessError("no nginx: run scripts/setup.sh") }
         let directory = try TempDir(prefix: "nginx")
         self.directory = directory
+        scheme = tls == nil ? "http" : "https"
+        let tlsDirectives = tls.map { "ssl_certificate \($0.certificate);\n    ssl_certificate_key \($0.key);" } ?? ""
         var attempt = 0
         while true {
             attempt += 1
@@ -42,7 +45,8 @@ public final class Nginx: @unchecked Sendable {
                     scgi_temp_path \(directory.path);
                     default_type text/plain;
                     server {
-                        listen 127.0.0.1:\(port);
+                        listen 127.0.0.1:\(port)\(tls == nil ? "" : " ssl");
+                        \(tlsDirectives)
                         \(server)
                     }
                 }
@@ -67,8 +71,11 @@ public final class Nginx: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// `http://127.0.0.1:PORT`
-    public var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// `http` or `https`.
+    public let scheme: String
+
+    /// `http://127.0.0.1:PORT` (`https://` with TLS)
+    public var baseURL: String { "\(scheme)://127.0.0.1:\(port)" }
 
     /// The normalised path of every request served so far, one per line.
     public func servedPaths() -> [String] {

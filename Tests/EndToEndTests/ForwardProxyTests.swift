@@ -1,0 +1,209 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The forward proxy for https URLs (CONTRACT.md "HTTPS for clients", issue 32 points 2 and 4),
+/// driven by real, unmodified clients as processes, each with `HTTPS_PROXY` and the CA that
+/// `tokenproxy ca` prints trusted through its usual variable: curl (`CURL_CA_BUNDLE`), Python
+/// requests (`REQUESTS_CA_BUNDLE`), git (`GIT_SSL_CAINFO`), Node 20 (`NODE_EXTRA_CA_CERTS` and a proxy
+/// agent), websockets (`SSL_CERT_FILE`). The names under `example.test` resolve nowhere: only the
+/// proxy knows them.
+@Suite struct ForwardProxyTests {
+    static let host = "api.example.test"
+
+    static func echoWorld() throws -> (upstream: PythonServer, proxy: ForwardProxyFixture) {
+        let upstream = try PythonServer("echo_upstream")
+        let proxy = try ForwardProxyFixture(routes: [.init(name: "api", host: host, upstream: upstream.baseURL + "/base")])
+        return (upstream, proxy)
+    }
+
+    @Test func curlReachesTheRouteThroughTheTunnelWithTheToken() throws {
+        let (upstream, f) = try Self.echoWorld()
+        let r = try f.curl(["https://\(Self.host)/hello?x=1"])
+        #expect(r.status == 200, "\(r.stderr) \(f.proxy.stderr.suffix(2000))")
+        let seen = try Echo(r.body)
+        #expect(seen.path == "/base/hello?x=1")
+        #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+        #expect(seen.values("X-Forwarded-Proto") == ["https"], "\(seen.headers)")
+        #expect(seen.tunnel == nil, "the upstream saw a CONNECT")
+        // The access log has the request with the tunnel's host.
+        #expect(f.proxy.waitForStderr(containing: "tunnel=\(Self.host)"), "\(f.proxy.stderr.suffix(2000))")
+        // The CA is EC P-256, made at the first start in the store's folder with its key at 0600.
+        let text = try TestCA.openssl(["x509", "-noout", "-text", "-in", f.caFile]).stdout
+        #expect(text.contains("prime256v1") || text.contains("P-256"), "\(text.prefix(800))")
+        let key = f.proxy.directory.file("state/forward-proxy-ca-key.pem")
+        let mode = try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int
+        #expect(mode == 0o600, "the made CA's key at \(key)")
+        // `tokenproxy ca` prints the same CA again.
+        let again = try ProxyProcess.run(args: ["ca", "--config", f.proxy.configPath])
+        #expect(again.stdout == (try String(contentsOfFile: f.caFile, encoding: .utf8)))
+        try f.finish()
+        upstream.stop()
+    }
+
+    /// Two URLs in one curl run go through one CONNECT (`%{num_connects}`: 1, then 0), and a body
+    /// goes both ways through the tunnel.
+    @Test func keepAliveAndBodiesInTheTunnel() throws {
+        let (upstream, f) = try Self.echoWorld()
+        let run = try runCommand(
+            "curl",
+            arguments: [
+                "--silent", "--show-error", "--max-time", "60", "--output", "/dev/null", "--write-out", "%{http_code} %{num_connects}\\n",
+                "https://\(Self.host)/one", "https://\(Self.host)/two",
+            ],
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "CURL_CA_BUNDLE": f.caFile]), timeout: 90)
+        #expect(run.stdout == "200 1\n200 0\n", "\(run.output)")
+
+        let upload = testBytes(count: 500_000)
+        let dir = try TempDir(prefix: "tunnel-body")
+        let file = try dir.write("upload", Data(upload))
+        let posted = try f.curl(["-X", "POST", "--data-binary", "@\(file)", "https://\(Self.host)/upload"])
+        #expect(posted.status == 200, "\(posted.stderr)")
+        #expect(try Echo(posted.body).body_sha256 == (try sha256Hex(upload)))
+        let chunkedPost = try f.curl(["-X", "POST", "-H", "Transfer-Encoding: chunked", "--data-binary", "@\(file)", "https://\(Self.host)/chunked"])
+        #expect(try Echo(chunkedPost.body).body_len == upload.count)
+        let big = try f.curl(["https://\(Self.host)/stream?bytes=2000000"])
+        #expect(big.body == echoPattern(count: 2_000_000))
+        try f.finish()
+        upstream.stop()
+    }
+
+    /// Python requests sends `CONNECT host:443 HTTP/1.0` without a Host field; its Session keeps the tunnel.
+    @Test func pythonRequestsThroughTheTunnel() throws {
+        let (upstream, f) = try Self.echoWorld()
+        let run = try runCommand(
+            "python3",
+            arguments: [RepositoryPaths.servers.appendingPathComponent("requests_client.py").path, "https://\(Self.host)/py-1", "https://\(Self.host)/py-2"],
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "REQUESTS_CA_BUNDLE": f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]),
+            timeout: 90)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
+        #expect(result["error"] is NSNull, "\(result) \(f.proxy.stderr.suffix(2000))")
+        let results = result["results"] as? [[String: Any]] ?? []
+        #expect(results.count == 2)
+        for (index, item) in results.enumerated() {
+            #expect(item["status"] as? Int == 200)
+            let seen = try echo(item["body"] as? String ?? "")
+            #expect(seen.path == "/base/py-\(index + 1)")
+            #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+            #expect(seen.value("X-Forwarded-Proto") == "https")
+        }
+        let post = result["post"] as? [String: Any]
+        #expect(post?["status"] as? Int == 200)
+        #expect(try echo(post?["body"] as? String ?? "").body_len == 256 * 800)
+        try f.finish()
+        upstream.stop()
+    }
+
+    /// git clone and push through the tunnel to a TLS git server (nginx `listen … ssl` in front of
+    /// git http-backend, checking Basic credentials): the proxy injects the token as Basic
+    /// (`inject: {basic_username: x-access-token}`) and verifies the server against its own CA.
+    @Test func gitClonesAndPushesThroughTheTunnel() throws {
+        let serverCA = try TestCA(name: "git server CA")
+        let server = try GitHTTPServer(user: "x-access-token", password: e2eToken, tls: try serverCA.issue())
+        let f = try ForwardProxyFixture(routes: [
+            .init(
+                name: "git", host: "git.example.test", upstream: "https://localhost:\(server.nginx.port)",
+                extra: """
+                        inject: {basic_username: x-access-token}
+                        upstream_tls: {ca_file: \(serverCA.certificate)}
+                    """)
+        ])
+        let env = ["HTTPS_PROXY": f.proxyURL, "GIT_SSL_CAINFO": f.caFile]
+        let url = "https://git.example.test/repo.git"
+        let work = try TempDir(prefix: "git-tunnel")
+        let source = work.file("source")
+        try GitHTTPServer.git(["init", "--quiet", source])
+        _ = try work.write("source/README", "first line\n")
+        try GitHTTPServer.git(["add", "README"], in: source)
+        try GitHTTPServer.git(["commit", "--quiet", "-m", "first"], in: source)
+        try GitHTTPServer.git(["push", "--quiet", url, "HEAD:refs/heads/main"], in: source, environment: env)
+
+        let clone = work.file("clone")
+        try GitHTTPServer.git(["clone", "--quiet", url, clone], environment: env)
+        #expect(try String(contentsOfFile: clone + "/README", encoding: .utf8) == "first line\n")
+        // A pack bigger than http.postBuffer goes as a chunked POST through the tunnel.
+        _ = try work.write("clone/data.bin", Data(testBytes(count: 200_000)))
+        try GitHTTPServer.git(["add", "data.bin"], in: clone)
+        try GitHTTPServer.git(["commit", "--quiet", "-m", "second"], in: clone)
+        try GitHTTPServer.git(["-c", "http.postBuffer=4096", "push", "--quiet", "origin", "main"], in: clone, environment: env)
+        let log = try GitHTTPServer.git(["--git-dir", server.root.file("repo.git"), "log", "--format=%s", "main"])
+        #expect(log.stdout == "second\nfirst\n")
+        try f.finish()
+        #expect(!f.proxy.stderr.contains(InjectTests.basic("x-access-token", e2eToken).dropFirst(6)))
+    }
+
+    /// Node 20's https with a proxy agent and `NODE_EXTRA_CA_CERTS`: two requests, one tunnel.
+    @Test func nodeThroughTheTunnel() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/node") else {
+            Issue.record("no node: run scripts/setup.sh")
+            return
+        }
+        let (upstream, f) = try Self.echoWorld()
+        let run = try runCommand(
+            "node",
+            arguments: [
+                RepositoryPaths.servers.appendingPathComponent("node_https_client.js").path, "https://\(Self.host)/node-1", "https://\(Self.host)/node-2",
+            ],
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "NODE_EXTRA_CA_CERTS": f.caFile]), timeout: 90)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
+        #expect(result["error"] is NSNull, "\(result) \(f.proxy.stderr.suffix(2000))")
+        let results = result["results"] as? [[String: Any]] ?? []
+        try #require(results.count == 2, "\(result)")
+        for (index, item) in results.enumerated() {
+            #expect(item["status"] as? Int == 200)
+            let seen = try echo(item["body"] as? String ?? "")
+            #expect(seen.path == "/base/node-\(index + 1)")
+            #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+            #expect(seen.value("X-Forwarded-Proto") == "https")
+        }
+        // Debian 12's own https-proxy-agent (5.x) keeps no sockets; npm's 7.x and the fallback do.
+        let agent = result["agent"] as? String ?? ""
+        if !agent.hasPrefix("https-proxy-agent 5") {
+            #expect(results[1]["reused"] as? Bool == true, "the second request opened a new tunnel (\(agent))")
+        }
+        try f.finish()
+        upstream.stop()
+    }
+
+    /// An upstream 401 inside the tunnel costs one refresh at the identity provider and one retry.
+    @Test func a401InTheTunnelIsRetriedAfterOneRefresh() throws {
+        let idp = try OAuthServer.start()
+        let upstream = try PythonServer("refusing_upstream")
+        let f = try ForwardProxyFixture(
+            routes: [
+                .init(
+                    name: "api", host: Self.host, upstream: upstream.baseURL,
+                    credentials: "{type: oauth2_client_credentials, token_url: \"\(idp.tokenURL)\", client_id: app, client_secret_env: TUNNEL_SECRET}")
+            ], environment: ["TUNNEL_SECRET": "secret"])
+        #expect(try f.curl(["https://\(Self.host)/first"]).status == 200)
+        #expect(try idp.stats().count(OAuthGrant.clientCredentials) == 1)
+        _ = try curl(["-X", "POST", upstream.baseURL + "/test/refuse?count=1&status=401"])
+        let r = try f.curl(["https://\(Self.host)/second"])
+        #expect(r.status == 200, "\(r.bodyString)")
+        #expect(try idp.stats().count(OAuthGrant.clientCredentials) == 2)
+        let seen = try InjectTests.requests(upstream)
+        #expect(seen.map(\.status) == [200, 401, 200], "\(seen.map(\.target))")
+        #expect(seen.map(\.target) == ["/first", "/second", "/second"])
+        let tokens = seen.compactMap { $0.value("Authorization") }
+        #expect(tokens.count == 3 && tokens[1] != tokens[2])
+        try f.finish()
+    }
+
+    /// wss:// through the tunnel with the `websockets` client (it reads HTTPS_PROXY itself); the
+    /// handshake reaches the echo server with the token.
+    @Test func websocketThroughTheTunnel() throws {
+        let server = try PythonServer("ws_echo")
+        let f = try ForwardProxyFixture(routes: [.init(name: "ws", host: "ws.example.test", upstream: server.baseURL + "/ws")])
+        let run = try runCommand(
+            "python3", arguments: [RepositoryPaths.servers.appendingPathComponent("ws_client.py").path, "wss://ws.example.test/chat"],
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "SSL_CERT_FILE": f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]), timeout: 90)
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
+        #expect(result["ok"] as? Bool == true, "\(result) \(f.proxy.stderr.suffix(2000))")
+        let connections = result["connections"] as? [[String: Any]] ?? []
+        #expect(connections.first?["echoed"] as? Int == 3)
+        let stats = try #require(try curl([server.baseURL + "/_stats"]).json)
+        #expect(stats["upgrades"] as? Int == 1)
+        #expect(stats["authorizations"] as? [String] == ["Bearer \(e2eToken)"], "\(stats)")
+        try f.finish()
+    }
+}
