@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
-# Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy, nginx, fcgiwrap and git (real servers for
-# the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
+# Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy, nginx, fcgiwrap, git and node (real servers
+# and clients for the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
 # import. Idempotent, and silent when everything is present.
 set -euo pipefail
 
@@ -42,6 +42,9 @@ command -v redis-sentinel >/dev/null 2>&1 || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }
+# Node's https client behind the forward proxy (Tests/servers/node_https_client.js): node, and a proxy
+# agent (Debian's npm brings node-https-proxy-agent; NodeSource's nodejs bundles one with its npm).
+command -v node >/dev/null 2>&1 || { apt_packages+=(nodejs npm); need_apt=1; }
 
 if [ "$need_apt" -eq 1 ]; then
     log "installing ${apt_packages[*]}"
