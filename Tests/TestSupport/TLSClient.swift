@@ -169,12 +169,22 @@ public enum TLSClient {
                 environment: environment, withStdin: true)
         }
 
+        /// Waits until the loop's first request has succeeded (false: none within `timeout`).
+        public func waitForFirst(timeout: TimeInterval = 60) -> Bool {
+            child.stdout.wait(until: Date().addingTimeInterval(timeout)) { $0.contains("FIRST\n") ? true : nil } ?? false
+        }
+
+        /// Waits until the loop has had a handshake that presented the certificate with `fingerprint`.
+        public func waitForCertificate(_ fingerprint: String, timeout: TimeInterval = 60) -> Bool {
+            child.stdout.wait(until: Date().addingTimeInterval(timeout)) { $0.contains("SEEN \(fingerprint)\n") ? true : nil } ?? false
+        }
+
         /// Stops the loop (or waits for its `count`) and returns what it saw.
         public func finish() throws -> LoopOutcome {
             child.closeStdin()
             guard child.wait(timeout: 600) != nil else { throw HarnessError("tls_client.py loop did not finish") }
             child.stdout.waitForEnd(until: Date().addingTimeInterval(5))
-            let text = child.stdout.text
+            let text = child.stdout.text.split(separator: "\n").last.map(String.init) ?? ""
             guard let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else {
                 throw HarnessError("tls_client.py loop printed no JSON: \(text) \(child.stderr.text)")
             }

@@ -41,6 +41,10 @@ public final class TestCA: Sendable {
         in directory: TempDir? = nil
     ) throws -> Issued {
         let folder = directory ?? self.directory
+        for place in [folder, self.directory] {
+            try FileManager.default.createDirectory(
+                at: place.url.appendingPathComponent(file).deletingLastPathComponent(), withIntermediateDirectories: true)
+        }
         let leafKey = try Self.makeKey(folder.file("\(file)-key.pem"))
         let request = self.directory.file("\(file).csr")
         try Self.openssl(["req", "-new", "-key", leafKey, "-subj", "/CN=\(names.first ?? "test")", "-out", request])

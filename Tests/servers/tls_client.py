@@ -15,7 +15,9 @@ Prints one JSON object on stdout. Standard library only.
       {"connect": {"status", "head", "body" (when refused)} | null, "tls": {"ok", "error", "version", "alpn", "cert_sha256"},
        "responses": [{"status", "headers", "body"}], "error": str | null}
   loop --port P --cafile F [--sni NAME] [--count N] [--host-header H]
-      GET /loop/I, each on a new TLS connection (a handshake each), N times or until stdin closes.
+      GET /loop/I, each on a new TLS connection (a handshake each), N times or until stdin closes;
+      prints "SEEN <sha256>" (not JSON) when a certificate is first seen, "FIRST" once the first
+      request succeeded; the JSON comes last, on a line of its own.
       {"ok": n, "failed": n, "errors": [first few], "fingerprints": [distinct, in order seen]}
   bad --port P --count N
       N connections that each fail a handshake: plain HTTP, a ClientHello for TLS 1.0/1.1 only,
@@ -194,12 +196,15 @@ def loop(args):
                     fingerprint = hashlib.sha256(sock.getpeercert(binary_form=True)).hexdigest()
                     if fingerprint not in outcome["fingerprints"]:
                         outcome["fingerprints"].append(fingerprint)
+                        print("SEEN " + fingerprint, flush=True)
                     request = {"target": "/loop/%d" % index, "headers": [["Host", args.host_header], ["Connection", "close"]]}
                     sock.sendall(request_bytes(request))
                     answer = read_one(Reader(sock), "GET")
                     if answer["status"] != 200:
                         raise RuntimeError("status %d" % answer["status"])
             outcome["ok"] += 1
+            if outcome["ok"] == 1:
+                print("FIRST", flush=True)
         except Exception as error:
             outcome["failed"] += 1
             if len(outcome["errors"]) < 5:
