@@ -35,7 +35,7 @@ import Testing
         let mode = try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int
         #expect(mode == 0o600, "the made CA's key at \(key)")
         // `tokenproxy ca` prints the same CA again.
-        let again = try ProxyProcess.run(args: ["ca", "--config", f.proxy.configPath])
+        let again = try ProxyProcess.run(args: ["ca", "--config", f.proxy.configPath], env: f.environment)
         #expect(again.stdout == (try String(contentsOfFile: f.caFile, encoding: .utf8)))
         try f.finish()
         upstream.stop()
@@ -48,7 +48,7 @@ import Testing
         let run = try runCommand(
             "curl",
             arguments: [
-                "--silent", "--show-error", "--max-time", "60", "--output", "/dev/null", "--write-out", "%{http_code} %{num_connects}\\n",
+                "--silent", "--show-error", "--max-time", "60", "--output", "/dev/null", "--output", "/dev/null", "--write-out", "%{http_code} %{num_connects}\\n",
                 "https://\(Self.host)/one", "https://\(Self.host)/two",
             ],
             environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "CURL_CA_BUNDLE": f.caFile]), timeout: 90)

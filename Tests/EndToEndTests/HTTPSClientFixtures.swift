@@ -68,6 +68,8 @@ final class ForwardProxyFixture: Sendable {
     /// `tokenproxy ca`'s output, written to a file of its own.
     let caFile: String
     private let caFolder: TempDir
+    /// The environment `serve` runs with (the routes' secrets).
+    let environment: [String: String]
 
     /// One route of the file.
     struct Route {
@@ -110,7 +112,9 @@ final class ForwardProxyFixture: Sendable {
                 routes:
                 \(routeLines.joined(separator: "\n"))
                 """, environment: env)
-        let printed = try ProxyProcess.run(args: ["ca", "--config", proxy.configPath])
+        // `ca` reads the whole file, so it needs the environment `serve` had.
+        let printed = try ProxyProcess.run(args: ["ca", "--config", proxy.configPath], env: env)
+        self.environment = env
         guard printed.status == 0, printed.stdout.contains("-----BEGIN CERTIFICATE-----") else {
             throw HarnessError("tokenproxy ca: status \(printed.status): \(printed.output)")
         }
