@@ -48,7 +48,8 @@ import Testing
         let run = try runCommand(
             "curl",
             arguments: [
-                "--silent", "--show-error", "--max-time", "60", "--output", "/dev/null", "--output", "/dev/null", "--write-out", "%{http_code} %{num_connects}\\n",
+                "--silent", "--show-error", "--max-time", "60", "--output", "/dev/null", "--output", "/dev/null", "--write-out",
+                "%{http_code} %{num_connects}\\n",
                 "https://\(Self.host)/one", "https://\(Self.host)/two",
             ],
             environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "CURL_CA_BUNDLE": f.caFile]), timeout: 90)

@@ -132,11 +132,13 @@ final class ForwardProxyFixture: Sendable {
     }
 
     /// One connection through a CONNECT to `target` (default port 443), with the SNI of its host.
+    /// `verify: false`: the client accepts any certificate, so only the proxy can fail the handshake.
     func tunnel(
-        _ target: String, serverName: String? = nil, connectHeaders: [String] = [], requests: [TLSClient.Request]
+        _ target: String, serverName: String? = nil, verify: Bool = true, connectHeaders: [String] = [], requests: [TLSClient.Request]
     ) throws -> TLSClient.Outcome {
         try TLSClient.exchange(
-            port: proxy.port, connect: target, connectHeaders: connectHeaders, serverName: serverName, caFile: caFile, requests: requests)
+            port: proxy.port, connect: target, connectHeaders: connectHeaders, serverName: serverName, caFile: verify ? caFile : nil,
+            verify: verify, requests: requests)
     }
 
     /// A CONNECT alone: its answer (and body when refused).
