@@ -208,3 +208,65 @@ import Testing
         try f.finish()
     }
 }
+
+/// `other_hosts: tunnel` for real (CONTRACT.md "HTTPS for clients"): a name that no route has and
+/// that resolves to an address which is not loopback, with a TLS server on its port 443. Run in a
+/// network namespace of its own (root only), where `real.example.test` is 10.77.0.10.
+@Suite(.enabled(if: NetworkNamespace.isAvailable, "needs root, unshare and nsenter"))
+struct OtherHostsTunnelTests {
+    @Test func anUnknownHostIsTunnelledByteForByteToItsPort443() throws {
+        let namespace = try NetworkNamespace(hosts: [("real.example.test", "10.77.0.10")])
+        let serverCA = try TestCA(name: "real server CA")
+        let pair = try serverCA.issue(["real.example.test"])
+        let echo = RepositoryPaths.servers.appendingPathComponent("echo_upstream.py").path
+        let serverCommand = namespace.command(
+            "python3", ["-u", echo, "--host", "10.77.0.10", "--port", "443", "--tls-cert", pair.certificate, "--tls-key", pair.key])
+        let server = try ChildProcess(
+            serverCommand.executable, arguments: serverCommand.arguments, environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]))
+        defer { server.stop(grace: 1) }
+        try #require(server.stdout.wait(until: Date().addingTimeInterval(30)) { $0.contains("READY") ? true : nil } == true, "\(server.stderr.text)")
+
+        let directory = try TempDir(prefix: "other-hosts-tunnel")
+        let proxyCommand = namespace.command(
+            RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                workers: 1
+                drain_timeout: 2s
+                log: {level: debug, access_log: true}
+                forward_proxy:
+                  other_hosts: tunnel
+                routes:
+                  - name: api
+                    match: {host: api.example.test}
+                    upstream: http://127.0.0.1:9/never
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: proxyCommand.arguments,
+            binary: URL(fileURLWithPath: proxyCommand.executable))
+
+        /// curl inside the namespace, through the proxy, trusting `ca`: its exit status, stdout, stderr.
+        func curlInside(_ url: String, trusting ca: String) throws -> CommandResult {
+            let command = namespace.command("curl", ["--silent", "--show-error", "--max-time", "30", url])
+            return try runCommand(
+                command.executable, arguments: command.arguments,
+                environment: childEnvironment(["HTTPS_PROXY": proxy.baseURL, "CURL_CA_BUNDLE": ca]), timeout: 60)
+        }
+        // The client sees the real server's certificate, and the server sees the client's request untouched.
+        let through = try curlInside("https://real.example.test/hello", trusting: serverCA.certificate)
+        #expect(through.status == 0, "\(through.output) \(proxy.stderr.suffix(2000))")
+        let seen = try Echo(Array(through.stdout.utf8))
+        #expect(seen.path == "/hello")
+        #expect(!seen.has("Authorization") && !seen.has("X-Forwarded-For") && !seen.has("X-Forwarded-Proto"), "\(seen.headers)")
+        // So the proxy's own CA is no use there: nothing was intercepted.
+        let ca = try ProxyProcess.run(args: ["ca", "--config", proxy.configPath], env: ["E2E_TOKEN": e2eToken])
+        let proxyCA = try directory.write("proxy-ca.pem", ca.stdout)
+        #expect(try curlInside("https://real.example.test/again", trusting: proxyCA).status != 0)
+        // Only port 443.
+        let otherPort = try curlInside("https://real.example.test:8443/", trusting: serverCA.certificate)
+        #expect(otherPort.status != 0 && otherPort.stderr.contains("403"), "\(otherPort.output)")
+        proxy.terminate(signal: SIGTERM)
+        #expect(try proxy.waitForExit(timeout: 15) == 0)
+        #expect(!proxy.stderr.contains(e2eToken))
+    }
+}

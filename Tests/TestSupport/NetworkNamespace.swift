@@ -1,0 +1,46 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A network and mount namespace of its own (`unshare --net --mount`, as root), with only `lo`, an
+/// extra address on it and an `/etc/hosts` that only processes inside read: a host name that
+/// resolves to an address which is not loopback, with a real server listening there, on a
+/// machine that has no network. Processes enter it with `nsenter -t PID -n -m`, which execs them
+/// under the same PID (so stopping them is as usual).
+public final class NetworkNamespace: Sendable {
+    private let holder: ChildProcess
+    private let hostsFolder: TempDir
+
+    /// Whether this machine lets the tests make one (root, `unshare`, `nsenter` and `ip`).
+    public static var isAvailable: Bool {
+        getuid() == 0 && ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/sbin/ip"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// - Parameter hosts: names and the addresses they resolve to inside (each address is added to `lo`).
+    public init(hosts: [(name: String, address: String)]) throws {
+        hostsFolder = try TempDir(prefix: "netns")
+        let hostsFile = try hostsFolder.write(
+            "hosts", "127.0.0.1 localhost\n" + hosts.map { "\($0.address) \($0.name)\n" }.joined())
+        let addresses = hosts.map { "ip addr add \($0.address)/32 dev lo" }.joined(separator: " && ")
+        holder = try ChildProcess(
+            "/usr/bin/unshare",
+            arguments: [
+                "--net", "--mount", "/bin/sh", "-c",
+                "ip link set lo up && \(addresses) && mount --bind \(hostsFile) /etc/hosts && echo READY && exec sleep 3600",
+            ], environment: childEnvironment([:]))
+        let ready = holder.stdout.wait(until: Date().addingTimeInterval(20)) { $0.contains("READY\n") ? true : nil }
+        guard ready == true else {
+            holder.stop(grace: 0)
+            throw HarnessError("no namespace: \(holder.stderr.text)")
+        }
+    }
+
+    /// The command line that runs `executable` with `arguments` inside.
+    public func command(_ executable: String, _ arguments: [String]) -> (executable: String, arguments: [String]) {
+        ("/usr/bin/nsenter", ["-t", String(holder.pid), "-n", "-m", executable] + arguments)
+    }
+
+    deinit { holder.stop(grace: 1) }
+}
