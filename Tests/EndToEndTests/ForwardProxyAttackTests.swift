@@ -110,6 +110,9 @@ import Testing
         for target in refused {
             expectRefusedConnect(try w.f.connect(target), status: 403, code: "forbidden_target")
         }
+        // The access log has one line per refused CONNECT.
+        let logged = w.f.proxy.stderr.split(separator: "\n").filter { $0.contains("method=CONNECT") && $0.contains("status=403") }
+        #expect(logged.count == refused.count, "\(logged)")
         // The control: the route's own host on 443 is answered.
         #expect(try w.f.connect("a.example.test:443").connectStatus == 200)
         let counts = try w.counts()
