@@ -13,10 +13,13 @@ public final class NetworkNamespace: Sendable {
     private let holder: ChildProcess
     private let hostsFolder: TempDir
 
-    /// Whether this machine lets the tests make one (root, `unshare`, `nsenter` and `ip`).
-    public static var isAvailable: Bool {
-        getuid() == 0 && ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/sbin/ip"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    /// Whether this machine lets the tests make one: root, `unshare`, `nsenter` and `ip`, and a
+    /// kernel (or container) that allows new namespaces, tried once.
+    public static let isAvailable: Bool = {
+        guard getuid() == 0, ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/sbin/ip"].allSatisfy({ FileManager.default.isExecutableFile(atPath: $0) })
+        else { return false }
+        return (try? runCommand("/usr/bin/unshare", arguments: ["--net", "--mount", "/bin/true"], timeout: 20))?.status == 0
+    }()
 
     /// - Parameter hosts: names and the addresses they resolve to inside (each address is added to `lo`).
     public init(hosts: [(name: String, address: String)]) throws {
