@@ -69,6 +69,25 @@ import Testing
         upstream.stop()
     }
 
+    /// Requests pipelined in the tunnel are answered in order, each with the token.
+    @Test func pipelinedRequestsInTheTunnel() throws {
+        let (upstream, f) = try Self.echoWorld()
+        let requests = (1...5).map { index in
+            TLSClient.Request(
+                index % 2 == 0 ? "POST" : "GET", "/pipe-\(index)", headers: [("Host", Self.host)], body: index % 2 == 0 ? "body \(index)" : "")
+        }
+        let outcome = try TLSClient.exchange(port: f.proxy.port, connect: "\(Self.host):443", caFile: f.caFile, pipeline: true, requests: requests)
+        #expect(outcome.responses.map(\.status) == [200, 200, 200, 200, 200], "\(outcome)")
+        for (index, response) in outcome.responses.enumerated() {
+            let seen = try echo(response.body)
+            #expect(seen.path == "/base/pipe-\(index + 1)")
+            #expect(seen.body == requests[index].body)
+            #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+        }
+        try f.finish()
+        upstream.stop()
+    }
+
     /// Python requests sends `CONNECT host:443 HTTP/1.0` without a Host field; its Session keeps the tunnel.
     @Test func pythonRequestsThroughTheTunnel() throws {
         let (upstream, f) = try Self.echoWorld()

@@ -26,6 +26,49 @@ import Testing
         try f.finish()
     }
 
+    /// `tls` in a route with its own `listen`: that listener speaks TLS, the shared one stays plain.
+    @Test func aRoutesOwnListenerSpeaksTLS() throws {
+        let ca = try TestCA()
+        let upstream = try PythonServer("echo_upstream")
+        let directory = try TempDir(prefix: "route-tls")
+        _ = try ca.issue(file: "route", in: directory)
+        let port = try freePort()
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                workers: 1
+                drain_timeout: 2s
+                log: {level: debug, access_log: true}
+                routes:
+                  - name: shared
+                    upstream: \(upstream.baseURL)/shared
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                  - name: own
+                    match: {listen: 127.0.0.1:\(port)}
+                    upstream: \(upstream.baseURL)/own
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                    tls: {cert_file: ./route.pem, key_file: ./route-key.pem}
+                """, directory: directory, environment: ["E2E_TOKEN": e2eToken])
+        let own = try curl(["--cacert", ca.certificate, "https://127.0.0.1:\(port)/x"])
+        #expect(own.status == 200, "\(own.stderr) \(proxy.stderr.suffix(2000))")
+        let seen = try Echo(own.body)
+        #expect(seen.path == "/own/x")
+        #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+        #expect(seen.values("X-Forwarded-Proto") == ["https"])
+        // The shared listener is the one of the two `listening on` lines that is not the route's.
+        let addresses = proxy.stderr.split(separator: "\n").compactMap { line in
+            line.range(of: "listening on 127.0.0.1:").map { String(line[$0.upperBound...].prefix { $0.isNumber }) }
+        }
+        let sharedPort = try #require(addresses.first { $0 != String(port) }, "\(proxy.stderr)")
+        let shared = try curl(["http://127.0.0.1:\(sharedPort)/y"])
+        #expect(shared.status == 200)
+        #expect(try Echo(shared.body).path == "/shared/y")
+        #expect(try Echo(shared.body).values("X-Forwarded-Proto") == ["http"])
+        proxy.terminate(signal: SIGTERM)
+        #expect(try proxy.waitForExit(timeout: 15) == 0)
+        upstream.stop()
+    }
+
     @Test func tls12And13AreServedAndTLS11IsRefused() throws {
         let f = try TLSListenerFixture()
         let curl12 = try f.curl(["--tlsv1.2", "--tls-max", "1.2", f.url("/v12")])

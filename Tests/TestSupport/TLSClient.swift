@@ -99,6 +99,7 @@ public enum TLSClient {
         clientCertificate: TestCA.Issued? = nil,
         alpn: [String] = [],
         tlsVersion: String? = nil,
+        pipeline: Bool = false,
         requests: [Request] = []
     ) throws -> Outcome {
         var arguments = ["exchange", "--port", String(port)]
@@ -114,6 +115,7 @@ public enum TLSClient {
         if let clientCertificate { arguments += ["--cert", clientCertificate.certificate, "--key", clientCertificate.key] }
         if !alpn.isEmpty { arguments += ["--alpn", alpn.joined(separator: ",")] }
         if let tlsVersion { arguments += ["--tls-version", tlsVersion] }
+        if pipeline { arguments.append("--pipeline") }
         for request in requests { arguments += ["--request", request.json] }
         let result = try runCommand("python3", arguments: [script] + arguments, environment: environment, timeout: 120)
         return try Outcome(result.stdout)

@@ -7,11 +7,12 @@ Prints one JSON object on stdout. Standard library only.
   exchange --port P [--connect HOST:PORT [--connect-version 1.0|1.1] [--no-connect-host]
            [--connect-header 'Name: value' ...]] [--plain] [--sni NAME] [--cafile F | --no-verify]
            [--cert F --key F] [--alpn h2,http/1.1] [--tls-version 1.1|1.2|1.3]
-           [--request JSON ...] [--pause-after N]
+           [--request JSON ...] [--pause-after N | --pipeline]
       One connection to 127.0.0.1:P: an optional CONNECT first, then TLS (unless --plain), then each
       request in turn on the same connection, each read whole. A request is
       {"method", "target", "headers": [[name, value]], "body"}; Content-Length is added for a body.
-      --pause-after N prints "PAUSED" (not JSON) after N answers and waits for a line on stdin.
+      --pause-after N prints "PAUSED" (not JSON) after N answers and waits for a line on stdin;
+      --pipeline writes every request at once, then reads the answers.
       {"connect": {"status", "head", "body" (when refused)} | null, "tls": {"ok", "error", "version", "alpn", "cert_sha256"},
        "responses": [{"status", "headers", "body"}], "error": str | null}
   loop --port P --cafile F [--sni NAME] [--count N] [--host-header H]
@@ -137,6 +138,13 @@ def exchange(args):
                 result["tls"] = {"ok": False, "error": "%s: %s" % (type(error).__name__, error)}
                 return result
         reader = Reader(sock)
+        if args.pipeline:
+            # Every request written before any answer is read (RFC 9112 §9.3.2).
+            requests = [json.loads(text) for text in args.request]
+            sock.sendall(b"".join(request_bytes(request) for request in requests))
+            for request in requests:
+                result["responses"].append(read_one(reader, request.get("method", "GET")))
+            return result
         for index, text in enumerate(args.request):
             if args.pause_after is not None and index == args.pause_after:
                 print("PAUSED", flush=True)
@@ -279,6 +287,7 @@ def main():
     one.add_argument("--tls-version", choices=sorted(TLS_VERSIONS))
     one.add_argument("--request", action="append", default=[])
     one.add_argument("--pause-after", type=int)
+    one.add_argument("--pipeline", action="store_true")
     many = sub.add_parser("loop")
     many.add_argument("--port", type=int, required=True)
     many.add_argument("--cafile", required=True)
