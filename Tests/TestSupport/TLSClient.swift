@@ -171,6 +171,9 @@ public enum TLSClient {
                 environment: environment, withStdin: true)
         }
 
+        /// Whether the loop is still going.
+        public var isRunning: Bool { child.isRunning }
+
         /// Waits until the loop's first request has succeeded (false: none within `timeout`).
         public func waitForFirst(timeout: TimeInterval = 60) -> Bool {
             child.stdout.wait(until: Date().addingTimeInterval(timeout)) { $0.contains("FIRST\n") ? true : nil } ?? false
