@@ -174,14 +174,16 @@ final class AccessPolicy {
     /// The checks after the route is known, for a target already parsed. `strip`: how many leading
     /// bytes of the path the route removes (its `path_prefix`).
     @inline(__always)
-    func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0) -> Result<CheckedTarget, ProxyError> {
-        check(head, path: target.path, query: target.query, absolute: target.absolute, authority: target.authority, strip: strip)
+    /// `inTunnel`: a request in a forward-proxy tunnel, whose CONNECT showed `require_header`'s value
+    /// (CONTRACT "HTTPS for clients": checked once, there).
+    func check(_ head: RequestHead, _ target: consuming ParsedTarget, strip: Int = 0, inTunnel: Bool = false) -> Result<CheckedTarget, ProxyError> {
+        check(head, path: target.path, query: target.query, absolute: target.absolute, authority: target.authority, strip: strip, inTunnel: inTunnel)
     }
 
     /// The same for a target's parts.
     @inline(__always)
     private func check(
-        _ head: RequestHead, path: String, query: String?, absolute: AbsoluteTarget?, authority: String?, strip: Int
+        _ head: RequestHead, path: String, query: String?, absolute: AbsoluteTarget?, authority: String?, strip: Int, inTunnel: Bool = false
     ) -> Result<CheckedTarget, ProxyError> {
         var path = path
         let isAbsolute = absolute != nil
@@ -213,7 +215,7 @@ final class AccessPolicy {
         if let origin = head.first(named: "origin"), !allowedOrigins.contains(origin) {
             return .failure(.forbiddenOrigin)
         }
-        if let name = requiredHeader {
+        if let name = requiredHeader, !inTunnel {
             guard let value = head.first(name), constantTimeEquals(Array(value.utf8), requiredValue) else {
                 return .failure(.forbiddenClient)
             }

@@ -297,7 +297,7 @@ final class Connection: EventHandler, LoopTask {
             respond(error, to: openInTunnel(head, route: nil))
         case .success(let selection):
             let route = selection.route
-            let checked = route.policy.check(head, selection.target, strip: selection.strip)
+            let checked = route.policy.check(head, selection.target, strip: selection.strip, inTunnel: true)
             proceed(openInTunnel(head, route: route), route: route, checked: checked)
         }
     }
