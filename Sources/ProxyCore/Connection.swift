@@ -577,6 +577,11 @@ final class Connection: EventHandler, LoopTask {
             if ctx.shared.handshakeFailureLog.shouldLog(address: peer.host, now: ctx.loop.now) {
                 ctx.logger.warning("TLS handshake with \(peer.host) failed: \(failure) (logged once a minute per client address)")
             }
+            // Plain HTTP on a TLS port: say so in plain HTTP, as nginx does, rather than just closing.
+            if failure == .notTLS, pin == nil {
+                let answer = ProxyError.badRequest("this port speaks TLS: use https://").response(keepAlive: false, isHead: false)
+                answer.withUnsafeBytes { _ = Syscall.write(fd, $0) }
+            }
             close()
         }
     }

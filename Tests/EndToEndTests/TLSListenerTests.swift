@@ -141,6 +141,19 @@ import Testing
         try f.finish()
     }
 
+    /// Plain HTTP sent to the TLS port gets a plain 400 saying so (as nginx does), then the listener
+    /// goes on serving TLS.
+    @Test func plainHTTPOnTheTLSPortIsToldToUseHTTPS() throws {
+        let f = try TLSListenerFixture()
+        let plain = try curl(["http://127.0.0.1:\(f.proxy.port)/plain"])
+        #expect(plain.status == 400, "\(plain.stderr)")
+        #expect(plain.json?["error"] as? String == "bad_request")
+        #expect((plain.json?["message"] as? String)?.contains("https://") == true, "\(plain.body)")
+        #expect(try f.curl([f.url("/after")]).status == 200)
+        #expect(try f.upstreamCount("/base/plain") == 0)
+        try f.finish()
+    }
+
     /// A key file that group or others may read: `check` and `serve` exit 2 naming the file and its mode.
     @Test func aGroupReadableKeyFileIsRefused() throws {
         let ca = try TestCA()
