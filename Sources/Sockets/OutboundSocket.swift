@@ -63,17 +63,13 @@ public enum OutboundSocket {
             a.sin_family = sa_family_t(AF_INET)
             a.sin_port = UInt16(address.port).bigEndian
             withUnsafeMutableBytes(of: &a.sin_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &a) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+            result = start(fd, &a)
         } else {
             var a = sockaddr_in6()
             a.sin6_family = sa_family_t(AF_INET6)
             a.sin6_port = UInt16(address.port).bigEndian
             withUnsafeMutableBytes(of: &a.sin6_addr) { $0.copyBytes(from: address.bytes) }
-            result = withUnsafePointer(to: &a) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
+            result = start(fd, &a)
         }
         if result != 0 && errno != EINPROGRESS {
             let e = errno
@@ -81,6 +77,13 @@ public enum OutboundSocket {
             throw SocketError("connect", errno: e)
         }
         return fd
+    }
+
+    /// connect(2) with a `sockaddr_in` or `sockaddr_in6`.
+    private static func start<Address>(_ fd: Int32, _ address: inout Address) -> Int32 {
+        withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<Address>.size)) }
+        }
     }
 
     /// After a connecting socket became writable: nil when connected, else the reason (SO_ERROR).
