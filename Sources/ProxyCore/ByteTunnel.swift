@@ -141,7 +141,12 @@ final class ByteTunnel {
             connected(side, events)
             return
         }
-        guard let upstream else { return }
+        guard let upstream else {
+            // The client's socket broke before the tunnel was made (a reset is reported even with
+            // no interest, and again at every wait): give up now rather than spin.
+            if events & ReadyEvents.failed != 0 { end(status: 499) }
+            return
+        }
         let other = side === client ? upstream : client
         lastActivity = ctx.loop.now
         if events & ReadyEvents.writable != 0 { flush(side) }
@@ -235,10 +240,11 @@ final class ByteTunnel {
         }
     }
 
-    private func end() {
+    /// `status` for the access log: 200 for a tunnel that was made, 499 for a client gone before.
+    private func end(status: Int = 200) {
         guard !finished else { return }
         finished = true
-        log(status: 200, error: nil)
+        log(status: status, error: nil)
         closeSockets()
         ctx.shared.openConnections.subtract(1, ordering: .relaxed)
     }
