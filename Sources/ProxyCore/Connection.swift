@@ -591,6 +591,8 @@ final class Connection: EventHandler, LoopTask {
     /// next turn (a record larger than the room that was left in the input buffer).
     @inline(never)
     private func adjustedForTLS(_ interest: Interest) -> Interest {
+        // During the handshake its own step says what to wait for (`continueHandshake`).
+        if handshaking { return self.interest }
         var wanted = interest
         if tlsWantsWrite { wanted.insert(.write) }
         if awaitsTunnel { wanted.remove(.read) }
@@ -607,9 +609,10 @@ final class Connection: EventHandler, LoopTask {
     // MARK: the forward proxy (CONTRACT "HTTPS for clients")
 
     /// CONNECT: a `host` route's name opens a tunnel the proxy ends TLS in; anything else is 403
-    /// (or 405 without `forward_proxy`, or on a route's own listener).
+    /// (or 405 without `forward_proxy`, on a route's own listener, or on a TLS listener, where the
+    /// tunnel's TLS would run inside the listener's).
     private func connect(_ head: consuming RequestHead) {
-        guard let forward = ctx.forwardProxy, ownRoute == nil, pin == nil else {
+        guard let forward = ctx.forwardProxy, ownRoute == nil, !speaksTLS else {
             let error: ProxyError = pin != nil ? .refusedConnect("a CONNECT inside a tunnel is not served") : .methodNotAllowed
             respond(error, to: open(head, route: nil))
             return

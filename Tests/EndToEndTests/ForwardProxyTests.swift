@@ -216,7 +216,7 @@ import Testing
         let f = try ForwardProxyFixture(routes: [.init(name: "ws", host: "ws.example.test", upstream: server.baseURL + "/ws")])
         let run = try runCommand(
             "python3", arguments: [RepositoryPaths.servers.appendingPathComponent("ws_client.py").path, "wss://ws.example.test/chat"],
-            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "SSL_CERT_FILE": f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]), timeout: 90)
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "SSL_CERT_FILE": f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]), timeout: 150)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
         #expect(result["ok"] as? Bool == true, "\(result) \(f.proxy.stderr.suffix(2000))")
         let connections = result["connections"] as? [[String: Any]] ?? []

@@ -77,7 +77,7 @@ import Testing
         let urls = ["ws://\(f.host)/chat?first", "ws://\(f.host)/chat?second"]
         let run = try runCommand(
             "python3", arguments: [RepositoryPaths.servers.appendingPathComponent("ws_client.py").path] + urls,
-            environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]), timeout: 90)
+            environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]), timeout: 150)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
         #expect(result["ok"] as? Bool == true, "\(result)")
         let connections = result["connections"] as? [[String: Any]] ?? []

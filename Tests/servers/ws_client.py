@@ -16,10 +16,10 @@ from websockets.sync.client import connect
 def one(url):
     messages = ["hello through the tunnel ✓", bytes(range(256)) * 4, os.urandom(1 << 20)]
     echoed = 0
-    with connect(url, max_size=None, compression=None, open_timeout=10, close_timeout=10) as ws:
+    with connect(url, max_size=None, compression=None, open_timeout=30, close_timeout=10) as ws:
         for message in messages:
             ws.send(message)
-            back = ws.recv(timeout=20)
+            back = ws.recv(timeout=30)
             if back != message:
                 raise AssertionError("message %d came back changed (%d vs %d)" % (echoed, len(back), len(message)))
             echoed += 1
