@@ -18,16 +18,16 @@ extension RouteTable {
     /// port an entry without one means (443 for a CONNECT: the tunnel carries https). Compares
     /// bytes, the way `match` does; a `path_prefix` does not matter here.
     public func hostRoute(forName name: UnsafeBufferPointer<UInt8>, port: Int, defaultPort: Int) -> HostRoute {
-        let bare = RouteTable.withoutTrailingDot(name[...])
+        let bare = withoutTrailingDot(name[...])
         var named = false
-        for entry in exact where RouteTable.sameFolded(RouteTable.withoutTrailingDot(entry.name[...]), bare) {
+        for entry in exact where asciiCaseInsensitiveEquals(withoutTrailingDot(entry.name[...]), bare) {
             if (entry.port ?? defaultPort) == port { return .route(entry.route) }
             named = true
         }
         for entry in wildcard {
             // `.example.com` (from `*.example.com`) needs at least one label before it.
-            let suffix = RouteTable.withoutTrailingDot(entry.name[...])
-            guard suffix.count < bare.count, RouteTable.sameFolded(suffix, bare[(bare.endIndex - suffix.count)...]) else { continue }
+            let suffix = withoutTrailingDot(entry.name[...])
+            guard suffix.count < bare.count, asciiCaseInsensitiveEquals(suffix, bare[(bare.endIndex - suffix.count)...]) else { continue }
             if (entry.port ?? defaultPort) == port { return .route(entry.route) }
             named = true
         }
@@ -37,15 +37,5 @@ extension RouteTable {
     /// Convenience for tests and the command line.
     public func hostRoute(forName name: String, port: Int, defaultPort: Int) -> HostRoute {
         Array(name.utf8).withUnsafeBufferPointer { hostRoute(forName: $0, port: port, defaultPort: defaultPort) }
-    }
-
-    static func withoutTrailingDot<C: BidirectionalCollection>(_ name: C) -> C.SubSequence where C.Element == UInt8 {
-        name.last == UInt8(ascii: ".") ? name.dropLast() : name[...]
-    }
-
-    /// `lower` is lowercase; `other`'s ASCII capitals fold; lengths must agree.
-    static func sameFolded<L: Collection, O: Collection>(_ lower: L, _ other: O) -> Bool where L.Element == UInt8, O.Element == UInt8 {
-        guard lower.count == other.count else { return false }
-        return zip(lower, other).allSatisfy { $0 == asciiLower($1) }
     }
 }

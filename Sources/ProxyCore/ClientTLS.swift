@@ -1,6 +1,7 @@
 import Config
 import Logging
 import Sockets
+import Synchronization
 import TLS
 
 /// The TLS of one listener (`tls:`, CONTRACT.md "HTTPS for clients"): its server context, which every
@@ -9,12 +10,12 @@ import TLS
 final class ListenerTLS: Sendable {
     let settings: ListenerTLSConfiguration
     let context: TLSServerContext
-    /// The files' signatures when the pair was last read; only the watcher's thread touches it.
-    private let watched: PairFiles
+    /// The two files' signatures when the pair was last read (the reload's own `FileWatch`).
+    private let watch: Mutex<FileWatch<FileSignature>>
 
     init(_ settings: ListenerTLSConfiguration) throws(TLSSetupError) {
         self.settings = settings
-        watched = PairFiles([settings.certFile, settings.keyFile])
+        watch = Mutex(FileWatch(watchesConfiguration: false, configuration: nil, files: [settings.certFile, settings.keyFile], signature: FileSignature.of))
         context = try TLSServerContext(certificateFile: settings.certFile, keyFile: settings.keyFile, clientCAFile: settings.clientCAFile)
     }
 
@@ -22,33 +23,13 @@ final class ListenerTLS: Sendable {
     /// both through its `..data` link). A pair that does not load keeps the last good one, with a
     /// warning once per change. Called about once a second from one thread.
     func reloadIfChanged(logger: Logger) {
-        guard watched.changed() else { return }
+        guard watch.withLock({ $0.look(configuration: nil, signature: FileSignature.of) }) == .files else { return }
         do {
             try context.reloadCertificate(certificateFile: settings.certFile, keyFile: settings.keyFile)
             logger.info("tls: read the certificate pair again (\(settings.certFile)); new handshakes use it")
         } catch {
             logger.warning("tls: \(error); new handshakes keep the last good certificate pair")
         }
-    }
-}
-
-/// Stat signatures of a few files, compared with the last look.
-// @unchecked: `last` is touched by one thread only (the watcher's), as `ListenerTLS` says.
-final class PairFiles: @unchecked Sendable {
-    let paths: [String]
-    private var last: [FileSignature?]
-
-    init(_ paths: [String]) {
-        self.paths = paths
-        last = paths.map { FileSignature.of($0) }
-    }
-
-    /// True when any file's signature differs from the last look (then remembered).
-    func changed() -> Bool {
-        let now = paths.map { FileSignature.of($0) }
-        guard now != last else { return false }
-        last = now
-        return true
     }
 }
 

@@ -144,9 +144,9 @@ enum ForwardProxyRules {
         if let hostField, !hostFieldNames(hostField, tunnelHost: tunnelHost, tunnelPort: tunnelPort) { return false }
         if let absolute {
             let defaultPort: Int
-            if foldedEquals(absolute.scheme.utf8, "https".utf8) {
+            if asciiCaseInsensitiveEquals(absolute.scheme.utf8, "https".utf8) {
                 defaultPort = Authority.defaultPort(scheme: "https")
-            } else if foldedEquals(absolute.scheme.utf8, "http".utf8) {
+            } else if asciiCaseInsensitiveEquals(absolute.scheme.utf8, "http".utf8) {
                 defaultPort = Authority.defaultPort(scheme: "http")
             } else {
                 return false
@@ -185,14 +185,8 @@ enum ForwardProxyRules {
     /// is ignored, and an empty name equals nothing.
     static func sameName<A: BidirectionalCollection, B: BidirectionalCollection>(_ a: A, _ b: B) -> Bool
     where A.Element == UInt8, B.Element == UInt8 {
-        let left = a.last == UInt8(ascii: ".") ? a.dropLast() : a[...]
-        let right = b.last == UInt8(ascii: ".") ? b.dropLast() : b[...]
-        return !left.isEmpty && foldedEquals(left, right)
-    }
-
-    /// The same bytes, ASCII case aside (host names and schemes compare so, RFC 9110 §4.2.3).
-    static func foldedEquals<A: Collection, B: Collection>(_ a: A, _ b: B) -> Bool where A.Element == UInt8, B.Element == UInt8 {
-        a.count == b.count && zip(a, b).allSatisfy { asciiLower($0) == asciiLower($1) }
+        let left = withoutTrailingDot(a)
+        return !left.isEmpty && asciiCaseInsensitiveEquals(left, withoutTrailingDot(b))
     }
 
     // MARK: Where a tunnel may go
