@@ -55,7 +55,7 @@ struct UpstreamLeg {
             token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
-            sigv4: sigv4)
+            sigv4: sigv4, dropsExpect: connection.machine.exchange.answersContinue)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
