@@ -104,7 +104,7 @@ struct UpstreamLeg {
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange, _ connection: Connection) {
         guard let upstream = exchange.upstream, !connection.machine.exchange.sendStopped else { return }
-        let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
+        let wasBacklogged = exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody)
         let spooled = exchange.spoolHasMore
         if spooled { exchange.refillFromSpool(&connection.machine.exchange) }
         while exchange.upOutStart < exchange.upOut.count {
@@ -127,7 +127,7 @@ struct UpstreamLeg {
             }
             break
         }
-        if wasFull && exchange.bytesWaitingToGoUp < Connection.bodyHighWater {
+        if wasBacklogged && !exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody) {
             ctx.loop.schedule(task: connection)  // room again: read the client on the next turn
         }
     }
