@@ -87,6 +87,9 @@ extension Configuration {
             add(
                 p + "forward.request_buffering_disk", route.forward.requestBufferingDisk == 0 ? "0 (off)" : Units.formatSize(route.forward.requestBufferingDisk)
             )
+            if route.forward.requestBufferingDisk > 0 {
+                add(p + "forward.request_buffering_disk_total", Units.formatSize(route.forward.requestBufferingDiskTotal))
+            }
             add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
 
         }

@@ -1,3 +1,4 @@
+import Sockets
 import Yams
 
 /// One protected API: how requests reach it and what it forwards them with (CONTRACT.md "Several
@@ -22,6 +23,9 @@ public struct RouteConfiguration: Sendable, Equatable {
     /// `tls:` of a route with its own `match.listen`: that listener speaks TLS. (Not `listenTLS`,
     /// which is the shared listener's, at the top of `Configuration`.)
     public var ownListenerTLS: ListenerTLSConfiguration? = nil
+
+    /// Where bodies spooled under `forward.request_buffering_disk` are kept: `spool/` beside the store.
+    public var spoolFolder: String { AtomicFile.parentFolder(of: store.path) + "/spool" }
 
     public init(name: String, upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration) {
         self.name = name

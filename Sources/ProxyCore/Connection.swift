@@ -329,9 +329,13 @@ final class Connection: EventHandler, LoopTask {
             respond(error, to: exchange)
         case .success(let target):
             exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange)
-            // A chunked body within `forward.request_buffering` is read first (`forward` once it ends).
+            // A chunked body within `forward.request_buffering` is read first (`forward` once it ends);
+            // a client that waits for `100 Continue` before sending it gets the proxy's own.
             if !machine.exchange.isWaitingForBody {
                 leg.forward(exchange, self)
+            } else if machine.exchange.answersContinue {
+                appendOut(Forwarder.continueHead)
+                flush()
             }
         }
     }

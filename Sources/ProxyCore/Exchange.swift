@@ -91,8 +91,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// So much of the body waits for the upstream that the client is not read; a body the request
     /// waits for (`forward.request_buffering`) is bounded by its limit instead.
     /// `waitingForBody`: the machine's `isWaitingForBody`.
+    /// Bytes that wait for a spool to drain (`spoolTail`) stop it too.
     func bodyBacklogged(waitingForBody: Bool) -> Bool {
-        !waitingForBody && bytesWaitingToGoUp >= Connection.bodyHighWater
+        !waitingForBody && (bytesWaitingToGoUp >= Connection.bodyHighWater || !spoolTail.isEmpty)
     }
     /// The client's own credential (Authorization, or where `inject` puts the token) goes up instead
     /// of a token (`forward.client_authorization: keep`).
@@ -100,9 +101,19 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// An upstream connection is being made or carries this exchange.
     var upstreamActive: Bool { upstream != nil || attempt != nil }
 
-    // A chunked body spooled to disk (`forward.request_buffering_disk`): once there is a spool, every
-    // body byte goes through it, in order, and `upOut` is refilled from it as the upstream drains.
+    // A chunked body spooled to disk (`forward.request_buffering_disk`): while the request waits for
+    // it, every body byte goes into the spool, and `upOut` is refilled from it as the upstream drains.
+    // Once the body streams (over the spool's limit or `request_buffering_disk_total`), the file takes
+    // no more: bytes wait in `spoolTail` until the spool is drained, then go as they come.
     private var spool: SpoolFile?
+    /// Bytes of the spool counted against `request_buffering_disk_total` (in `shared`).
+    private var spoolReserved = 0
+    /// Body bytes that came after the spool stopped taking any, to go once it is drained (one read
+    /// at most: the client is not read meanwhile, `bodyBacklogged`).
+    private var spoolTail: [UInt8] = []
+    /// Body bytes went into `upOut` past the spool (its tail, or as they came): a try can no longer
+    /// start from the spool alone.
+    private var spoolBypassed = false
     /// How much of the spool went into `upOut` on this try.
     private var spoolSent = 0
     /// How much of the spool has still to go into `upOut` (its size less `spoolSent`): a plain
@@ -115,10 +126,10 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var spoolLastChunkDue = false
     /// Why the body could not be spooled (the connection answers 503 and closes).
     private(set) var spoolFailure: String?
-    /// Bytes of the body still to go up: queued in `upOut`, or in the spool.
-    var bytesWaitingToGoUp: Int { pendingUpstreamCount + spoolWaiting }
+    /// Bytes of the body still to go up: queued in `upOut`, or in the spool and its tail.
+    var bytesWaitingToGoUp: Int { pendingUpstreamCount + spoolWaiting + spoolTail.count }
     /// `refillFromSpool` has something to do.
-    var spoolHasMore: Bool { spoolWaiting > 0 || spoolLastChunkDue }
+    var spoolHasMore: Bool { spoolWaiting > 0 || spoolLastChunkDue || !spoolTail.isEmpty }
 
     @inline(__always)
     init(head: consuming RequestHead, route: LoopRoute?, startedAt: Double, upOut: ByteBuffer) {
@@ -127,6 +138,11 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         self.route = route
         metricsSlot = route?.metricsSlot ?? -1
         self.startedAt = startedAt
+    }
+
+    deinit {
+        // The spool file's space is given back when its descriptor closes, with this exchange.
+        if spoolReserved > 0 { shared?.releaseSpool(spoolReserved) }
     }
 
     /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
@@ -140,6 +156,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
         keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head, query: target.query)
+        if route.requestBufferingDisk > 0 { self.shared = shared }
         prepareReplay(
             enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,
             retryMemory: route.retryMemory, &m)
@@ -179,14 +196,32 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         }
         guard !machine.bodyRefused, !bytes.isEmpty else { return .none }
         if let spool {
-            do {
-                try spool.append(bytes)
-            } catch {
-                spoolFailure = "the request body could not be spooled: \(error)"
+            if machine.isWaitingForBody {
+                var action = machine.onBodyBuffered(total: spool.size + bytes.count)
+                if action == .keepWaiting {
+                    if reserveSpool(bytes.count) {
+                        do {
+                            try spool.append(bytes)
+                        } catch {
+                            spoolFailure = "the request body could not be spooled: \(error)"
+                            return .none
+                        }
+                        spoolWaiting += bytes.count
+                        return .keepWaiting
+                    }
+                    // The spools hold all they may together: this body streams from here.
+                    action = machine.onSpoolUnavailable()
+                }
+                // It streams (as chunks): what the spool holds goes first, then these bytes.
+                spoolTail.append(contentsOf: bytes)
+                return action
+            }
+            if spoolWaiting > 0 || !spoolTail.isEmpty {
+                spoolTail.append(contentsOf: bytes)
                 return .none
             }
-            spoolWaiting += bytes.count
-            return machine.isWaitingForBody ? machine.onBodyBuffered(total: spool.size) : .none
+            // The spool is drained: the rest goes as it comes, below.
+            spoolBypassed = true
         }
         if machine.isWaitingForBody {
             // No try has started: `upOut` holds only the body, as it came.
@@ -216,7 +251,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The client's body is complete: the last chunk for a chunked body that streams (trailers are
     /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
     func bodyEnded(_ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
-        if spool != nil { return spooledBodyEnded(&machine) }
+        if spool != nil && !spoolBypassed { return spooledBodyEnded(&machine) }
         let action = machine.onRequestBodyEnded()
         guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
         ResponseWriter.appendLastChunk(upOut)
@@ -237,8 +272,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Moves the body waited for in memory into a new spool file; false when none can be made
     /// (then the body streams as it would without `request_buffering_disk`).
     private func startSpool() -> Bool {
+        guard let folder = route?.spoolFolder, reserveSpool(upOut.count) else { return false }
         do {
-            guard let folder = route?.spoolFolder else { return false }
             let file = try SpoolFile(folder: folder)
             try upOut.bytes.withUnsafeBytes { try file.append($0) }
             spool = file
@@ -248,6 +283,14 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         } catch {
             return false
         }
+    }
+
+    /// Counts `n` more spooled bytes against `forward.request_buffering_disk_total`; false when all
+    /// spools together would hold more.
+    private func reserveSpool(_ n: Int) -> Bool {
+        guard let shared, let route, shared.reserveSpool(n, limit: route.spoolTotal) else { return false }
+        spoolReserved += n
+        return true
     }
 
     /// Puts the next part of the spool into `upOut` while little is queued there: as it is for a
@@ -275,7 +318,14 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 piece.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
             }
         }
-        if spoolLastChunkDue && spoolSent == spool.size {
+        guard spoolSent == spool.size else { return }
+        if !spoolTail.isEmpty && pendingUpstreamCount < Connection.bodyHighWater {
+            compactUpOut()
+            spoolTail.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
+            spoolTail = []
+            spoolBypassed = true
+        }
+        if spoolLastChunkDue && spoolTail.isEmpty {
             spoolLastChunkDue = false
             ResponseWriter.appendLastChunk(upOut)
         }
@@ -313,7 +363,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     func beginTry(_ machine: borrowing ExchangeMachine) -> Int? {
         var wholeLength: Int?
         bodyAfterHead = []
-        if let spool {
+        if let spool, !spoolBypassed {
             // Every try sends the body from the spool's start (`refillFromSpool`).
             spoolSent = 0
             spoolWaiting = spool.size

@@ -67,6 +67,9 @@ struct ExchangeMachine {
     }
     /// `forward.request_buffering_disk` (0: off).
     private let spoolLimit: Int
+    /// The proxy answers the client's `Expect: 100-continue` itself, and the Expect field does not
+    /// go upstream (`ExchangeRules.answersContinue`).
+    let answersContinue: Bool
 
     // The token and the tries.
     private(set) var tokenInjected = false
@@ -95,6 +98,7 @@ struct ExchangeMachine {
     /// No exchange: what `ConnectionMachine` holds between exchanges, never asked anything.
     init() {
         spoolLimit = 0
+        answersContinue = false
         isHEAD = false
         isIdempotent = false
         hasBody = false
@@ -125,6 +129,7 @@ struct ExchangeMachine {
         if let signingBodyLimit {
             // Its hash goes in the head (CONTRACT.md "AWS credentials and SigV4 signing"); it is held in memory only.
             self.spoolLimit = 0
+            answersContinue = false
             bodyBuffering =
                 ExchangeRules.holdsBodyToSign(
                     framing: head.framing, wantsUpgrade: wantsUpgrade, expectsContinue: head.expectContinue,
@@ -133,10 +138,9 @@ struct ExchangeMachine {
             return
         }
         self.spoolLimit = spoolLimit
-        bodyBuffering =
-            ExchangeRules.buffersChunkedBody(
-                chunked: head.framing == .chunked, expectsContinue: head.expectContinue, wantsUpgrade: wantsUpgrade,
-                limit: requestBuffering) ? .waiting(limit: requestBuffering) : .off
+        let buffers = ExchangeRules.buffersChunkedBody(chunked: head.framing == .chunked, wantsUpgrade: wantsUpgrade, limit: requestBuffering)
+        bodyBuffering = buffers ? .waiting(limit: requestBuffering) : .off
+        answersContinue = ExchangeRules.answersContinue(expectsContinue: head.expectContinue, buffersBody: buffers)
     }
 
     var responseStarted: Bool {

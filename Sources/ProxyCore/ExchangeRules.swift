@@ -28,15 +28,24 @@ enum ExchangeRules {
     }
 
     /// CONTRACT point 8, `forward.request_buffering`: a chunked body is waited for (to go up with
-    /// Content-Length, which WSGI servers need) unless the client waits for `100 Continue` before
-    /// sending it (RFC 9110 §10.1.1) or the request asks for an upgrade (its body is the new protocol's).
-    static func buffersChunkedBody(chunked: Bool, expectsContinue: Bool, wantsUpgrade: Bool, limit: Int) -> Bool {
-        chunked && limit > 0 && !expectsContinue && !wantsUpgrade
+    /// Content-Length, which WSGI servers need) unless the request asks for an upgrade (its body is
+    /// the new protocol's). A client that waits for `100 Continue` is answered by the proxy
+    /// (``answersContinue(expectsContinue:buffersBody:)``).
+    static func buffersChunkedBody(chunked: Bool, wantsUpgrade: Bool, limit: Int) -> Bool {
+        chunked && limit > 0 && !wantsUpgrade
+    }
+
+    /// CONTRACT `forward.request_buffering`: the proxy answers `100 Continue` itself to a chunked body
+    /// it buffers, as nginx does (RFC 9110 §10.1.1 lets a proxy that knows its next server's limits):
+    /// the body goes up with Content-Length, so the Expect field does not go. (A chunked body comes
+    /// from an HTTP/1.1 client only: RFC 9112 §6.1, `HeadParsing`.)
+    static func answersContinue(expectsContinue: Bool, buffersBody: Bool) -> Bool {
+        expectsContinue && buffersBody
     }
 
     /// CONTRACT.md "AWS credentials and SigV4 signing": a body whose SHA-256 is signed is read whole
     /// before the head goes, when it may fit `limit` (`forward.retry_body_limit`); a Content-Length
-    /// over it is known too large at once. The proxy never answers `100 Continue` itself (CONTRACT
+    /// over it is known too large at once. The proxy does not answer `100 Continue` to it (CONTRACT
     /// point 8): a client that waits for it (RFC 9110 §10.1.1) sends its body to a service that may
     /// take `UNSIGNED-PAYLOAD` (`s3`) streamed, its Expect going upstream, and to any other after its
     /// own wait. An upgrade's body is the new protocol's.

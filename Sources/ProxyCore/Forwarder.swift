@@ -73,11 +73,12 @@ final class Forwarder {
     /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
     /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
     /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: the signing of
-    /// this request on a `.signed` route.
+    /// this request on a `.signed` route. `dropsExpect`: the proxy answered the client's
+    /// `Expect: 100-continue` itself (`ExchangeMachine.answersContinue`), so the field stays here.
     func writeRequestHead(
         into out: ByteBuffer, for head: RequestHead, path: String, query: String?, token: TokenSnapshot?,
         forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
-        absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil
+        absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil, dropsExpect: Bool = false
     ) {
         // What the token becomes: a field line, or a query parameter (a DPoP-bound token ignores
         // `inject`, RFC 9449 §7.1). `dropsAuthorization`: the client's Authorization makes way for
@@ -127,7 +128,7 @@ final class Forwarder {
         let keptHopByHop: InjectedField? =
             if token == nil, case .field(let field) = placement, field.isHopByHop { field } else { nil }
         // The Bearer path's one test per field: most requests drop no field by its name.
-        let looksAtNames = requiredHeaderLowercased != nil || droppedField != nil || dpop != nil || sigv4 != nil
+        let looksAtNames = requiredHeaderLowercased != nil || droppedField != nil || dpop != nil || sigv4 != nil || dropsExpect
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
@@ -155,6 +156,7 @@ final class Forwarder {
                 // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
                 if dpop != nil, fields.nameEquals(i, "dpop") { continue }
                 if let sigv4, sigv4.drops(i, of: fields) { continue }
+                if dropsExpect, fields.nameEquals(i, "expect") { continue }
             }
             fields.copyField(i, to: out)
         }
@@ -195,6 +197,10 @@ final class Forwarder {
     /// The answer to a CONNECT the forward proxy serves (RFC 9110 §9.3.6: a 2xx has no body, and
     /// neither Content-Length nor Transfer-Encoding).
     static let connectionEstablished = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+
+    /// The proxy's own interim answer to a client whose chunked body it buffers (CONTRACT
+    /// `forward.request_buffering`, RFC 9110 §15.2.1).
+    static let continueHead = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
 

@@ -200,10 +200,12 @@ struct RouteCounters: Sendable {
     }
 }
 
-/// State shared by all loops: open connections, retry memory, the refresh-storm guard.
+/// State shared by all loops: open connections, retry memory, spooled bodies, the refresh-storm guard.
 final class SharedProxyState: Sendable {
     let openConnections = Atomic<Int>(0)
     let retryMemoryInUse = Atomic<Int>(0)
+    /// Bytes of request bodies in spool files, all routes together.
+    let spoolBytesInUse = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
     /// Failed client handshakes are logged once a minute per client address (CONTRACT "HTTPS for clients").
     let handshakeFailureLog = FailureLogLimit()
@@ -224,14 +226,28 @@ final class SharedProxyState: Sendable {
 
     /// Reserves `bytes` of the shared retry budget; false when it would exceed `limit`.
     func reserveRetryMemory(_ bytes: Int, limit: Int) -> Bool {
-        while true {
-            let current = retryMemoryInUse.load(ordering: .relaxed)
-            if current + bytes > limit { return false }
-            if retryMemoryInUse.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed).exchanged { return true }
-        }
+        Self.reserve(bytes, of: retryMemoryInUse, limit: limit)
     }
 
     func releaseRetryMemory(_ bytes: Int) {
         retryMemoryInUse.subtract(bytes, ordering: .relaxed)
+    }
+
+    /// Reserves `bytes` of the spool folder's budget (`forward.request_buffering_disk_total`); false
+    /// when it would exceed `limit`.
+    func reserveSpool(_ bytes: Int, limit: Int) -> Bool {
+        Self.reserve(bytes, of: spoolBytesInUse, limit: limit)
+    }
+
+    func releaseSpool(_ bytes: Int) {
+        spoolBytesInUse.subtract(bytes, ordering: .relaxed)
+    }
+
+    private static func reserve(_ bytes: Int, of inUse: borrowing Atomic<Int>, limit: Int) -> Bool {
+        while true {
+            let current = inUse.load(ordering: .relaxed)
+            if current + bytes > limit { return false }
+            if inUse.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed).exchanged { return true }
+        }
     }
 }

@@ -48,6 +48,8 @@ final class LoopRoute {
     let requestBufferingDisk: Int
     /// Where a body spooled under `forward.request_buffering_disk` is kept: beside the store.
     let spoolFolder: String
+    /// `forward.request_buffering_disk_total`: what all spooled bodies may hold together.
+    let spoolTotal: Int
     let retryMemory: Int
     let retryBodyLimit: Int
     /// `type: aws`: the request writer's SigV4 step (`CredentialPlacement.signed`; nil for every other type).
@@ -83,7 +85,8 @@ final class LoopRoute {
         errorName = named ? route.name : nil
         requestBuffering = route.forward.requestBuffering
         requestBufferingDisk = route.forward.requestBufferingDisk
-        spoolFolder = AtomicFile.parentFolder(of: route.store.path) + "/spool"
+        spoolFolder = route.spoolFolder
+        spoolTotal = route.forward.requestBufferingDiskTotal
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
         if case .signed(let signer) = forwarder.placement {

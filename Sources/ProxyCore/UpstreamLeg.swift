@@ -55,7 +55,7 @@ struct UpstreamLeg {
             token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
-            sigv4: sigv4)
+            sigv4: sigv4, dropsExpect: connection.machine.exchange.answersContinue)
         exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
@@ -104,7 +104,7 @@ struct UpstreamLeg {
     /// Writes what is queued for the upstream until it takes no more.
     func pumpUpstream(_ exchange: Exchange, _ connection: Connection) {
         guard let upstream = exchange.upstream, !connection.machine.exchange.sendStopped else { return }
-        let wasFull = exchange.bytesWaitingToGoUp >= Connection.bodyHighWater
+        let wasBacklogged = exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody)
         let spooled = exchange.spoolHasMore
         if spooled { exchange.refillFromSpool(&connection.machine.exchange) }
         while exchange.upOutStart < exchange.upOut.count {
@@ -127,7 +127,7 @@ struct UpstreamLeg {
             }
             break
         }
-        if wasFull && exchange.bytesWaitingToGoUp < Connection.bodyHighWater {
+        if wasBacklogged && !exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody) {
             ctx.loop.schedule(task: connection)  // room again: read the client on the next turn
         }
     }

@@ -174,6 +174,56 @@ public enum FileLock {
     }
 }
 
+/// What `lstat` finds at a path, for the check of a folder that must be the process's own.
+public struct PathStatus: Equatable, Sendable {
+    public var isSymbolicLink: Bool
+    public var isFolder: Bool
+    /// The owner's user id.
+    public var owner: UInt32
+    /// The permission bits (`0o7777` of `st_mode`).
+    public var permissions: UInt32
+
+    public init(isSymbolicLink: Bool, isFolder: Bool, owner: UInt32, permissions: UInt32) {
+        self.isSymbolicLink = isSymbolicLink
+        self.isFolder = isFolder
+        self.owner = owner
+        self.permissions = permissions
+    }
+
+    /// The path itself, a symbolic link not followed; nil when nothing is there.
+    public static func of(_ path: String) -> PathStatus? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        let kind = info.st_mode & S_IFMT
+        return PathStatus(isSymbolicLink: kind == S_IFLNK, isFolder: kind == S_IFDIR, owner: info.st_uid, permissions: info.st_mode & 0o7777)
+    }
+
+    /// The user id the process acts as (its files are created as this user).
+    public static var processOwner: UInt32 { geteuid() }
+}
+
+/// A folder only the process's user may enter (the spool, CONTRACT `forward.request_buffering_disk`):
+/// a symbolic link could lead to a folder others write in, and another owner or a wider mode lets
+/// others see or replace what is put there.
+public enum PrivateFolder {
+    /// What is wrong with the folder `path` as `status` describes it (nil: nothing is there, and it
+    /// is made 0700 when first needed; or it is fine).
+    public static func problem(_ path: String, _ status: PathStatus?, processOwner: UInt32) -> String? {
+        guard let status else { return nil }
+        let rule = "it must be a folder of the user tokenproxy runs as (uid \(processOwner)), mode 0700"
+        if status.isSymbolicLink { return "\(path) is a symbolic link: \(rule)" }
+        if !status.isFolder { return "\(path) is not a folder: \(rule)" }
+        if status.owner != processOwner { return "\(path) is owned by uid \(status.owner): \(rule)" }
+        if status.permissions != 0o700 { return "\(path) has mode 0\(String(status.permissions, radix: 8)): \(rule)" }
+        return nil
+    }
+
+    /// The same for what is at `path` now.
+    public static func problem(at path: String) -> String? {
+        problem(path, PathStatus.of(path), processOwner: PathStatus.processOwner)
+    }
+}
+
 /// A file that holds one request body for a while (`forward.request_buffering_disk`): created 0600
 /// in a 0700 folder and unlinked at once, so that nothing of it stays on disk after its descriptor
 /// closes, whatever way the process ends. Written at its end, read from any offset.
@@ -181,9 +231,11 @@ public final class SpoolFile {
     private let fd: Int32
     public private(set) var size = 0
 
-    /// A new, empty, already unlinked file in `folder` (made 0700 when missing).
+    /// A new, empty, already unlinked file in `folder` (made 0700 when missing); refused when the
+    /// folder is not the process's own (`PrivateFolder`: it may have changed since `serve` checked it).
     public init(folder: String) throws {
         try AtomicFile.ensureFolder(folder, mode: 0o700)
+        if let problem = PrivateFolder.problem(at: folder) { throw AtomicFile.Failure(description: problem) }
         let path = "\(folder)/body-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
         fd = Int32(try Syscall.retrying("open") { Int(open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))) })
         unlink(path)

@@ -146,6 +146,7 @@ struct Serve: ParsableCommand {
         let loaded = options.load()
         let configuration = loaded.configuration
         if let problem = listenerTLSProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
+        if let problem = spoolFolderProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
         // Signals are taken by one thread with sigwait; block them before any other thread exists.
         var signals = sigset_t()
         sigemptyset(&signals)
@@ -260,6 +261,7 @@ struct Check: ParsableCommand {
             }
         }
         if let problem = listenerTLSProblems(loaded.configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
+        if let problem = spoolFolderProblems(loaded.configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
         print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
         print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
@@ -567,6 +569,15 @@ func listenerTLSProblems(_ configuration: Configuration) -> [String] {
         } catch {
             return "\(keyPath).\(listenerTLSKey(at: error, tls)): \(error)"
         }
+    }
+}
+
+/// What `check` and `serve` find wrong with the spool folder of a route that spools bodies (CONTRACT
+/// `forward.request_buffering_disk`: the process's own, mode 0700, not a symbolic link), by key path.
+func spoolFolderProblems(_ configuration: Configuration) -> [String] {
+    configuration.routes.enumerated().compactMap { index, route -> String? in
+        guard route.forward.requestBufferingDisk > 0, let problem = PrivateFolder.problem(at: route.spoolFolder) else { return nil }
+        return (configuration.hasRoutes ? "routes[\(index)]." : "") + "forward.request_buffering_disk: the spool folder \(problem)"
     }
 }
 

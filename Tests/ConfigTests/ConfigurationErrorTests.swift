@@ -51,6 +51,12 @@ private let errorCases: [ErrorCase] = [
         name: "a size with a bad unit", yaml: minimalYAML + "\nlimits: {max_header_bytes: 64KB}", keyPath: "limits.max_header_bytes", reason: "is not a size"),
     ErrorCase(name: "a negative size", yaml: minimalYAML + "\nforward: {retry_memory: -1}", keyPath: "forward.retry_memory", reason: "is not a size"),
     ErrorCase(
+        name: "a zero spool total", yaml: minimalYAML + "\nforward: {request_buffering_disk: 8MiB, request_buffering_disk_total: 0}",
+        keyPath: "forward.request_buffering_disk_total", reason: "must be larger than 0"),
+    ErrorCase(
+        name: "a spool total that is no size", yaml: minimalYAML + "\nforward: {request_buffering_disk_total: lots}",
+        keyPath: "forward.request_buffering_disk_total", reason: "is not a size"),
+    ErrorCase(
         name: "zero max_connections", yaml: minimalYAML + "\nlimits: {max_connections: 0}", keyPath: "limits.max_connections", reason: "must be 1 or more"),
     ErrorCase(name: "negative workers", yaml: "workers: -1\n" + minimalYAML, keyPath: "workers", reason: "must be 0"),
     ErrorCase(name: "a missing upstream", yaml: "credentials: {type: static, token_env: TOKEN}", keyPath: "upstream", reason: "required"),

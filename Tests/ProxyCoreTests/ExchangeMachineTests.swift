@@ -277,7 +277,8 @@ extension ExchangeMachine {
 }
 
 /// CONTRACT point 8, `forward.request_buffering`: a chunked body that ends within the limit goes up
-/// whole with Content-Length; a longer one streams as it came; `Expect: 100-continue` is never waited for.
+/// whole with Content-Length; a longer one streams as it came; to `Expect: 100-continue` on such a
+/// body the proxy answers 100 itself.
 @Suite struct ExchangeMachineRequestBufferingTests {
     static let chunked = "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -324,8 +325,25 @@ extension ExchangeMachine {
         #expect(m.bodyBuffering == .off)
     }
 
+    /// curl sends `Expect: 100-continue` with every upload over 1 MiB: the proxy answers 100 itself
+    /// and buffers the body as it would without Expect (as nginx does, RFC 9110 §10.1.1).
+    @Test func aChunkedBodyWithExpectIsAnsweredByTheProxyAndWaitedFor() {
+        var m = machine("PUT /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", requestBuffering: 100)
+        #expect(m.answersContinue && m.isWaitingForBody)
+        #expect(m.onRequestBodyEnded() == .send(whole: true))
+    }
+
+    /// Not without buffering, nor for a Content-Length body (the upstream's 100 is relayed).
     @Test(arguments: [
-        "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+        ("PUT /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", 0),
+        ("PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n", 100),
+        ("PUT /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 100),
+    ])
+    func otherwiseTheProxyAnswersNo100(_ head: String, requestBuffering: Int) {
+        #expect(!machine(head, requestBuffering: requestBuffering).answersContinue)
+    }
+
+    @Test(arguments: [
         "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n",
         "GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
         "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nTransfer-Encoding: chunked\r\n\r\n",

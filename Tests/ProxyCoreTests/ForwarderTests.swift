@@ -192,6 +192,21 @@ import Testing
         #expect(try Self.forwarder().rewrittenLocation("/next", clientHost: "localhost:8080") == nil)
     }
 
+    /// A chunked body the proxy buffered after answering `100 Continue` itself goes with
+    /// Content-Length and without the client's Expect (CONTRACT `forward.request_buffering`).
+    @Test func anExpectTheProxyAnsweredStaysHere() throws {
+        let head = Self.request("PUT /items HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nX-Last: z\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let out = ByteBuffer()
+        try Self.forwarder().writeRequestHead(
+            into: out, for: head, path: "/items", query: nil, token: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
+            wholeBodyLength: 5, dropsExpect: true)
+        let text = String(decoding: out.bytes, as: UTF8.self)
+        #expect(!text.lowercased().contains("expect"))
+        #expect(text.contains("\r\nX-Last: z\r\n") && text.contains("\r\nContent-Length: 5\r\n"))
+        // Else the client's Expect goes up (the upstream's 100 comes back).
+        #expect(try upstreamHead(head).contains("\r\nExpect: 100-continue\r\n"))
+    }
+
     /// With `preserve_host`, an absolute-form target's authority replaces the client's Host field
     /// (RFC 9112 §3.2.2).
     @Test func aPreservedHostIsTheAbsoluteFormAuthority() throws {

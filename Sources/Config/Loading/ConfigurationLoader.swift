@@ -129,7 +129,10 @@ enum Keys {
             "require_header", "require_value", "require_value_env", "require_value_file", "allow_paths", "allow_methods",
             "allow_hosts", "allow_origins", "unix_mode",
         ],
-        "forward": ["client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering", "request_buffering_disk"],
+        "forward": [
+            "client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering", "request_buffering_disk",
+            "request_buffering_disk_total",
+        ],
         "inject": InjectConfiguration.keys,
         "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],

@@ -11,6 +11,9 @@ public struct ForwardConfiguration: Sendable, Equatable {
     /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file beside the
     /// store and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
     public var requestBufferingDisk: Int = 0
+    /// All bodies spooled at once stay within this many bytes of the spool folder; beyond it, a body
+    /// streams chunked (CONTRACT `forward.request_buffering_disk`).
+    public var requestBufferingDiskTotal: Int = 1 << 30
     public init() {}
 }
 
@@ -26,6 +29,15 @@ extension ForwardConfiguration {
         if let value = load.found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
         if let value = load.found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
         if let value = load.found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
+        if let value = load.found.collect({ try s.size("request_buffering_disk_total") }) {
+            if value > 0 {
+                f.requestBufferingDiskTotal = value
+            } else {
+                load.found.record(
+                    ConfigurationError(
+                        keyPath: s.path("request_buffering_disk_total"), reason: "must be larger than 0 (request_buffering_disk: 0 turns spooling off)"))
+            }
+        }
         // The disk takes over where memory stops: it means nothing below `request_buffering`.
         if f.requestBufferingDisk > 0 && f.requestBufferingDisk <= f.requestBuffering {
             load.found.record(ConfigurationError(keyPath: s.path("request_buffering_disk"), reason: "must be 0 or larger than forward.request_buffering"))
