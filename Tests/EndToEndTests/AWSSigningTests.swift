@@ -304,4 +304,25 @@ struct AWSSigningTests {
         #expect(printed?["Expiration"]?.hasSuffix("Z") == true)
         expectNoSecret(proxy, ["first/secret", "second/secret", "first-session", "second-session", "pod-token"])
     }
+
+    @Test(
+        "a plain-http AWS_CONTAINER_CREDENTIALS_FULL_URI with user information is refused at start: the token goes nowhere",
+        arguments: ["http://127.0.0.1@", "http://localhost:x@", "http://169.254.170.2@"])
+    func containerFullURIWithUserInformation(prefix: String) throws {
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token-userinfo"])
+        let folder = try TempDir(prefix: "aws-full-uri")
+        let config = try folder.write(
+            "tokenproxy.yaml", config(upstream: metadata.baseURL, service: "execute-api", source: "source: container"))
+        // The part after the @ is the metadata server: a prefix test sent the token there.
+        let uri = prefix + metadata.baseURL.dropFirst("http://".count) + "/container/creds"
+        let environment = childEnvironment(["AWS_CONTAINER_CREDENTIALS_FULL_URI": uri, "AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token-userinfo"])
+        for command in [["serve", "--config", config], ["token", "--config", config]] {
+            let run = try runCommand(RepositoryPaths.tokenproxyBinary, arguments: command, environment: environment, timeout: 60)
+            #expect(run.status == 2, "\(command[0]): \(run.output)")
+            #expect(run.stderr.contains("AWS_CONTAINER_CREDENTIALS_FULL_URI has user information"), "\(command[0]): \(run.stderr)")
+            #expect(!run.output.contains("pod-token-userinfo"))
+        }
+        let calls = try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any]
+        #expect(calls?.count == 0, "the container endpoint was called")
+    }
 }
