@@ -270,8 +270,10 @@ struct Check: ParsableCommand {
 /// The session-backed source that `login`, `token`, `status` and `logout` share with the server.
 func sessionSource(_ loaded: LoadedConfiguration, logger: Logger, command: String) -> SessionTokenSource {
     let type = loaded.configuration.credentials.type
-    guard type.keepsSession else {
-        fail("\(command): credentials.type \(type.rawValue) keeps no session", status: 1)
+    guard loaded.configuration.credentials.keepsSession(environment: ProcessInfo.processInfo.environment) else {
+        // AWS keys from the environment or files are never stored (CONTRACT.md "AWS credentials and SigV4 signing").
+        let why = type == .aws ? " (its keys are read from the environment or files, never stored)" : ""
+        fail("\(command): credentials.type \(type.rawValue) keeps no session\(why)", status: 1)
     }
     do {
         return try makeSessionTokenSource(loaded.configuration, logger: logger)
@@ -368,7 +370,7 @@ struct Token: ParsableCommand {
     func run() throws {
         let loaded = route.select(options.load(), command: "token")
         let logger = startLogging(loaded)
-        if loaded.configuration.credentials.type.keepsSession {
+        if loaded.configuration.credentials.keepsSession(environment: ProcessInfo.processInfo.environment) {
             let source = sessionSource(loaded, logger: logger, command: "token")
             do {
                 print(try source.validToken())

@@ -236,6 +236,42 @@ struct AWSCredentialSourceTests {
         #expect(AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").containerEndpointJSON == #"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
     }
 
+    @Test("only fetched credentials are kept in the store; keys from the environment or files never are")
+    func whichCredentialsAreStored() {
+        let keys = ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S"]
+        #expect(!configuration(.environment).fetchesCredentials(environment: [:]))
+        #expect(!configuration(.default).fetchesCredentials(environment: keys))
+        #expect(!configuration(.default) { $0.accessKeyID = .file("/k") }.fetchesCredentials(environment: [:]))
+        #expect(configuration(.environment) { $0.roleARN = "arn:aws:iam::1:role/r" }.fetchesCredentials(environment: keys))
+        #expect(configuration(.default).fetchesCredentials(environment: [:]))
+        #expect(configuration(.default).fetchesCredentials(environment: ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/c"]))
+        #expect(configuration(.container).fetchesCredentials(environment: keys))
+        #expect(configuration(.webIdentity).fetchesCredentials(environment: keys))
+        #expect(configuration(.instanceMetadata).fetchesCredentials(environment: keys))
+    }
+
+    @Test("keys from files: read at each fetch, and a changed file is an input change")
+    func keysTokenSourceWatchesItsFiles() throws {
+        let folder = try TempDir(prefix: "aws-keys-source")
+        let keyFile = try folder.write("key", "AKIAFILE1\n")
+        let secretFile = try folder.write("secret", "file/secret\n")
+        let source = AWSKeysTokenSource(
+            configuration(.environment) {
+                $0.accessKeyID = .file(keyFile)
+                $0.secretAccessKey = .file(secretFile)
+            }, environment: [:])
+        #expect(source.pollInterval == 1)
+        #expect(try source.fetch(current: nil).accessToken == #"{"AccessKeyId":"AKIAFILE1","SecretAccessKey":"file/secret"}"#)
+        #expect(!source.inputChanged())
+        _ = try folder.write("key", "AKIAFILE22\n")
+        #expect(source.inputChanged())
+        #expect(!source.inputChanged())
+        #expect(try source.fetch(current: nil).accessToken.contains("AKIAFILE22"))
+        let variables = AWSKeysTokenSource(configuration(.environment), environment: ["AWS_ACCESS_KEY_ID": "AKIAENV", "AWS_SECRET_ACCESS_KEY": "e"])
+        #expect(variables.pollInterval == nil)
+        #expect(try variables.fetch(current: nil).expiresAt == nil)
+    }
+
     @Test("fetched secret keys and session tokens never reach a log line")
     func fetchedSecretsAreRedacted() throws {
         let secret = "wJalrXUtnFEMI-\(UUID().uuidString)"

@@ -325,4 +325,68 @@ struct AWSSigningTests {
         let calls = try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any]
         #expect(calls?.count == 0, "the container endpoint was called")
     }
+
+    /// IAM at moto with the set-up user's key (boto3): `script` sees `iam` and `sys.argv[1:]`, prints its answer.
+    func motoIAM(_ moto: MotoSigV4Server, _ script: String, _ arguments: [String]) throws -> String {
+        let program = """
+            import boto3, json, sys
+            iam = boto3.client("iam", region_name="us-east-1", endpoint_url=sys.argv[1],
+                aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            sys.argv = sys.argv[:1] + sys.argv[4:]
+
+            """ + script
+        let run = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3",
+            arguments: ["-c", program, moto.account.endpoint, moto.account.access_key_id, moto.account.secret_access_key] + arguments,
+            environment: childEnvironment(["AWS_SESSION_TOKEN": ""]), timeout: 120)
+        guard run.status == 0 else { throw HarnessError("IAM at moto: \(run.output)") }
+        return run.stdout
+    }
+
+    @Test("keys from the environment are never stored: a restart with new keys signs with them at once, also over a store an older version wrote")
+    func environmentKeysAreNotStored() throws {
+        let moto = try Moto.shared()
+        // A user of its own with two keys; the first is deleted after the first run (a rotation).
+        let user = "rotating-\(UInt32.random(in: 0...UInt32.max))"
+        let made = try motoIAM(
+            moto,
+            """
+            iam.create_user(UserName=sys.argv[1])
+            iam.put_user_policy(UserName=sys.argv[1], PolicyName="all", PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+            keys = [iam.create_access_key(UserName=sys.argv[1])["AccessKey"] for _ in range(2)]
+            print(json.dumps([[k["AccessKeyId"], k["SecretAccessKey"]] for k in keys]))
+            """, [user])
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(made.utf8)) as? [[String]])
+        let (old, new) = (keys[0], keys[1])
+        func environment(_ key: [String]) -> [String: String] {
+            ["AWS_ACCESS_KEY_ID": key[0], "AWS_SECRET_ACCESS_KEY": key[1], "AWS_SESSION_TOKEN": ""]
+        }
+        let folder = try TempDir(prefix: "aws-rotation")
+        let store = folder.file("state/tokens.json")
+        let bucket = bucket("rotation")
+        let config = config(upstream: moto.account.endpoint, service: "s3")
+
+        let first = try ProxyProcess(config: config, directory: folder, environment: environment(old))
+        let created = try curl(["-X", "PUT", first.baseURL + "/\(bucket)"])
+        #expect(created.status == 200, "\(created.bodyString)")
+        first.terminate()
+        _ = try first.waitForExit()
+        let written = (try? String(contentsOfFile: store, encoding: .utf8)) ?? ""
+        #expect(!written.contains(old[1]), "the secret key was written to the store")
+
+        _ = try motoIAM(moto, "iam.delete_access_key(UserName=sys.argv[1], AccessKeyId=sys.argv[2])", [user, old[0]])
+        // What an older version left in the store: the deleted key, with no expiry.
+        let oldToken = String(decoding: try JSONSerialization.data(withJSONObject: ["AccessKeyId": old[0], "SecretAccessKey": old[1]]), as: UTF8.self)
+        let document: [String: Any] = ["version": 1, "kind": "aws", "access_token": oldToken, "last_refresh_outcome": "success"]
+        try FileManager.default.createDirectory(atPath: folder.file("state"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try folder.write("state/tokens.json", try JSONSerialization.data(withJSONObject: document), mode: 0o600)
+
+        let second = try ProxyProcess(config: config, directory: folder, environment: environment(new))
+        let listed = try curl([second.baseURL + "/\(bucket)?list-type=2"])
+        #expect(listed.status == 200, "signed with the deleted key? \(listed.bodyString)")
+        let stored = (try? String(contentsOfFile: store, encoding: .utf8)) ?? ""
+        #expect(!stored.contains(new[1]), "the new secret key was written to the store")
+        expectNoSecret(second, [old[1], new[1]])
+    }
 }

@@ -58,12 +58,11 @@ public final class AWSIdentityProvider: IdentityProvider {
 /// assumed on top of it; web identity takes `role_arn` as its own role.
 public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environment: [String: String]) throws -> any AWSCredentialSource {
     let source: any AWSCredentialSource
-    switch configuration.source {
+    switch AWSDefaultChain.pick(configuration, environment: environment) {
     case .environment: source = AWSEnvironmentCredentials(configuration, environment: environment)
     case .webIdentity: source = try AWSWebIdentityCredentials(configuration, environment: environment)
     case .container: source = try AWSContainerCredentials(configuration, environment: environment)
-    case .instanceMetadata: source = AWSInstanceMetadataCredentials(configuration)
-    case .default: source = try AWSDefaultChain.choose(configuration, environment: environment)
+    case .instanceMetadata, .default: source = AWSInstanceMetadataCredentials(configuration)
     }
     guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return RegisteringSecrets(source) }
     return RegisteringSecrets(AWSAssumeRoleCredentials(RegisteringSecrets(source), configuration, roleARN: roleARN))
