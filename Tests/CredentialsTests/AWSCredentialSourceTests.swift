@@ -236,6 +236,15 @@ struct AWSCredentialSourceTests {
         #expect(AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").containerEndpointJSON == #"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
     }
 
+    @Test func credentialProcessJSON() {
+        let temporary = AWSCredentials(accessKeyID: "ASIA1", secretAccessKey: "s/\"x", sessionToken: "t+1", expiration: 1_764_331_200)
+        #expect(
+            temporary.credentialProcessJSON
+                == #"{"Version":1,"AccessKeyId":"ASIA1","SecretAccessKey":"s/\"x","SessionToken":"t+1","Expiration":"2025-11-28T12:00:00Z"}"#)
+        #expect(
+            AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").credentialProcessJSON == #"{"Version":1,"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
+    }
+
     @Test("only fetched credentials are kept in the store; keys from the environment or files never are")
     func whichCredentialsAreStored() {
         let keys = ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S"]

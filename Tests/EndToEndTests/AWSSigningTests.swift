@@ -389,4 +389,86 @@ struct AWSSigningTests {
         #expect(!stored.contains(new[1]), "the new secret key was written to the store")
         expectNoSecret(second, [old[1], new[1]])
     }
+
+    /// botocore reads what `tokenproxy token` printed: `process` runs the `credential_process` of the
+    /// profile `tp` in AWS_CONFIG_FILE; `container` serves standard input as the container credentials
+    /// endpoint. Prints the keys it got as a JSON list.
+    static let botocoreReader = """
+        import botocore.credentials, botocore.session, http.server, json, sys, threading
+        if sys.argv[1] == "process":
+            credentials = botocore.session.Session(profile="tp").get_credentials()
+        else:
+            body = sys.stdin.buffer.read()
+            class Endpoint(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                def log_message(self, *arguments):
+                    pass
+            server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            uri = "http://127.0.0.1:%d/creds" % server.server_port
+            credentials = botocore.credentials.ContainerProvider(environ={"AWS_CONTAINER_CREDENTIALS_FULL_URI": uri}).load()
+        frozen = credentials.get_frozen_credentials()
+        print(json.dumps([credentials.method, frozen.access_key, frozen.secret_key, frozen.token]))
+        """
+
+    @Test("what `tokenproxy token` prints is read by botocore: credential_process for keys of every kind, the container provider for fetched ones")
+    func tokenOutputReadByBotocore() throws {
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token-botocore"])
+        let folder = try TempDir(prefix: "aws-token-format")
+        // Keys in variables of their own: botocore must find none of its own, only what tokenproxy prints.
+        let environmentKeys = "source: environment\n  access_key_id_env: TP_KEY_ID\n  secret_access_key_env: TP_SECRET\n  session_token_env: TP_SESSION"
+        let container = "source: container\n  container_endpoint: \(metadata.baseURL)/container/creds"
+        let configs = [
+            ("session", try folder.write("session.yaml", config(upstream: "http://127.0.0.1:9", service: "s3", source: environmentKeys))),
+            ("container", try folder.write("container.yaml", config(upstream: "http://127.0.0.1:9", service: "s3", source: container))),
+        ]
+        let base = childEnvironment([
+            "TP_KEY_ID": "AKIDBOTOCORE", "TP_SECRET": "botocore/secret+key", "TP_SESSION": "botocore-session",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token-botocore", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+            "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"), "AWS_EC2_METADATA_DISABLED": "true",
+        ])
+        let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
+        func read(_ mode: String, config: String, input: String? = nil, environment: [String: String] = [:]) throws -> [String?] {
+            let awsConfig = try folder.write(
+                "aws-config-\(UUID().uuidString)",
+                "[profile tp]\ncredential_process = \(RepositoryPaths.tokenproxyBinary.path) token --config \(config) --format credential-process\n")
+            var env = base.merging(environment) { $1 }
+            env["AWS_CONFIG_FILE"] = awsConfig
+            let run = try runCommand(python, arguments: ["-c", Self.botocoreReader, mode], environment: env, stdin: input.map { Data($0.utf8) }, timeout: 120)
+            #expect(run.status == 0, "\(mode): \(run.output)")
+            // null (no session token) is NSNull: nil here.
+            return ((try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [Any] ?? []).map { $0 as? String }
+        }
+
+        // Temporary keys from the environment, then long-term ones (TP_SESSION empty).
+        #expect(try read("process", config: configs[0].1) == ["custom-process", "AKIDBOTOCORE", "botocore/secret+key", "botocore-session"])
+        #expect(try read("process", config: configs[0].1, environment: ["TP_SESSION": ""]) == ["custom-process", "AKIDBOTOCORE", "botocore/secret+key", nil])
+        let fetched = ["ASIACONTAINER", "container/secret", "container-session"]
+        #expect(try read("process", config: configs[1].1) == ["custom-process"] + fetched)
+
+        // The container endpoint's JSON, as `token` prints it by default, read by botocore's container provider.
+        let printed = try runCommand(RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", configs[1].1], environment: base)
+        #expect(printed.status == 0, "\(printed.output)")
+        #expect(try read("container", config: configs[1].1, input: printed.stdout) == ["container-role"] + fetched)
+
+        let process = try runCommand(
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", configs[1].1, "--format", "credential-process"], environment: base)
+        let object = try JSONSerialization.jsonObject(with: Data(process.stdout.utf8)) as? [String: Any]
+        #expect(object?["Version"] as? Int == 1)
+        #expect((object?["Expiration"] as? String)?.hasSuffix("Z") == true)
+        // Another credentials type has no AWS keys to print.
+        let staticConfig = try folder.write(
+            "static.yaml", "listen: 127.0.0.1:0\nupstream: http://127.0.0.1:9\ncredentials:\n  type: static\n  token_env: TP_STATIC\n")
+        let refused = try runCommand(
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", staticConfig, "--format", "credential-process"],
+            environment: childEnvironment(["TP_STATIC": "static-token"]))
+        #expect(refused.status == 2, "\(refused.output)")
+        #expect(refused.stderr.contains("--format credential-process"))
+        #expect(!refused.output.contains("static-token"))
+    }
 }
