@@ -343,10 +343,8 @@ struct AWSSigningTests {
         return run.stdout
     }
 
-    @Test("keys from the environment are never stored: a restart with new keys signs with them at once, also over a store an older version wrote")
-    func environmentKeysAreNotStored() throws {
-        let moto = try Moto.shared()
-        // A user of its own with two keys; the first is deleted after the first run (a rotation).
+    /// A new IAM user at moto, allowed everything, and its two access keys ([id, secret] each).
+    func motoUserWithTwoKeys(_ moto: MotoSigV4Server) throws -> (user: String, first: [String], second: [String]) {
         let user = "rotating-\(UInt32.random(in: 0...UInt32.max))"
         let made = try motoIAM(
             moto,
@@ -358,7 +356,14 @@ struct AWSSigningTests {
             print(json.dumps([[k["AccessKeyId"], k["SecretAccessKey"]] for k in keys]))
             """, [user])
         let keys = try #require(try JSONSerialization.jsonObject(with: Data(made.utf8)) as? [[String]])
-        let (old, new) = (keys[0], keys[1])
+        return (user, keys[0], keys[1])
+    }
+
+    @Test("keys from the environment are never stored: a restart with new keys signs with them at once, also over a store an older version wrote")
+    func environmentKeysAreNotStored() throws {
+        let moto = try Moto.shared()
+        // A user of its own with two keys; the first is deleted after the first run (a rotation).
+        let (user, old, new) = try motoUserWithTwoKeys(moto)
         func environment(_ key: [String]) -> [String: String] {
             ["AWS_ACCESS_KEY_ID": key[0], "AWS_SECRET_ACCESS_KEY": key[1], "AWS_SESSION_TOKEN": ""]
         }
@@ -388,6 +393,37 @@ struct AWSSigningTests {
         let stored = (try? String(contentsOfFile: store, encoding: .utf8)) ?? ""
         #expect(!stored.contains(new[1]), "the new secret key was written to the store")
         expectNoSecret(second, [old[1], new[1]])
+    }
+
+    @Test("keys from files: rewritten files sign the next requests with the new key, with no restart and nothing stored")
+    func keyFilesRotate() throws {
+        let moto = try Moto.shared()
+        let (user, old, new) = try motoUserWithTwoKeys(moto)
+        let folder = try TempDir(prefix: "aws-key-files")
+        let keyFile = try folder.write("key-id", old[0] + "\n", mode: 0o600)
+        let secretFile = try folder.write("secret-key", old[1] + "\n", mode: 0o600)
+        let proxy = try ProxyProcess(
+            config: config(
+                upstream: moto.account.endpoint, service: "s3",
+                source: "source: environment\n  access_key_id_file: \(keyFile)\n  secret_access_key_file: \(secretFile)"),
+            directory: folder)
+        let bucket = bucket("key-files")
+        let created = try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"])
+        #expect(created.status == 200, "\(created.bodyString)")
+
+        _ = try motoIAM(moto, "iam.delete_access_key(UserName=sys.argv[1], AccessKeyId=sys.argv[2])", [user, old[0]])
+        _ = try folder.write("secret-key", new[1] + "\n", mode: 0o600)
+        _ = try folder.write("key-id", new[0] + "\n", mode: 0o600)
+        // The files are looked at once a second: wait (bounded) for a request that the new key signed.
+        let deadline = Date().addingTimeInterval(60)
+        var listed = try curl([proxy.baseURL + "/\(bucket)?list-type=2"])
+        while listed.status != 200, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.2)
+            listed = try curl([proxy.baseURL + "/\(bucket)?list-type=2"])
+        }
+        #expect(listed.status == 200, "still signed with the deleted key? \(listed.bodyString)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("state/tokens.json")), "the keys were written to the store")
+        expectNoSecret(proxy, [old[1], new[1]])
     }
 
     /// botocore reads what `tokenproxy token` printed: `process` runs the `credential_process` of the
