@@ -272,8 +272,10 @@ struct Check: ParsableCommand {
 /// The session-backed source that `login`, `token`, `status` and `logout` share with the server.
 func sessionSource(_ loaded: LoadedConfiguration, logger: Logger, command: String) -> SessionTokenSource {
     let type = loaded.configuration.credentials.type
-    guard type.keepsSession else {
-        fail("\(command): credentials.type \(type.rawValue) keeps no session", status: 1)
+    guard loaded.configuration.credentials.keepsSession(environment: ProcessInfo.processInfo.environment) else {
+        // AWS keys from the environment or files are never stored (CONTRACT.md "AWS credentials and SigV4 signing").
+        let why = type == .aws ? " (its keys are read from the environment or files, never stored)" : ""
+        fail("\(command): credentials.type \(type.rawValue) keeps no session\(why)", status: 1)
     }
     do {
         return try makeSessionTokenSource(loaded.configuration, logger: logger)
@@ -366,14 +368,25 @@ struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print a currently valid access token, refreshing first if needed.")
     @OptionGroup var options: ConfigOption
     @OptionGroup var route: RouteOption
+    @Option(
+        help: """
+            token: the token (for type: aws, the container credentials endpoint's JSON); \
+            credential-process: for type: aws, the JSON a credential_process of ~/.aws/config prints.
+            """)
+    var format: TokenFormat = .token
 
     func run() throws {
         let loaded = route.select(options.load(), command: "token")
+        let credentials = loaded.configuration.credentials
+        if format == .credentialProcess, credentials.source.awsSigning == nil {
+            fail("token: --format credential-process is for AWS credentials (type: aws), not \(credentials.type.rawValue)", status: Exit.badConfiguration)
+        }
         let logger = startLogging(loaded)
-        if loaded.configuration.credentials.type.keepsSession {
+        let token: String
+        if credentials.keepsSession(environment: ProcessInfo.processInfo.environment) {
             let source = sessionSource(loaded, logger: logger, command: "token")
             do {
-                print(try source.validToken())
+                token = try source.validToken()
             } catch let error as TokenSourceError {
                 switch error {
                 case .loginRequired(let why), .refused(let why):
@@ -383,13 +396,26 @@ struct Token: ParsableCommand {
                 }
             }
         } else {
-            try printManagedToken(loaded, logger: logger)
+            token = try managedToken(loaded, logger: logger)
+        }
+        switch format {
+        case .token:
+            print(token)
+        case .credentialProcess:
+            // The token of AWS credentials is their container-endpoint JSON (CONTRACT.md).
+            guard let aws = AWSCredentials(containerEndpointJSON: token) else { fail("no valid token: the credentials are not AWS keys", status: 1) }
+            print(aws.credentialProcessJSON)
         }
     }
 
     /// The sources without a session: one fetch through a manager.
-    private func printManagedToken(_ loaded: LoadedConfiguration, logger: Logger) throws {
-        let tokens = try TokenManager(configuration: loaded.configuration, logger: logger)
+    private func managedToken(_ loaded: LoadedConfiguration, logger: Logger) throws -> String {
+        let tokens: TokenManager
+        do {
+            tokens = try TokenManager(configuration: loaded.configuration, logger: logger)
+        } catch {
+            fail("configuration error: \(error)", status: Exit.badConfiguration)
+        }
         tokens.start()
         defer { tokens.stop() }
         let done = DispatchSemaphore(value: 0)
@@ -403,7 +429,7 @@ struct Token: ParsableCommand {
         let answered = done.wait(timeout: .now() + loaded.configuration.limits.refreshWait) == .success
         switch answered ? result : nil {
         case .token(let snapshot):
-            print(snapshot.accessToken)
+            return snapshot.accessToken
         case .loginRequired(let why):
             fail("login required: \(why)", status: 1)
         case .unavailable(let why, _):
@@ -412,6 +438,12 @@ struct Token: ParsableCommand {
             fail("no valid token: the refresh did not finish in time", status: 1)
         }
     }
+}
+
+/// What `tokenproxy token` prints (CONTRACT.md, command line).
+enum TokenFormat: String, ExpressibleByArgument, CaseIterable {
+    case token
+    case credentialProcess = "credential-process"
 }
 
 struct Status: ParsableCommand {

@@ -143,19 +143,70 @@ struct AWSCredentialSourceTests {
         #expect(try calls(server).container == ["pod-identity-1", "rotated"])
     }
 
-    @Test func containerFullURIRules() {
+    /// A resolver of fixed answers: `evil.example` and every name under it is another machine.
+    private func resolve(_ host: String) -> [[UInt8]] {
+        switch host {
+        case "127.0.0.1": return [[127, 0, 0, 1]]
+        case "127.9.8.7": return [[127, 9, 8, 7]]
+        case "localhost": return [[127, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
+        case "::1": return [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]]
+        case "half-loopback.example": return [[127, 0, 0, 1], [203, 0, 113, 9]]
+        case "10.0.0.5": return [[10, 0, 0, 5]]
+        case "::ffff:127.0.0.1": return [[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]]
+        case _ where host.hasSuffix("evil.example"): return [[203, 0, 113, 7]]
+        default: return []
+        }
+    }
+
+    @Test("AWS_CONTAINER_CREDENTIALS_FULL_URI: plain http only to loopback or a container agent, read as a URL")
+    func containerFullURIRules() {
         for allowed in [
-            "https://creds.example/x", "http://127.0.0.1:51679/c", "http://localhost/c", "http://169.254.170.23/v1/credentials",
-            "http://[fd00:ec2::23]/v1/credentials", "http://169.254.170.2/v2/credentials/id",
+            "https://creds.example/x", "https://user@anything.example/x", "http://127.0.0.1:51679/c", "HTTP://127.9.8.7/c", "http://localhost/c",
+            "http://[::1]:80/c", "http://169.254.170.23/v1/credentials", "http://[fd00:ec2::23]/v1/credentials", "http://169.254.170.2/v2/credentials/id",
+            "http://127.0.0.1?x=@evil.example", "http://127.0.0.1#@evil.example",
         ] {
-            #expect(AWSContainerCredentials.allowedFullURI(allowed), "\(allowed)")
+            #expect(ContainerFullURI.problem(allowed, resolve: resolve) == nil, "\(allowed)")
         }
-        for refused in ["http://10.0.0.5/creds", "http://169.254.170.2.evil.example/", "ftp://127.0.0.1/", "http://example.com/"] {
-            #expect(!AWSContainerCredentials.allowedFullURI(refused), "\(refused)")
+        // What a prefix test took: each sends the token to evil.example in clear.
+        let refused: [(uri: String, reason: String)] = [
+            ("http://127.0.0.1@evil.example/creds", "user information"),
+            ("http://localhost:x@evil.example/creds", "user information"),
+            ("http://169.254.170.2@evil.example/", "user information"),
+            ("http://@evil.example/", "user information"),
+            ("http://127.0.0.1.evil.example/creds", "not the machine itself"),
+            ("http://169.254.170.2.evil.example/", "not the machine itself"),
+            ("http://localhost.evil.example/", "not the machine itself"),
+            ("http://127.0.0.1\\@evil.example/", "user information"),
+            ("http://127.0.0.1\\.evil.example/", "cannot hold"),
+            ("http://127.0.0.1%2eevil.example/", "cannot hold"),
+            ("http://half-loopback.example/", "not the machine itself"),
+            ("http://10.0.0.5/creds", "not the machine itself"),
+            ("http://[::ffff:127.0.0.1]/", "not the machine itself"),
+            ("http://[fd00:ec2::23%25eth0]/", "no IPv6 address"),
+            ("http://[::1/", "closing ]"),
+            ("http://127.0.0.1:80x/", "port"),
+            ("http:///creds", "no host"),
+            ("http://unknown.invalid/", "resolves to no address"),
+            ("ftp://127.0.0.1/", "https://"),
+        ]
+        for (uri, reason) in refused {
+            let problem = ContainerFullURI.problem(uri, resolve: resolve)
+            #expect(problem?.contains(reason) == true, "\(uri): \(problem ?? "accepted")")
         }
+    }
+
+    @Test func containerSourceRefusesAnotherHost() throws {
+        let error = try #require(throws: AWSCredentialError.self) {
+            try AWSContainerCredentials(configuration(.container), environment: ["AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://localhost:x@10.0.0.5/creds"])
+        }
+        #expect(error.description.contains("AWS_CONTAINER_CREDENTIALS_FULL_URI has user information"), "\(error)")
+        // The URI's user information may be a password: it is not repeated.
+        #expect(!error.description.contains("localhost:x"))
         #expect(throws: AWSCredentialError.self) {
             try AWSContainerCredentials(configuration(.container), environment: ["AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://10.0.0.5/creds"])
         }
+        let loopback = try AWSContainerCredentials(configuration(.container), environment: ["AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://localhost:8/c"])
+        #expect(loopback.url == "http://localhost:8/c")
         let relative = try? AWSContainerCredentials(configuration(.container), environment: ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/abc"])
         #expect(relative?.url == "http://169.254.170.2/v2/credentials/abc")
     }
@@ -183,6 +234,51 @@ struct AWSCredentialSourceTests {
                 == #"{"AccessKeyId":"ASIA1","SecretAccessKey":"s/\"x","Token":"t+1","Expiration":"2025-11-28T12:00:00Z"}"#)
         #expect(try AWSCredentialsJSON.parse(Array(temporary.containerEndpointJSON.utf8), source: "t") == temporary)
         #expect(AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").containerEndpointJSON == #"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
+    }
+
+    @Test func credentialProcessJSON() {
+        let temporary = AWSCredentials(accessKeyID: "ASIA1", secretAccessKey: "s/\"x", sessionToken: "t+1", expiration: 1_764_331_200)
+        #expect(
+            temporary.credentialProcessJSON
+                == #"{"Version":1,"AccessKeyId":"ASIA1","SecretAccessKey":"s/\"x","SessionToken":"t+1","Expiration":"2025-11-28T12:00:00Z"}"#)
+        #expect(
+            AWSCredentials(accessKeyID: "AKIA1", secretAccessKey: "s").credentialProcessJSON == #"{"Version":1,"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#)
+    }
+
+    @Test("only fetched credentials are kept in the store; keys from the environment or files never are")
+    func whichCredentialsAreStored() {
+        let keys = ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "S"]
+        #expect(!configuration(.environment).fetchesCredentials(environment: [:]))
+        #expect(!configuration(.default).fetchesCredentials(environment: keys))
+        #expect(!configuration(.default) { $0.accessKeyID = .file("/k") }.fetchesCredentials(environment: [:]))
+        #expect(configuration(.environment) { $0.roleARN = "arn:aws:iam::1:role/r" }.fetchesCredentials(environment: keys))
+        #expect(configuration(.default).fetchesCredentials(environment: [:]))
+        #expect(configuration(.default).fetchesCredentials(environment: ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/c"]))
+        #expect(configuration(.container).fetchesCredentials(environment: keys))
+        #expect(configuration(.webIdentity).fetchesCredentials(environment: keys))
+        #expect(configuration(.instanceMetadata).fetchesCredentials(environment: keys))
+    }
+
+    @Test("keys from files: read at each fetch, and a changed file is an input change")
+    func keysTokenSourceWatchesItsFiles() throws {
+        let folder = try TempDir(prefix: "aws-keys-source")
+        let keyFile = try folder.write("key", "AKIAFILE1\n")
+        let secretFile = try folder.write("secret", "file/secret\n")
+        let source = AWSKeysTokenSource(
+            configuration(.environment) {
+                $0.accessKeyID = .file(keyFile)
+                $0.secretAccessKey = .file(secretFile)
+            }, environment: [:])
+        #expect(source.pollInterval == 1)
+        #expect(try source.fetch(current: nil).accessToken == #"{"AccessKeyId":"AKIAFILE1","SecretAccessKey":"file/secret"}"#)
+        #expect(!source.inputChanged())
+        _ = try folder.write("key", "AKIAFILE22\n")
+        #expect(source.inputChanged())
+        #expect(!source.inputChanged())
+        #expect(try source.fetch(current: nil).accessToken.contains("AKIAFILE22"))
+        let variables = AWSKeysTokenSource(configuration(.environment), environment: ["AWS_ACCESS_KEY_ID": "AKIAENV", "AWS_SECRET_ACCESS_KEY": "e"])
+        #expect(variables.pollInterval == nil)
+        #expect(try variables.fetch(current: nil).expiresAt == nil)
     }
 
     @Test("fetched secret keys and session tokens never reach a log line")

@@ -304,4 +304,207 @@ struct AWSSigningTests {
         #expect(printed?["Expiration"]?.hasSuffix("Z") == true)
         expectNoSecret(proxy, ["first/secret", "second/secret", "first-session", "second-session", "pod-token"])
     }
+
+    @Test(
+        "a plain-http AWS_CONTAINER_CREDENTIALS_FULL_URI with user information is refused at start: the token goes nowhere",
+        arguments: ["http://127.0.0.1@", "http://localhost:x@", "http://169.254.170.2@"])
+    func containerFullURIWithUserInformation(prefix: String) throws {
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token-userinfo"])
+        let folder = try TempDir(prefix: "aws-full-uri")
+        let config = try folder.write(
+            "tokenproxy.yaml", config(upstream: metadata.baseURL, service: "execute-api", source: "source: container"))
+        // The part after the @ is the metadata server: a prefix test sent the token there.
+        let uri = prefix + metadata.baseURL.dropFirst("http://".count) + "/container/creds"
+        let environment = childEnvironment(["AWS_CONTAINER_CREDENTIALS_FULL_URI": uri, "AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token-userinfo"])
+        for command in [["serve", "--config", config], ["token", "--config", config]] {
+            let run = try runCommand(RepositoryPaths.tokenproxyBinary, arguments: command, environment: environment, timeout: 60)
+            #expect(run.status == 2, "\(command[0]): \(run.output)")
+            #expect(run.stderr.contains("AWS_CONTAINER_CREDENTIALS_FULL_URI has user information"), "\(command[0]): \(run.stderr)")
+            #expect(!run.output.contains("pod-token-userinfo"))
+        }
+        let calls = try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any]
+        #expect(calls?.count == 0, "the container endpoint was called")
+    }
+
+    /// IAM at moto with the set-up user's key (boto3): `script` sees `iam` and `sys.argv[1:]`, prints its answer.
+    func motoIAM(_ moto: MotoSigV4Server, _ script: String, _ arguments: [String]) throws -> String {
+        let program = """
+            import boto3, json, sys
+            iam = boto3.client("iam", region_name="us-east-1", endpoint_url=sys.argv[1],
+                aws_access_key_id=sys.argv[2], aws_secret_access_key=sys.argv[3])
+            sys.argv = sys.argv[:1] + sys.argv[4:]
+
+            """ + script
+        let run = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3",
+            arguments: ["-c", program, moto.account.endpoint, moto.account.access_key_id, moto.account.secret_access_key] + arguments,
+            environment: childEnvironment(["AWS_SESSION_TOKEN": ""]), timeout: 120)
+        guard run.status == 0 else { throw HarnessError("IAM at moto: \(run.output)") }
+        return run.stdout
+    }
+
+    /// A new IAM user at moto, allowed everything, and its two access keys ([id, secret] each).
+    func motoUserWithTwoKeys(_ moto: MotoSigV4Server) throws -> (user: String, first: [String], second: [String]) {
+        let user = "rotating-\(UInt32.random(in: 0...UInt32.max))"
+        let made = try motoIAM(
+            moto,
+            """
+            iam.create_user(UserName=sys.argv[1])
+            iam.put_user_policy(UserName=sys.argv[1], PolicyName="all", PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+            keys = [iam.create_access_key(UserName=sys.argv[1])["AccessKey"] for _ in range(2)]
+            print(json.dumps([[k["AccessKeyId"], k["SecretAccessKey"]] for k in keys]))
+            """, [user])
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(made.utf8)) as? [[String]])
+        return (user, keys[0], keys[1])
+    }
+
+    @Test("keys from the environment are never stored: a restart with new keys signs with them at once, also over a store an older version wrote")
+    func environmentKeysAreNotStored() throws {
+        let moto = try Moto.shared()
+        // A user of its own with two keys; the first is deleted after the first run (a rotation).
+        let (user, old, new) = try motoUserWithTwoKeys(moto)
+        func environment(_ key: [String]) -> [String: String] {
+            ["AWS_ACCESS_KEY_ID": key[0], "AWS_SECRET_ACCESS_KEY": key[1], "AWS_SESSION_TOKEN": ""]
+        }
+        let folder = try TempDir(prefix: "aws-rotation")
+        let store = folder.file("state/tokens.json")
+        let bucket = bucket("rotation")
+        let config = config(upstream: moto.account.endpoint, service: "s3")
+
+        let first = try ProxyProcess(config: config, directory: folder, environment: environment(old))
+        let created = try curl(["-X", "PUT", first.baseURL + "/\(bucket)"])
+        #expect(created.status == 200, "\(created.bodyString)")
+        first.terminate()
+        _ = try first.waitForExit()
+        let written = (try? String(contentsOfFile: store, encoding: .utf8)) ?? ""
+        #expect(!written.contains(old[1]), "the secret key was written to the store")
+
+        _ = try motoIAM(moto, "iam.delete_access_key(UserName=sys.argv[1], AccessKeyId=sys.argv[2])", [user, old[0]])
+        // What an older version left in the store: the deleted key, with no expiry.
+        let oldToken = String(decoding: try JSONSerialization.data(withJSONObject: ["AccessKeyId": old[0], "SecretAccessKey": old[1]]), as: UTF8.self)
+        let document: [String: Any] = ["version": 1, "kind": "aws", "access_token": oldToken, "last_refresh_outcome": "success"]
+        try FileManager.default.createDirectory(atPath: folder.file("state"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try folder.write("state/tokens.json", try JSONSerialization.data(withJSONObject: document), mode: 0o600)
+
+        let second = try ProxyProcess(config: config, directory: folder, environment: environment(new))
+        let listed = try curl([second.baseURL + "/\(bucket)?list-type=2"])
+        #expect(listed.status == 200, "signed with the deleted key? \(listed.bodyString)")
+        let stored = (try? String(contentsOfFile: store, encoding: .utf8)) ?? ""
+        #expect(!stored.contains(new[1]), "the new secret key was written to the store")
+        expectNoSecret(second, [old[1], new[1]])
+    }
+
+    @Test("keys from files: rewritten files sign the next requests with the new key, with no restart and nothing stored")
+    func keyFilesRotate() throws {
+        let moto = try Moto.shared()
+        let (user, old, new) = try motoUserWithTwoKeys(moto)
+        let folder = try TempDir(prefix: "aws-key-files")
+        let keyFile = try folder.write("key-id", old[0] + "\n", mode: 0o600)
+        let secretFile = try folder.write("secret-key", old[1] + "\n", mode: 0o600)
+        let proxy = try ProxyProcess(
+            config: config(
+                upstream: moto.account.endpoint, service: "s3",
+                source: "source: environment\n  access_key_id_file: \(keyFile)\n  secret_access_key_file: \(secretFile)"),
+            directory: folder)
+        let bucket = bucket("key-files")
+        let created = try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"])
+        #expect(created.status == 200, "\(created.bodyString)")
+
+        _ = try motoIAM(moto, "iam.delete_access_key(UserName=sys.argv[1], AccessKeyId=sys.argv[2])", [user, old[0]])
+        _ = try folder.write("secret-key", new[1] + "\n", mode: 0o600)
+        _ = try folder.write("key-id", new[0] + "\n", mode: 0o600)
+        // The files are looked at once a second: wait (bounded) for a request that the new key signed.
+        let deadline = Date().addingTimeInterval(60)
+        var listed = try curl([proxy.baseURL + "/\(bucket)?list-type=2"])
+        while listed.status != 200, Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.2)
+            listed = try curl([proxy.baseURL + "/\(bucket)?list-type=2"])
+        }
+        #expect(listed.status == 200, "still signed with the deleted key? \(listed.bodyString)")
+        #expect(!FileManager.default.fileExists(atPath: folder.file("state/tokens.json")), "the keys were written to the store")
+        expectNoSecret(proxy, [old[1], new[1]])
+    }
+
+    /// botocore reads what `tokenproxy token` printed: `process` runs the `credential_process` of the
+    /// profile `tp` in AWS_CONFIG_FILE; `container` serves standard input as the container credentials
+    /// endpoint. Prints the keys it got as a JSON list.
+    static let botocoreReader = """
+        import botocore.credentials, botocore.session, http.server, json, sys, threading
+        if sys.argv[1] == "process":
+            credentials = botocore.session.Session(profile="tp").get_credentials()
+        else:
+            body = sys.stdin.buffer.read()
+            class Endpoint(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                def log_message(self, *arguments):
+                    pass
+            server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            uri = "http://127.0.0.1:%d/creds" % server.server_port
+            credentials = botocore.credentials.ContainerProvider(environ={"AWS_CONTAINER_CREDENTIALS_FULL_URI": uri}).load()
+        frozen = credentials.get_frozen_credentials()
+        print(json.dumps([credentials.method, frozen.access_key, frozen.secret_key, frozen.token]))
+        """
+
+    @Test("what `tokenproxy token` prints is read by botocore: credential_process for keys of every kind, the container provider for fetched ones")
+    func tokenOutputReadByBotocore() throws {
+        let metadata = try PythonServer("aws_metadata", arguments: ["--container-token", "pod-token-botocore"])
+        let folder = try TempDir(prefix: "aws-token-format")
+        // Keys in variables of their own: botocore must find none of its own, only what tokenproxy prints.
+        let environmentKeys = "source: environment\n  access_key_id_env: TP_KEY_ID\n  secret_access_key_env: TP_SECRET\n  session_token_env: TP_SESSION"
+        let container = "source: container\n  container_endpoint: \(metadata.baseURL)/container/creds"
+        let configs = [
+            ("session", try folder.write("session.yaml", config(upstream: "http://127.0.0.1:9", service: "s3", source: environmentKeys))),
+            ("container", try folder.write("container.yaml", config(upstream: "http://127.0.0.1:9", service: "s3", source: container))),
+        ]
+        let base = childEnvironment([
+            "TP_KEY_ID": "AKIDBOTOCORE", "TP_SECRET": "botocore/secret+key", "TP_SESSION": "botocore-session",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token-botocore", "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "",
+            "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"), "AWS_EC2_METADATA_DISABLED": "true",
+        ])
+        let python = ProcessInfo.processInfo.environment["PYTHON"] ?? "python3"
+        func read(_ mode: String, config: String, input: String? = nil, environment: [String: String] = [:]) throws -> [String?] {
+            let awsConfig = try folder.write(
+                "aws-config-\(UUID().uuidString)",
+                "[profile tp]\ncredential_process = \(RepositoryPaths.tokenproxyBinary.path) token --config \(config) --format credential-process\n")
+            var env = base.merging(environment) { $1 }
+            env["AWS_CONFIG_FILE"] = awsConfig
+            let run = try runCommand(python, arguments: ["-c", Self.botocoreReader, mode], environment: env, stdin: input.map { Data($0.utf8) }, timeout: 120)
+            #expect(run.status == 0, "\(mode): \(run.output)")
+            // null (no session token) is NSNull: nil here.
+            return ((try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8))) as? [Any] ?? []).map { $0 as? String }
+        }
+
+        // Temporary keys from the environment, then long-term ones (TP_SESSION empty).
+        #expect(try read("process", config: configs[0].1) == ["custom-process", "AKIDBOTOCORE", "botocore/secret+key", "botocore-session"])
+        #expect(try read("process", config: configs[0].1, environment: ["TP_SESSION": ""]) == ["custom-process", "AKIDBOTOCORE", "botocore/secret+key", nil])
+        let fetched = ["ASIACONTAINER", "container/secret", "container-session"]
+        #expect(try read("process", config: configs[1].1) == ["custom-process"] + fetched)
+
+        // The container endpoint's JSON, as `token` prints it by default, read by botocore's container provider.
+        let printed = try runCommand(RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", configs[1].1], environment: base)
+        #expect(printed.status == 0, "\(printed.output)")
+        #expect(try read("container", config: configs[1].1, input: printed.stdout) == ["container-role"] + fetched)
+
+        let process = try runCommand(
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", configs[1].1, "--format", "credential-process"], environment: base)
+        let object = try JSONSerialization.jsonObject(with: Data(process.stdout.utf8)) as? [String: Any]
+        #expect(object?["Version"] as? Int == 1)
+        #expect((object?["Expiration"] as? String)?.hasSuffix("Z") == true)
+        // Another credentials type has no AWS keys to print.
+        let staticConfig = try folder.write(
+            "static.yaml", "listen: 127.0.0.1:0\nupstream: http://127.0.0.1:9\ncredentials:\n  type: static\n  token_env: TP_STATIC\n")
+        let refused = try runCommand(
+            RepositoryPaths.tokenproxyBinary, arguments: ["token", "--config", staticConfig, "--format", "credential-process"],
+            environment: childEnvironment(["TP_STATIC": "static-token"]))
+        #expect(refused.status == 2, "\(refused.output)")
+        #expect(refused.stderr.contains("--format credential-process"))
+        #expect(!refused.output.contains("static-token"))
+    }
 }

@@ -1,6 +1,7 @@
 import Config
 import Foundation
 import IdentityHTTP
+import Sockets
 
 /// `source: container` (ECS task roles, EKS Pod Identity): a GET of the container credentials
 /// endpoint, AWS_CONTAINER_CREDENTIALS_FULL_URI or http://169.254.170.2 + _RELATIVE_URI
@@ -20,8 +21,8 @@ public struct AWSContainerCredentials: AWSCredentialSource {
         if let endpoint = configuration.containerEndpoint {
             url = endpoint
         } else if let full = variable("AWS_CONTAINER_CREDENTIALS_FULL_URI") {
-            guard Self.allowedFullURI(full) else {
-                throw AWSCredentialError(name, "AWS_CONTAINER_CREDENTIALS_FULL_URI must be https, or http to a loopback or the container link-local address")
+            if let problem = ContainerFullURI.problem(full, resolve: { OutboundSocket.resolve($0, port: 0).map(\.bytes) }) {
+                throw AWSCredentialError(name, "AWS_CONTAINER_CREDENTIALS_FULL_URI \(problem)")
             }
             url = full
         } else if let relative = variable("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") {
@@ -36,24 +37,6 @@ public struct AWSContainerCredentials: AWSCredentialSource {
     static func isPresent(_ configuration: AWSConfiguration, environment: [String: String]) -> Bool {
         configuration.containerEndpoint != nil || !(environment["AWS_CONTAINER_CREDENTIALS_FULL_URI"] ?? "").isEmpty
             || !(environment["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] ?? "").isEmpty
-    }
-
-    /// The SDKs send the token over plain HTTP only to the machine itself or to the ECS (169.254.170.2)
-    /// and EKS Pod Identity (169.254.170.23, fd00:ec2::23) agents.
-    static func allowedFullURI(_ uri: String) -> Bool {
-        let lower = uri.lowercased()
-        if lower.hasPrefix("https://") { return true }
-        guard lower.hasPrefix("http://") else { return false }
-        let rest = lower.dropFirst("http://".count)
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let host: Substring
-        if authority.hasPrefix("[") {
-            host = authority.prefix { $0 != "]" }.dropFirst()
-        } else {
-            host = authority.prefix { $0 != ":" }
-        }
-        return host == "localhost" || host.hasPrefix("127.") || host == "::1" || host == "169.254.170.2" || host == "169.254.170.23"
-            || host == "fd00:ec2::23"
     }
 
     public func fetch() throws -> AWSCredentials {
@@ -78,5 +61,63 @@ public struct AWSContainerCredentials: AWSCredentialSource {
         let response = try performAWSCall(request, source: name, what: url)
         guard response.status == 200 else { throw AWSCredentialError(name, "\(url) refused: \(response.refusalText)") }
         return try AWSCredentialsJSON.parse(response.body, source: name)
+    }
+}
+
+/// Where `AWS_CONTAINER_CREDENTIALS_FULL_URI` may send the authorization token (CONTRACT.md "AWS
+/// credentials and SigV4 signing"): as the AWS SDKs do, a plain-`http` URI is read as a URL, with no
+/// user information, and its host must be loopback (an address in 127.0.0.0/8 or `::1`, or a name
+/// all of whose addresses are), or the ECS (169.254.170.2) or EKS Pod Identity (169.254.170.23,
+/// `fd00:ec2::23`) agent; anything else must be `https`. Pure: the name resolution is handed in.
+enum ContainerFullURI {
+    /// The agents' addresses, as the host is spelled in the URL.
+    static let agentHosts: Set<String> = ["169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"]
+
+    /// Why `uri` may not be used, or nil when it may. `resolve` answers the addresses (4 or 16 bytes)
+    /// of a host as the transport would connect to it (an IP literal resolves to itself).
+    static func problem(_ uri: String, resolve: (String) -> [[UInt8]]) -> String? {
+        let lower = uri.lowercased()
+        if lower.hasPrefix("https://") { return nil }
+        guard lower.hasPrefix("http://") else { return "must be an https:// URL (or http:// to the machine itself or a container agent)" }
+        // The authority ends at the path, query or fragment (RFC 3986 §3.2); a backslash ends it too
+        // for some URL parsers, so it is refused below with every other byte a host cannot hold.
+        let authority = lower.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        // `http://127.0.0.1@HOST/` goes to HOST (RFC 3986 §3.2.1): the SDKs refuse user information.
+        if authority.contains("@") { return "has user information (user@host), which is refused: the token would go to the host after the @" }
+        let host: Substring
+        let port: Substring
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return "has an IPv6 host without its closing ]" }
+            host = authority[...close]
+            port = authority[authority.index(after: close)...]
+            let inside = host.dropFirst().dropLast()
+            guard !inside.isEmpty, inside.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                return "has a host that is no IPv6 address"
+            }
+        } else {
+            host = authority.prefix { $0 != ":" }
+            port = authority[host.endIndex...]
+            guard !host.isEmpty else { return "has no host" }
+            guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else {
+                return "has a host with a byte a host name cannot hold"
+            }
+        }
+        guard port.isEmpty || (port.count >= 2 && port.count <= 6 && port.dropFirst().allSatisfy { $0.isASCII && $0.isNumber } && port.first == ":")
+        else { return "has a port that is not a number" }
+        if agentHosts.contains(String(host)) { return nil }
+        let name = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : String(host)
+        let addresses = resolve(name)
+        if addresses.isEmpty { return "names the host \(name), which resolves to no address" }
+        guard addresses.allSatisfy(isLoopback) else {
+            return "is plain http to \(name), which is not the machine itself (127.0.0.0/8, ::1) or a container agent "
+                + "(169.254.170.2, 169.254.170.23, fd00:ec2::23): use https"
+        }
+        return nil
+    }
+
+    /// 127.0.0.0/8 (RFC 1122 §3.2.1.3) or ::1 (RFC 4291 §2.5.3).
+    static func isLoopback(_ address: [UInt8]) -> Bool {
+        if address.count == 4 { return address[0] == 127 }
+        return address.count == 16 && address.prefix(15).allSatisfy { $0 == 0 } && address[15] == 1
     }
 }

@@ -58,12 +58,11 @@ public final class AWSIdentityProvider: IdentityProvider {
 /// assumed on top of it; web identity takes `role_arn` as its own role.
 public func makeAWSCredentialSource(_ configuration: AWSConfiguration, environment: [String: String]) throws -> any AWSCredentialSource {
     let source: any AWSCredentialSource
-    switch configuration.source {
+    switch AWSDefaultChain.pick(configuration, environment: environment) {
     case .environment: source = AWSEnvironmentCredentials(configuration, environment: environment)
     case .webIdentity: source = try AWSWebIdentityCredentials(configuration, environment: environment)
     case .container: source = try AWSContainerCredentials(configuration, environment: environment)
-    case .instanceMetadata: source = AWSInstanceMetadataCredentials(configuration)
-    case .default: source = try AWSDefaultChain.choose(configuration, environment: environment)
+    case .instanceMetadata, .default: source = AWSInstanceMetadataCredentials(configuration)
     }
     guard let roleARN = configuration.roleARN, !(source is AWSWebIdentityCredentials) else { return RegisteringSecrets(source) }
     return RegisteringSecrets(AWSAssumeRoleCredentials(RegisteringSecrets(source), configuration, roleARN: roleARN))
@@ -114,18 +113,33 @@ struct AWSCredentialsJSON: Decodable {
 }
 
 extension AWSCredentials {
-    /// What `tokenproxy token` prints for `type: aws` (CONTRACT.md): the container credentials
-    /// endpoint's JSON, `Token` and `Expiration` (RFC 3339, UTC) only for temporary credentials.
+    /// What `tokenproxy token` prints for `type: aws` (CONTRACT.md), and the token a `type: aws`
+    /// session holds: the container credentials endpoint's JSON, `Token` and `Expiration` (RFC 3339,
+    /// UTC) only for credentials that have them.
     public var containerEndpointJSON: String {
-        var fields = ["\"AccessKeyId\":\(JSONString.quoted(accessKeyID))", "\"SecretAccessKey\":\(JSONString.quoted(secretAccessKey))"]
-        if let sessionToken { fields.append("\"Token\":\(JSONString.quoted(sessionToken))") }
-        if let expiration {
-            let stamp = SigV4.timestamp(expiration)  // YYYYMMDDTHHMMSSZ
-            let b = Array(stamp)
-            let rfc3339 = "\(String(b[0..<4]))-\(String(b[4..<6]))-\(String(b[6..<8]))T\(String(b[9..<11])):\(String(b[11..<13])):\(String(b[13..<15]))Z"
-            fields.append("\"Expiration\":\"\(rfc3339)\"")
-        }
-        return "{" + fields.joined(separator: ",") + "}"
+        jsonObject([("AccessKeyId", accessKeyID), ("SecretAccessKey", secretAccessKey), ("Token", sessionToken), ("Expiration", expirationText)])
+    }
+
+    /// What `tokenproxy token --format credential-process` prints: the JSON a `credential_process`
+    /// of `~/.aws/config` answers (`Version` 1; `SessionToken` and `Expiration` only for credentials
+    /// that have them). https://docs.aws.amazon.com/sdkref/latest/guide/feature-process-credentials.html
+    public var credentialProcessJSON: String {
+        "{\"Version\":1,"
+            + jsonObject([
+                ("AccessKeyId", accessKeyID), ("SecretAccessKey", secretAccessKey), ("SessionToken", sessionToken), ("Expiration", expirationText),
+            ]).dropFirst()
+    }
+
+    /// `Expiration` as both formats write it: RFC 3339 in UTC, whole seconds.
+    private var expirationText: String? {
+        guard let expiration else { return nil }
+        let b = Array(SigV4.timestamp(expiration))  // YYYYMMDDTHHMMSSZ
+        return "\(String(b[0..<4]))-\(String(b[4..<6]))-\(String(b[6..<8]))T\(String(b[9..<11])):\(String(b[11..<13])):\(String(b[13..<15]))Z"
+    }
+
+    /// `{"name":"value",…}` of the members that have a value, in order.
+    private func jsonObject(_ members: [(String, String?)]) -> String {
+        "{" + members.compactMap { name, value in value.map { "\"\(name)\":\(JSONString.quoted($0))" } }.joined(separator: ",") + "}"
     }
 }
 

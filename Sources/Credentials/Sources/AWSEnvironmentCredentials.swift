@@ -1,5 +1,6 @@
 import Config
 import Foundation
+import Sockets
 
 /// `source: environment`: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or the
 /// variables and files that `access_key_id_env`/`_file`, `secret_access_key_env`/`_file` and
@@ -57,4 +58,38 @@ public struct AWSEnvironmentCredentials: AWSCredentialSource {
         case .file(let path): return path
         }
     }
+}
+
+/// `type: aws` with keys from the environment or `_file` keys (CONTRACT.md "AWS credentials and SigV4
+/// signing"): a token source without a store. The keys are read at start (a reload that changes the
+/// credentials makes a new source) and again when a `_file` key's file changes, so a restart with
+/// new keys signs with them at once; a stored copy, which the store handed back after a restart,
+/// outlived their rotation. A store an older version wrote them to is not read.
+final class AWSKeysTokenSource: TokenSource {
+    let kind = CredentialsType.aws.rawValue
+    let defaultLifetime: Double? = nil
+    let pollInterval: Double?
+    /// The fetch and its errors as every `type: aws` source has them (the container-endpoint JSON).
+    private let provider: AWSIdentityProvider
+    private let files: [String]
+    private var signatures: [FileSignature?]
+
+    init(_ configuration: AWSConfiguration, environment: [String: String]) {
+        provider = AWSIdentityProvider(RegisteringSecrets(AWSEnvironmentCredentials(configuration, environment: environment)))
+        files = [configuration.accessKeyID, configuration.secretAccessKey, configuration.sessionToken].compactMap { origin in
+            if case .file(let path)? = origin { return path }
+            return nil
+        }
+        signatures = files.map { FileSignature.of($0) }
+        pollInterval = files.isEmpty ? nil : 1
+    }
+
+    func inputChanged() -> Bool {
+        let now = files.map { FileSignature.of($0) }
+        guard now != signatures else { return false }
+        signatures = now
+        return true
+    }
+
+    func fetch(current: TokenSnapshot?) throws -> IssuedToken { try provider.refresh(nil) }
 }

@@ -163,9 +163,21 @@ public func makeTokenSource(_ configuration: Configuration, logger: Logger = Log
         return try FileTokenSource(c)
     case .exec(let c):
         return try ExecTokenSource(c, defaultLifetime: credentials.defaultLifetime, withholding: secretVariables(configuration))
+    case .aws(let c) where !c.fetchesCredentials(environment: ProcessInfo.processInfo.environment):
+        return AWSKeysTokenSource(c, environment: ProcessInfo.processInfo.environment)
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
         .azureManagedIdentity, .gitHubApp, .aws:
         return try makeSessionTokenSource(configuration, logger: logger)
+    }
+}
+
+extension CredentialsConfiguration {
+    /// Whether the credentials live in the store as a session, where `login`, `token`, `status` and
+    /// `logout` find them: every type that keeps one (`CredentialsType.keepsSession`) but `type: aws`
+    /// with keys from the environment or `_file` keys, which are never stored (`AWSKeysTokenSource`).
+    public func keepsSession(environment: [String: String]) -> Bool {
+        if case .aws(let c) = source { return c.fetchesCredentials(environment: environment) }
+        return type.keepsSession
     }
 }
 
