@@ -27,7 +27,7 @@ struct SessionSealTests {
         #expect(!text.contains(Self.session.accessToken!) && !text.contains(Self.session.refreshToken!))
         #expect(!text.contains(Data(a).base64EncodedString()))
         #expect(text.contains(seal.currentKeyID))
-        #expect(SessionSeal.read(sealed, with: seal) == .opened(document, byCurrentKey: true))
+        #expect(SessionSeal.read(sealed, with: seal) == .opened(document, reseal: false))
         #expect(try seal.seal(document) != sealed, "a fresh nonce every time")
     }
 
@@ -39,7 +39,7 @@ struct SessionSealTests {
         let underA = try SessionSeal(StoreEncryption(current: a)).seal(document)
         var rotated = StoreEncryption(current: b)
         rotated.previous = [a]
-        #expect(SessionSeal.read(underA, with: SessionSeal(rotated)) == .opened(document, byCurrentKey: false))
+        #expect(SessionSeal.read(underA, with: SessionSeal(rotated)) == .opened(document, reseal: true))
         let kidA = SessionSeal.keyID(a)
         #expect(SessionSeal.read(underA, with: SessionSeal(StoreEncryption(current: b))) == .unopenable(kid: kidA))
         #expect(SessionSeal.read(underA, with: nil) == .unopenable(kid: kidA))
@@ -70,6 +70,24 @@ struct SessionSealTests {
             return message.contains(SessionSeal.keyID(a))
         }
         #expect(try String(contentsOfFile: path, encoding: .utf8) == raw, "neither moved aside nor changed")
+    }
+
+    @Test("a file store read says when the session is to be sealed again under the current key; a write clears it")
+    func fileStoreReseal() throws {
+        let dir = try TempDir(prefix: "tokenproxy-seal")
+        let path = dir.file("state/tokens.json")
+        let a = Self.key()
+        let b = Self.key()
+        try FileTokenStore(path: path, logger: LogCapture().logger(), seal: SessionSeal(StoreEncryption(current: a))).save(Self.session)
+        var rotated = StoreEncryption(current: b)
+        rotated.previous = [a]
+        let store = FileTokenStore(path: path, logger: LogCapture().logger(), seal: SessionSeal(rotated))
+        #expect(try store.load() == Self.session)
+        #expect(store.lastReadNeedsReseal)
+        try store.save(Self.session)
+        #expect(!store.lastReadNeedsReseal)
+        #expect(try store.load() == Self.session)
+        #expect(!store.lastReadNeedsReseal, "sealed under the current key now")
     }
 
     @Test("the Redis store holds only sealed bytes in the session hash")

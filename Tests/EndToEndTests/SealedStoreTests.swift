@@ -8,6 +8,56 @@ import Testing
 struct SealedStoreTests {
     static func newKey() -> String { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
 
+    /// The key id beside a sealed session document.
+    static func kid(_ document: [String: Any]?) -> String? { (document?["sealed"] as? [String: Any])?["kid"] as? String }
+
+    /// `store:` lines (after the backend's own) for a current key file and, optionally, previous keys.
+    static func keys(_ current: String, previous: String? = nil) -> String {
+        "  encryption_key_file: ./\(current)" + (previous.map { "\n  encryption_previous_keys_file: ./\($0)" } ?? "")
+    }
+
+    /// Issue 39 point 3, on the file store and in Redis: a session sealed under a previous key is
+    /// written back under the current one as soon as a process reads it (here `serve` at start), not
+    /// at the next refresh, so the previous key can be dropped at once.
+    @Test(
+        "a session sealed under a previous key is sealed under the current one at start, without a refresh; the previous key can then go",
+        arguments: ["file", "redis"])
+    func previousKeyResealedAtRead(backend: String) throws {
+        let fleet = try Fleet(idpArguments: ["--access-ttl", "3600"])
+        defer { fleet.stop() }
+        let life = fleet.life
+        let store = backend == "redis" ? fleet.storeYAML + "\n" : "store:\n"
+        let stored: () throws -> [String: Any]? = { backend == "redis" ? try fleet.stored() : life.store() }
+        _ = try life.dir.write("k1.key", Self.newKey() + "\n", mode: 0o600)
+        _ = try life.dir.write("k2.key", Self.newKey() + "\n", mode: 0o600)
+        _ = try life.dir.write("old.keys", try String(contentsOfFile: life.dir.file("k1.key"), encoding: .utf8), mode: 0o600)
+        _ = try life.dir.write("tokenproxy.yaml", life.config(extra: store + Self.keys("k1.key")))
+        #expect(try life.login().status == 0)
+        let kid1 = try #require(Self.kid(try stored()))
+
+        let refreshes = try life.idpCalls("refresh_token")
+        var proxy = try life.serve(extra: store + Self.keys("k2.key", previous: "old.keys"))
+        #expect(try send(proxy).status == 200)
+        #expect(
+            try eventually(timeout: 30) { try Self.kid(stored()).map { $0 != kid1 } ?? false },
+            "still sealed under the previous key: \(proxy.stderr)")
+        #expect(try life.idpCalls("refresh_token") == refreshes, "no refresh")
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+        life.record("serve with the previous key", proxy.stderr)
+
+        // The previous key dropped: the session still opens, without a login.
+        let logins = try life.idpCalls("password")
+        proxy = try life.serve(extra: store + Self.keys("k2.key"))
+        let response = try send(proxy)
+        #expect(response.status == 200, "\(response)")
+        #expect(try life.idpCalls("password") == logins, "no new login")
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+        #expect(try life.command(["token"]).status == 0)
+        life.assertNoLeaks([proxy])
+    }
+
     @Test("a store is sealed at its next write, holds no token, survives a key rotation, and one no key opens asks for a login without being touched")
     func sealRotateAndRefuse() throws {
         let life = try Lifecycle()

@@ -46,10 +46,11 @@ public struct SessionSeal: Sendable {
 
     /// What a stored document is.
     enum Reading: Equatable {
-        /// Not sealed: the document as it is.
+        /// Not sealed: the document as it is (sealed at the next write).
         case plain([UInt8])
-        /// Opened; `byCurrentKey` false: a previous key opened it (the next write seals it anew).
-        case opened([UInt8], byCurrentKey: Bool)
+        /// Opened. `reseal`: a previous key opened it: the reader writes it back at once, sealed
+        /// under the current key (CONTRACT.md).
+        case opened([UInt8], reseal: Bool)
         /// Sealed under a key none of `keys` is (or, when it names one of them, that failed to open
         /// it: a damaged box). Never deleted or overwritten by the proxy.
         case unopenable(kid: String)
@@ -64,15 +65,17 @@ public struct SessionSeal: Sendable {
             let box = try? AES.GCM.SealedBox(combined: combined),
             let document = try? AES.GCM.open(box, using: key.key, authenticating: Self.purpose)
         else { return .unopenable(kid: kid) }
-        return .opened(Array(document), byCurrentKey: kid == seal.current.id)
+        return .opened(Array(document), reseal: kid != seal.current.id)
     }
 
-    /// The session document a store holds, opened when sealed. A sealed one no key opens throws
-    /// `loginRequired` naming its key id: the store leaves it where it is (not moved aside, not
-    /// written back), as a key the operator has elsewhere may still open it.
-    static func document(_ stored: [UInt8], with seal: SessionSeal?) throws -> [UInt8] {
+    /// The session document a store holds, opened when sealed, and whether it is to be sealed again
+    /// at once (`Reading.opened`). A sealed one no key opens throws `loginRequired` naming its key
+    /// id: the store leaves it where it is (not moved aside, not written back), as a key the
+    /// operator has elsewhere may still open it.
+    static func document(_ stored: [UInt8], with seal: SessionSeal?) throws -> (document: [UInt8], reseal: Bool) {
         switch read(stored, with: seal) {
-        case .plain(let document), .opened(let document, _): return document
+        case .plain(let document): return (document, false)
+        case .opened(let document, let reseal): return (document, reseal)
         case .unopenable(let kid): throw TokenSourceError.loginRequired(unopenableMessage(kid: kid))
         }
     }
