@@ -263,14 +263,14 @@ public final class SessionTokenSource: TokenSource {
         }
     }
 
-    /// Writes back, under the lock, a session the store opened with a previous key: sealed under the
-    /// current key at once (CONTRACT.md "The fleet store in production"), so that an operator who
-    /// drops the old key later loses no session. A failed write is logged; the next read of the
-    /// store tries again.
+    /// Writes back, under the lock, a session the store opened with a previous key or found sealed
+    /// before its route binding: sealed under the current key at once (CONTRACT.md "The fleet store
+    /// in production"), so that an operator who drops the old key later loses no session. A failed
+    /// write is logged; the next read of the store tries again.
     private func reseal(_ session: StoredSession) {
         do {
             try store.save(session)
-            logger.info("\(kind): the stored session was sealed under a previous key; sealed again under the current key")
+            logger.info("\(kind): the stored session was sealed under a previous key or without its route; sealed again under the current key")
         } catch {
             logger.warning("\(kind): the stored session could not be sealed again under the current key (\(error)); trying again at the next read")
         }

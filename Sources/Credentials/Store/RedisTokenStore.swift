@@ -519,7 +519,7 @@ public final class RedisTokenStore: TokenStore {
 
 /// The session store that `store.backend` names.
 public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) throws -> (store: any TokenStore, metrics: StoreMetrics) {
-    let seal = configuration.encryption.map(SessionSeal.init)
+    let seal = configuration.encryption.map { SessionSeal($0, binding: SessionSeal.Binding(configuration)) }
     switch configuration.backend {
     case .file:
         return (FileTokenStore(path: configuration.path, logger: logger, seal: seal), StoreMetrics(backend: "file"))

@@ -94,8 +94,8 @@ public protocol TokenStore: AnyObject {
     func read() throws -> StoreReading
     /// Writes `session` back after `read()` said `.lost`, fenced like `save`.
     func restore(_ session: StoredSession) throws
-    /// True when the session the last read returned was sealed under a previous key (`SessionSeal`):
-    /// the reader, holding the lock, writes it back with `save` at once.
+    /// True when the session the last read returned was sealed under a previous key or before its
+    /// route binding (`SessionSeal`): the reader, holding the lock, writes it back with `save` at once.
     var lastReadNeedsReseal: Bool { get }
 }
 
