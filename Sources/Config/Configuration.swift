@@ -124,6 +124,10 @@ public struct StoreConfiguration: Sendable, Equatable {
     public var redis: RedisStoreConfiguration? = nil
     /// `store.encryption_key_*`: sessions sealed at rest (both backends).
     public var encryption: StoreEncryption? = nil
+    /// The route whose session this store keeps, named in a sealed session's authenticated data:
+    /// the route's own name, or the first in the file of the routes that share this store (their
+    /// one session opens for each of them). Set by the loader once every route is read.
+    public var sessionRoute = RouteConfiguration.defaultName
     public init(path: String) { self.path = path }
 }
 

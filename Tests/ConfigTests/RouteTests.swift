@@ -130,6 +130,34 @@ import Testing
         #expect(keys.contains("routes[5].match.path_prefix"))
     }
 
+    /// What a sealed session names as its route (CONTRACT.md "The fleet store in production"): the
+    /// route's own, and for routes that share one store the first of them, so that their one session
+    /// opens for each (`login --route` of either, the manager they share).
+    @Test func aStoreNamesTheRouteWhoseSessionItKeeps() throws {
+        #expect(try parse(minimalYAML).configuration.routes[0].store.sessionRoute == "default")
+        let c = try parse(
+            Self.routesFile(
+                """
+                  - name: own
+                    match: {path_prefix: /own/}
+                    upstream: https://a.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                  - name: second
+                    match: {path_prefix: /second/}
+                    upstream: https://b.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                    store: {path: /tmp/shared.json}
+                  - name: first
+                    match: {path_prefix: /first/}
+                    upstream: https://c.example.com
+                    credentials: {type: static, token_env: TOKEN}
+                    store: {path: /tmp/shared.json}
+                """), environment: Self.environment
+        ).configuration
+        #expect(c.routes.map(\.store.sessionRoute) == ["own", "second", "second"])
+        #expect(c.routes[1].store == c.routes[2].store, "one session: one manager")
+    }
+
     @Test func theTablePicksExactHostThenWildcardThenLongestPathThenFallback() throws {
         let c = try parse(
             Self.routesFile(

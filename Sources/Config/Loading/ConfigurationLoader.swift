@@ -203,7 +203,7 @@ struct Builder {
         }
 
         // The one-API file is the route `default`; with `routes:` the top-level sections are every route's defaults.
-        let routes: [RouteConfiguration]
+        var routes: [RouteConfiguration]
         // The top-level store.path: its folder keeps the forward proxy's CA when the file names none.
         let topStorePath: String
         if hasRoutes {
@@ -219,6 +219,12 @@ struct Builder {
         } else {
             routes = [RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true, in: load)]
             topStorePath = routes[0].store.path
+        }
+
+        // What a sealed session names as its route (SessionSeal.Binding).
+        for i in routes.indices {
+            let identity = routes[i].store.identity
+            routes[i].store.sessionRoute = routes.first { $0.store.identity == identity }?.name ?? routes[i].name
         }
 
         var config = Configuration(upstream: routes[0].upstream, credentials: routes[0].credentials, store: routes[0].store, baseDirectory: load.baseDirectory)

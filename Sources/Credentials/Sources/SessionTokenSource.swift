@@ -248,6 +248,7 @@ public final class SessionTokenSource: TokenSource {
             switch try store.read() {
             case .session(let session):
                 held = session
+                if store.lastReadNeedsReseal { reseal(session) }
                 return session
             case .noSession:
                 held = nil
@@ -259,6 +260,19 @@ public final class SessionTokenSource: TokenSource {
             throw error
         } catch {
             throw TokenSourceError.passing("\(kind): \(error)")
+        }
+    }
+
+    /// Writes back, under the lock, a session the store opened with a previous key or found sealed
+    /// before its route binding: sealed under the current key at once (CONTRACT.md "The fleet store
+    /// in production"), so that an operator who drops the old key later loses no session. A failed
+    /// write is logged; the next read of the store tries again.
+    private func reseal(_ session: StoredSession) {
+        do {
+            try store.save(session)
+            logger.info("\(kind): the stored session was sealed under a previous key or without its route; sealed again under the current key")
+        } catch {
+            logger.warning("\(kind): the stored session could not be sealed again under the current key (\(error)); trying again at the next read")
         }
     }
 

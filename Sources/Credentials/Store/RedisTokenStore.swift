@@ -53,6 +53,7 @@ public final class RedisTokenStore: TokenStore {
     /// When the tokens of the newest session this process read or wrote were issued.
     private var newestIssuedAt: Double = 0
     private var unavailable: String?
+    public private(set) var lastReadNeedsReseal = false
 
     /// How often the generation is read when no notification came (pub/sub is the fast path).
     static let slowPollInterval = 5.0
@@ -88,6 +89,7 @@ public final class RedisTokenStore: TokenStore {
     }
 
     public func read() throws -> StoreReading {
+        lastReadNeedsReseal = false
         let reply = try perform(.load, errorIsAnswer: true) { try $0.command(["HMGET", sessionKey, "generation", "session"]) }
         guard let hash = RedisReplies.session(reply) else {
             throw TokenStoreError(description: "\(location): reading \(sessionKey) failed: \(reply.errorText ?? "unexpected answer")")
@@ -107,7 +109,7 @@ public final class RedisTokenStore: TokenStore {
         case .document(let generation, let stored):
             let seen = generation.map { String($0) } ?? ""
             remember(generation ?? 0)
-            let document = try SessionSeal.document(stored, with: seal)
+            let (document, reseal) = try SessionSeal.document(stored, with: seal)
             guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
                 lostGeneration = seen
                 return .lost("the stored session cannot be read (not a session document this version can read)")
@@ -116,6 +118,7 @@ public final class RedisTokenStore: TokenStore {
             rememberIssued(session)
             if let token = session.accessToken { registerSecret(token) }
             if let token = session.refreshToken { registerSecret(token) }
+            lastReadNeedsReseal = reseal
             return .session(session)
         }
     }
@@ -178,6 +181,7 @@ public final class RedisTokenStore: TokenStore {
             try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
         }
         try commit(reply, what: "write")
+        lastReadNeedsReseal = false
         rememberIssued(session)
         awaitReplica("write")
     }
@@ -515,15 +519,15 @@ public final class RedisTokenStore: TokenStore {
 
 /// The session store that `store.backend` names.
 public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) throws -> (store: any TokenStore, metrics: StoreMetrics) {
+    let seal = configuration.encryption.map { SessionSeal($0, binding: SessionSeal.Binding(configuration)) }
     switch configuration.backend {
     case .file:
-        return (FileTokenStore(path: configuration.path, logger: logger, seal: configuration.encryption.map(SessionSeal.init)), StoreMetrics(backend: "file"))
+        return (FileTokenStore(path: configuration.path, logger: logger, seal: seal), StoreMetrics(backend: "file"))
     case .redis:
         guard let redis = configuration.redis else {
             throw ConfigurationError(keyPath: "store.url", reason: "required with store.backend: redis")
         }
         let metrics = StoreMetrics(backend: "redis")
-        let seal = configuration.encryption.map(SessionSeal.init)
         return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics, seal: seal), metrics)
     }
 }

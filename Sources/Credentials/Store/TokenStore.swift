@@ -94,6 +94,9 @@ public protocol TokenStore: AnyObject {
     func read() throws -> StoreReading
     /// Writes `session` back after `read()` said `.lost`, fenced like `save`.
     func restore(_ session: StoredSession) throws
+    /// True when the session the last read returned was sealed under a previous key or before its
+    /// route binding (`SessionSeal`): the reader, holding the lock, writes it back with `save` at once.
+    var lastReadNeedsReseal: Bool { get }
 }
 
 /// What a store held when it was read.
@@ -117,6 +120,9 @@ extension TokenStore {
     public func restore(_ session: StoredSession) throws {
         try save(session)
     }
+
+    /// A store that seals nothing never has a session to seal again.
+    public var lastReadNeedsReseal: Bool { false }
 }
 
 public struct TokenStoreError: Error, Sendable, CustomStringConvertible {
@@ -137,6 +143,7 @@ public final class FileTokenStore: TokenStore {
     private var checkedFolder = false
     /// Seals every session written, opens sealed ones read (`store.encryption_key_*`).
     private let seal: SessionSeal?
+    public private(set) var lastReadNeedsReseal = false
     static let sizeLimit = 1 << 20
 
     public init(path: String, logger: Logger, seal: SessionSeal? = nil, now: @escaping () -> Double = { Date().timeIntervalSince1970 }) {
@@ -148,6 +155,7 @@ public final class FileTokenStore: TokenStore {
     }
 
     public func load() throws -> StoredSession? {
+        lastReadNeedsReseal = false
         let signature = FileSignature.of(path)
         knownSignature = signature
         guard signature != nil else { return nil }
@@ -166,11 +174,12 @@ public final class FileTokenStore: TokenStore {
             }
             throw TokenStoreError(description: "store \(path): \(failure.description)")
         }
-        let document = try SessionSeal.document(bytes, with: seal)
+        let (document, reseal) = try SessionSeal.document(bytes, with: seal)
         guard let session = try? JSONDecoder().decode(StoredSession.self, from: Data(document)), session.version == 1 else {
             moveAside(reason: "not a session document this version can read")
             return nil
         }
+        lastReadNeedsReseal = reseal
         if let token = session.accessToken { registerSecret(token) }
         if let token = session.refreshToken { registerSecret(token) }
         return session
@@ -194,6 +203,7 @@ public final class FileTokenStore: TokenStore {
             throw TokenStoreError(description: "store \(String(describing: error))")
         }
         knownSignature = FileSignature.of(path)
+        lastReadNeedsReseal = false
     }
 
     public func remove() throws {
