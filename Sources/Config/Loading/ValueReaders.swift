@@ -79,17 +79,12 @@ final class LoadContext {
         return path
     }
 
-    /// The path of a private key (signing, DPoP, a TLS client key): refused when group or others may
-    /// read it, since the key is then as good as theirs (as `ssh` refuses such a key). `mustExist`:
-    /// a missing file is an error too; otherwise only an existing one is checked.
+    /// The path of a private key (signing, DPoP, a TLS key, a store key): refused when
+    /// `KeyFilePermissions` refuses it, since the key is then as good as others' (as `ssh` refuses
+    /// such a key). `mustExist`: a missing file is an error too; otherwise only an existing one is checked.
     func privateKeyFile(_ section: YAMLSection, _ key: String, mustExist: Bool = true) throws -> String? {
         guard let path = try mustExist ? existingFile(section, key) : pathValue(section, key) else { return nil }
-        if let mode = FileKind.mode(of: path), mode & 0o044 != 0 {
-            let octal = String(mode & 0o777, radix: 8)
-            throw ConfigurationError(
-                keyPath: section.path(key),
-                reason: "\(path) is readable by group or others (mode 0\(octal)): chmod 600 it (in Kubernetes, defaultMode: 0400 on the secret volume)")
-        }
+        if let problem = KeyFilePermissions.problem(path) { throw ConfigurationError(keyPath: section.path(key), reason: problem) }
         return path
     }
 
