@@ -104,6 +104,31 @@ public struct KeyFilePermissions: Equatable, Sendable {
     public static func problem(_ path: String) -> String? { of(path)?.reason(for: path) }
 }
 
+/// What this process may do with a path, asked of the kernel as the user it runs as (access(2)), so
+/// that `check` finds what `serve` would meet at start without opening or making anything.
+public enum FileAccess {
+    /// Why a file cannot be made at `path` (its folder made first when missing, as the store and the
+    /// made CA are); nil when it can. A folder that exists must take new files; a missing one, its
+    /// nearest existing parent.
+    public static func creationProblem(_ path: String) -> String? {
+        var folder = AtomicFile.parentFolder(of: path)
+        while FileKind.of(folder) == nil {
+            let parent = AtomicFile.parentFolder(of: folder)
+            if parent == folder { break }
+            folder = parent
+        }
+        guard FileKind.of(folder) == .folder else { return "\(folder) is not a folder" }
+        guard access(folder, W_OK | X_OK) != 0 else { return nil }
+        return "cannot create files in \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+    }
+
+    /// The reason a file that is there cannot be read, for an error; nil when it can or is not there.
+    public static func readProblem(_ path: String) -> String? {
+        guard FileKind.of(path) != nil, access(path, R_OK) != 0 else { return nil }
+        return "cannot read \(path) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+    }
+}
+
 /// What tells a rewritten file from an untouched one without reading it.
 public struct FileSignature: Equatable, Sendable {
     var device: UInt64

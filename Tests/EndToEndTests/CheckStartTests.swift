@@ -2,10 +2,21 @@ import Foundation
 import TestSupport
 import Testing
 
-/// CONTRACT.md, "HTTPS for clients" (issue 39 points 6 and 21): the key files a Kubernetes Secret
-/// gives.
+/// CONTRACT.md, `check` and "HTTPS for clients" (issue 39 points 6, 7 and 21): the key files a
+/// Kubernetes Secret gives, and what `serve` needs at start, checked by `check` as the user it runs
+/// as. "Another user" is `nobody` through `setpriv`, which only a root test run can use.
 @Suite struct CheckStartTests {
     static let runsAsRoot = geteuid() == 0
+    static let canSwitchUser = runsAsRoot && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    static let nobody: UInt32 = 65534
+
+    /// `tokenproxy check` as `nobody`, with the environment the test gives.
+    static func checkAsNobody(_ config: String, env: [String: String] = [:]) throws -> CommandResult {
+        try runCommand(
+            "/usr/bin/setpriv",
+            arguments: ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups", RepositoryPaths.tokenproxyBinary.path, "check", "--config", config],
+            environment: childEnvironment(env), timeout: 60)
+    }
 
     /// A Secret volume as the kubelet writes it: the files in a timestamped folder, `..data` a link
     /// to it, and each name a link through `..data` (so mode and owner are the target's).
@@ -91,5 +102,122 @@ import Testing
         #expect(result.stderr.contains("credentials.client_key_file: \(client.key) (mode 0644, owner uid "), "\(result.stderr)")
         guard chmod(client.key, 0o600) == 0 else { throw HarnessError("chmod failed") }
         #expect(try ProxyProcess.run(args: ["check", "--config", path]).status == 0)
+    }
+
+    /// A seed's variable, or an AWS key's, that is not set: `serve` would start without a session
+    /// (or without keys); `check` names each key and variable, all in one run.
+    @Test func checkNamesEveryVariableThatIsNotSet() throws {
+        let dir = try TempDir(prefix: "check-env")
+        let path = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            store: {path: ./state/tokens.json}
+            routes:
+              - name: orders
+                match: {path_prefix: /orders/}
+                upstream: http://127.0.0.1:9
+                credentials:
+                  type: oauth2_refresh
+                  token_url: http://127.0.0.1:9/token
+                  client_id: cli
+                  refresh_token_env: CHECK_SEED_REFRESH_TOKEN
+              - name: s3
+                match: {path_prefix: /s3/}
+                upstream: http://127.0.0.1:9
+                credentials:
+                  type: aws
+                  region: eu-west-1
+                  service: s3
+                  source: environment
+                  access_key_id_env: CHECK_AWS_KEY_ID
+                  secret_access_key_env: CHECK_AWS_SECRET
+            """)
+        let missing = try ProxyProcess.run(args: ["check", "--config", path], env: ["CHECK_AWS_KEY_ID": "AKIDEXAMPLE"])
+        #expect(missing.status == 2, "\(missing.output)")
+        for line in [
+            "routes[0].credentials.refresh_token_env: the environment variable CHECK_SEED_REFRESH_TOKEN is not set",
+            "routes[1].credentials.secret_access_key_env: the environment variable CHECK_AWS_SECRET is not set",
+        ] {
+            #expect(missing.stderr.contains(line), "\(missing.stderr)")
+        }
+        #expect(!missing.stderr.contains("CHECK_AWS_KEY_ID is not set"), "\(missing.stderr)")
+        let set = try ProxyProcess.run(
+            args: ["check", "--config", path],
+            env: ["CHECK_AWS_KEY_ID": "AKIDEXAMPLE", "CHECK_AWS_SECRET": "check-secret-\(UUID().uuidString)", "CHECK_SEED_REFRESH_TOKEN": "seed"])
+        #expect(set.status == 0, "\(set.output)")
+    }
+
+    /// The Docker image's case: the configuration's folder is read-only to the service user, and the
+    /// default store (`./state/tokens.json` beside the file) cannot be made there. Root may; `nobody`
+    /// may not, and `check` as `nobody` says so with the key. So does a token file only root may read.
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    func checkAsTheServiceUserNamesAStoreFolderItCannotWriteAndAFileItCannotRead() throws {
+        let dir = try TempDir(prefix: "check-as-nobody")
+        guard chmod(dir.path, 0o755) == 0 else { throw HarnessError("chmod failed") }
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            routes:
+              - name: api
+                match: {path_prefix: /api/}
+                upstream: http://127.0.0.1:9
+                credentials:
+                  type: oauth2_client_credentials
+                  token_url: http://127.0.0.1:9/token
+                  client_id: svc
+                  client_secret_env: CHECK_CLIENT_SECRET
+              - name: files
+                match: {path_prefix: /files/}
+                upstream: http://127.0.0.1:9
+                credentials: {type: file, path: ./token}
+            """, mode: 0o644)
+        try dir.write("token", "a-token\n", mode: 0o600)
+        let env = ["CHECK_CLIENT_SECRET": "check-secret-\(UUID().uuidString)"]
+        let asRoot = try ProxyProcess.run(args: ["check", "--config", config], env: env)
+        #expect(asRoot.status == 0, "\(asRoot.output)")
+        #expect(FileManager.default.fileExists(atPath: dir.file("state")) == false, "check made the store's folder")
+
+        let asNobody = try Self.checkAsNobody(config, env: env)
+        #expect(asNobody.status == 2, "\(asNobody.output)")
+        #expect(asNobody.stderr.contains("2 configuration errors"), "\(asNobody.stderr)")
+        #expect(
+            asNobody.stderr.contains("routes[1].credentials.path: cannot read \(dir.url.standardizedFileURL.path)/token as uid 65534"),
+            "\(asNobody.stderr)")
+        #expect(
+            asNobody.stderr.contains("routes[0].store.path: \(dir.url.standardizedFileURL.path)/state/api.json: cannot create files in"),
+            "\(asNobody.stderr)")
+        #expect(!asNobody.output.contains(env["CHECK_CLIENT_SECRET"]!))
+    }
+
+    /// A forward proxy CA that root made (`tokenproxy ca` run as root): the service user cannot read
+    /// its key, and `check` as that user names it; `check` as root passes.
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    func checkAsTheServiceUserNamesACARootMade() throws {
+        let dir = try TempDir(prefix: "check-ca")
+        guard chmod(dir.path, 0o777) == 0 else { throw HarnessError("chmod failed") }
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            store: {path: ./state/tokens.json}
+            forward_proxy: {}
+            routes:
+              - name: api
+                match: {host: api.example.test}
+                upstream: http://127.0.0.1:9
+                credentials: {type: static, token_env: E2E_TOKEN}
+            """, mode: 0o644)
+        let env = ["E2E_TOKEN": e2eToken]
+        #expect(try Self.checkAsNobody(config, env: env).status == 0, "nobody can make the CA in a folder it may write")
+        let made = try ProxyProcess.run(args: ["ca", "--config", config], env: env)
+        #expect(made.status == 0, "\(made.output)")
+        guard chmod(dir.file("state"), 0o755) == 0 else { throw HarnessError("chmod failed") }
+        #expect(try ProxyProcess.run(args: ["check", "--config", config], env: env).status == 0)
+        let asNobody = try Self.checkAsNobody(config, env: env)
+        #expect(asNobody.status == 2, "\(asNobody.output)")
+        let key = "\(dir.url.standardizedFileURL.path)/state/forward-proxy-ca-key.pem"
+        #expect(asNobody.stderr.contains("forward_proxy: cannot read \(key) as uid 65534"), "\(asNobody.stderr)")
     }
 }
