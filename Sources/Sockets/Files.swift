@@ -112,12 +112,15 @@ public enum FileAccess {
     /// nearest existing parent.
     public static func creationProblem(_ path: String) -> String? {
         var folder = AtomicFile.parentFolder(of: path)
-        while FileKind.of(folder) == nil {
+        var info = stat()
+        while stat(folder, &info) != 0 {
+            // Only a folder that is not there is made; one that cannot be reached (EACCES) stays so.
+            guard errno == ENOENT else { return "cannot reach \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))" }
             let parent = AtomicFile.parentFolder(of: folder)
             if parent == folder { break }
             folder = parent
         }
-        guard FileKind.of(folder) == .folder else { return "\(folder) is not a folder" }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return "\(folder) is not a folder" }
         guard access(folder, W_OK | X_OK) != 0 else { return nil }
         return "cannot create files in \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))"
     }

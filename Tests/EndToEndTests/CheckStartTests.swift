@@ -191,6 +191,29 @@ import Testing
         #expect(!asNobody.output.contains(env["CHECK_CLIENT_SECRET"]!))
     }
 
+    /// A store under a folder the service user cannot even enter: named as one it cannot reach, not
+    /// as one to make in the folder above.
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    func checkAsTheServiceUserNamesAStoreFolderItCannotReach() throws {
+        let dir = try TempDir(prefix: "check-reach")
+        guard chmod(dir.path, 0o777) == 0 else { throw HarnessError("chmod failed") }
+        try FileManager.default.createDirectory(atPath: dir.file("private/state"), withIntermediateDirectories: true)
+        guard chmod(dir.file("private"), 0o700) == 0 else { throw HarnessError("chmod failed") }
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            upstream: http://127.0.0.1:9
+            credentials: {type: oauth2_client_credentials, token_url: http://127.0.0.1:9/token, client_id: svc, client_secret_env: CHECK_CLIENT_SECRET}
+            store: {path: ./private/state/tokens.json}
+            """, mode: 0o644)
+        let env = ["CHECK_CLIENT_SECRET": "check-secret-\(UUID().uuidString)"]
+        #expect(try ProxyProcess.run(args: ["check", "--config", config], env: env).status == 0)
+        let asNobody = try Self.checkAsNobody(config, env: env)
+        #expect(asNobody.status == 2, "\(asNobody.output)")
+        let folder = "\(dir.url.standardizedFileURL.path)/private/state"
+        #expect(asNobody.stderr.contains("store.path: \(folder)/tokens.json: cannot reach \(folder) as uid 65534"), "\(asNobody.stderr)")
+    }
+
     /// A forward proxy CA that root made (`tokenproxy ca` run as root): the service user cannot read
     /// its key, and `check` as that user names it; `check` as root passes.
     @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
