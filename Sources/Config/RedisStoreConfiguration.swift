@@ -239,7 +239,7 @@ extension StoreConfiguration {
                 }
                 redis.key = key
             }
-            redis.caFile = try load.pathValue(store, "ca_file")
+            redis.caFile = try load.laterFile(store, "ca_file")
             if let caFile = redis.caFile {
                 if !url.tls { load.warnings.append("\(store.path("ca_file")): used only with a rediss:// URL; ignored") }
                 guard Paths.kind(of: caFile) == .other else {

@@ -287,6 +287,9 @@ extension RouteConfiguration {
             for error in sub.found.errors {
                 load.found.record(ConfigurationError(keyPath: error.keyPath.isEmpty ? prefix : "\(prefix).\(error.keyPath)", reason: error.reason))
             }
+            for problem in sub.startProblems.errors {
+                load.startProblems.record(ConfigurationError(keyPath: "\(prefix).\(problem.keyPath)", reason: problem.reason))
+            }
             load.warnings += sub.warnings.map { "\(prefix).\($0)" }
             routes.append(route)
         }

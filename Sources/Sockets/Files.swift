@@ -62,6 +62,76 @@ public enum FileKind: Sendable, Equatable {
     }
 }
 
+/// Who may read a private key file: its permission bits and its owner, after symlinks (a Kubernetes
+/// Secret's files are links into `..data`). The one rule for every private key file the configuration
+/// names (CONTRACT.md "HTTPS for clients"): others may never read it, and its group only when root
+/// owns it, which is what a Secret mounted with `fsGroup` gives (0440, root, the pod's group) and
+/// what PostgreSQL accepts of its own key.
+public struct KeyFilePermissions: Equatable, Sendable {
+    public var mode: UInt32
+    public var owner: UInt32
+
+    public init(mode: UInt32, owner: UInt32) {
+        self.mode = mode
+        self.owner = owner
+    }
+
+    /// The permissions of what is at `path` (stat(2), so after symlinks); nil when nothing is there.
+    public static func of(_ path: String) -> KeyFilePermissions? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return KeyFilePermissions(mode: UInt32(info.st_mode & 0o7777), owner: UInt32(info.st_uid))
+    }
+
+    /// Why the key is refused; nil when it is accepted.
+    public var refusal: String? {
+        if mode & 0o004 != 0 { return "others may read it" }
+        if mode & 0o040 != 0 && owner != 0 { return "its group may read it and root does not own it" }
+        return nil
+    }
+
+    /// The refusal as an error's reason, naming the file at `path`, its mode and its owner; nil when
+    /// the key is accepted.
+    public func reason(for path: String) -> String? {
+        guard let refusal else { return nil }
+        let octal = "0" + String(mode & 0o777, radix: 8)
+        return "\(path) (mode \(octal), owner uid \(owner)): \(refusal); chmod 600 it "
+            + "(a key owned by root may be 0440, as a Kubernetes Secret mounted with fsGroup is)"
+    }
+
+    /// The refusal of the key file at `path`; nil when it is accepted or nothing is there (a missing
+    /// file is the caller's matter).
+    public static func problem(_ path: String) -> String? { of(path)?.reason(for: path) }
+}
+
+/// What this process may do with a path, asked of the kernel as the user it runs as (access(2)), so
+/// that `check` finds what `serve` would meet at start without opening or making anything.
+public enum FileAccess {
+    /// Why a file cannot be made at `path` (its folder made first when missing, as the store and the
+    /// made CA are); nil when it can. A folder that exists must take new files; a missing one, its
+    /// nearest existing parent.
+    public static func creationProblem(_ path: String) -> String? {
+        var folder = AtomicFile.parentFolder(of: path)
+        var info = stat()
+        while stat(folder, &info) != 0 {
+            // Only a folder that is not there is made; one that cannot be reached (EACCES) stays so.
+            guard errno == ENOENT else { return "cannot reach \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))" }
+            let parent = AtomicFile.parentFolder(of: folder)
+            if parent == folder { break }
+            folder = parent
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return "\(folder) is not a folder" }
+        guard access(folder, W_OK | X_OK) != 0 else { return nil }
+        return "cannot create files in \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+    }
+
+    /// The reason a file that is there cannot be read, for an error; nil when it can or is not there.
+    public static func readProblem(_ path: String) -> String? {
+        guard FileKind.of(path) != nil, access(path, R_OK) != 0 else { return nil }
+        return "cannot read \(path) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+    }
+}
+
 /// What tells a rewritten file from an untouched one without reading it.
 public struct FileSignature: Equatable, Sendable {
     var device: UInt64

@@ -24,14 +24,13 @@ public final class CertificatePair: @unchecked Sendable {
         tp_x509_stack_free(chain)
     }
 
-    /// True when a key file's mode keeps it from group and others (CONTRACT.md, "HTTPS for clients").
-    public static func isPrivate(mode: UInt32) -> Bool { mode & 0o077 == 0 }
-
-    /// Reads a PEM certificate chain (leaf first) and its PEM private key. The key file must not be
-    /// readable by group or others; a key protected by a passphrase counts as no key (no prompt).
+    /// Reads a PEM certificate chain (leaf first) and its PEM private key. The key file must be one
+    /// `KeyFilePermissions` accepts; a key protected by a passphrase counts as no key (no prompt).
     public static func load(certificateFile: String, keyFile: String) throws(TLSSetupError) -> CertificatePair {
         let certificatePEM = try readFile(certificateFile)
-        if let mode = FileKind.mode(of: keyFile), !isPrivate(mode: mode) { throw .keyFileNotPrivate(path: keyFile, mode: mode) }
+        if let permissions = KeyFilePermissions.of(keyFile), permissions.refusal != nil {
+            throw .keyFileNotPrivate(path: keyFile, permissions: permissions)
+        }
         let keyPEM = try readFile(keyFile)
         let certificates = PEM.certificates(certificatePEM)
         guard let leaf = certificates.first else { throw .noCertificate(path: certificateFile) }

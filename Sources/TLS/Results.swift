@@ -1,3 +1,5 @@
+import Sockets
+
 /// What one step of a non-blocking TLS operation achieved, for an epoll loop to act on: `wantRead` and
 /// `wantWrite` say which readiness to wait for before calling the same operation again.
 public enum TLSStep: Equatable, Sendable {
@@ -58,8 +60,8 @@ public enum TLSFailure: Error, Equatable, Sendable, CustomStringConvertible {
 /// A TLS context or certificate that could not be set up, with the file it concerns.
 public enum TLSSetupError: Error, Equatable, Sendable, CustomStringConvertible {
     case unreadableFile(path: String, errno: Int32?)
-    /// A private key file readable by group or others (mode shown in octal in the description).
-    case keyFileNotPrivate(path: String, mode: UInt32)
+    /// A private key file that `KeyFilePermissions` refuses (its mode and owner in the description).
+    case keyFileNotPrivate(path: String, permissions: KeyFilePermissions)
     case noCertificate(path: String)
     case noPrivateKey(path: String)
     case keyDoesNotMatchCertificate(certificatePath: String, keyPath: String)
@@ -76,7 +78,7 @@ public enum TLSSetupError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .unreadableFile(let path, let errno): "\(path): cannot be read" + (errno.map { " (errno \($0))" } ?? "")
-        case .keyFileNotPrivate(let path, let mode): "\(path): mode \(String(mode, radix: 8)) lets group or others read the key; use 0600 or 0400"
+        case .keyFileNotPrivate(let path, let permissions): permissions.reason(for: path) ?? "\(path): accepted"
         case .noCertificate(let path): "\(path): no PEM certificate"
         case .noPrivateKey(let path): "\(path): no PEM private key (or one protected by a passphrase)"
         case .keyDoesNotMatchCertificate(let certificatePath, let keyPath): "\(keyPath) is not the key of \(certificatePath)"

@@ -253,19 +253,69 @@ struct Check: ParsableCommand {
 
     func run() throws {
         let loaded = options.load()
-        // Key files and the like that only the credentials code can judge (a PEM that holds no usable key).
-        for (index, route) in loaded.configuration.routes.enumerated() {
+        let configuration = loaded.configuration
+        // What only the credentials and TLS code can judge (a PEM that holds no usable key), and what
+        // `serve` needs at start beyond the file itself (CONTRACT.md, `check`): every error at once.
+        var problems = loaded.startProblems.map(\.description)
+        for (index, route) in configuration.routes.enumerated() {
             if var problem = credentialFileProblem(route.credentials) {
-                if loaded.configuration.hasRoutes { problem.keyPath = "routes[\(index)].\(problem.keyPath)" }
-                fail("configuration error: \(problem)", status: Exit.badConfiguration)
+                if configuration.hasRoutes { problem.keyPath = "routes[\(index)].\(problem.keyPath)" }
+                problems.append(problem.description)
             }
         }
-        if let problem = listenerTLSProblems(loaded.configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
-        if let problem = spoolFolderProblems(loaded.configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
+        problems += listenerTLSProblems(configuration) + spoolFolderProblems(configuration) + storeFolderProblems(configuration) + forwardProxyCAProblems(configuration)
+        var seen: Set<String> = []
+        problems = problems.filter { seen.insert($0).inserted }  // a file the loader and a check below both name
+        if problems.count == 1 { fail("configuration error: \(problems[0])", status: Exit.badConfiguration) }
+        if !problems.isEmpty {
+            fail("\(problems.count) configuration errors:" + problems.map { "\n  \($0)" }.joined(), status: Exit.badConfiguration)
+        }
         for warning in loaded.warnings { FileHandle.standardError.write(Data("warning: \(warning)\n".utf8)) }
-        print(loaded.configuration.resolvedDescription(), terminator: loaded.configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
-        print("workers: \(Server.workerCount(loaded.configuration.workers)) (resolved)")
+        print(configuration.resolvedDescription(), terminator: configuration.resolvedDescription().hasSuffix("\n") ? "" : "\n")
+        print("workers: \(Server.workerCount(configuration.workers)) (resolved)")
         print("configuration ok")
+    }
+}
+
+/// A file store's folder must take the session file (made 0700 when missing), as the user `check`
+/// runs as: a read-only configuration folder under the default `store.path` is the usual miss.
+func storeFolderProblems(_ configuration: Configuration) -> [String] {
+    var seen: Set<String> = []
+    return configuration.routes.enumerated().compactMap { index, route -> String? in
+        guard route.credentials.keepsSession(environment: ProcessInfo.processInfo.environment), route.store.redis == nil, seen.insert(route.store.path).inserted,
+            let problem = FileAccess.creationProblem(route.store.path)
+        else { return nil }
+        let key = configuration.hasRoutes ? "routes[\(index)].store.path" : "store.path"
+        return "\(key): \(route.store.path): \(problem)"
+    }
+}
+
+/// The forward proxy's CA as `serve` will take it, without making it: both files readable, a key
+/// `KeyFilePermissions` accepts and a CA certificate; or neither there and a folder to make them in.
+func forwardProxyCAProblems(_ configuration: Configuration) -> [String] {
+    guard let forward = configuration.forwardProxy else { return [] }
+    let keyKey = forward.caConfigured ? "forward_proxy.ca_key_file" : "forward_proxy"
+    let certificateKey = forward.caConfigured ? "forward_proxy.ca_cert_file" : "forward_proxy"
+    switch (FileKind.of(forward.caCertFile) != nil, FileKind.of(forward.caKeyFile) != nil) {
+    case (false, false):
+        guard let problem = FileAccess.creationProblem(forward.caKeyFile) else { return [] }
+        return ["\(keyKey): the CA would be made at start as \(forward.caKeyFile): \(problem)"]
+    case (true, false): return ["\(keyKey): \(TLSSetupError.incompleteAuthority(missing: forward.caKeyFile))"]
+    case (false, true): return ["\(certificateKey): \(TLSSetupError.incompleteAuthority(missing: forward.caCertFile))"]
+    case (true, true):
+        let unreadable = [(certificateKey, forward.caCertFile), (keyKey, forward.caKeyFile)].compactMap { key, path in
+            FileAccess.readProblem(path).map { "\(key): \($0)" }
+        }
+        guard unreadable.isEmpty else { return unreadable }
+        do throws(TLSSetupError) {
+            _ = try CertificateAuthority.load(certificateFile: forward.caCertFile, keyFile: forward.caKeyFile)
+            return []
+        } catch {
+            switch error {
+            case .noCertificate, .notAnAuthority: return ["\(certificateKey): \(error)"]
+            default: return ["\(keyKey): \(error)"]
+            }
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @testable import Config
@@ -52,6 +53,7 @@ import Testing
     func aKeyFileOthersCanReadIsRefusedWhateverTheBit(mode: Int) throws {
         let folder = try folder(keyMode: mode)
         defer { folder.remove() }
+        try giveToNonRootOwner(folder.path + "/tls/server-key.pem")
         let found = errors(minimalYAML + "\ntls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}", base: folder.path)
         #expect(found.map(\.keyPath) == ["tls.key_file"])
         #expect(found.first?.reason.contains("0" + String(mode, radix: 8)) == true, "\(found)")

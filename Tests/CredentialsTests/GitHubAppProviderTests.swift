@@ -125,7 +125,10 @@ struct GitHubAppProviderTests {
         func provider(_ pem: String?) throws -> GitHubAppProvider {
             let path = folder + "/app.pem"
             try? FileManager.default.removeItem(atPath: path)
-            if let pem { try pem.write(toFile: path, atomically: true, encoding: .utf8) }
+            if let pem {
+                try pem.write(toFile: path, atomically: true, encoding: .utf8)
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            }
             return try GitHubAppProvider(GitHubAppConfiguration(appID: "1", installationID: "2", privateKeyFile: path))
         }
         _ = try provider(try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation)
@@ -139,6 +142,14 @@ struct GitHubAppProviderTests {
                 guard let error = error as? ConfigurationError else { return false }
                 return error.keyPath == "credentials.private_key_file" && error.reason.contains(words)
             }
+        }
+        // A key read after start (one that appears, or changes) meets the same mode rule as at start.
+        _ = try provider(try _RSA.Signing.PrivateKey(keySize: .bits2048).pemRepresentation)
+        chmod(folder + "/app.pem", 0o644)
+        #expect {
+            _ = try GitHubAppProvider(GitHubAppConfiguration(appID: "1", installationID: "2", privateKeyFile: folder + "/app.pem"))
+        } throws: { error in
+            (error as? ConfigurationError)?.reason.contains("app.pem (mode 0644, owner uid \(geteuid())): others may read it") == true
         }
     }
 }

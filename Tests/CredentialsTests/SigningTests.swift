@@ -297,14 +297,14 @@ struct MutualTLSTests {
             pem = try _RSA.Signing.PrivateKey(unsafeKeySize: _RSA.Signing.KeySize(bitCount: 1024)).pemRepresentation
         }
         var configuration = DPoPConfiguration()
-        configuration.keyFile = try dir.write("rsa.pem", pem)
+        configuration.keyFile = try dir.write("rsa.pem", pem, mode: 0o600)
         let path = configuration.keyFile!
         #expect {
             _ = try DPoPKeySource(configuration)
         } throws: { error in
             (error as? ConfigurationError)?.reason == "\(path) is an RSA key; DPoP needs an EC P-256 key (ES256)"
         }
-        configuration.keyFile = try dir.write("ec.pem", P256.Signing.PrivateKey().pemRepresentation)
+        configuration.keyFile = try dir.write("ec.pem", P256.Signing.PrivateKey().pemRepresentation, mode: 0o600)
         _ = try DPoPKeySource(configuration)
     }
 }

@@ -242,7 +242,7 @@ struct ClientAuthTests {
             ("client_key_file: ./ec.pem\nclient_key_alg: RS256", "credentials.client_key_file", "cannot sign RS256"),
             ("client_key_file: ./ec.pem\nclient_key_alg: HS512", "credentials.client_key_alg", "HS512"),
             ("client_key_id: k", "credentials.client_key_file", "required"),
-            ("client_key_file: ./open.pem", "credentials.client_key_file", "readable by group or others (mode 0644)"),
+            ("client_key_file: ./open.pem", "credentials.client_key_file", "(mode 0644, owner uid "),
         ])
     func checkRefusesBadKeys(lines: String, key: String, reason: String) throws {
         let dir = try TempDir(prefix: "tokenproxy-keycheck")

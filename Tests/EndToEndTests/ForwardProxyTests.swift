@@ -11,6 +11,15 @@ import Testing
 @Suite struct ForwardProxyTests {
     static let host = "api.example.test"
 
+    /// The variable through which each client is given the CA: the one README "Tools that insist on
+    /// https" names for it (`theREADMERecipesRunAsWritten` holds the two to each other).
+    enum CAVariable {
+        static let curl = "CURL_CA_BUNDLE"
+        static let requests = "REQUESTS_CA_BUNDLE"
+        static let git = "GIT_SSL_CAINFO"
+        static let node = "NODE_EXTRA_CA_CERTS"
+    }
+
     static func echoWorld() throws -> (upstream: PythonServer, proxy: ForwardProxyFixture) {
         let upstream = try PythonServer("echo_upstream")
         let proxy = try ForwardProxyFixture(routes: [.init(name: "api", host: host, upstream: upstream.baseURL + "/base")])
@@ -52,7 +61,7 @@ import Testing
                 "%{http_code} %{num_connects}\\n",
                 "https://\(Self.host)/one", "https://\(Self.host)/two",
             ],
-            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "CURL_CA_BUNDLE": f.caFile]), timeout: 90)
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, CAVariable.curl: f.caFile]), timeout: 90)
         #expect(run.stdout == "200 1\n200 0\n", "\(run.output)")
 
         let upload = testBytes(count: 500_000)
@@ -94,7 +103,7 @@ import Testing
         let run = try runCommand(
             "python3",
             arguments: [RepositoryPaths.servers.appendingPathComponent("requests_client.py").path, "https://\(Self.host)/py-1", "https://\(Self.host)/py-2"],
-            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "REQUESTS_CA_BUNDLE": f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]),
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, CAVariable.requests: f.caFile, "PYTHONDONTWRITEBYTECODE": "1"]),
             timeout: 90)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
         #expect(result["error"] is NSNull, "\(result) \(f.proxy.stderr.suffix(2000))")
@@ -128,7 +137,7 @@ import Testing
                         upstream_tls: {ca_file: \(serverCA.certificate)}
                     """)
         ])
-        let env = ["HTTPS_PROXY": f.proxyURL, "GIT_SSL_CAINFO": f.caFile]
+        let env = ["HTTPS_PROXY": f.proxyURL, CAVariable.git: f.caFile]
         let url = "https://git.example.test/repo.git"
         let work = try TempDir(prefix: "git-tunnel")
         let source = work.file("source")
@@ -164,7 +173,7 @@ import Testing
             arguments: [
                 RepositoryPaths.servers.appendingPathComponent("node_https_client.js").path, "https://\(Self.host)/node-1", "https://\(Self.host)/node-2",
             ],
-            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "NODE_EXTRA_CA_CERTS": f.caFile]), timeout: 90)
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, CAVariable.node: f.caFile]), timeout: 90)
         let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.output)")
         #expect(result["error"] is NSNull, "\(result) \(f.proxy.stderr.suffix(2000))")
         let results = result["results"] as? [[String: Any]] ?? []
@@ -183,6 +192,68 @@ import Testing
         }
         try f.finish()
         upstream.stop()
+    }
+
+    /// README "Tools that insist on https" (issue 39 points 10 and 14): its curl line and its Node
+    /// script run as written, with the variables the README gives them (the CA's path replaced by
+    /// the fixture's), against a route for api.github.com; for git and Python requests, the variable
+    /// the README names is the one the tests above give them.
+    @Test func theREADMERecipesRunAsWritten() throws {
+        let readme = try String(contentsOf: RepositoryPaths.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "### Tools that insist on https").dropFirst().first?.components(separatedBy: "\n### ").first)
+        let lines = section.split(separator: "\n").map(String.init)
+        let readmeCA = "/etc/tokenproxy/ca.pem"
+        /// The line holding `marker`: its leading `NAME=value` words, and the words of the command after them.
+        func recipe(_ marker: String) throws -> (environment: [String: String], command: [String]) {
+            let line = try #require(lines.first { $0.contains(marker) }, "README has no recipe with \(marker)")
+            var words = (line.components(separatedBy: "#").first ?? "").split(separator: " ").map(String.init)[...]
+            words = words.first == "//" ? words.dropFirst() : words
+            var environment: [String: String] = [:]
+            while let word = words.first, let equals = word.firstIndex(of: "="), word.first?.isUppercase == true {
+                environment[String(word[..<equals])] = String(word[word.index(after: equals)...])
+                words = words.dropFirst()
+            }
+            return (environment, Array(words))
+        }
+        #expect(try recipe("git clone https://").environment == [CAVariable.git: readmeCA])
+        #expect(try recipe("python3 app.py").environment == [CAVariable.requests: readmeCA])
+        let proxyVariable = try recipe("export HTTPS_PROXY=").command
+        #expect(proxyVariable.prefix(2) == ["export", "HTTPS_PROXY=http://127.0.0.1:8080"], "\(proxyVariable)")
+
+        let upstream = try PythonServer("echo_upstream")
+        defer { upstream.stop() }
+        let f = try ForwardProxyFixture(routes: [.init(name: "github", host: "api.github.com", upstream: upstream.baseURL + "/base")])
+        func run(_ recipe: (environment: [String: String], command: [String]), in folder: URL? = nil) throws -> CommandResult {
+            var environment = recipe.environment.mapValues { $0 == readmeCA ? f.caFile : $0 }
+            environment["HTTPS_PROXY"] = f.proxyURL
+            let command = try #require(recipe.command.first)
+            return try runCommand(
+                command, arguments: Array(recipe.command.dropFirst()), environment: childEnvironment(environment), currentDirectory: folder,
+                timeout: 90)
+        }
+
+        let curl = try recipe("curl https://")
+        #expect(curl.environment == [CAVariable.curl: readmeCA], "\(curl)")
+        let fetched = try run(curl)
+        #expect(fetched.status == 0, "\(fetched.output) \(f.proxy.stderr.suffix(2000))")
+        #expect(try Echo(Array(fetched.stdout.utf8)).value("Authorization") == "Bearer \(e2eToken)", "\(fetched.output)")
+        #expect(try Echo(Array(fetched.stdout.utf8)).path == "/base/user")
+
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/node") else {
+            Issue.record("no node: run scripts/setup.sh")
+            return
+        }
+        let script = try #require(
+            readme.components(separatedBy: "```js\n").dropFirst().first?.components(separatedBy: "```").first, "README has no js block")
+        let node = try recipe(try #require(script.split(separator: "\n").first.map(String.init)))
+        #expect(node.environment.keys.sorted() == [CAVariable.node, "NODE_PATH"], "\(node)")
+        #expect(node.command == ["node", "tool.js"])
+        let folder = try TempDir(prefix: "readme-node")
+        try folder.write("tool.js", script)
+        let answered = try run(node, in: folder.url)
+        #expect(answered.status == 0, "\(answered.output) \(f.proxy.stderr.suffix(2000))")
+        #expect(try Echo(Array(answered.stdout.utf8)).value("Authorization") == "Bearer \(e2eToken)", "\(answered.output)")
+        try f.finish()
     }
 
     /// An upstream 401 inside the tunnel costs one refresh at the identity provider and one retry.

@@ -262,6 +262,7 @@ struct GitHubAppTests {
 
         // A key that group or others may read is refused, naming the file and its mode.
         guard chmod(world.keyPath, 0o640) == 0 else { throw HarnessError("chmod failed") }
+        try giveToNonRootOwner(world.keyPath)
         let open = try check(world.config())
         #expect(open.status == 2)
         #expect(open.stderr.contains("credentials.private_key_file") && open.stderr.contains("mode 0640"), "\(open.stderr)")

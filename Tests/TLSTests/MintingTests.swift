@@ -32,7 +32,9 @@ struct MintingTests {
         #expect(text.stdout.contains("Certificate Sign"))
 
         chmod(keyFile, 0o640)
-        #expect(throws: TLSSetupError.keyFileNotPrivate(path: keyFile, mode: 0o640)) {
+        try giveToNonRootOwner(keyFile)
+        let open = try #require(KeyFilePermissions.of(keyFile))
+        #expect(throws: TLSSetupError.keyFileNotPrivate(path: keyFile, permissions: open)) {
             _ = try CertificateAuthority.load(certificateFile: certificateFile, keyFile: keyFile)
         }
         try FileManager.default.removeItem(atPath: keyFile)

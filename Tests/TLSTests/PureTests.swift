@@ -1,4 +1,5 @@
 import Foundation
+import Sockets
 import TLS
 import TestSupport
 import Testing
@@ -47,13 +48,24 @@ struct PureTests {
         #expect(short.notBefore == 100_000 - 1800)
     }
 
-    @Test("a key file is private only when group and others have no access")
+    /// CONTRACT.md "HTTPS for clients": others never read a key; its group only when root owns it
+    /// (a Kubernetes Secret mounted with fsGroup: 0440, root, the pod's group).
+    @Test("a key file is refused when others may read it, or its group while root does not own it")
     func keyModes() {
-        #expect(CertificatePair.isPrivate(mode: 0o600))
-        #expect(CertificatePair.isPrivate(mode: 0o400))
-        #expect(!CertificatePair.isPrivate(mode: 0o640))
-        #expect(!CertificatePair.isPrivate(mode: 0o604))
-        #expect(!CertificatePair.isPrivate(mode: 0o644))
+        for mode: UInt32 in [0o600, 0o400, 0o700, 0o620] {
+            #expect(KeyFilePermissions(mode: mode, owner: 1000).refusal == nil, "\(String(mode, radix: 8))")
+        }
+        for mode: UInt32 in [0o440, 0o640, 0o600] {
+            #expect(KeyFilePermissions(mode: mode, owner: 0).refusal == nil, "\(String(mode, radix: 8))")
+        }
+        for mode: UInt32 in [0o640, 0o440, 0o460] {
+            #expect(KeyFilePermissions(mode: mode, owner: 1000).refusal == "its group may read it and root does not own it")
+        }
+        for (mode, owner): (UInt32, UInt32) in [(0o604, 1000), (0o644, 0), (0o444, 0), (0o404, 1000)] {
+            #expect(KeyFilePermissions(mode: mode, owner: owner).refusal == "others may read it")
+        }
+        let reason = KeyFilePermissions(mode: 0o640, owner: 1000).reason(for: "/k/key.pem")
+        #expect(reason?.hasPrefix("/k/key.pem (mode 0640, owner uid 1000): its group may read it") == true, "\(reason ?? "")")
     }
 
     @Test("loading a pair: a missing file, a file without a certificate, a group-readable key and a foreign key are typed errors")
@@ -74,7 +86,8 @@ struct PureTests {
             _ = try CertificatePair.load(certificateFile: fixtures.serverCertificate, keyFile: fixtures.clientKey)
         }
         chmod(fixtures.serverKey, 0o644)
-        #expect(throws: TLSSetupError.keyFileNotPrivate(path: fixtures.serverKey, mode: 0o644)) {
+        let open = try #require(KeyFilePermissions.of(fixtures.serverKey))
+        #expect(throws: TLSSetupError.keyFileNotPrivate(path: fixtures.serverKey, permissions: open)) {
             _ = try CertificatePair.load(certificateFile: fixtures.serverCertificate, keyFile: fixtures.serverKey)
         }
         #expect(throws: TLSSetupError.unusableClientCA(path: fixtures.clientKey)) {

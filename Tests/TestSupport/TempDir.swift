@@ -40,3 +40,11 @@ public final class TempDir: Sendable {
 
     deinit { remove() }
 }
+
+/// Hands the file to `nobody` (uid 65534) when the tests run as root, so that a group read bit is
+/// judged as on a key a service user owns: a key root owns may be group-readable (CONTRACT.md "HTTPS
+/// for clients"). Run as another user, the file is the runner's own already.
+public func giveToNonRootOwner(_ path: String) throws {
+    guard geteuid() == 0 else { return }
+    guard chown(path, 65534, 65534) == 0 else { throw HarnessError("chown \(path) to 65534 failed: errno \(errno)") }
+}

@@ -60,7 +60,7 @@ extension AWSConfiguration {
         let roleARN = load.found.collect { try s.nonEmptyString("role_arn") }
         let roleSessionName = load.found.collect { try s.nonEmptyString("role_session_name") }
         let stsEndpoint = load.found.collect { try load.checkURL(s, "sts_endpoint") }
-        let tokenFile = load.found.collect { try load.pathValue(s, "web_identity_token_file") }
+        let tokenFile = load.found.collect { try load.laterFile(s, "web_identity_token_file") }
         let containerEndpoint = load.found.collect { try load.checkURL(s, "container_endpoint") }
         let imdsEndpoint = load.found.collect { try load.checkURL(s, "imds_endpoint") }
         var origins: [String: AWSConfiguration.ValueOrigin] = [:]
@@ -98,11 +98,18 @@ extension AWSConfiguration {
     /// `<base>_env` (a variable's name) or `<base>_file` (a path); read at each fetch, not here.
     private static func valueOrigin(_ s: YAMLSection, _ base: String, in load: LoadContext) throws -> AWSConfiguration.ValueOrigin? {
         let env = try s.nonEmptyString("\(base)_env")
-        let file = try load.pathValue(s, "\(base)_file")
+        let file = try load.laterFile(s, "\(base)_file")
         if env != nil, file != nil {
             throw ConfigurationError(keyPath: s.path("\(base)_file"), reason: "set only one of \(base)_env and \(base)_file")
         }
-        if let env { return .env(env.trimmingWhitespace()) }
+        if let env {
+            let name = env.trimmingWhitespace()
+            if load.env(name) == nil {
+                let state = load.environment[name] == nil ? "is not set" : "is empty"
+                load.startProblems.record(ConfigurationError(keyPath: s.path("\(base)_env"), reason: "the environment variable \(name) \(state)"))
+            }
+            return .env(name)
+        }
         return file.map { .file($0) }
     }
 }

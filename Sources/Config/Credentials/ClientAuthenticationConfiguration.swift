@@ -87,7 +87,7 @@ extension ClientKeys {
             keyID: load.found.collect { try s.nonEmptyString("client_key_id") },
             keyAlg: load.found.collect { try s.choice("client_key_alg", SigningAlgorithm.self) },
             assertionAudience: load.found.collect { try s.nonEmptyString("client_assertion_audience") },
-            assertionFile: load.found.collect { try load.pathValue(s, "client_assertion_file") },
+            assertionFile: load.found.collect { try load.laterFile(s, "client_assertion_file") },
             certFile: load.found.collect { try load.existingFile(s, "client_cert_file") })
     }
 }

@@ -10,7 +10,7 @@ extension Keys {
 
 extension FileTokenConfiguration {
     static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> FileTokenConfiguration? {
-        let path = load.found.collect { try load.pathValue(s, "path") }
+        let path = load.found.collect { try load.laterFile(s, "path") }
         guard load.found.errors.count == errorsBefore else { return nil }
         guard let path else {
             load.found.record(ConfigurationError.missingCredential("path", for: .file, " (the file that holds the token)"))

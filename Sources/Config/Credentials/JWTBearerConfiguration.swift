@@ -36,7 +36,7 @@ extension Keys {
 extension JWTBearerConfiguration {
     static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> JWTBearerConfiguration? {
         var r = OAuth2ClientReading.read(s, in: load)
-        let file = load.found.collect { try load.pathValue(s, "assertion_file") }
+        let file = load.found.collect { try load.laterFile(s, "assertion_file") }
         let issuer = load.found.collect { try s.nonEmptyString("assertion_issuer") }
         let subject = load.found.collect { try s.nonEmptyString("assertion_subject") }
         let audience = load.found.collect { try s.nonEmptyString("assertion_audience") }

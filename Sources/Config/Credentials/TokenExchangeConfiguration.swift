@@ -29,9 +29,9 @@ extension Keys {
 extension TokenExchangeConfiguration {
     static func parse(_ s: YAMLSection, errorsBefore: Int, in load: LoadContext) -> TokenExchangeConfiguration? {
         var r = OAuth2ClientReading.read(s, in: load)
-        let subjectFile = load.found.collect { try load.pathValue(s, "subject_token_file") }
+        let subjectFile = load.found.collect { try load.laterFile(s, "subject_token_file") }
         let subjectType = load.found.collect { try s.nonEmptyString("subject_token_type") }
-        let actorFile = load.found.collect { try load.pathValue(s, "actor_token_file") }
+        let actorFile = load.found.collect { try load.laterFile(s, "actor_token_file") }
         let actorType = load.found.collect { try s.nonEmptyString("actor_token_type") }
         let requestedType = load.found.collect { try s.nonEmptyString("requested_token_type") }
         let resource = load.found.collect { try s.nonEmptyString("resource") }

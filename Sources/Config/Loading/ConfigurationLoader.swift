@@ -11,6 +11,9 @@ public struct LoadedConfiguration: Sendable {
     /// a file that may have changed since (`load` sets them).
     public var sourceText: String = ""
     public var sourceFolder: String = ""
+    /// What `serve` needs at start that the load lets pass (an unset seed variable, a file read later
+    /// that is there but unreadable), each with its key: errors for `check` only.
+    public var startProblems: [ConfigurationError] = []
 
     public init(configuration: Configuration, warnings: [String]) {
         self.configuration = configuration
@@ -83,7 +86,9 @@ public enum ConfigurationLoader {
         }
         let builder = Builder(baseDirectory: base, environment: environment)
         let configuration = try builder.build(try YAMLSection(node: root, keyPath: ""))
-        return LoadedConfiguration(configuration: configuration, warnings: builder.warnings)
+        var loaded = LoadedConfiguration(configuration: configuration, warnings: builder.warnings)
+        loaded.startProblems = builder.load.startProblems.errors
+        return loaded
     }
 
     /// Every key path the file may contain ("listen", "credentials.token_url", "limits.max_header_bytes", ...), for docs.

@@ -10,6 +10,10 @@ final class LoadContext {
     let environment: [String: String]
     var warnings: [String] = []
     let found = ErrorList()
+    /// What `serve` needs at start that the load itself lets pass (a seed's variable that is not
+    /// set, a file read only later that is there but unreadable): `check` reports each as an error
+    /// (CONTRACT.md, `check`), while `serve` starts and meets it when it reads.
+    let startProblems = ErrorList()
 
     init(baseDirectory: String, environment: [String: String]) {
         self.baseDirectory = baseDirectory
@@ -76,20 +80,31 @@ final class LoadContext {
             throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): no such file")
         }
         guard kind != .folder else { throw ConfigurationError(keyPath: section.path(key), reason: "cannot read \(path): it is a folder") }
+        try readable(path, section, key)
         return path
     }
 
-    /// The path of a private key (signing, DPoP, a TLS client key): refused when group or others may
-    /// read it, since the key is then as good as theirs (as `ssh` refuses such a key). `mustExist`:
-    /// a missing file is an error too; otherwise only an existing one is checked.
+    /// A path read only after start (a token or assertion a platform writes, a CA bundle): it need not
+    /// be there yet, but one that is there and cannot be read is a start problem.
+    func laterFile(_ section: YAMLSection, _ key: String) throws -> String? {
+        guard let path = try pathValue(section, key) else { return nil }
+        if let problem = FileAccess.readProblem(path) { startProblems.record(ConfigurationError(keyPath: section.path(key), reason: problem)) }
+        return path
+    }
+
+    /// A file that is there must be readable by the user this process runs as (a Secret that only
+    /// root may read; CONTRACT.md `check`); one that is not there yet is the caller's matter.
+    func readable(_ path: String, _ section: YAMLSection, _ key: String) throws {
+        if let problem = FileAccess.readProblem(path) { throw ConfigurationError(keyPath: section.path(key), reason: problem) }
+    }
+
+    /// The path of a private key (signing, DPoP, a TLS key, a store key): refused when
+    /// `KeyFilePermissions` refuses it, since the key is then as good as others' (as `ssh` refuses
+    /// such a key). `mustExist`: a missing file is an error too; otherwise only an existing one is checked.
     func privateKeyFile(_ section: YAMLSection, _ key: String, mustExist: Bool = true) throws -> String? {
         guard let path = try mustExist ? existingFile(section, key) : pathValue(section, key) else { return nil }
-        if let mode = FileKind.mode(of: path), mode & 0o044 != 0 {
-            let octal = String(mode & 0o777, radix: 8)
-            throw ConfigurationError(
-                keyPath: section.path(key),
-                reason: "\(path) is readable by group or others (mode 0\(octal)): chmod 600 it (in Kubernetes, defaultMode: 0400 on the secret volume)")
-        }
+        if let problem = KeyFilePermissions.problem(path) { throw ConfigurationError(keyPath: section.path(key), reason: problem) }
+        try readable(path, section, key)
         return path
     }
 
@@ -120,9 +135,11 @@ final class LoadContext {
                 throw ConfigurationError(keyPath: keyPath, reason: "is not a valid environment variable name")
             }
             guard let value = environment[name], !value.isEmpty else {
-                if unsetEnvIsAbsent { return nil }
                 let state = environment[name] == nil ? "is not set" : "is empty"
-                throw ConfigurationError(keyPath: keyPath, reason: "the environment variable \(name) \(state)")
+                let problem = ConfigurationError(keyPath: keyPath, reason: "the environment variable \(name) \(state)")
+                guard unsetEnvIsAbsent else { throw problem }
+                startProblems.record(problem)
+                return nil
             }
             return Secret(value: value, origin: .env(name))
         }

@@ -35,7 +35,7 @@ extension ForwardProxyConfiguration {
         load.found.collect { try s.rejectUnknownKeys(keys) }
         let folder = AtomicFile.parentFolder(of: storePath)
         var forward = ForwardProxyConfiguration(caCertFile: folder + "/forward-proxy-ca.pem", caKeyFile: folder + "/forward-proxy-ca-key.pem")
-        let cert = load.found.collect { try load.pathValue(s, "ca_cert_file") }
+        let cert = load.found.collect { try load.laterFile(s, "ca_cert_file") }
         let key = load.found.collect { try load.privateKeyFile(s, "ca_key_file", mustExist: false) }
         switch (cert, key) {
         case (let cert?, let key?):

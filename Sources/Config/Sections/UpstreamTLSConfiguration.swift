@@ -12,8 +12,8 @@ extension UpstreamTLSConfiguration {
     static func parse(_ s: YAMLSection, upstream: UpstreamURL?, in load: LoadContext) -> UpstreamTLSConfiguration {
         load.found.collect { try s.rejectUnknownKeys(Keys.sections["upstream_tls"]!) }
         var tls = UpstreamTLSConfiguration()
-        tls.caFile = load.found.collect { try load.pathValue(s, "ca_file") }
-        tls.clientCertFile = load.found.collect { try load.pathValue(s, "client_cert_file") }
+        tls.caFile = load.found.collect { try load.laterFile(s, "ca_file") }
+        tls.clientCertFile = load.found.collect { try load.laterFile(s, "client_cert_file") }
         tls.clientKeyFile = load.found.collect { try load.privateKeyFile(s, "client_key_file", mustExist: false) }
         if tls.clientKeyFile != nil, tls.clientCertFile == nil, !s.has("client_cert_file") {
             load.found.record(ConfigurationError(keyPath: "upstream_tls.client_cert_file", reason: "required when client_key_file is set"))

@@ -68,8 +68,10 @@ struct SigningKey: Sendable {
         throw KeyProblem(description: "holds no private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)")
     }
 
-    /// Reads and parses a key file; `keyPath` names the key in the error.
+    /// Reads and parses a key file; `keyPath` names the key in the error. A file that appears or
+    /// changes after start meets the same mode rule as at start (`KeyFilePermissions`).
     static func file(_ path: String, algorithm: SigningAlgorithm?, keyID: String?, keyPath: String) throws -> SigningKey {
+        if let problem = KeyFilePermissions.problem(path) { throw ConfigurationError(keyPath: keyPath, reason: problem) }
         let text: String
         switch SmallFile.read(path, limit: 1 << 20) {
         case .success(let bytes):
