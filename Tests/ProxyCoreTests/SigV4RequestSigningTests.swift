@@ -55,6 +55,8 @@ import Testing
                 + "User-Agent: curl/8\r\nX-Amzn-Trace-Id: Root=1\r\nX-Forwarded-For: 10.0.0.1\r\nAuthorization: Bearer client\r\n"
                 + "X-Amz-Date: 20200101T000000Z\r\nContent-Length: 0\r\n\r\n")
         let fields = Self.fields(head)
+        // The path goes in the one form an SDK sends (a raw space escaped), and is signed in that form.
+        #expect(head.hasPrefix("POST /v1/items/a%20b?z=1&a=2 HTTP/1.1\r\n"))
         // The client's own signature fields are replaced; other fields go as they came.
         #expect(!head.contains("Bearer client"))
         #expect(!head.contains("20200101T000000Z"))
@@ -78,7 +80,7 @@ import Testing
         let time = try #require(parser.date(from: stamp)).timeIntervalSince1970
         let signedNames = ["content-type", "host", "x-amz-meta-color"]
         let request = SigV4Request(
-            method: "POST", path: "/v1/items/a b", query: "z=1&a=2",
+            method: "POST", path: "/v1/items/a%20b", query: "z=1&a=2",
             headers: fields.filter { signedNames.contains($0.name.lowercased()) }, payload: .hash(SigV4.emptyPayloadHash))
         let again = SigV4.sign(request, region: "eu-west-1", service: "execute-api", credentials: Self.credentials, time: time)
         #expect(again.first { $0.name == "Authorization" }?.value == authorization)

@@ -19,7 +19,8 @@ public struct AWSCredentials: Sendable, Equatable {
 }
 
 /// One request as SigV4 sees it. `path` and `query` are the request target's parts as they go
-/// upstream (already percent-encoded, the query without `?`); `headers` are the fields to sign,
+/// upstream (already percent-encoded, the query without `?`; the path in `SigV4.sdkPath`'s form,
+/// which the signature assumes); `headers` are the fields to sign,
 /// `host` among them (which fields: `SigV4.signsField`).
 public struct SigV4Request: Sendable {
     public enum Payload: Sendable, Equatable {
@@ -145,11 +146,37 @@ public enum SigV4 {
         return key
     }
 
-    /// The path as the SDKs compute it from the path sent: for `s3` encoded once (unreserved bytes
-    /// and `/` kept, escapes kept with their hex upper-cased, every other byte escaped); every other
-    /// service encodes that once more, so an escape `%XX` becomes `%25XX`. A byte a client left raw
-    /// (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test suite.
-    /// Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
+    /// The one form of a path an AWS SDK sends (CONTRACT.md "AWS credentials and SigV4 signing"):
+    /// escapes of RFC 3986 §2.3 unreserved bytes decoded (`%7E` is `~`), every other escape kept
+    /// with its hex upper-cased (`%2b` is `%2B`), every other byte that is neither unreserved nor `/`
+    /// escaped (a byte a client left raw, or a `%` that starts no escape). Every spelling of one S3
+    /// key has this one form, so a verifier that reads the path as sent and one that decodes and
+    /// encodes it again (S3 itself) compute the same canonical URI. Applying it twice changes nothing.
+    public static func sdkPath(_ path: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(path.utf8.count + 16)
+        let bytes = Array(path.utf8)
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            if byte == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
+                let decoded = high << 4 | low
+                if isUnreserved(decoded) { out.append(decoded) } else { appendEscape(decoded, to: &out) }
+                i += 3
+                continue
+            }
+            if isUnreserved(byte) || byte == UInt8(ascii: "/") { out.append(byte) } else { appendEscape(byte, to: &out) }
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The canonical URI, as the SDKs compute it from the path they send (`sdkPath`'s form, which
+    /// the request writer sends): for `s3` encoded once (unreserved bytes and `/` kept, escapes kept
+    /// with their hex upper-cased, every other byte escaped), which leaves that form as it is; every
+    /// other service encodes that once more, so an escape `%XX` becomes `%25XX`. A byte a caller left
+    /// raw (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test
+    /// suite. Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
     static func canonicalURI(_ path: String, service: String) -> String {
         let escapePercent = service != "s3"
         let path = escapePercent ? normalizedPath(path) : path
