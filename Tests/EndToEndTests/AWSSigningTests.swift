@@ -276,6 +276,74 @@ struct AWSSigningTests {
         expectNoSecret(proxy, moto.secrets)
     }
 
+    /// Issue 39, point 9: virtual-hosted S3 (`BUCKET.s3.REGION.amazonaws.com`) through the forward
+    /// proxy, with a route `*.s3.eu-west-1.amazonaws.com` whose upstream is the request's own host.
+    /// Those names resolve nowhere here: tokenproxy reaches them through `http_proxy`, a relay that
+    /// sends every tunnel to moto, which reads the bucket from the Host and checks the signature.
+    @Test("virtual-hosted S3 through the forward proxy: each bucket's host goes upstream and is signed (curl, boto3, the AWS CLI)")
+    func virtualHostedBucketsThroughTheForwardProxy() throws {
+        let moto = try Moto.shared()
+        let relay = try PythonServer("connect_relay", arguments: ["--to", "127.0.0.1:\(URL(string: moto.account.endpoint)!.port!)"])
+        let f = try ForwardProxyFixture(
+            routes: [
+                .init(
+                    name: "s3", host: "\"*.s3.eu-west-1.amazonaws.com\"", upstream: "\"http://{host}\"",
+                    credentials: "{type: aws, region: eu-west-1, service: s3, source: environment}")
+            ],
+            environment: moto.sessionEnvironment.merging(["http_proxy": relay.baseURL, "no_proxy": "", "NO_PROXY": ""]) { $1 })
+        let first = bucket("vhost")
+        let second = bucket("vhost")
+        func url(_ bucket: String, _ path: String) -> String { "https://\(bucket).s3.eu-west-1.amazonaws.com\(path)" }
+        let location =
+            "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>"
+        for name in [first, second] {
+            let made = try f.curl(["-X", "PUT", "-H", "Content-Type: application/xml", "--data-binary", location, url(name, "/")], timeout: 60)
+            #expect(made.status == 200, "\(name): \(made.bodyString) \(f.proxy.stderr.suffix(2000))")
+        }
+        let binary = ["-H", "Content-Type: application/octet-stream"]
+        #expect(try f.curl(["-X", "PUT"] + binary + ["--data-binary", "in the first", url(first, "/dir/a%20key.txt")], timeout: 60).status == 200)
+        #expect(try f.curl(["-X", "PUT"] + binary + ["--data-binary", "in the second", url(second, "/other.txt")], timeout: 60).status == 200)
+        let got = try f.curl([url(first, "/dir/a%20key.txt")], timeout: 60)
+        #expect(got.status == 200, "\(got.bodyString)")
+        #expect(got.bodyString == "in the first")
+        // Each bucket's own Host reached moto: each lists its own object only.
+        let listed = try f.curl([url(second, "/?list-type=2")], timeout: 60)
+        #expect(listed.bodyString.contains("<Key>other.txt</Key>") && !listed.bodyString.contains("a key"), "\(listed.bodyString)")
+        // The connections went to the request's own host, never to another.
+        let targets = (try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] ?? []
+        #expect(Set(targets) == ["\(first).s3.eu-west-1.amazonaws.com:80", "\(second).s3.eu-west-1.amazonaws.com:80"], "\(targets)")
+
+        // boto3 and the AWS CLI with their own virtual-host URLs, HTTPS_PROXY and the proxy's CA, no keys.
+        let folder = try TempDir(prefix: "aws-vhost")
+        let environment = childEnvironment([
+            "HTTPS_PROXY": f.proxyURL, "AWS_CA_BUNDLE": f.caFile, "AWS_DEFAULT_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_CONFIG_FILE": folder.file("none"),
+            "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"), "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
+            // Over https the SDKs would otherwise send uploads aws-chunked with a trailing checksum,
+            // which the proxy signs as a plain body (README, "Tools that insist on https").
+            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+        ])
+        let script = """
+            import boto3, sys
+            from botocore import UNSIGNED
+            from botocore.config import Config
+            s3 = boto3.client("s3", region_name="eu-west-1", config=Config(signature_version=UNSIGNED, s3={"addressing_style": "virtual"}))
+            s3.put_object(Bucket=sys.argv[1], Key="from boto3", Body=b"boto3 bytes")
+            print(s3.get_object(Bucket=sys.argv[1], Key="from boto3")["Body"].read().decode())
+            """
+        let boto = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3", arguments: ["-c", script, first], environment: environment, timeout: 120)
+        #expect(boto.status == 0, "\(boto.output)")
+        #expect(boto.stdout == "boto3 bytes\n")
+        let cli = try runCommand(
+            "aws", arguments: ["--no-sign-request", "--region", "eu-west-1", "s3", "cp", "s3://\(first)/from boto3", "-"], environment: environment,
+            timeout: 120)
+        #expect(cli.status == 0, "\(cli.output)")
+        #expect(cli.stdout == "boto3 bytes")
+        try f.finish()
+        expectNoSecret(f.proxy, moto.secrets)
+    }
+
     @Test(
         "an upstream 403 that says the credentials expired fetches new ones and retries once; any other 403 goes as it came",
         arguments: [("GET", "/xml/object"), ("GET", "/header/object"), ("POST", "/apigw/stage/items"), ("HEAD", "/xml/object")])
