@@ -319,9 +319,6 @@ struct AWSSigningTests {
             "HTTPS_PROXY": f.proxyURL, "AWS_CA_BUNDLE": f.caFile, "AWS_DEFAULT_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "",
             "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_CONFIG_FILE": folder.file("none"),
             "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"), "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
-            // Over https the SDKs would otherwise send uploads aws-chunked with a trailing checksum,
-            // which the proxy signs as a plain body (README, "Tools that insist on https").
-            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
         ])
         let script = """
             import boto3, sys
@@ -340,6 +337,14 @@ struct AWSSigningTests {
             timeout: 120)
         #expect(cli.status == 0, "\(cli.output)")
         #expect(cli.stdout == "boto3 bytes")
+        // Over https both send uploads aws-chunked with a trailing checksum: the object holds the bytes, not the framing.
+        let upload = try folder.write("upload.txt", String(repeating: "cli upload\n", count: 500))
+        let copied = try runCommand(
+            "aws", arguments: ["--no-sign-request", "--region", "eu-west-1", "s3", "cp", upload, "s3://\(first)/from cli.txt"], environment: environment,
+            timeout: 120)
+        #expect(copied.status == 0, "\(copied.output)")
+        let read = try f.curl([url(first, "/from%20cli.txt")], timeout: 60)
+        #expect(read.bodyString == String(repeating: "cli upload\n", count: 500), "\(read.bodyString.prefix(300))")
         try f.finish()
         expectNoSecret(f.proxy, moto.secrets)
     }

@@ -113,6 +113,25 @@ import Testing
         #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: false) == nil)
         #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: true) == .unsigned)
         #expect(SigV4RequestSigner.payload(.whole([1]), service: "s3", unsignedPayload: true) == .unsigned)
+        // An aws-chunked body with a trailing checksum is signed as its client framed it, on s3 only.
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: false) == .unsignedTrailer)
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: true) == .unsignedTrailer)
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "es", unsignedPayload: false) == nil)
+    }
+
+    /// What the SDKs send over https: the payload value the client declared goes and is signed, once.
+    @Test func anAWSChunkedUploadWithATrailerIsSignedAsFramed() throws {
+        let head = try signedHead(
+            "PUT /k HTTP/1.1\r\nHost: h\r\nContent-Encoding: aws-chunked\r\nX-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\n"
+                + "X-Amz-Decoded-Content-Length: 5\r\nX-Amz-Trailer: x-amz-checksum-crc32\r\nContent-Length: 60\r\n\r\n",
+            service: "s3", body: .unsignedTrailer)
+        #expect(head.components(separatedBy: "X-Amz-Content-Sha256: ").count == 2, "\(head)")
+        #expect(head.contains("X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\n"))
+        #expect(head.contains("Content-Encoding: aws-chunked\r\n"))
+        #expect(head.contains("x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-security-token;x-amz-trailer,"), "\(head)")
+        #expect(
+            !ExchangeRules.holdsBodyToSign(
+                framing: .contentLength(60), wantsUpgrade: false, expectsContinue: false, mayStreamUnsigned: true, streamsAsFramed: true, limit: 100))
     }
 
     @Test func aBodyIsHeldToBeSignedWhenItMayFit() {

@@ -28,6 +28,9 @@ public struct SigV4Request: Sendable {
         case hash(String)
         /// `UNSIGNED-PAYLOAD` (S3 and services that allow it).
         case unsigned
+        /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: an S3 body in `aws-chunked` framing with its checksum
+        /// in a trailer, as the SDKs send uploads over https (S3 decodes the framing).
+        case unsignedTrailer
     }
     public var method: String
     public var path: String
@@ -50,6 +53,7 @@ public struct SigV4Request: Sendable {
 public enum SigV4 {
     public static let algorithm = "AWS4-HMAC-SHA256"
     public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    public static let unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
     /// SHA-256 of no bytes.
     public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -73,7 +77,9 @@ public enum SigV4 {
     ) -> [(name: String, value: String)] {
         let stamp = timestamp(time)
         var added: [(name: String, value: String)] = [("X-Amz-Date", stamp)]
-        if service == "s3" || request.payload == .unsigned {
+        if case .hash = request.payload, service != "s3" {
+            // The hash is in the canonical request only (every service but S3 reads it there).
+        } else {
             added.append(("X-Amz-Content-Sha256", payloadHash(request.payload)))
         }
         if let token = credentials.sessionToken { added.append(("X-Amz-Security-Token", token)) }
@@ -116,6 +122,7 @@ public enum SigV4 {
         switch payload {
         case .hash(let hex): return hex
         case .unsigned: return unsignedPayload
+        case .unsignedTrailer: return unsignedTrailer
         }
     }
 
