@@ -278,19 +278,27 @@ struct AWSSigningTests {
 
     /// Issue 39, point 9: virtual-hosted S3 (`BUCKET.s3.REGION.amazonaws.com`) through the forward
     /// proxy, with a route `*.s3.eu-west-1.amazonaws.com` whose upstream is the request's own host.
-    /// Those names resolve nowhere here: tokenproxy reaches them through `http_proxy`, a relay that
-    /// sends every tunnel to moto, which reads the bucket from the Host and checks the signature.
+    /// Those names resolve nowhere here: tokenproxy reaches them through `https_proxy`, a relay that
+    /// ends TLS for them (a test CA's `*.s3.eu-west-1.amazonaws.com`) and sends every tunnel on to
+    /// moto, which reads the bucket from the Host and checks the signature.
     @Test("virtual-hosted S3 through the forward proxy: each bucket's host goes upstream and is signed (curl, boto3, the AWS CLI)")
     func virtualHostedBucketsThroughTheForwardProxy() throws {
         let moto = try Moto.shared()
-        let relay = try PythonServer("connect_relay", arguments: ["--to", "127.0.0.1:\(URL(string: moto.account.endpoint)!.port!)"])
+        let ca = try TestCA()
+        let upstreamCertificate = try ca.issue(["*.s3.eu-west-1.amazonaws.com"])
+        let relay = try PythonServer(
+            "connect_relay",
+            arguments: [
+                "--to", "127.0.0.1:\(URL(string: moto.account.endpoint)!.port!)", "--tls-cert", upstreamCertificate.certificate, "--tls-key",
+                upstreamCertificate.key,
+            ])
         let f = try ForwardProxyFixture(
             routes: [
                 .init(
-                    name: "s3", host: "\"*.s3.eu-west-1.amazonaws.com\"", upstream: "\"http://{host}\"",
-                    credentials: "{type: aws, region: eu-west-1, service: s3, source: environment}")
+                    name: "s3", host: "\"*.s3.eu-west-1.amazonaws.com\"", upstream: "\"https://{host}\"",
+                    extra: "    upstream_tls: {ca_file: \(ca.certificate)}", credentials: "{type: aws, region: eu-west-1, service: s3, source: environment}")
             ],
-            environment: moto.sessionEnvironment.merging(["http_proxy": relay.baseURL, "no_proxy": "", "NO_PROXY": ""]) { $1 })
+            environment: moto.sessionEnvironment.merging(["https_proxy": relay.baseURL, "no_proxy": "", "NO_PROXY": ""]) { $1 })
         let first = bucket("vhost")
         let second = bucket("vhost")
         func url(_ bucket: String, _ path: String) -> String { "https://\(bucket).s3.eu-west-1.amazonaws.com\(path)" }
@@ -311,7 +319,7 @@ struct AWSSigningTests {
         #expect(listed.bodyString.contains("<Key>other.txt</Key>") && !listed.bodyString.contains("a key"), "\(listed.bodyString)")
         // The connections went to the request's own host, never to another.
         let targets = (try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] ?? []
-        #expect(Set(targets) == ["\(first).s3.eu-west-1.amazonaws.com:80", "\(second).s3.eu-west-1.amazonaws.com:80"], "\(targets)")
+        #expect(Set(targets) == ["\(first).s3.eu-west-1.amazonaws.com:443", "\(second).s3.eu-west-1.amazonaws.com:443"], "\(targets)")
 
         // boto3 and the AWS CLI with their own virtual-host URLs, HTTPS_PROXY and the proxy's CA, no keys.
         let folder = try TempDir(prefix: "aws-vhost")

@@ -4,15 +4,20 @@ host the CONNECT names: a host name that resolves nowhere on a machine without D
 `mybucket.s3.eu-west-1.amazonaws.com`) then reaches a local server, the name untouched in what
 flows through the tunnel (Host, TLS SNI).
 
-    connect_relay.py --port 0 --to 127.0.0.1:PORT
+    connect_relay.py --port 0 --to 127.0.0.1:PORT [--tls-cert CERT --tls-key KEY]
+
+With --tls-cert the relay ends TLS itself inside each tunnel (with that certificate) and passes the
+plain bytes on: a plain-http server stands for an https one.
 
 GET /targets answers the CONNECT targets seen so far, in order, as a JSON list.
 """
 
 import argparse
 import json
+import select
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 
@@ -21,6 +26,7 @@ import serving
 TARGETS = []
 LOCK = threading.Lock()
 DESTINATION = None
+TLS = None
 
 
 def read_head(sock):
@@ -34,20 +40,25 @@ def read_head(sock):
     return head.decode("latin-1"), rest
 
 
-def pump(source, sink):
-    try:
-        while True:
-            chunk = source.recv(65536)
+def relay(client, upstream):
+    """Bytes both ways until either side closes (one thread: a TLS socket is read and written here only)."""
+    ends = {client: upstream, upstream: client}
+    while True:
+        readable, _, _ = select.select(list(ends), [], [], 120)
+        if not readable:
+            return
+        for source in readable:
+            try:
+                chunk = source.recv(65536)
+            except ssl.SSLWantReadError:
+                continue
+            except OSError:
+                return
             if not chunk:
-                break
-            sink.sendall(chunk)
-    except OSError:
-        pass
-    finally:
-        try:
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+                return
+            ends[source].sendall(chunk)
+            while isinstance(source, ssl.SSLSocket) and source.pending():
+                ends[source].sendall(source.recv(65536))
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -70,13 +81,14 @@ class Handler(socketserver.BaseRequestHandler):
         upstream = socket.create_connection(DESTINATION, timeout=30)
         upstream.settimeout(None)
         client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        if rest:
+        if TLS is not None:
+            client = TLS.wrap_socket(client, server_side=True)
+        elif rest:
             upstream.sendall(rest)
-        other = threading.Thread(target=pump, args=(upstream, client), daemon=True)
-        other.start()
-        pump(client, upstream)
-        other.join()
-        upstream.close()
+        try:
+            relay(client, upstream)
+        finally:
+            upstream.close()
 
 
 class Server(socketserver.ThreadingTCPServer):
@@ -85,11 +97,16 @@ class Server(socketserver.ThreadingTCPServer):
 
 
 def main():
-    global DESTINATION
+    global DESTINATION, TLS
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--to", required=True, help="HOST:PORT every tunnel goes to")
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
     args = parser.parse_args()
+    if args.tls_cert:
+        TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        TLS.load_cert_chain(args.tls_cert, args.tls_key)
     host, _, port = args.to.rpartition(":")
     DESTINATION = (host, int(port))
     server = Server(("127.0.0.1", args.port), Handler)
