@@ -320,6 +320,12 @@ struct AWSSigningTests {
         // The connections went to the request's own host, never to another.
         let targets = (try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] ?? []
         #expect(Set(targets) == ["\(first).s3.eu-west-1.amazonaws.com:443", "\(second).s3.eu-west-1.amazonaws.com:443"], "\(targets)")
+        // A Host the "*." name matches by its suffix but that is no host name never chooses where the keys go.
+        for host in ["evil.example#.s3.eu-west-1.amazonaws.com", "user@evil.example:443@x.s3.eu-west-1.amazonaws.com"] {
+            let refused = try curl(["-H", "Host: \(host)", f.proxyURL + "/"])
+            #expect(refused.status == 400, "\(host): \(refused.bodyString)")
+        }
+        #expect((try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] == targets)
 
         // boto3 and the AWS CLI with their own virtual-host URLs, HTTPS_PROXY and the proxy's CA, no keys.
         let folder = try TempDir(prefix: "aws-vhost")
