@@ -59,14 +59,28 @@ enum AddressParser {
     }
 
     /// An http(s) base URL: host required; no userinfo, query or fragment.
+    /// `{host}` as the whole host (`https://{host}`, `http://{host}:8080/base`) is kept as the host:
+    /// the request's own, filled in per request (`UpstreamURL.takesRequestHost`).
     static func upstream(_ raw: String) throws(AddressProblem) -> UpstreamURL {
         let original = raw.trimmingWhitespace()
-        let parts = try httpURL(original, allowQuery: false)
+        // A name that parses like any other stands in for `{host}` while the rest is checked.
+        let standIn = "request-host.invalid"
+        var text = original
+        var takesRequestHost = false
+        if let marker = original.firstRange(of: "://" + UpstreamURL.requestHost) {
+            let after = original[marker.upperBound...].first
+            if after == nil || after == ":" || after == "/" {
+                text = original[..<marker.lowerBound] + "://" + standIn + original[marker.upperBound...]
+                takesRequestHost = true
+            }
+        }
+        let parts = try httpURL(text, allowQuery: false)
         var basePath = parts.path
         while basePath.hasSuffix("/") { basePath.removeLast() }
         return UpstreamURL(
-            scheme: parts.scheme, host: parts.host, port: parts.port ?? Authority.defaultPort(scheme: parts.scheme),
-            explicitPort: parts.port != nil, basePath: basePath, original: original)
+            scheme: parts.scheme, host: takesRequestHost ? UpstreamURL.requestHost : parts.host,
+            port: parts.port ?? Authority.defaultPort(scheme: parts.scheme), explicitPort: parts.port != nil, basePath: basePath,
+            original: original)
     }
 
     /// Checks an identity-provider URL (token_url, issuer_url...): http or https with a host, no fragment.

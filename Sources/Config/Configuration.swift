@@ -97,6 +97,12 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     /// scheme://authority (no path).
     public var origin: String { "\(scheme)://\(authority)" }
     public var description: String { origin + basePath }
+
+    /// The host of `upstream: "https://{host}"`: the request's own host, the one a route's `*.` name
+    /// matched (CONTRACT.md "Several APIs in one process: routes").
+    public static let requestHost = "{host}"
+    /// Whether the host is the request's own (`requestHost`), filled in per request.
+    public var takesRequestHost: Bool { host == UpstreamURL.requestHost }
 }
 
 public struct AdminConfiguration: Sendable, Equatable {

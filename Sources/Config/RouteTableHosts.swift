@@ -39,3 +39,32 @@ extension RouteTable {
         Array(name.utf8).withUnsafeBufferPointer { hostRoute(forName: $0, port: port, defaultPort: defaultPort) }
     }
 }
+
+extension RouteTable {
+    /// The name a route with `upstream: "https://{host}"` sends its request to: the request's host
+    /// (Host, an absolute-form authority or the CONNECT host) without its port and trailing dot,
+    /// lower-cased; nil when it is not a DNS name (RFC 1035 §2.3.1: labels of 1 to 63 letters, digits,
+    /// `-` and `_`, 253 bytes at most). A `*.` name only checks the suffix: what comes before it could
+    /// be anything a client wrote, and must not change where the connection goes (`a/b?.s3.…`).
+    public static func requestHostName(_ host: String) -> String? {
+        let (name, _) = splitPort(Array(host.utf8)[...])
+        let bare = withoutTrailingDot(name)
+        guard !bare.isEmpty, bare.count <= 253 else { return nil }
+        var labelLength = 0
+        for byte in bare {
+            if byte == UInt8(ascii: ".") {
+                guard labelLength > 0 else { return nil }
+                labelLength = 0
+                continue
+            }
+            let allowed =
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            guard allowed else { return nil }
+            labelLength += 1
+            guard labelLength <= 63 else { return nil }
+        }
+        guard labelLength > 0 else { return nil }
+        return String(decoding: bare.map(asciiLower), as: UTF8.self)
+    }
+}

@@ -273,6 +273,7 @@ extension RouteConfiguration {
                 route = Self.parse(section, name: name ?? "route\(i)", defaults: defaults, requireAPI: true, in: sub)
                 route.name = name ?? ""
                 route.match = RouteMatch.parse(section, allowRemote: allowRemote, in: sub)
+                if let problem = route.requestHostProblem(keyPath: "upstream") { sub.found.record(problem) }
                 // `tls` belongs to a listener: a route has one only with `match.listen`.
                 if let tls = sub.found.collect({ try section.section("tls") }) {
                     route.ownListenerTLS = ListenerTLSConfiguration.parse(tls, in: sub)
@@ -294,6 +295,17 @@ extension RouteConfiguration {
             routes.append(route)
         }
         return routes
+    }
+}
+
+extension RouteConfiguration {
+    /// `{host}` in the upstream of a route that no `*.` name matches: the request's Host (any value
+    /// a client sends) would choose where the credentials go, so it is refused.
+    func requestHostProblem(keyPath: String) -> ConfigurationError? {
+        guard upstream.takesRequestHost, !(match?.hosts.contains { $0.hasPrefix("*.") } ?? false) else { return nil }
+        return ConfigurationError(
+            keyPath: keyPath,
+            reason: "\(UpstreamURL.requestHost) stands for the request's own host: only a route whose match.host has a \"*.\" name may use it")
     }
 }
 

@@ -398,7 +398,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// it was read whole first (then `bodyAfterHead` holds it, from `upOut` or the replay copy).
     func bodyToSign(_ machine: borrowing ExchangeMachine) -> SigV4RequestSigner.Body {
         if case .none = head.framing { return .none }
-        return machine.bodyBuffering == .whole && spool == nil ? .whole(bodyAfterHead) : .streaming
+        if machine.bodyBuffering == .whole && spool == nil { return .whole(bodyAfterHead) }
+        return SigV4RequestSigner.declaresUnsignedTrailer(head) ? .unsignedTrailer : .streaming
     }
 
     /// The head for the try with `token` is in `upOut`: the kept body follows it.

@@ -133,7 +133,8 @@ struct ExchangeMachine {
             bodyBuffering =
                 ExchangeRules.holdsBodyToSign(
                     framing: head.framing, wantsUpgrade: wantsUpgrade, expectsContinue: head.expectContinue,
-                    mayStreamUnsigned: signingMayStreamUnsigned, limit: signingBodyLimit)
+                    mayStreamUnsigned: signingMayStreamUnsigned,
+                    streamsAsFramed: signingMayStreamUnsigned && SigV4RequestSigner.declaresUnsignedTrailer(head), limit: signingBodyLimit)
                 ? .waiting(limit: signingBodyLimit) : .off
             return
         }

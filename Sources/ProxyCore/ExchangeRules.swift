@@ -48,9 +48,12 @@ enum ExchangeRules {
     /// over it is known too large at once. The proxy does not answer `100 Continue` to it (CONTRACT
     /// point 8): a client that waits for it (RFC 9110 §10.1.1) sends its body to a service that may
     /// take `UNSIGNED-PAYLOAD` (`s3`) streamed, its Expect going upstream, and to any other after its
-    /// own wait. An upgrade's body is the new protocol's.
-    static func holdsBodyToSign(framing: BodyFraming, wantsUpgrade: Bool, expectsContinue: Bool, mayStreamUnsigned: Bool, limit: Int) -> Bool {
-        guard !wantsUpgrade, !(expectsContinue && mayStreamUnsigned) else { return false }
+    /// own wait. An upgrade's body is the new protocol's. `streamsAsFramed`: an `s3` body in
+    /// `aws-chunked` framing with a trailing checksum, signed as such (`declaresUnsignedTrailer`).
+    static func holdsBodyToSign(
+        framing: BodyFraming, wantsUpgrade: Bool, expectsContinue: Bool, mayStreamUnsigned: Bool, streamsAsFramed: Bool = false, limit: Int
+    ) -> Bool {
+        guard !wantsUpgrade, !(expectsContinue && mayStreamUnsigned), !streamsAsFramed else { return false }
         switch framing {
         case .none: return false
         case .contentLength(let n): return n <= limit

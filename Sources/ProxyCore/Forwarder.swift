@@ -113,7 +113,15 @@ final class Forwarder {
                 dropsAuthorization = true
             }
         }
-        RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
+        // A signed request goes in the one form an SDK sends, which is also the form signed
+        // (CONTRACT.md "AWS credentials and SigV4 signing"): upstream verifiers that read the path as
+        // sent and those that decode and encode it again then agree.
+        let signedPath = sigv4 == nil ? nil : SigV4.sdkPath(upstream.basePath + path)
+        if let signedPath {
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: "", path: signedPath, query: query)
+        } else {
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
+        }
         if !preserveHost {
             out.append(hostFieldLine)
             sigv4?.noteHost(upstreamHost)
@@ -161,7 +169,7 @@ final class Forwarder {
             fields.copyField(i, to: out)
         }
         if let authorization { out.append(authorization) }
-        sigv4?.appendSignature(to: out, method: head.method, path: upstream.basePath + path, query: query)
+        if let signedPath { sigv4?.appendSignature(to: out, method: head.method, path: signedPath, query: query) }
         // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
         // test a Bearer token pays.
         if let dpop {

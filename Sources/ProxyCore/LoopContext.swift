@@ -57,7 +57,7 @@ final class LoopContext {
         self.forwardProxy = forwardProxy
         routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
         timeouts = LoopContext.timeouts(configuration)
-        for route in old.routes { route.upstream.closeIdle() }
+        for route in old.withConnections { route.upstream.closeIdle() }
     }
 
     deinit {
@@ -86,6 +86,6 @@ final class LoopContext {
     func sweepTimeouts() {
         let now = loop.now
         for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
-        for route in routes.routes { route.upstream.sweepIdle() }
+        for route in routes.withConnections { route.upstream.sweepIdle() }
     }
 }

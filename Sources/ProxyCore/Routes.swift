@@ -56,6 +56,9 @@ final class LoopRoute {
     let sigv4: SigV4RequestSigner?
     /// `type: aws` with a signed payload: a body up to this is read whole before its head goes.
     let signingBodyLimit: Int?
+    /// `upstream: "https://{host}"`: this is the route's template; each request goes through the
+    /// `LoopRoute` of its own host (`LoopRoutes.requestHostRoute`).
+    let takesRequestHost: Bool
 
     var tokens: TokenManager { state.tokens }
 
@@ -83,6 +86,7 @@ final class LoopRoute {
         sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
         dpopEnabled = route.credentials.source.oauth2Client?.dpop != nil
         errorName = named ? route.name : nil
+        takesRequestHost = route.upstream.takesRequestHost
         requestBuffering = route.forward.requestBuffering
         requestBufferingDisk = route.forward.requestBufferingDisk
         spoolFolder = route.spoolFolder
@@ -107,6 +111,21 @@ final class LoopRoutes {
     /// The one route of a file without `routes:`: no lookup per request.
     let single: LoopRoute?
     private let byName: [String: LoopRoute]
+    // What a route of a request's own host is made from.
+    private let configuration: Configuration
+    private let loop: EventLoop
+    private let metrics: LoopMetrics
+
+    /// A route with `upstream: "https://{host}"` as one host's requests take it.
+    private struct RequestHost: Hashable {
+        let route: Int
+        let name: String
+    }
+    /// The routes of the hosts met so far: each its own Host to send and sign, and its own pool
+    /// (a connection to one host never serves another).
+    private var requestHostRoutes: [RequestHost: LoopRoute] = [:]
+    /// Beyond this many hosts on one loop, the ones kept are let go (their idle connections closed).
+    static let maxRequestHostRoutes = 256
 
     init(configuration: Configuration, states: [RouteState], loop: EventLoop, metrics: LoopMetrics) {
         table = RouteTable(configuration.routes)
@@ -117,6 +136,28 @@ final class LoopRoutes {
         var byName: [String: LoopRoute] = [:]
         for route in routes { byName[route.state.name] = route }
         self.byName = byName
+        self.configuration = configuration
+        self.loop = loop
+        self.metrics = metrics
+    }
+
+    /// Every route that may hold upstream connections: the routes, and those of request hosts.
+    var withConnections: [LoopRoute] { routes + requestHostRoutes.values }
+
+    /// Route `index` (`upstream: "https://{host}"`) for requests to `name`, a checked host name
+    /// (`RouteTable.requestHostName`): its upstream URL with that host, the rest as configured.
+    private func requestHostRoute(_ index: Int, name: String) -> LoopRoute {
+        let key = RequestHost(route: index, name: name)
+        if let known = requestHostRoutes[key] { return known }
+        if requestHostRoutes.count >= Self.maxRequestHostRoutes {
+            for route in requestHostRoutes.values { route.upstream.closeIdle() }
+            requestHostRoutes.removeAll()
+        }
+        var one = configuration.selecting(route: index)
+        one.routes[0].upstream.host = name
+        let route = LoopRoute(state: routes[index].state, configuration: one, named: configuration.hasRoutes, loop: loop, metrics: metrics)
+        requestHostRoutes[key] = route
+        return route
     }
 
     /// The route of a request on the shared listener (`ownRoute` nil) or on a route's own listener,
@@ -153,7 +194,13 @@ final class LoopRoutes {
             return host!.withUTF8 { table.match(host: $0, defaultPort: defaultPort, path: p, absoluteForm: hostIsTarget) }
         }
         switch outcome {
-        case .route(let index, let strip): return .success(Selection(route: routes[index], strip: strip, target: target))
+        case .route(let index, let strip):
+            guard routes[index].takesRequestHost else { return .success(Selection(route: routes[index], strip: strip, target: target)) }
+            // The host the route's `*.` name matched goes upstream: only a real host name.
+            guard let name = host.flatMap(RouteTable.requestHostName) else {
+                return .failure(.badRequest("the request's host is not a host name, and this route sends each request to its own host"))
+            }
+            return .success(Selection(route: requestHostRoute(index, name: name), strip: strip, target: target))
         case .noRoute: return .failure(.noRoute)
         case .forbiddenTarget: return .failure(.forbiddenTarget)
         }

@@ -373,7 +373,7 @@ public final class Server: AdminService, @unchecked Sendable {
             mine.ctx.loop.execute {
                 for acceptor in mine.acceptors where acceptor.listener !== admin { acceptor.stop() }
                 for connection in Array(mine.ctx.connections.values) { connection.beginDrain() }
-                for route in mine.ctx.routes.routes { route.upstream.closeIdle() }
+                for route in mine.ctx.routes.withConnections { route.upstream.closeIdle() }
                 unwatched.leave()
             }
         }
@@ -435,7 +435,7 @@ public final class Server: AdminService, @unchecked Sendable {
         for mine in perLoop {
             mine.ctx.loop.execute { [self] in
                 var counts = mine.ctx.metrics.counters
-                for route in mine.ctx.routes.routes where route.metricsSlot < counts.routes.count {
+                for route in mine.ctx.routes.withConnections where route.metricsSlot < counts.routes.count {
                     counts.routes[route.metricsSlot].idleConnections += route.upstream.idleCount
                 }
                 let last = gathered.withLock { g -> LoopMetrics.Counters? in

@@ -46,17 +46,29 @@ final class SigV4RequestSigner {
         case whole([UInt8])
         /// It streams: too large to hold (over `forward.retry_body_limit`), or not held.
         case streaming
+        /// It streams as the client framed it: `aws-chunked` with a trailing checksum, declared by
+        /// `X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER` (`declaresUnsignedTrailer`).
+        case unsignedTrailer
+    }
+
+    /// What the SDKs send for an S3 upload over https: a body S3 decodes from `aws-chunked` only
+    /// when that is the payload value signed. On `s3` it goes as it came, unheld and signed so;
+    /// hashing its framed bytes instead would store the framing in the object.
+    static func declaresUnsignedTrailer(_ head: borrowing RequestHead) -> Bool {
+        head.first("x-amz-content-sha256") == SigV4.unsignedTrailer
     }
 
     /// The payload hash to sign (CONTRACT.md): the body's SHA-256 when it is at hand;
-    /// `UNSIGNED-PAYLOAD` with `payload: unsigned`, or for `s3` when the body streams; nil when a
-    /// body that streams must be signed (the request gets 413 `body_too_large`).
+    /// `UNSIGNED-PAYLOAD` with `payload: unsigned`, or for `s3` when the body streams; for `s3`, an
+    /// `aws-chunked` body with a trailing checksum as its client declared it; nil when a body that
+    /// streams must be signed (the request gets 413 `body_too_large`).
     static func payload(_ body: Body, service: String, unsignedPayload: Bool) -> SigV4Request.Payload? {
+        if case .unsignedTrailer = body { return mayStreamUnsigned(service: service) ? .unsignedTrailer : nil }
         if unsignedPayload { return .unsigned }
         switch body {
         case .none: return .hash(SigV4.emptyPayloadHash)
         case .whole(let bytes): return .hash(SigV4.sha256Hex(bytes))
-        case .streaming: return mayStreamUnsigned(service: service) ? .unsigned : nil
+        case .streaming, .unsignedTrailer: return mayStreamUnsigned(service: service) ? .unsigned : nil
         }
     }
 
@@ -76,7 +88,7 @@ final class SigV4RequestSigner {
         let bodyHeld: Bool
         switch body {
         case .whole: bodyHeld = true
-        case .none, .streaming: bodyHeld = false
+        case .none, .streaming, .unsignedTrailer: bodyHeld = false
         }
         return Step(signer: self, credentials: credentials, payload: payload, bodyHeld: bodyHeld)
     }

@@ -303,4 +303,60 @@ import Testing
         #expect(one.upstream.host == "api.github.com")
         #expect(one.store.path.hasSuffix("/state/github.json"))
     }
+
+    // MARK: upstream: "https://{host}" (issue 39, point 9)
+
+    static func requestHostRoute(match: String, upstream: String = "\"https://{host}\"") -> String {
+        routesFile(
+            """
+              - name: s3
+                match: \(match)
+                upstream: \(upstream)
+                credentials: {type: static, token_env: TOKEN}
+            """)
+    }
+
+    @Test func aStarHostRouteMayTakeTheRequestsOwnHost() throws {
+        let c = try parse(Self.requestHostRoute(match: "{host: [\"*.s3.eu-west-1.amazonaws.com\", s3.eu-west-1.amazonaws.com]}"), environment: Self.environment)
+            .configuration
+        #expect(c.routes[0].upstream.takesRequestHost)
+        #expect(c.routes[0].upstream.scheme == "https")
+        #expect(c.routes[0].upstream.port == 443)
+        let other = try parse(
+            Self.requestHostRoute(match: "{host: \"*.example.com\"}", upstream: "\"http://{host}:8080/base/\""), environment: Self.environment
+        )
+        .configuration.routes[0].upstream
+        #expect(other.takesRequestHost && other.port == 8080 && other.explicitPort && other.basePath == "/base")
+        // A name that only starts with {host} is no placeholder, and not a host name either.
+        let error = try #require(
+            parseError(Self.requestHostRoute(match: "{host: \"*.example.com\"}", upstream: "\"https://{host}x\""), environment: Self.environment))
+        #expect(error.all.contains { $0.keyPath == "routes[0].upstream" }, "\(error)")
+    }
+
+    @Test func theRequestsOwnHostNeedsAStarHost() throws {
+        for match in ["{host: api.example.com}", "{path_prefix: /s3/}", "{listen: 127.0.0.1:8081}"] {
+            let error = try #require(parseError(Self.requestHostRoute(match: match), environment: Self.environment), "\(match)")
+            #expect(
+                error.all.contains { $0.keyPath == "routes[0].upstream" && $0.reason.contains("{host}") && $0.reason.contains("*.") }, "\(match): \(error)")
+        }
+        // The fallback route, and the one-API file (its upstream, or TOKENPROXY_UPSTREAM), take any Host.
+        let fallback = Self.routesFile("  - name: s3\n    upstream: \"https://{host}\"\n    credentials: {type: static, token_env: TOKEN}")
+        #expect(try #require(parseError(fallback, environment: Self.environment)).all.contains { $0.keyPath == "routes[0].upstream" })
+        let single = minimalYAML.replacingOccurrences(of: "upstream: https://api.example.com", with: "upstream: \"https://{host}\"")
+        #expect(try #require(parseError(single)).all.contains { $0.keyPath == "upstream" && $0.reason.contains("{host}") })
+        var environment = minimalEnvironment
+        environment["TOKENPROXY_UPSTREAM"] = "https://{host}"
+        #expect(try #require(parseError(minimalYAML, environment: environment)).all.contains { $0.keyPath == "TOKENPROXY_UPSTREAM" })
+    }
+
+    @Test func theRequestsHostGoesUpstreamOnlyWhenItIsAHostName() {
+        #expect(RouteTable.requestHostName("MyBucket.S3.eu-west-1.amazonaws.com") == "mybucket.s3.eu-west-1.amazonaws.com")
+        #expect(RouteTable.requestHostName("my_bucket.s3.eu-west-1.amazonaws.com.:443") == "my_bucket.s3.eu-west-1.amazonaws.com")
+        for bad in [
+            "evil.com/x?.s3.eu-west-1.amazonaws.com", "user@evil.com#.s3.amazonaws.com", "a..s3.amazonaws.com", ".s3.amazonaws.com", "",
+            "[::1]", "a b.example.com", "a%2e.example.com", String(repeating: "a", count: 64) + ".example.com",
+        ] {
+            #expect(RouteTable.requestHostName(bad) == nil, "\(bad)")
+        }
+    }
 }

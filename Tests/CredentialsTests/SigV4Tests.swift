@@ -140,6 +140,37 @@ struct SigV4Tests {
         #expect(SigV4.canonicalURI("/ü", service: "s3") == "/%C3%BC")
     }
 
+    /// CONTRACT.md "AWS credentials and SigV4 signing": the one form an SDK sends (issue 39, points 2 and 21).
+    @Test func sdkPathIsTheOneFormOfEverySpelling() {
+        let key = "/bucket/dir/a%20b%2Bc~%C3%BC%281%29.txt"
+        // Escapes of unreserved bytes decoded; raw reserved bytes escaped; lower-case hex upper-cased.
+        #expect(SigV4.sdkPath("/bucket/dir/a%20b%2Bc%7E%C3%BC%281%29.txt") == key)
+        #expect(SigV4.sdkPath("/bucket/dir/a%20b%2Bc~%C3%BC(1).txt") == key)
+        #expect(SigV4.sdkPath("/bucket/dir/a%20b%2bc%7e%c3%bc%281%29.txt") == key)
+        #expect(SigV4.sdkPath("/bucket/dir/a b+c~ü(1).txt") == key)
+        #expect(SigV4.sdkPath("/%41%2D%2e%5F%7e%30") == "/A-._~0")
+        // An escaped `/` stays escaped: it is part of a key, not a separator.
+        #expect(SigV4.sdkPath("/a%2fb/c") == "/a%2Fb/c")
+        // A `%` that starts no escape is a byte like any other.
+        #expect(SigV4.sdkPath("/100%") == "/100%25")
+        #expect(SigV4.sdkPath("/%zz%4") == "/%25zz%254")
+        #expect(SigV4.sdkPath("") == "")
+        // The form is a fixed point: what goes upstream is signed as it goes.
+        for path in ["/a%2525b", key, "/100%", "/%c3%bc!*'()+=&;:@,$"] {
+            #expect(SigV4.sdkPath(SigV4.sdkPath(path)) == SigV4.sdkPath(path))
+            #expect(SigV4.canonicalURI(SigV4.sdkPath(path), service: "s3") == SigV4.canonicalURI(path, service: "s3"))
+        }
+    }
+
+    @Test func everySpellingOfAKeyIsSignedAsOne() {
+        let spellings = ["/b/a%20b%2Bc%7E%C3%BC%281%29", "/b/a%20b%2Bc~%C3%BC(1)", "/b/a%20b%2bc%7e%c3%bc%281%29"]
+        #expect(Set(spellings.map { SigV4.canonicalURI(SigV4.sdkPath($0), service: "s3") }) == ["/b/a%20b%2Bc~%C3%BC%281%29"])
+        #expect(
+            Set(spellings.map { SigV4.canonicalURI(SigV4.sdkPath($0), service: "execute-api") }) == ["/b/a%2520b%252Bc~%25C3%25BC%25281%2529"])
+        // `%2E%2E` is `..`, resolved for services other than S3.
+        #expect(SigV4.canonicalURI(SigV4.sdkPath("/a/%2E%2E/b"), service: "es") == "/b")
+    }
+
     @Test func canonicalQuerySortsAndEncodes() {
         // Repeated names sorted by value; a name without `=` and an empty value both give `name=`.
         #expect(SigV4.canonicalQuery("b=2&a=z&a=y&c&d=") == "a=y&a=z&b=2&c=&d=")

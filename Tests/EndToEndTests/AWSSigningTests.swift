@@ -227,6 +227,142 @@ struct AWSSigningTests {
         expectNoSecret(proxy, ["verify/secret+key", "verify-session"])
     }
 
+    /// Issue 39, points 2 and 21: a key spelled with escapes of unreserved characters (`%7E`), with
+    /// reserved ones left raw (`(`), or with lower-case escapes (`%2b`) goes upstream in the one form
+    /// an SDK sends, and is signed in that form.
+    @Test(
+        "every spelling of a key goes and is signed in the SDKs' form: verifiers reading the path as sent and decoding it agree",
+        arguments: [("s3", false), ("s3", true), ("execute-api", false), ("execute-api", true)])
+    func everySpellingOfAKey(service: String, decodePath: Bool) throws {
+        let verifier = try PythonServer(
+            "sigv4_verifier", arguments: ["--key", "AKIDVERIFY:verify/secret+key:verify-session"] + (decodePath ? ["--decode-path"] : []))
+        let proxy = try ProxyProcess(
+            config: config(upstream: verifier.baseURL + "/base", service: service),
+            environment: ["AWS_ACCESS_KEY_ID": "AKIDVERIFY", "AWS_SECRET_ACCESS_KEY": "verify/secret+key", "AWS_SESSION_TOKEN": "verify-session"])
+        // One key (space, +, ~, ü, parentheses), four spellings.
+        let spellings = [
+            "/bucket/dir/a%20b%2Bc~%C3%BC%281%29.txt", "/bucket/dir/a%20b%2Bc~%C3%BC(1).txt", "/bucket/dir/a%20b%2Bc%7E%C3%BC%281%29.txt",
+            "/bucket/dir/a%20b%2bc%7e%c3%bc%281%29.txt",
+        ]
+        let put = try curl(["--path-as-is", "-X", "PUT", "-H", "Content-Type: text/plain", "--data-binary", "one key", proxy.baseURL + spellings[1]])
+        #expect(put.status == 200, "\(put.bodyString)")
+        for spelling in spellings {
+            let got = try curl(["--path-as-is", proxy.baseURL + spelling])
+            #expect(got.status == 200, "\(spelling): \(got.bodyString)")
+            #expect(got.bodyString == "one key", "\(spelling)")
+        }
+    }
+
+    @Test("moto (botocore decodes the path and encodes it again): a key spelled with %7E or %7e reads back")
+    func motoReadsEverySpellingOfAKey() throws {
+        let moto = try Moto.shared()
+        let proxy = try ProxyProcess(config: config(upstream: moto.account.endpoint, service: "s3"), environment: moto.sessionEnvironment)
+        let bucket = bucket("spelling")
+        #expect(try curl(["-X", "PUT", proxy.baseURL + "/\(bucket)"]).status == 200)
+        // moto's own re-quoting (werkzeug's) leaves `+`, `(` and UTF-8 unlike any SDK: only space and `~` verify there.
+        let put = try curl(
+            [
+                "--path-as-is", "-X", "PUT", "-H", "Content-Type: application/octet-stream", "--data-binary", "tilde",
+                proxy.baseURL + "/\(bucket)/dir/a%20b~c.txt",
+            ])
+        #expect(put.status == 200, "\(put.bodyString)")
+        for spelling in ["a%20b~c.txt", "a%20b%7Ec.txt", "a%20b%7ec.txt", "a%20%62%7E%63.txt"] {
+            let got = try curl(["--path-as-is", proxy.baseURL + "/\(bucket)/dir/" + spelling])
+            #expect(got.status == 200, "\(spelling): \(got.bodyString)")
+            #expect(got.bodyString == "tilde", "\(spelling)")
+        }
+        let listing = try curl([proxy.baseURL + "/\(bucket)?list-type=2"])
+        #expect(listing.bodyString.contains("<Key>dir/a b~c.txt</Key>"), "\(listing.bodyString)")
+        expectNoSecret(proxy, moto.secrets)
+    }
+
+    /// Issue 39, point 9: virtual-hosted S3 (`BUCKET.s3.REGION.amazonaws.com`) through the forward
+    /// proxy, with a route `*.s3.eu-west-1.amazonaws.com` whose upstream is the request's own host.
+    /// Those names resolve nowhere here: tokenproxy reaches them through `https_proxy`, a relay that
+    /// ends TLS for them (a test CA's `*.s3.eu-west-1.amazonaws.com`) and sends every tunnel on to
+    /// moto, which reads the bucket from the Host and checks the signature.
+    @Test("virtual-hosted S3 through the forward proxy: each bucket's host goes upstream and is signed (curl, boto3, the AWS CLI)")
+    func virtualHostedBucketsThroughTheForwardProxy() throws {
+        let moto = try Moto.shared()
+        let ca = try TestCA()
+        let upstreamCertificate = try ca.issue(["*.s3.eu-west-1.amazonaws.com"])
+        let relay = try PythonServer(
+            "connect_relay",
+            arguments: [
+                "--to", "127.0.0.1:\(URL(string: moto.account.endpoint)!.port!)", "--tls-cert", upstreamCertificate.certificate, "--tls-key",
+                upstreamCertificate.key,
+            ])
+        let f = try ForwardProxyFixture(
+            routes: [
+                .init(
+                    name: "s3", host: "\"*.s3.eu-west-1.amazonaws.com\"", upstream: "\"https://{host}\"",
+                    extra: "    upstream_tls: {ca_file: \(ca.certificate)}", credentials: "{type: aws, region: eu-west-1, service: s3, source: environment}")
+            ],
+            environment: moto.sessionEnvironment.merging(["https_proxy": relay.baseURL, "no_proxy": "", "NO_PROXY": ""]) { $1 })
+        let first = bucket("vhost")
+        let second = bucket("vhost")
+        func url(_ bucket: String, _ path: String) -> String { "https://\(bucket).s3.eu-west-1.amazonaws.com\(path)" }
+        let location =
+            "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LocationConstraint>eu-west-1</LocationConstraint></CreateBucketConfiguration>"
+        for name in [first, second] {
+            let made = try f.curl(["-X", "PUT", "-H", "Content-Type: application/xml", "--data-binary", location, url(name, "/")], timeout: 60)
+            #expect(made.status == 200, "\(name): \(made.bodyString) \(f.proxy.stderr.suffix(2000))")
+        }
+        let binary = ["-H", "Content-Type: application/octet-stream"]
+        #expect(try f.curl(["-X", "PUT"] + binary + ["--data-binary", "in the first", url(first, "/dir/a%20key.txt")], timeout: 60).status == 200)
+        #expect(try f.curl(["-X", "PUT"] + binary + ["--data-binary", "in the second", url(second, "/other.txt")], timeout: 60).status == 200)
+        let got = try f.curl([url(first, "/dir/a%20key.txt")], timeout: 60)
+        #expect(got.status == 200, "\(got.bodyString)")
+        #expect(got.bodyString == "in the first")
+        // Each bucket's own Host reached moto: each lists its own object only.
+        let listed = try f.curl([url(second, "/?list-type=2")], timeout: 60)
+        #expect(listed.bodyString.contains("<Key>other.txt</Key>") && !listed.bodyString.contains("a key"), "\(listed.bodyString)")
+        // The connections went to the request's own host, never to another.
+        let targets = (try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] ?? []
+        #expect(Set(targets) == ["\(first).s3.eu-west-1.amazonaws.com:443", "\(second).s3.eu-west-1.amazonaws.com:443"], "\(targets)")
+        // A Host the "*." name matches by its suffix but that is no host name never chooses where the keys go.
+        for host in ["evil.example#.s3.eu-west-1.amazonaws.com", "user@evil.example:443@x.s3.eu-west-1.amazonaws.com"] {
+            let refused = try curl(["-H", "Host: \(host)", f.proxyURL + "/"])
+            #expect(refused.status == 400, "\(host): \(refused.bodyString)")
+        }
+        #expect((try JSONSerialization.jsonObject(with: Data(try curl([relay.baseURL + "/targets"]).body))) as? [String] == targets)
+
+        // boto3 and the AWS CLI with their own virtual-host URLs, HTTPS_PROXY and the proxy's CA, no keys.
+        let folder = try TempDir(prefix: "aws-vhost")
+        let environment = childEnvironment([
+            "HTTPS_PROXY": f.proxyURL, "AWS_CA_BUNDLE": f.caFile, "AWS_DEFAULT_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_CONFIG_FILE": folder.file("none"),
+            "AWS_SHARED_CREDENTIALS_FILE": folder.file("none"), "AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_S3": "",
+        ])
+        let script = """
+            import boto3, sys
+            from botocore import UNSIGNED
+            from botocore.config import Config
+            s3 = boto3.client("s3", region_name="eu-west-1", config=Config(signature_version=UNSIGNED, s3={"addressing_style": "virtual"}))
+            s3.put_object(Bucket=sys.argv[1], Key="from boto3", Body=b"boto3 bytes")
+            print(s3.get_object(Bucket=sys.argv[1], Key="from boto3")["Body"].read().decode())
+            """
+        let boto = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3", arguments: ["-c", script, first], environment: environment, timeout: 120)
+        #expect(boto.status == 0, "\(boto.output)")
+        #expect(boto.stdout == "boto3 bytes\n")
+        let cli = try runCommand(
+            "aws", arguments: ["--no-sign-request", "--region", "eu-west-1", "s3", "cp", "s3://\(first)/from boto3", "-"], environment: environment,
+            timeout: 120)
+        #expect(cli.status == 0, "\(cli.output)")
+        #expect(cli.stdout == "boto3 bytes")
+        // Over https both send uploads aws-chunked with a trailing checksum: the object holds the bytes, not the framing.
+        let upload = try folder.write("upload.txt", String(repeating: "cli upload\n", count: 500))
+        let copied = try runCommand(
+            "aws", arguments: ["--no-sign-request", "--region", "eu-west-1", "s3", "cp", upload, "s3://\(first)/from cli.txt"], environment: environment,
+            timeout: 120)
+        #expect(copied.status == 0, "\(copied.output)")
+        let read = try f.curl([url(first, "/from%20cli.txt")], timeout: 60)
+        #expect(read.bodyString == String(repeating: "cli upload\n", count: 500), "\(read.bodyString.prefix(300))")
+        try f.finish()
+        expectNoSecret(f.proxy, moto.secrets)
+    }
+
     @Test(
         "an upstream 403 that says the credentials expired fetches new ones and retries once; any other 403 goes as it came",
         arguments: [("GET", "/xml/object"), ("GET", "/header/object"), ("POST", "/apigw/stage/items"), ("HEAD", "/xml/object")])

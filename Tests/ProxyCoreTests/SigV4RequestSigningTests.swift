@@ -55,6 +55,8 @@ import Testing
                 + "User-Agent: curl/8\r\nX-Amzn-Trace-Id: Root=1\r\nX-Forwarded-For: 10.0.0.1\r\nAuthorization: Bearer client\r\n"
                 + "X-Amz-Date: 20200101T000000Z\r\nContent-Length: 0\r\n\r\n")
         let fields = Self.fields(head)
+        // The path goes in the one form an SDK sends (a raw space escaped), and is signed in that form.
+        #expect(head.hasPrefix("POST /v1/items/a%20b?z=1&a=2 HTTP/1.1\r\n"))
         // The client's own signature fields are replaced; other fields go as they came.
         #expect(!head.contains("Bearer client"))
         #expect(!head.contains("20200101T000000Z"))
@@ -78,7 +80,7 @@ import Testing
         let time = try #require(parser.date(from: stamp)).timeIntervalSince1970
         let signedNames = ["content-type", "host", "x-amz-meta-color"]
         let request = SigV4Request(
-            method: "POST", path: "/v1/items/a b", query: "z=1&a=2",
+            method: "POST", path: "/v1/items/a%20b", query: "z=1&a=2",
             headers: fields.filter { signedNames.contains($0.name.lowercased()) }, payload: .hash(SigV4.emptyPayloadHash))
         let again = SigV4.sign(request, region: "eu-west-1", service: "execute-api", credentials: Self.credentials, time: time)
         #expect(again.first { $0.name == "Authorization" }?.value == authorization)
@@ -111,6 +113,25 @@ import Testing
         #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: false) == nil)
         #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: true) == .unsigned)
         #expect(SigV4RequestSigner.payload(.whole([1]), service: "s3", unsignedPayload: true) == .unsigned)
+        // An aws-chunked body with a trailing checksum is signed as its client framed it, on s3 only.
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: false) == .unsignedTrailer)
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: true) == .unsignedTrailer)
+        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "es", unsignedPayload: false) == nil)
+    }
+
+    /// What the SDKs send over https: the payload value the client declared goes and is signed, once.
+    @Test func anAWSChunkedUploadWithATrailerIsSignedAsFramed() throws {
+        let head = try signedHead(
+            "PUT /k HTTP/1.1\r\nHost: h\r\nContent-Encoding: aws-chunked\r\nX-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\n"
+                + "X-Amz-Decoded-Content-Length: 5\r\nX-Amz-Trailer: x-amz-checksum-crc32\r\nContent-Length: 60\r\n\r\n",
+            service: "s3", body: .unsignedTrailer)
+        #expect(head.components(separatedBy: "X-Amz-Content-Sha256: ").count == 2, "\(head)")
+        #expect(head.contains("X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER\r\n"))
+        #expect(head.contains("Content-Encoding: aws-chunked\r\n"))
+        #expect(head.contains("x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;x-amz-security-token;x-amz-trailer,"), "\(head)")
+        #expect(
+            !ExchangeRules.holdsBodyToSign(
+                framing: .contentLength(60), wantsUpgrade: false, expectsContinue: false, mayStreamUnsigned: true, streamsAsFramed: true, limit: 100))
     }
 
     @Test func aBodyIsHeldToBeSignedWhenItMayFit() {

@@ -4,9 +4,14 @@ view of the path is werkzeug's re-quoted IRI, so keys with UTF-8 or reserved cha
 for boto3's own requests). The signature is recomputed with botocore's signers (S3SigV4Auth for
 `s3`, SigV4Auth for every other service) over the fields SignedHeaders names, with X-Amz-Date as
 the time; a body whose SHA-256 differs from X-Amz-Content-Sha256 (unless UNSIGNED-PAYLOAD) is
-refused too. Objects PUT are kept in memory and a GET returns them.
+refused too. Objects PUT are kept in memory under their decoded path (as S3 decodes a key: every
+spelling of one key is one object) and a GET returns them.
 
-    sigv4_verifier.py --port 0 --key ACCESS_KEY_ID:SECRET [--key ...]
+    sigv4_verifier.py --port 0 --key ACCESS_KEY_ID:SECRET [--key ...] [--decode-path]
+
+With --decode-path the path is decoded and encoded again (RFC 3986 unreserved bytes and `/` kept,
+every other byte escaped with upper-case hex) before the signature is recomputed, as S3 reads it;
+without it the path is read as sent.
 
 Answers 200 (with the stored body for a GET), 404 for an unknown object, 403 with
 SignatureDoesNotMatch and the canonical request it computed when the signature is wrong.
@@ -24,6 +29,7 @@ import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote_to_bytes
 
 from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -35,6 +41,19 @@ OBJECTS = {}
 EXPIRED = set()
 SIGNED_BY = {}
 LOCK = threading.Lock()
+DECODE_PATH = False
+
+
+def object_key(target):
+    return unquote_to_bytes(target.partition("?")[0])
+
+
+def path_as_read(target):
+    """The request target with its path as the signature is recomputed over."""
+    if not DECODE_PATH:
+        return target
+    path, mark, query = target.partition("?")
+    return quote(unquote_to_bytes(path), safe="/~") + mark + query
 
 
 def parse_authorization(value):
@@ -78,8 +97,9 @@ class Handler(BaseHTTPRequestHandler):
             if values is None:
                 return f"signed field {name} missing"
             headers[name] = ",".join(values)
-        # The raw request target, exactly as it arrived.
-        request = AWSRequest(method=self.command, url=f"http://{self.headers['Host']}{self.path}", headers=headers, data=body)
+        # The raw request target, exactly as it arrived (or its path decoded and encoded again).
+        url = f"http://{self.headers['Host']}{path_as_read(self.path)}"
+        request = AWSRequest(method=self.command, url=url, headers=headers, data=body)
         request.context["timestamp"] = self.headers["X-Amz-Date"]
         secret, token = KEYS[access_key]
         if token is not None and self.headers.get("X-Amz-Security-Token") != token:
@@ -128,10 +148,10 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/denied/"):
             self.answer(403, b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>", "application/xml")
         elif self.command == "PUT":
-            OBJECTS[self.path] = body
+            OBJECTS[object_key(self.path)] = body
             self.answer(200)
-        elif self.path in OBJECTS:
-            self.answer(200, OBJECTS[self.path], "application/octet-stream")
+        elif object_key(self.path) in OBJECTS:
+            self.answer(200, OBJECTS[object_key(self.path)], "application/octet-stream")
         else:
             self.answer(404, b"NoSuchKey")
 
@@ -143,7 +163,10 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--key", action="append", default=[], help="ACCESS_KEY_ID:SECRET[:SESSION_TOKEN]")
     parser.add_argument("--expired-key", action="append", default=[], help="ACCESS_KEY_ID answered as expired")
+    parser.add_argument("--decode-path", action="store_true", help="recompute over the path decoded and encoded again, as S3 does")
     args = parser.parse_args()
+    global DECODE_PATH
+    DECODE_PATH = args.decode_path
     EXPIRED.update(args.expired_key)
     for item in args.key:
         access_key, secret, *token = item.split(":", 2)

@@ -223,6 +223,8 @@ struct Builder {
             topStorePath = defaults.store.path
         } else {
             routes = [RouteConfiguration.parse(root, name: RouteConfiguration.defaultName, defaults: nil, requireAPI: true, in: load)]
+            let upstreamKey = load.env(ConfigurationLoader.upstreamEnvironmentKey) != nil ? ConfigurationLoader.upstreamEnvironmentKey : "upstream"
+            if let problem = routes[0].requestHostProblem(keyPath: upstreamKey) { load.found.record(problem) }
             topStorePath = routes[0].store.path
         }
 

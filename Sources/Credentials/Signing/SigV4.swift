@@ -19,7 +19,8 @@ public struct AWSCredentials: Sendable, Equatable {
 }
 
 /// One request as SigV4 sees it. `path` and `query` are the request target's parts as they go
-/// upstream (already percent-encoded, the query without `?`); `headers` are the fields to sign,
+/// upstream (already percent-encoded, the query without `?`; the path in `SigV4.sdkPath`'s form,
+/// which the signature assumes); `headers` are the fields to sign,
 /// `host` among them (which fields: `SigV4.signsField`).
 public struct SigV4Request: Sendable {
     public enum Payload: Sendable, Equatable {
@@ -27,6 +28,9 @@ public struct SigV4Request: Sendable {
         case hash(String)
         /// `UNSIGNED-PAYLOAD` (S3 and services that allow it).
         case unsigned
+        /// `STREAMING-UNSIGNED-PAYLOAD-TRAILER`: an S3 body in `aws-chunked` framing with its checksum
+        /// in a trailer, as the SDKs send uploads over https (S3 decodes the framing).
+        case unsignedTrailer
     }
     public var method: String
     public var path: String
@@ -49,6 +53,7 @@ public struct SigV4Request: Sendable {
 public enum SigV4 {
     public static let algorithm = "AWS4-HMAC-SHA256"
     public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    public static let unsignedTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
     /// SHA-256 of no bytes.
     public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
@@ -72,7 +77,9 @@ public enum SigV4 {
     ) -> [(name: String, value: String)] {
         let stamp = timestamp(time)
         var added: [(name: String, value: String)] = [("X-Amz-Date", stamp)]
-        if service == "s3" || request.payload == .unsigned {
+        if case .hash = request.payload, service != "s3" {
+            // The hash is in the canonical request only (every service but S3 reads it there).
+        } else {
             added.append(("X-Amz-Content-Sha256", payloadHash(request.payload)))
         }
         if let token = credentials.sessionToken { added.append(("X-Amz-Security-Token", token)) }
@@ -115,6 +122,7 @@ public enum SigV4 {
         switch payload {
         case .hash(let hex): return hex
         case .unsigned: return unsignedPayload
+        case .unsignedTrailer: return unsignedTrailer
         }
     }
 
@@ -145,11 +153,37 @@ public enum SigV4 {
         return key
     }
 
-    /// The path as the SDKs compute it from the path sent: for `s3` encoded once (unreserved bytes
-    /// and `/` kept, escapes kept with their hex upper-cased, every other byte escaped); every other
-    /// service encodes that once more, so an escape `%XX` becomes `%25XX`. A byte a client left raw
-    /// (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test suite.
-    /// Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
+    /// The one form of a path an AWS SDK sends (CONTRACT.md "AWS credentials and SigV4 signing"):
+    /// escapes of RFC 3986 §2.3 unreserved bytes decoded (`%7E` is `~`), every other escape kept
+    /// with its hex upper-cased (`%2b` is `%2B`), every other byte that is neither unreserved nor `/`
+    /// escaped (a byte a client left raw, or a `%` that starts no escape). Every spelling of one S3
+    /// key has this one form, so a verifier that reads the path as sent and one that decodes and
+    /// encodes it again (S3 itself) compute the same canonical URI. Applying it twice changes nothing.
+    public static func sdkPath(_ path: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(path.utf8.count + 16)
+        let bytes = Array(path.utf8)
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            if byte == UInt8(ascii: "%"), i + 2 < bytes.count, let high = hexValue(bytes[i + 1]), let low = hexValue(bytes[i + 2]) {
+                let decoded = high << 4 | low
+                if isUnreserved(decoded) { out.append(decoded) } else { appendEscape(decoded, to: &out) }
+                i += 3
+                continue
+            }
+            if isUnreserved(byte) || byte == UInt8(ascii: "/") { out.append(byte) } else { appendEscape(byte, to: &out) }
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The canonical URI, as the SDKs compute it from the path they send (`sdkPath`'s form, which
+    /// the request writer sends): for `s3` encoded once (unreserved bytes and `/` kept, escapes kept
+    /// with their hex upper-cased, every other byte escaped), which leaves that form as it is; every
+    /// other service encodes that once more, so an escape `%XX` becomes `%25XX`. A byte a caller left
+    /// raw (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test
+    /// suite. Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
     static func canonicalURI(_ path: String, service: String) -> String {
         let escapePercent = service != "s3"
         let path = escapePercent ? normalizedPath(path) : path
