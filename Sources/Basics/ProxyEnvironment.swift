@@ -94,8 +94,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
         } else {
             port = scheme == "https" ? 443 : 1080
         }
-        let name = String(decoding: withoutTrailingDot(host.utf8.map { asciiLower($0) }), as: UTF8.self)
-        return (name, port)
+        return (normalizedHost(String(host)), port)
     }
 }
 
@@ -104,29 +103,20 @@ public struct ProxyEnvironment: Sendable, Equatable {
 /// One set per process, `current`, which `serve` fills before the token threads start and again
 /// once the listeners are bound (a port 0 is known only then), and on every reload.
 public struct OwnListenAddresses: Sendable, Equatable {
-    /// Host (an IP literal without brackets, or a name) and port of each listener.
-    public var listeners: [(host: String, port: Int)] {
-        get { storage.map { ($0.host, $0.port) } }
-        set { storage = newValue.map { HostPort(host: Self.normalized($0.host), port: $0.port) } }
-    }
-    /// This machine's interface addresses (IP literals): a wildcard listener (`0.0.0.0`, `::`)
-    /// takes connections to every one of them.
-    public var localAddresses: [String] {
-        get { locals }
-        set { locals = newValue.map(Self.normalized) }
-    }
+    /// Each listener's host (an IP literal or a name, normalized) and port.
+    private var listeners: [Authority] = []
+    /// This machine's interface addresses (IP literals, normalized): a wildcard listener (`0.0.0.0`,
+    /// `::`) takes connections to every one of them.
+    private var localAddresses: [String] = []
 
-    private struct HostPort: Sendable, Equatable {
-        let host: String
-        let port: Int
-    }
-    private var storage: [HostPort] = []
-    private var locals: [String] = []
-
+    /// `listeners`: host (an IP literal without brackets, or a name) and port of each.
     public init(listeners: [(host: String, port: Int)] = [], localAddresses: [String] = []) {
-        self.listeners = listeners
-        self.localAddresses = localAddresses
+        self.listeners = listeners.map { Authority(host: normalizedHost($0.host), port: $0.port) }
+        self.localAddresses = localAddresses.map(normalizedHost)
     }
+
+    /// No listener: a command that serves nothing, where proxy variables are read as curl reads them.
+    public var isEmpty: Bool { listeners.isEmpty }
 
     private static let shared = Mutex(OwnListenAddresses())
 
@@ -144,25 +134,18 @@ public struct OwnListenAddresses: Sendable, Equatable {
     public func named(byProxy value: String) -> String? {
         guard let target = ProxyEnvironment.hostAndPort(ofProxy: value) else { return nil }
         let host = target.host
-        for listener in storage where listener.port == target.port {
+        for listener in listeners where listener.port == target.port {
             let reaches: Bool
             if Self.isUnspecified(listener.host) {
-                reaches = Self.isLoopback(host) || Self.isUnspecified(host) || locals.contains(host)
+                reaches = Self.isLoopback(host) || Self.isUnspecified(host) || localAddresses.contains(host)
             } else if Self.isLoopback(listener.host) && Self.isLocalhostName(host) {
                 reaches = true
             } else {
                 reaches = listener.host == host
             }
-            if reaches { return Authority(host: listener.host, port: listener.port).description }
+            if reaches { return listener.description }
         }
         return nil
-    }
-
-    /// Lowercased, without brackets or a trailing dot.
-    private static func normalized(_ host: String) -> String {
-        var h = Substring(host.lowercased())
-        if h.first == "[" && h.last == "]" { h = h.dropFirst().dropLast() }
-        return String(decoding: withoutTrailingDot(h.utf8), as: UTF8.self)
     }
 
     private static func isUnspecified(_ host: String) -> Bool {
@@ -177,10 +160,13 @@ public struct OwnListenAddresses: Sendable, Equatable {
     private static func isLoopback(_ host: String) -> Bool {
         if isLocalhostName(host) || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCIIDigit) }
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy { ("0"..."9").contains($0) } }
     }
 }
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { isASCII && isNumber }
+/// A host as the two sides compare it: lowercased, without brackets or one trailing dot.
+private func normalizedHost(_ host: String) -> String {
+    var h = Substring(host.lowercased())
+    if h.first == "[" && h.last == "]" { h = h.dropFirst().dropLast() }
+    return String(decoding: withoutTrailingDot(h.utf8), as: UTF8.self)
 }

@@ -141,7 +141,7 @@ public enum BlockingHTTPClient {
 /// itself, as curl does.
 private func passingOverOwnAddresses(_ url: String) -> ProxyEnvironment? {
     let own = OwnListenAddresses.current
-    guard !own.listeners.isEmpty else { return nil }
+    guard !own.isEmpty else { return nil }
     let scheme = url.prefix { $0 != ":" }.lowercased()
     let variables = ProcessInfo.processInfo.environment
     let environment = ProxyEnvironment(scheme: scheme, environment: { variables[$0] }, own: own)
