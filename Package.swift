@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "HTTP1", dependencies: ["Basics"], swiftSettings: hotPath),
         // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
-        .target(name: "IdentityHTTP", dependencies: ["Curl"]),
+        .target(name: "IdentityHTTP", dependencies: ["Basics", "Curl"]),
         // Server-side TLS (the TLS listener, the forward proxy's interception) and the local CA's
         // certificates; the only Swift module that imports COpenSSL (docs/ARCHITECTURE.md, "TLS").
         .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
@@ -83,7 +83,7 @@ let package = Package(
         .target(name: "LoginListener", dependencies: ["Basics", "Sockets", "HTTP1", "Config", "Credentials"]),
         .target(
             name: "Upstream",
-            dependencies: ["Curl", "Sockets"],
+            dependencies: ["Basics", "Curl", "Sockets"],
             swiftSettings: hotPath
         ),
         .target(

@@ -81,7 +81,10 @@ public struct RouteTable: Sendable {
         host: UnsafeBufferPointer<UInt8>?, defaultPort: Int, path: UnsafeBufferPointer<UInt8>, absoluteForm: Bool
     ) -> Outcome {
         if let host, hasHostRoutes {
-            let (name, explicitPort) = RouteTable.splitPort(host)
+            let (fullName, explicitPort) = RouteTable.splitPort(host)
+            // `api.example.com.` is `api.example.com` (RFC 1034 §3.1), in a tunnel's `Host` as in
+            // its CONNECT line and SNI (CONTRACT.md "HTTPS for clients").
+            let name = withoutTrailingDot(fullName)
             let port = explicitPort ?? defaultPort
             // Entries are read in place (no copy, so no retain of their arrays per entry).
             let hit = exact.withUnsafeBufferPointer { entries -> Outcome? in

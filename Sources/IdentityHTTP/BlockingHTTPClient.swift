@@ -1,3 +1,4 @@
+import Basics
 internal import Curl
 import Foundation
 
@@ -98,7 +99,12 @@ public enum BlockingHTTPClient {
             try easy.set(.connect, milliseconds: Int(min(request.timeout, 10) * 1000))
             try easy.setTransferDelegate(state)
             if let caFile = request.caFile { try easy.set(.caFile, caFile) }
-            if request.direct { try easy.set(.proxy, "") }
+            if request.direct {
+                try easy.set(.proxy, "")
+            } else if let environment = passingOverOwnAddresses(request.url) {
+                try easy.set(.proxy, environment.proxy)
+                try easy.set(.noProxy, environment.noProxy)
+            }
             if let certificate = request.clientCertificateFile, let key = request.clientKeyFile {
                 try easy.set(.clientCertFile, certificate)
                 try easy.set(.clientKeyFile, key)
@@ -128,6 +134,18 @@ public enum BlockingHTTPClient {
         }
         return HTTPCallResponse(status: easy.responseCode(), headers: state.headers, body: state.response)
     }
+}
+
+/// The proxy for `url` when a proxy variable names one of tokenproxy's own listen addresses
+/// (CONTRACT.md: such a variable is ignored); nil when none does, and libcurl reads the variables
+/// itself, as curl does.
+private func passingOverOwnAddresses(_ url: String) -> ProxyEnvironment? {
+    let own = OwnListenAddresses.current
+    guard !own.isEmpty else { return nil }
+    let scheme = url.prefix { $0 != ":" }.lowercased()
+    let variables = ProcessInfo.processInfo.environment
+    let environment = ProxyEnvironment(scheme: scheme, environment: { variables[$0] }, own: own)
+    return environment.ignored.isEmpty ? nil : environment
 }
 
 /// One call's bytes, as libcurl's callbacks deliver and ask for them.

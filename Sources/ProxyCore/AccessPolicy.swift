@@ -261,6 +261,8 @@ final class AccessPolicy {
         } else if let colon = v.lastIndex(of: UInt8(ascii: ":")) {
             end = colon
         }
+        // One trailing dot is the same name (RFC 1034 §3.1): `localhost.`, a route's `api.example.com.`.
+        if end > 1, v[end - 1] == UInt8(ascii: ".") { end -= 1 }
         let host = UnsafeBufferPointer(rebasing: v[0..<end])
         var start = 0
         for nameEnd in allowedHostEnds {

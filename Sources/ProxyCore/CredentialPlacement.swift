@@ -131,12 +131,15 @@ final class InjectedField {
 
 /// `inject.query`: the token, percent-encoded, as one query parameter. The rest of the query keeps
 /// its bytes and order; a client's own parameter of that name is replaced where it stands (and any
-/// further one dropped), or the parameter is appended when absent.
+/// further one dropped), or the parameter is appended when absent. Pairs are separated by `&` or
+/// `;` (CONTRACT.md "Where the credential goes": some upstream frameworks split on both, so a
+/// client's `;api_key=` would reach them beside the injected one).
 final class InjectedQueryParameter {
     let name: String
     private let encodedName: String
     private var lastToken: TokenSnapshot?
     private var lastPair: String = ""
+    private var lastEncodedToken: String = ""
 
     init(name: String) {
         self.name = name
@@ -145,11 +148,22 @@ final class InjectedQueryParameter {
 
     /// The query to send with `token`.
     func query(_ query: String?, with token: TokenSnapshot) -> String {
-        if token !== lastToken {
-            lastToken = token
-            lastPair = encodedName + "=" + FormEncoding.encode(token.accessToken)
-        }
+        remember(token)
         return Self.rewritten(query, name: name, pair: lastPair)
+    }
+
+    /// The spellings of `token` that went upstream and that an answer's field may carry back: the
+    /// token, and the token percent-encoded as the query has it.
+    func spellings(of token: TokenSnapshot) -> [String] {
+        remember(token)
+        return lastEncodedToken == token.accessToken ? [token.accessToken] : [token.accessToken, lastEncodedToken]
+    }
+
+    private func remember(_ token: TokenSnapshot) {
+        guard token !== lastToken else { return }
+        lastToken = token
+        lastEncodedToken = FormEncoding.encode(token.accessToken)
+        lastPair = encodedName + "=" + lastEncodedToken
     }
 
     /// `query` (without its `?`; nil when the target had none) with `pair` (`name=value`, already
@@ -157,24 +171,73 @@ final class InjectedQueryParameter {
     /// `pair` appended when there is none.
     static func rewritten(_ query: String?, name: String, pair: String) -> String {
         guard let query, !query.isEmpty else { return pair }
-        var pieces: [Substring] = []
+        var result = ""
+        var first = true
         var placed = false
-        for parameter in query.split(separator: "&", omittingEmptySubsequences: false) {
-            guard isNamed(parameter, name) else {
-                pieces.append(parameter)
-                continue
+        for (separator, parameter) in parameters(query[...]) {
+            let named = isNamed(parameter, name)
+            if named && placed { continue }
+            // A dropped parameter takes its separator along; the first one kept has none.
+            if !first { result += separator }
+            first = false
+            if named {
+                result += pair
+                placed = true
+            } else {
+                result += parameter
             }
-            if !placed { pieces.append(Substring(pair)) }
-            placed = true
         }
-        if !placed { pieces.append(Substring(pair)) }
-        return pieces.joined(separator: "&")
+        if !placed { result += (first ? "" : "&") + pair }
+        return result
+    }
+
+    /// `query` without any parameter named `name`, the rest as it came: a `Location` the proxy
+    /// rewrites does not hand the injected token to the client.
+    static func removing(_ name: String, from query: Substring) -> String {
+        var result = ""
+        var first = true
+        for (separator, parameter) in parameters(query) where !isNamed(parameter, name) {
+            if !first { result += separator }
+            first = false
+            result += parameter
+        }
+        return result
     }
 
     /// Whether `query` holds a parameter named `name`.
     static func occurs(_ name: String, in query: String?) -> Bool {
         guard let query else { return false }
-        return query.split(separator: "&", omittingEmptySubsequences: false).contains { isNamed($0, name) }
+        return parameters(query[...]).contains { isNamed($0.parameter, name) }
+    }
+
+    /// `value` with every occurrence of each of `spellings` replaced by as many `*` (CONTRACT.md
+    /// "Programs in a sandbox": a length stays right); nil when it holds none.
+    static func scrubbed(_ value: String, hiding spellings: [String]) -> String? {
+        var result = value
+        for spelling in spellings where !spelling.isEmpty && result.contains(spelling) {
+            result = result.replacingOccurrences(of: spelling, with: String(repeating: "*", count: spelling.utf8.count))
+        }
+        return result == value ? nil : result
+    }
+
+    /// The query's parameters as `&` and `;` separate them, each with the separator before it
+    /// (empty for the first).
+    private static func parameters(_ query: Substring) -> [(separator: Substring, parameter: Substring)] {
+        var result: [(separator: Substring, parameter: Substring)] = []
+        var separatorStart = query.startIndex
+        var start = query.startIndex
+        var i = query.utf8.startIndex
+        while i < query.utf8.endIndex {
+            let byte = query.utf8[i]
+            if byte == UInt8(ascii: "&") || byte == UInt8(ascii: ";") {
+                result.append((query[separatorStart..<start], query[start..<i]))
+                separatorStart = i
+                start = query.utf8.index(after: i)
+            }
+            i = query.utf8.index(after: i)
+        }
+        result.append((query[separatorStart..<start], query[start...]))
+        return result
     }
 
     /// A parameter's name is what comes before its first `=`, compared after percent-decoding (a

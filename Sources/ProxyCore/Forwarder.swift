@@ -232,10 +232,12 @@ final class Forwarder {
     /// Content-Length that chunked or close-delimited framing replaces, a Location into the upstream
     /// rewritten to point at the proxy (CONTRACT point 7), then the framing and persistence fields.
     /// `closing`: the client connection closes after this answer; `clientHost`: the Host the client
-    /// addressed.
+    /// addressed. `sentToken`: the token the request carried; with `inject.query`, no field takes it
+    /// back to the client (CONTRACT.md "Where the credential goes"): a rewritten Location loses the
+    /// parameter, and any field that still carries the token has it scrubbed.
     func writeResponseHead(
         into out: ByteBuffer, _ response: ResponseHead, framing: ExchangeRules.ClientFraming, closing: Bool,
-        clientVersion: HTTPVersion, clientHost: String?
+        clientVersion: HTTPVersion, clientHost: String?, sentToken: TokenSnapshot? = nil
     ) {
         let dropsContentLength: Bool
         switch framing {
@@ -244,16 +246,21 @@ final class Forwarder {
         }
         appendStatusLine(out, response)
         let fields = response.fields
+        var tokenSpellings: [String]?
+        if case .query(let parameter) = placement, let sentToken { tokenSpellings = parameter.spellings(of: sentToken) }
         // Fields that go as they came are copied in runs (one copy for a run of a normalised block).
         var runStart = 0
         for i in 0..<fields.count {
             let rewritten: String?
             if response.isHopByHop(i) || (dropsContentLength && fields.nameEquals(i, "content-length")) {
                 rewritten = nil
-            } else if fields.nameEquals(i, "location"), let location = rewrittenLocation(fields.value(i), clientHost: clientHost) {
-                rewritten = location
             } else {
-                continue
+                var value = fields.nameEquals(i, "location") ? rewrittenLocation(fields.value(i), clientHost: clientHost) : nil
+                if let tokenSpellings, let scrubbed = InjectedQueryParameter.scrubbed(value ?? fields.value(i), hiding: tokenSpellings) {
+                    value = scrubbed
+                }
+                guard let value else { continue }
+                rewritten = value
             }
             fields.copyFields(runStart..<i, to: out)
             runStart = i + 1
@@ -330,23 +337,37 @@ final class Forwarder {
     /// (nginx's `proxy_redirect default`, which keeps the location's prefix): `https://api/v1/next`
     /// on a route that strips `/orders/` becomes `http://<client's Host>/orders/next`. A path-absolute
     /// Location (`/v1/next`, RFC 9110 §10.2.2) resolves against the upstream, so it is rewritten
-    /// the same way and stays relative. nil when it points elsewhere or nothing changes.
+    /// the same way and stays relative. With `inject.query`, the rewritten Location loses that
+    /// parameter: the upstream put the token there, and the client must not get it (CONTRACT.md
+    /// "Where the credential goes"). nil when it points elsewhere or nothing changes.
     func rewrittenLocation(_ value: String, clientHost: String?) -> String? {
         if value.hasPrefix("/") && !value.hasPrefix("//") {
             guard value.hasPrefix(upstream.basePath), let rest = Forwarder.restAtBoundary(value.dropFirst(upstream.basePath.count)) else {
                 return nil
             }
-            let path = clientPath(rest)
+            let path = withoutInjectedParameter(clientPath(rest))
             return path == value ? nil : path
         }
         let lowered = value.lowercased()
         for prefix in locationPrefixes where lowered.hasPrefix(prefix.lowercased()) {
             guard let rest = Forwarder.restAtBoundary(value.dropFirst(prefix.count)) else { continue }
-            let path = clientPath(rest)
+            let path = withoutInjectedParameter(clientPath(rest))
             guard let clientHost else { return path }
             return "http://\(clientHost)\(path)"
         }
         return nil
+    }
+
+    /// `location` without the `inject.query` parameter in its query (a `?` left with nothing after
+    /// it goes too); as it is on any other route.
+    private func withoutInjectedParameter(_ location: String) -> String {
+        guard case .query(let parameter) = placement, let question = location.firstIndex(of: "?") else { return location }
+        let queryStart = location.index(after: question)
+        let queryEnd = location[queryStart...].firstIndex(of: "#") ?? location.endIndex
+        let query = location[queryStart..<queryEnd]
+        let kept = InjectedQueryParameter.removing(parameter.name, from: query)
+        guard kept != query else { return location }
+        return String(location[..<question]) + (kept.isEmpty ? "" : "?" + kept) + location[queryEnd...]
     }
 
     /// What follows a base path when the base ends a segment there (`/v1` is not the base of `/v1x`).

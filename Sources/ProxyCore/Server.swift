@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Credentials
 import Dispatch
@@ -165,6 +166,7 @@ public final class Server: AdminService, @unchecked Sendable {
             }
         }
         let configuration = self.configuration
+        logProxyEnvironment(configuration)
         let upstreams = configuration.hasRoutes ? "\(configuration.routes.count) routes" : "upstream \(configuration.upstream)"
         logger.info("\(perLoop.count) event loop(s); \(upstreams) through \(UpstreamConnector.libcurlVersion)")
         if let listenAddress { logger.info("listening on \(listenAddress)") }
@@ -178,16 +180,6 @@ public final class Server: AdminService, @unchecked Sendable {
         let states = routeStates
         let count = Server.workerCount(configuration.workers)
         forwardProxy = try Server.forwardProxy(configuration, keeping: nil)
-        for i in 0..<count {
-            let loop = try EventLoop(index: i)
-            let m = LoopMetrics(shared: shared)
-            loops.append(loop)
-            perLoop.append(
-                LoopAcceptors(
-                    ctx: LoopContext(
-                        loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
-                        logger: logger)))
-        }
         groups = try Server.bindGroups(configuration, loops: count, keeping: [])
         let listenerTLS = try Server.listenerTLS(configuration, for: groups)
         for (group, tls) in zip(groups, listenerTLS) { group.tls = tls }
@@ -204,6 +196,19 @@ public final class Server: AdminService, @unchecked Sendable {
             }
             adminAddress = adminListener?.address
         }
+        // The routes' upstream settings read the proxy variables against the addresses as bound
+        // (a port 0 is known only now), so the loops are made after the binds.
+        publishOwnAddresses(groups)
+        for i in 0..<count {
+            let loop = try EventLoop(index: i)
+            let m = LoopMetrics(shared: shared)
+            loops.append(loop)
+            perLoop.append(
+                LoopAcceptors(
+                    ctx: LoopContext(
+                        loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
+                        logger: logger)))
+        }
         for (i, mine) in perLoop.enumerated() {
             for group in groups { try watch(group, loop: i) }
             if i == 0, let adminListener, let admin = configuration.admin {
@@ -219,6 +224,15 @@ public final class Server: AdminService, @unchecked Sendable {
                 mine.acceptors.append(acceptor)
             }
         }
+    }
+
+    /// Makes the listeners as bound the process's own listen addresses, which proxy variables may
+    /// not name (`OwnListenAddresses`, CONTRACT.md "Signals, admin, logs").
+    private func publishOwnAddresses(_ groups: [ListenerGroup]) {
+        let addresses = groups.map(\.address) + (adminListener.map { [$0.address] } ?? [])
+        OwnListenAddresses.current = OwnListenAddresses(
+            listeners: addresses.compactMap { address in address.port.map { (host: address.host, port: $0) } },
+            localAddresses: SocketAddress.localInterfaceAddresses())
     }
 
     /// The listener groups `configuration` needs: the shared one, then one per route with its own
@@ -509,6 +523,7 @@ public final class Server: AdminService, @unchecked Sendable {
             }
             for (group, tls) in zip(fresh, freshTLS) { group.tls = tls }
             watchedTLS.withLock { $0 = freshTLS.compactMap { $0 } }
+            publishOwnAddresses(fresh)
             forwardProxy = newForwardProxy
             let added = fresh.filter { group in !old.contains { $0 === group } }
             let removed = old.filter { group in !fresh.contains { $0 === group } }

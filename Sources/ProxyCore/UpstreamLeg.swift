@@ -334,7 +334,7 @@ struct UpstreamLeg {
         exchange.route!.forwarder.writeResponseHead(
             into: connection.outBuf, response, framing: framing,
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
-            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"))
+            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"), sentToken: exchange.sentToken)
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.

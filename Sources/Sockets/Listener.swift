@@ -54,6 +54,32 @@ public enum SocketAddress: Equatable, Sendable, CustomStringConvertible {
     }
 }
 
+extension SocketAddress {
+    /// This machine's interface addresses, IPv4 and IPv6, as text (getifaddrs(3)): what a listener
+    /// on the unspecified address (`0.0.0.0`, `::`) takes connections to.
+    public static func localInterfaceAddresses() -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(first) }
+        var result: [String] = []
+        var node: UnsafeMutablePointer<ifaddrs>? = first
+        while let current = node {
+            if let address = current.pointee.ifa_addr {
+                switch Int32(address.pointee.sa_family) {
+                case AF_INET:
+                    result.append(address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { text(AF_INET, $0.pointee.sin_addr, INET_ADDRSTRLEN) })
+                case AF_INET6:
+                    result.append(address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { text(AF_INET6, $0.pointee.sin6_addr, INET6_ADDRSTRLEN) })
+                default:
+                    break
+                }
+            }
+            node = current.pointee.ifa_next
+        }
+        return result
+    }
+}
+
 /// IP address literals (inet_pton): the address's bytes, or nil when the text is not one.
 public enum IPAddress {
     public static func v4(_ text: String) -> [UInt8]? {

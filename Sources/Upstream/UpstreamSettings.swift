@@ -1,3 +1,4 @@
+import Basics
 import Sockets
 
 /// How upstream connections are made (from `upstream_tls` and `limits`).
@@ -23,41 +24,12 @@ public struct UpstreamSettings: Sendable {
     }
 }
 
-/// The proxy curl would use for one URL scheme, read from the environment once (CONTRACT: upstream
-/// calls honour HTTPS_PROXY / HTTP_PROXY / NO_PROXY as curl does). Given to libcurl explicitly,
-/// so that it does not read five environment variables again for every request.
-public struct ProxyEnvironment: Sendable, Equatable {
-    /// The proxy URL; empty for none.
-    public let proxy: String
-    /// Where `proxy` came from (a variable's name), nil for none.
-    public let source: String?
-    /// Hosts that bypass the proxy (curl's NO_PROXY syntax); empty for none.
-    public let noProxy: String
-
-    public init(proxy: String, source: String? = nil, noProxy: String) {
-        self.proxy = proxy
-        self.source = source
-        self.noProxy = noProxy
-    }
-
-    /// As curl reads them: `http_proxy` in lower case only (the upper-case name can be set by a CGI
-    /// request's `Proxy:` header), `https_proxy` or `HTTPS_PROXY`, then `all_proxy` or `ALL_PROXY`.
-    public init(scheme: String, environment: (String) -> String? = ProxyEnvironment.processEnvironment) {
-        let names = scheme == "https" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
-        var found: (String, String)?
-        for name in names {
-            if let value = environment(name), !value.isEmpty {
-                found = (value, name)
-                break
-            }
-        }
-        proxy = found?.0 ?? ""
-        source = found?.1
-        noProxy = environment("no_proxy") ?? environment("NO_PROXY") ?? ""
-    }
-
-    public static func processEnvironment(_ name: String) -> String? {
-        Syscall.environment(name)
+extension ProxyEnvironment {
+    /// The proxy for `scheme` from this process's environment, read once per route and loop, and
+    /// given to libcurl explicitly so that it does not read five environment variables again for
+    /// every request; a variable naming one of the process's own listen addresses is passed over.
+    public init(scheme: String) {
+        self.init(scheme: scheme, environment: { Syscall.environment($0) })
     }
 }
 

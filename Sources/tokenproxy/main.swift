@@ -155,7 +155,7 @@ struct Serve: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
 
         let logger = startLogging(loaded)
-        logProxyEnvironment(configuration, logger: logger)
+        Server.announceOwnAddresses(of: configuration)
         let plan: RouteStatePlan
         do {
             plan = try RouteStatePlan(configuration, previous: nil) { try TokenManager(configuration: $0, logger: logger) }
@@ -223,28 +223,6 @@ struct Serve: ParsableCommand {
         logger.info("stopped")
         Glibc.exit(0)
     }
-}
-
-/// Logs the proxy each route's upstream requests go through: the scheme picks the variable
-/// (HTTPS_PROXY or HTTP_PROXY, as curl does), so routes of both schemes may use two proxies.
-func logProxyEnvironment(_ configuration: Configuration, logger: Logger) {
-    for scheme in ["http", "https"] {
-        let names = configuration.routes.filter { $0.upstream.scheme == scheme }.map(\.name)
-        guard !names.isEmpty else { continue }
-        let environment = ProxyEnvironment(scheme: scheme)
-        guard let source = environment.proxy.isEmpty ? nil : environment.source else { continue }
-        let except = environment.noProxy.isEmpty ? "" : ", except NO_PROXY=\(environment.noProxy)"
-        let which = configuration.hasRoutes ? " (routes \(names.joined(separator: ", ")))" : ""
-        logger.info("upstream requests go through the proxy \(maskingUserInfo(environment.proxy)) (from \(source))\(except)\(which)")
-    }
-}
-
-/// `scheme://user:password@host` → `scheme://****@host`.
-func maskingUserInfo(_ url: String) -> String {
-    guard let slashes = url.firstRange(of: "//") else { return url }
-    let authority = url[slashes.upperBound...].prefix { $0 != "/" }
-    guard let at = authority.lastIndex(of: "@") else { return url }
-    return String(url[..<slashes.upperBound]) + "****" + String(url[at...])
 }
 
 struct Check: ParsableCommand {

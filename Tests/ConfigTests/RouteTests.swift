@@ -196,6 +196,12 @@ import Testing
         #expect(table.match(host: "other.test", path: "/") == .route(4, strip: 0), "the port must match when given")
         #expect(table.match(host: "nobody.test", path: "/api/x", absoluteForm: true) == .forbiddenTarget)
         #expect(table.match(host: "api.example.com", path: "/x", absoluteForm: true) == .route(2, strip: 0))
+        // A name with a trailing dot is the same name (RFC 1034 §3.1; issue 39 point 20).
+        #expect(table.match(host: "API.example.com.", path: "/x", absoluteForm: true) == .route(2, strip: 0))
+        #expect(table.match(host: "other.test.:8443", path: "/") == .route(2, strip: 0))
+        #expect(table.match(host: "x.example.com.", path: "/x", absoluteForm: true) == .route(3, strip: 0))
+        #expect(table.match(host: "api.example.com..", path: "/x", absoluteForm: true) == .forbiddenTarget, "one dot only")
+        #expect(table.match(host: ".", path: "/x", absoluteForm: true) == .forbiddenTarget)
     }
 
     /// A prefix matches whole segments: `/orders` is `/orders` and `/orders/…`, never `/orders..`

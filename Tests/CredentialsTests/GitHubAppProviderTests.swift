@@ -103,6 +103,21 @@ struct GitHubAppProviderTests {
         #expect(!echoed.reason.contains(jwt))
     }
 
+    @Test("the JWT follows the API's Date only for an offset over the tolerance and at most 10 minutes")
+    func apiClock() {
+        let now = 1_900_000_000.0
+        #expect(GitHubAppProvider.apiClock(date: now + 3, now: now) == .agrees)
+        #expect(GitHubAppProvider.apiClock(date: now - 5, now: now) == .agrees)
+        #expect(GitHubAppProvider.apiClock(date: now - 120, now: now) == .off(by: -120))
+        #expect(GitHubAppProvider.apiClock(date: now + 600, now: now) == .off(by: 600))
+        #expect(GitHubAppProvider.apiClock(date: now - 600, now: now) == .off(by: -600))
+        #expect(GitHubAppProvider.apiClock(date: now + 601, now: now) == .tooFarOff(by: 601))
+        #expect(GitHubAppProvider.apiClock(date: now - 3600, now: now) == .tooFarOff(by: -3600))
+        #expect(GitHubAppProvider.apiClock(date: now + 10 * 365 * 86_400, now: now) == .tooFarOff(by: 10 * 365 * 86_400))
+        #expect(GitHubAppProvider.apiClock(date: .infinity, now: now) == .agrees, "no usable date")
+        #expect(GitHubAppProvider.apiClock(date: .nan, now: now) == .agrees, "no usable date")
+    }
+
     @Test("a spent rate limit (403 or 429), 5xx and other answers are passing failures, each with its cause")
     func passingFailures() {
         func cause(_ status: Int, _ headers: [(name: String, value: String)] = []) -> PassingCause? {

@@ -50,6 +50,19 @@ import Testing
         upstream.stop()
     }
 
+    /// A name with a trailing dot is the same name in the CONNECT line, the SNI and `Host` alike
+    /// (issue 39 point 20): curl sends `api.example.test.` in all three, and the route answers.
+    @Test func aTrailingDotNameReachesTheRouteThroughTheTunnel() throws {
+        let (upstream, f) = try Self.echoWorld()
+        let r = try f.curl(["https://\(Self.host)./dotted?x=1"])
+        #expect(r.status == 200, "\(r.stderr) \(r.bodyString) \(f.proxy.stderr.suffix(2000))")
+        let seen = try Echo(r.body)
+        #expect(seen.path == "/base/dotted?x=1")
+        #expect(seen.value("Authorization") == "Bearer \(e2eToken)")
+        try f.finish()
+        upstream.stop()
+    }
+
     /// Two URLs in one curl run go through one CONNECT (`%{num_connects}`: 1, then 0), and a body
     /// goes both ways through the tunnel.
     @Test func keepAliveAndBodiesInTheTunnel() throws {

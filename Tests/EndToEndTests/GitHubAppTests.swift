@@ -201,6 +201,38 @@ struct GitHubAppTests {
         #expect(try world.rejected() == ["iat": 1], "one JWT refused for its iat, then one accepted")
     }
 
+    /// Issue 39 point 17: an answer dated ten years ahead may not make the proxy sign a JWT that
+    /// becomes valid ten years from now. (The fake checks `iat` on its own clock only, so it takes
+    /// both JWTs; what matters is what the proxy signed.)
+    @Test("a Date more than 10 minutes off is logged and not followed: every app JWT is signed on the local clock")
+    func clockSkewBeyondTenMinutesIsNotFollowed() throws {
+        let world = try World()
+        defer { world.stop() }
+        let tenYears = 10 * 365 * 86_400
+        try world.control("/test/clock?offset=\(tenYears)")
+        let proxy = try world.serve(world.config())
+        #expect(try within(30) { try world.mints() == 1 }, "the first token is fetched at start: \(proxy.stderr.suffix(2000))")
+        // The second mint comes after the first answer's Date was read.
+        let admin = try #require(proxy.adminURL)
+        #expect(try curl(["-X", "POST", admin + "/refresh"]).status == 202)
+        #expect(try within(30) { try world.mints() == 2 }, "\(proxy.stderr.suffix(2000))")
+        let jwts = try world.secrets().filter { $0.hasPrefix("eyJ") }
+        #expect(jwts.count == 2, "\(jwts.count) JWTs")
+        let latest = Int(Date().timeIntervalSince1970)
+        for jwt in jwts {
+            let payload = try #require(jwt.split(separator: ".").dropFirst().first)
+            var base64 = payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+            let data = try #require(Data(base64Encoded: base64))
+            let claims = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            let iat = try #require(claims["iat"] as? Int)
+            #expect(iat <= latest, "a JWT issued \(iat - latest) s in the future")
+        }
+        #expect(proxy.waitForStderr(containing: "not followed"), "\(proxy.stderr.suffix(2000))")
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
+
     @Test("a replaced key file signs the next mint")
     func keyRotation() throws {
         let world = try World()

@@ -64,6 +64,41 @@ import Testing
         try f.finish()
     }
 
+    /// Issue 39 point 19: the token in the query never comes back to the client. A redirect the
+    /// proxy rewrites loses the parameter; any other field that carries the token has it scrubbed
+    /// (the same number of `*`).
+    @Test func theTokenInTheQueryDoesNotComeBackInTheAnswersFields() throws {
+        let f = try Fixture(extra: "inject: {query: api_key}")
+        let stars = String(repeating: "*", count: e2eToken.count)
+        let relative = try curl([f.url("/dir/redirect-slash?x=1&y=%2F")])
+        #expect(relative.status == 301, "\(relative.bodyString)")
+        #expect(relative.header("Location") == "/dir/redirect-slash/?x=1&y=%2F")
+        let absolute = try curl([f.url("/dir/redirect-slash?absolute=1")])
+        #expect(absolute.status == 301, "\(absolute.bodyString)")
+        #expect(absolute.header("Location") == f.url("/dir/redirect-slash/?absolute=1"))
+        let alone = try curl([f.url("/dir/redirect-slash")])
+        #expect(alone.header("Location") == "/dir/redirect-slash/", "no query left, no ?")
+        let echoed = try curl([f.url("/target-header?x=1")])
+        #expect(echoed.status == 200)
+        #expect(echoed.header("X-Request-Target") == "/base/target-header?x=1&api_key=\(stars)")
+        for answer in [relative, absolute, alone, echoed] {
+            for field in answer.headers { #expect(!field.value.contains(e2eToken), "\(field.name) carries the token") }
+        }
+        try f.finish()
+    }
+
+    /// Issue 39 point 19: a client's own parameter of the injected name is found after a `;` too
+    /// (some upstream frameworks split pairs on both).
+    @Test func aParameterAfterASemicolonIsTheClientsOwnToo() throws {
+        let replace = try Fixture(extra: "inject: {query: api_key}")
+        let replaced = try Echo(try curl([replace.url("/q?x=1;api_key=client-own&b=2")]).body)
+        #expect(replaced.path == "/base/q?x=1;api_key=\(e2eToken)&b=2")
+        try replace.finish()
+        let reject = try Fixture(extra: "inject: {query: api_key}\nforward: {client_authorization: reject}")
+        expectProxyError(try curl([reject.url("/q?x=1;api_key=client-own")]), status: 400, code: "client_authorization_rejected")
+        try reject.finish()
+    }
+
     @Test func keepSendsTheClientsOwnCredentialAndInjectsNothing() throws {
         let query = try Fixture(extra: "inject: {query: api_key}\nforward: {client_authorization: keep}")
         let kept = try Echo(try curl([query.url("/q?api_key=client-own&b=1")]).body)

@@ -62,6 +62,56 @@ import Testing
         #expect(try proxy.waitForExit() == 0)
     }
 
+    /// Issue 39 point 11: `export HTTPS_PROXY=http://127.0.0.1:8080` in the shell that starts the
+    /// proxy on 8080 must not send its own calls to itself. Here `http_proxy` names the proxy
+    /// listener (the identity provider is plain http) and `HTTPS_PROXY` names the admin listener
+    /// as `localhost` (the upstream is https): both are ignored with one warning each, the token is
+    /// fetched and the request answered. The ports are fixed before the start, as such a shell's are.
+    @Test func aProxyVariableNamingTheProxysOwnListenAddressIsIgnored() throws {
+        let idp = try OAuthServer.start()
+        defer { idp.stop() }
+        let pki = try TestPKI()
+        let upstream = try PythonServer("echo_upstream", arguments: ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey])
+        defer { upstream.stop() }
+        let listenPort = try freePort()
+        let adminPort = try freePort()
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:\(listenPort)
+                workers: 1
+                admin:
+                  listen: 127.0.0.1:\(adminPort)
+                upstream: https://127.0.0.1:\(upstream.port)/base
+                upstream_tls:
+                  ca_file: \(pki.caFile)
+                credentials:
+                  type: oauth2_client_credentials
+                  token_url: \(idp.tokenURL)
+                  client_id: app
+                  client_secret_env: SELF_PROXY_SECRET
+                """,
+            environment: [
+                "SELF_PROXY_SECRET": "secret", "http_proxy": "http://127.0.0.1:\(listenPort)",
+                "HTTPS_PROXY": "http://user:proxy-secret@localhost:\(adminPort)", "no_proxy": "", "NO_PROXY": "",
+            ])
+        let r = try curl([proxy.baseURL + "/self?x=1"])
+        #expect(r.status == 200, "\(r.bodyString)\n\(proxy.stderr.suffix(3000))")
+        let echo = try Echo(r.body)
+        #expect(echo.path == "/base/self?x=1")
+        #expect(echo.tunnel == nil)
+        #expect(echo.value("Authorization")?.hasPrefix("Bearer ") == true)
+        #expect(try idp.stats().count(OAuthGrant.clientCredentials) >= 1)
+        let stderr = proxy.stderr
+        let warnings = stderr.split(separator: "\n").filter { $0.contains("names tokenproxy's own listen address") }
+        #expect(warnings.filter { $0.contains("http_proxy=http://127.0.0.1:\(listenPort) ") }.count == 1, "\(stderr)")
+        #expect(warnings.filter { $0.contains("HTTPS_PROXY=http://****@localhost:\(adminPort) ") }.count == 1, "\(stderr)")
+        #expect(warnings.count == 2, "\(warnings)")
+        #expect(!stderr.contains("go through the proxy"))
+        #expect(!stderr.contains("proxy-secret"))
+        proxy.terminate()
+        #expect(try proxy.waitForExit() == 0)
+    }
+
     @Test func noProxyListingTheUpstreamHostGoesDirect() throws {
         // A proxy that nobody listens on: any request through it would fail with 502.
         let f = try Fixture(environment: ["http_proxy": "http://127.0.0.1:9", "no_proxy": "localhost,127.0.0.1"])

@@ -51,6 +51,20 @@ import Testing
         }
     }
 
+    /// A name with a trailing dot is the same name (RFC 1034 §3.1; issue 39 point 20): `localhost.`
+    /// and a route's `api.example.test.` are allowed, two dots or a lone dot are not.
+    @Test func aHostWithATrailingDotIsTheSameName() throws {
+        let policy = try Self.policy("access: {allow_hosts: [a.test]}")
+        for host in ["a.test.", "A.TEST.:8080"] {
+            #expect(policy.hostAllowed(host), "\(host)")
+        }
+        for host in ["a.test..", ".", ".:80", "a.tes."] {
+            #expect(!policy.hostAllowed(host), "\(host)")
+        }
+        let defaults = try Self.policy()
+        #expect(defaults.hostAllowed("localhost.:8080"))
+    }
+
     @Test func everyNameOfAnAllowListIsFoundWhateverItsLength() throws {
         let policy = try Self.policy("access: {allow_hosts: [a.test, Longer.Example.org, \"[FE80::1]\", b]}")
         for host in ["A.TEST:1", "a.test", "longer.example.org", "LONGER.EXAMPLE.ORG:443", "[fe80::1]:8080", "[FE80::1]", "b", "B:2"] {

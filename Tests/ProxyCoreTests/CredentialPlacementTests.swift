@@ -142,6 +142,60 @@ import Testing
         #expect(InjectedQueryParameter.rewritten("api_keys=1&xapi_key=2", name: "api_key", pair: pair) == "api_keys=1&xapi_key=2&api_key=T")
     }
 
+    /// Issue 39 point 19: some upstream frameworks split pairs on `;` as well as `&`, so a client's
+    /// own parameter after a `;` is found, replaced and refused like one after a `&`.
+    @Test func aParameterAfterASemicolonIsFoundToo() throws {
+        let pair = "api_key=T"
+        #expect(InjectedQueryParameter.rewritten("x=1;api_key=mine&b=2", name: "api_key", pair: pair) == "x=1;api_key=T&b=2")
+        #expect(InjectedQueryParameter.rewritten("api_key=1;api_key=2;b", name: "api_key", pair: pair) == "api_key=T;b")
+        #expect(InjectedQueryParameter.rewritten("a=1;b=2", name: "api_key", pair: pair) == "a=1;b=2&api_key=T")
+        #expect(InjectedQueryParameter.occurs("api_key", in: "x=1;api_key=mine"))
+        #expect(InjectedQueryParameter.occurs("api_key", in: "x=1;api%5Fkey=mine"))
+        #expect(!InjectedQueryParameter.occurs("api_key", in: "x=1;api_keys=mine"))
+        let extra = "inject: {query: api_key}\nforward: {client_authorization: reject}"
+        let policy = AccessPolicy(configuration: try Self.configuration(extra))
+        #expect(policy.check(ForwarderTests.request("GET /a?x=1;api_key=mine HTTP/1.1\r\nHost: localhost\r\n\r\n")).error == .clientAuthorizationRejected)
+        #expect(
+            try Self.upstreamHead("inject: {query: api_key}", "GET /a?x=1;api_key=mine HTTP/1.1\r\nHost: h\r\n\r\n").hasPrefix(
+                "GET /v1/a?x=1;api_key=tok HTTP/1.1\r\n"))
+    }
+
+    @Test func removingTheParameterKeepsTheRestAsItCame() {
+        #expect(InjectedQueryParameter.removing("api_key", from: "x=1&api_key=T") == "x=1")
+        #expect(InjectedQueryParameter.removing("api_key", from: "api_key=T&x=1;y=%2F") == "x=1;y=%2F")
+        #expect(InjectedQueryParameter.removing("api_key", from: "a;api%5Fkey=T&b&&api_key") == "a&b&")
+        #expect(InjectedQueryParameter.removing("api_key", from: "api_key=T") == "")
+        #expect(InjectedQueryParameter.removing("api_key", from: "api_keys=1") == "api_keys=1")
+    }
+
+    @Test func aScrubbedValueKeepsItsLength() {
+        #expect(InjectedQueryParameter.scrubbed("/p?api_key=a%2Bb&c=a+b", hiding: ["a+b", "a%2Bb"]) == "/p?api_key=*****&c=***")
+        #expect(InjectedQueryParameter.scrubbed("nothing here", hiding: ["tok"]) == nil)
+        #expect(InjectedQueryParameter.scrubbed("x", hiding: [""]) == nil)
+    }
+
+    /// Issue 39 point 19: with the token in the query, no answer field takes it back to the client.
+    @Test func theAnswerCarriesNoTokenThatWentInTheQuery() throws {
+        let forwarder = Forwarder(configuration: try Self.configuration("inject: {query: api_key}"))
+        let token = Self.token("a+b")
+        let response = ForwarderTests.response(
+            "HTTP/1.1 302 Found\r\nLocation: https://api.example.com/v1/next/?x=1&api_key=a%2Bb#top\r\n"
+                + "X-Request-Url: https://api.example.com/v1/a?api_key=a%2Bb\r\nX-Echo: a+b\r\nX-Other: fine\r\nContent-Length: 0\r\n\r\n")
+        let out = ByteBuffer()
+        forwarder.writeResponseHead(
+            into: out, response, framing: .length(0), closing: false, clientVersion: .http1_1, clientHost: "localhost:8080", sentToken: token)
+        let head = String(decoding: out.bytes, as: UTF8.self)
+        #expect(head.contains("\r\nLocation: http://localhost:8080/next/?x=1#top\r\n"), "\(head)")
+        #expect(head.contains("\r\nX-Request-Url: https://api.example.com/v1/a?api_key=*****\r\n"), "\(head)")
+        #expect(head.contains("\r\nX-Echo: ***\r\n"), "\(head)")
+        #expect(head.contains("\r\nX-Other: fine\r\n"), "\(head)")
+        // A Location of nothing but the parameter loses its `?` too.
+        #expect(forwarder.rewrittenLocation("/v1/next?api_key=a%2Bb", clientHost: "h") == "/next")
+        // Another placement leaves the query of a Location alone.
+        let header = Forwarder(configuration: try Self.configuration("inject: {header: X-API-Key}"))
+        #expect(header.rewrittenLocation("/v1/next?api_key=a", clientHost: "h") == "/next?api_key=a")
+    }
+
     @Test func theTokenIsPercentEncodedInTheQuery() throws {
         #expect(FormEncoding.encode("a+b/c=d&e~f.g_h-i%") == "a%2Bb%2Fc%3Dd%26e~f.g_h-i%25")
         let parameter = InjectedQueryParameter(name: "key")

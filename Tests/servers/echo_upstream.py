@@ -12,6 +12,10 @@ work under any base path, e.g. `/base/big`):
   /big?bytes=N         N bytes of a repeating pattern, with Content-Length
   /stream?bytes=N      the same, chunked
   /redirect?to=URL     302 with Location: URL
+  /redirect-slash      301 to the same path with a "/" appended and the same query, as a framework
+                       that appends slashes does (Location path-absolute; ?absolute=1: an absolute
+                       URL on the request's Host)
+  /target-header       200 with the raw request target in an `X-Request-Target` field
   /slow-head?ms=N      answers after N ms
   /stall-body          sends the head and 1000 of 100000 bytes, then hangs (?ms=N to end sooner)
   /garbage             writes bytes that are not HTTP and closes
@@ -50,7 +54,7 @@ def pattern_bytes(offset, length):
     return (PATTERN * reps)[start:start + length]
 
 
-ENDPOINTS = {"big", "stream", "redirect", "slow-head", "stall-body", "garbage", "close", "auth", "count", "connections"}
+ENDPOINTS = {"big", "stream", "redirect", "redirect-slash", "target-header", "slow-head", "stall-body", "garbage", "close", "auth", "count", "connections"}
 
 
 def route(path):
@@ -178,6 +182,17 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/redirect":
             to = query.get("to", ["/"])[0]
             self.send_json(302, {"location": to}, [("Location", to)])
+            return
+        if path == "/redirect-slash":
+            target = self.raw_target()
+            target_path, _, target_query = target.partition("?")
+            to = target_path + "/" + ("?" + target_query if target_query else "")
+            if query.get("absolute") == ["1"]:
+                to = "http://" + self.headers.get("Host", "") + to
+            self.send_json(301, {"redirected": True}, [("Location", to)])
+            return
+        if path == "/target-header":
+            self.send_json(200, {"echoed": True}, [("X-Request-Target", self.raw_target())])
             return
         if path == "/slow-head":
             time.sleep(qint("ms", 1000) / 1000.0)

@@ -2,6 +2,7 @@ import Basics
 import Config
 import Foundation
 import IdentityHTTP
+import Logging
 import Sockets
 
 /// `type: github_app` (CONTRACT.md "GitHub App installation tokens"): the app signs a JWT with its
@@ -18,7 +19,8 @@ import Sockets
 ///   with backoff like every passing failure (CONTRACT.md point 5, "blames the client");
 ///   a 403 or 429 that says the rate limit ran out, 5xx and timeouts are passing failures;
 /// - GitHub checks the JWT's times on its own clock: a 401 whose `Date` shows that clock apart from
-///   ours is answered once more with a JWT signed on GitHub's time.
+///   ours is answered once more with a JWT signed on GitHub's time, but only for an offset of at
+///   most 10 minutes (`apiClock`).
 public final class GitHubAppProvider: IdentityProvider {
     public let kind = CredentialsType.gitHubApp.rawValue
     public let fetchesWithoutSession = true
@@ -29,7 +31,8 @@ public final class GitHubAppProvider: IdentityProvider {
     /// nil until the key file is there (a secret volume may be mounted after the start).
     private var key: KeyFile?
     /// GitHub's clock minus ours, learnt from its `Date` when they differ by more than
-    /// `TokenExpiry.skewTolerance`: the JWT's times are GitHub's (it refuses an `iat` in its future).
+    /// `TokenExpiry.skewTolerance` and at most `maxClockOffset`: the JWT's times are GitHub's (it
+    /// refuses an `iat` in its future).
     private var clockOffset: Double = 0
     var timeout: Double = 30
     var now: () -> Double = { Date().timeIntervalSince1970 }
@@ -49,6 +52,28 @@ public final class GitHubAppProvider: IdentityProvider {
     }
 
     // MARK: - Pure parts
+
+    /// The largest offset from the local clock that the JWT follows (CONTRACT.md "GitHub App
+    /// installation tokens"): an answer dated further off may not make the proxy sign a JWT that
+    /// becomes valid in the future, or one already expired.
+    static let maxClockOffset: Double = 600
+
+    /// What the API's clock says of ours.
+    enum APIClock: Equatable {
+        /// Within `TokenExpiry.skewTolerance` (or no usable date): the JWT is signed on our clock.
+        case agrees
+        /// The API's clock minus ours, followed by the JWT.
+        case off(by: Double)
+        /// The API's clock minus ours, beyond `maxClockOffset`: logged, not followed.
+        case tooFarOff(by: Double)
+    }
+
+    /// How the API's `Date` (`date`, seconds since the epoch) compares with our clock at `now`.
+    static func apiClock(date: Double, now: Double) -> APIClock {
+        let offset = date - now
+        guard offset.isFinite, abs(offset) > TokenExpiry.skewTolerance else { return .agrees }
+        return abs(offset) <= maxClockOffset ? .off(by: offset) : .tooFarOff(by: offset)
+    }
 
     /// The app JWT's claims (GitHub: `iat` 60 s back against clock drift, `exp` at most 10 minutes
     /// after it, `iss` the app id or client id).
@@ -169,8 +194,17 @@ public final class GitHubAppProvider: IdentityProvider {
             throw TokenSourceError.cannotReach("\(tokenURL) for github_app", error)
         }
         if let date = response.date {
-            let skew = date - now()
-            clockOffset = abs(skew) > TokenExpiry.skewTolerance ? skew : 0
+            switch Self.apiClock(date: date, now: now()) {
+            case .agrees:
+                clockOffset = 0
+            case .off(let offset):
+                clockOffset = offset
+            case .tooFarOff(let offset):
+                clockOffset = 0
+                Logger(label: "tokenproxy").warning(
+                    "github_app: the API's Date is \(Int(offset)) s from the local clock, more than \(Int(Self.maxClockOffset)) s: not followed, the app JWT is signed on the local clock (check this machine's clock)"
+                )
+            }
         }
         return (response, jwt)
     }
