@@ -190,9 +190,9 @@ struct Serve: ParsableCommand {
                     if let result = server.forceRefresh() {
                         let routes = { (names: [String]) in server.configuration.hasRoutes ? " for \(names.joined(separator: ", "))" : "" }
                         if !result.withoutSession.isEmpty { logger.warning("SIGHUP: no session to refresh\(routes(result.withoutSession))") }
-                        if !result.rateLimited.isEmpty {
+                        if !result.deferred.isEmpty {
                             logger.warning(
-                                "SIGHUP: forced refreshes back off like failed ones: none now\(routes(result.rateLimited)), the next in \(result.retryAfter) s")
+                                "SIGHUP: forced refreshes back off like failed ones: deferred\(routes(result.deferred)), done in \(result.retryAfter) s")
                         }
                     }
                 case SIGUSR2:
