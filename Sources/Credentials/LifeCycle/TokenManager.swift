@@ -325,24 +325,27 @@ public final class TokenManager: @unchecked Sendable {
             registerSecret(issued.accessToken)
             if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
             // `type: aws`: the token is the credentials' JSON, read back here also when it came from the store.
-            var aws: AWSSigningCredentials? = nil
+            var awsCredentials: AWSCredentials? = nil
             if signsAWS {
                 guard let credentials = AWSCredentials(containerEndpointJSON: issued.accessToken) else {
                     throw TokenSourceError.passing("\(kind): the answer holds no usable AWS credentials")
                 }
-                aws = current?.accessToken == issued.accessToken ? current?.aws : AWSSigningCredentials(credentials)
+                awsCredentials = credentials
             }
+            let sameCredential = current.map { Self.isSameCredential(held: $0, issued: issued.accessToken, aws: awsCredentials) } ?? false
+            let aws = awsCredentials.map { (sameCredential ? current?.aws : nil) ?? AWSSigningCredentials($0) }
             let now = clock()
             let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: source.defaultLifetime)
             let snapshot: TokenSnapshot
-            if let current, current.accessToken == issued.accessToken {
-                // The same token: same generation, and the lifetime counts from when it was first seen
+            if let current, sameCredential {
+                // The same credential: same generation, so a 401 it got is not retried with it
+                // (CONTRACT point 3), and the lifetime counts from when it was first seen
                 // (otherwise each look at an unchanged token would move its refresh time).
                 snapshot =
-                    current.expiresAt == expiresAt
+                    current.accessToken == issued.accessToken && current.expiresAt == expiresAt
                     ? current
                     : TokenSnapshot(
-                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
+                        accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
                         dpop: current.dpop?.prover, aws: aws)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
@@ -466,6 +469,17 @@ public final class TokenManager: @unchecked Sendable {
         {
             changeHandler.withLock { $0 }?(view)
         }
+    }
+
+    /// Whether a fetched token is the credential already held: the same token or, for `type: aws`,
+    /// the same keys (the JSON also carries `Expiration`, which an endpoint may move while it hands
+    /// out the same keys, as ECS, EKS and IMDS do).
+    static func isSameCredential(held: TokenSnapshot, issued token: String, aws: AWSCredentials?) -> Bool {
+        if let aws, let heldKeys = held.aws?.credentials {
+            return heldKeys.accessKeyID == aws.accessKeyID && heldKeys.secretAccessKey == aws.secretAccessKey
+                && heldKeys.sessionToken == aws.sessionToken
+        }
+        return held.accessToken == token
     }
 
     /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources
