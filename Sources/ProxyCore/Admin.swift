@@ -102,12 +102,12 @@ final class AdminConnection: EventHandler {
             }
             if !result.started.isEmpty {
                 reply(202, #"{"status":"refresh started"}"# + "\n", head: head, contentType: "application/json")
-            } else if !result.rateLimited.isEmpty {
-                // Forced refreshes back off as failed ones do: this one makes no call. Still 202 (the
-                // contract's answer to a route with a session, so a client that repeats it does not
-                // start failing), saying so, with when the next may start (RFC 9110 §10.2.3).
+            } else if !result.deferred.isEmpty {
+                // Forced refreshes back off as failed ones do: this one is done when the back-off
+                // allows (once for every ask deferred meanwhile). Accepted, so 202, saying when
+                // (RFC 9110 §10.2.3).
                 let body =
-                    #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart)","retry_after":\#(result.retryAfter)}"#
+                    #"{"status":"refresh deferred","message":"forced refreshes back off like failed ones (1, 2, 4 … 60 s apart): this one is done when the back-off allows","retry_after":\#(result.retryAfter)}"#
                 reply(202, body + "\n", isHead: false, contentType: "application/json", extraFields: [("Retry-After", String(result.retryAfter))])
             } else {
                 let named = service.configuration.hasRoutes ? result.withoutSession.first : nil

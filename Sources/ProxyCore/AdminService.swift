@@ -22,7 +22,8 @@ public struct ForcedRefreshResult: Sendable, Equatable {
     public var started: [String] = []
     /// Routes without a session: nothing to refresh (`login_required`).
     public var withoutSession: [String] = []
-    /// Routes whose forced refreshes came too often, and the longest wait among them.
-    public var rateLimited: [String] = []
+    /// Routes whose forced refreshes came too often: each is done once the back-off allows, after
+    /// at most the longest wait among them.
+    public var deferred: [String] = []
     public var retryAfter = 0
 }

@@ -431,8 +431,9 @@ struct ExchangeMachine {
     enum TokenAction: Equatable {
         /// Send (again) with the new token; `isRetryAfter401` is counted in the metrics.
         case send(isRetryAfter401: Bool)
-        /// Pass the held 401 on as it came.
-        case releaseHeld401
+        /// Pass the held 401 on as it came; `startStormGuard`: the refresh handed back the very
+        /// credential the upstream refused, which counts as a refused retry (CONTRACT point 3).
+        case releaseHeld401(startStormGuard: Bool)
         case loginRequired
         /// 503 `token_unavailable`.
         case unavailable
@@ -443,12 +444,12 @@ struct ExchangeMachine {
         let retrying = isHolding401
         switch token {
         case .valid(let generation):
-            if retrying && generation == sentGeneration { return .releaseHeld401 }
+            if retrying && generation == sentGeneration { return .releaseHeld401(startStormGuard: true) }
             return .send(isRetryAfter401: retrying)
         case .loginRequired:
             return .loginRequired
         case .none:
-            return retrying ? .releaseHeld401 : .unavailable
+            return retrying ? .releaseHeld401(startStormGuard: false) : .unavailable
         }
     }
 

@@ -82,8 +82,9 @@ struct ExchangeTokens {
                 count401(exchange, .retried)
             }
             connection.leg.send(exchange, token: token, connection)
-        case .releaseHeld401:
+        case .releaseHeld401(let startStormGuard):
             // No other token (or the one the upstream refused): its 401 goes on as it came.
+            if startStormGuard { self.startStormGuard(exchange) }
             releaseHeld401(exchange, connection)
         case .loginRequired:
             if after401 { count401(exchange, .loginRequired) }
@@ -95,6 +96,13 @@ struct ExchangeTokens {
             if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
             connection.respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
         }
+    }
+
+    /// The upstream refused a freshly refreshed token, or a refresh handed back the very one it
+    /// refused (CONTRACT point 3): for the next 30 s the route's 401s pass on without a refresh.
+    func startStormGuard(_ exchange: Exchange) {
+        exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
+        ctx.metrics.counters.routes[exchange.metricsSlot].stormGuardActivations += 1
     }
 
     /// No other token (or the one the upstream refused): the held 401 goes on as it came.

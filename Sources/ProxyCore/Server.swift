@@ -493,8 +493,8 @@ public final class Server: AdminService, @unchecked Sendable {
             switch state.tokens.forceRefresh() {
             case .started:
                 result.started.append(state.name)
-            case .rateLimited(let retryAfter):
-                result.rateLimited.append(state.name)
+            case .deferred(let retryAfter):
+                result.deferred.append(state.name)
                 result.retryAfter = max(result.retryAfter, retryAfter)
             }
         }

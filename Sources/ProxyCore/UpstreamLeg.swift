@@ -315,10 +315,7 @@ struct UpstreamLeg {
             exchange.held401?.expiryInBody = verdict == .readBody
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard {
-                exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
-                ctx.metrics.counters.routes[exchange.metricsSlot].stormGuardActivations += 1
-            }
+            if startStormGuard { connection.tokens.startStormGuard(exchange) }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).
             if (head.status == 401 || verdict != .passOn) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }

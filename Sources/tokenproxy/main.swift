@@ -191,9 +191,9 @@ struct Serve: ParsableCommand {
                     if let result = server.forceRefresh() {
                         let routes = { (names: [String]) in server.configuration.hasRoutes ? " for \(names.joined(separator: ", "))" : "" }
                         if !result.withoutSession.isEmpty { logger.warning("SIGHUP: no session to refresh\(routes(result.withoutSession))") }
-                        if !result.rateLimited.isEmpty {
+                        if !result.deferred.isEmpty {
                             logger.warning(
-                                "SIGHUP: forced refreshes back off like failed ones: none now\(routes(result.rateLimited)), the next in \(result.retryAfter) s")
+                                "SIGHUP: forced refreshes back off like failed ones: deferred\(routes(result.deferred)), done in \(result.retryAfter) s")
                         }
                     }
                 case SIGUSR2:
@@ -485,29 +485,24 @@ struct Status: ParsableCommand {
         let logger = startLogging(all)
         guard all.configuration.hasRoutes, route.route == nil else {
             let loaded = route.select(all, command: "status")
-            let fields = statusFields(loaded, logger: logger)
+            let (fields, usable) = statusFields(loaded, logger: logger)
             if json {
                 print(object(fields))
             } else {
                 for (name, value) in fields where value != nil || name != "ended_reason" { print("\(name): \(value ?? "-")") }
             }
-            if fields.first(where: { $0.0 == "session" })?.1 != "active" { Glibc.exit(1) }
+            if !usable { Glibc.exit(1) }
             return
         }
         // Every route (CONTRACT "Several APIs"): text blocks, or one object keyed by route name.
         var members: [String] = []
-        var anyInactive = false
+        var anyUnusable = false
         for i in all.configuration.routes.indices {
             var one = all
             one.configuration = all.configuration.selecting(route: i)
             let name = one.configuration.routes[0].name
-            let fields: [(String, String?)]
-            if one.configuration.credentials.type.keepsSession {
-                fields = statusFields(one, logger: logger)
-                if fields.first(where: { $0.0 == "session" })?.1 != "active" { anyInactive = true }
-            } else {
-                fields = [("kind", one.configuration.credentials.type.rawValue), ("session", "none")]
-            }
+            let (fields, usable) = statusFields(one, logger: logger)
+            if !usable { anyUnusable = true }
             if json {
                 members.append("\(TokenproxyLogHandler.jsonString(name)):\(object(fields))")
             } else {
@@ -516,7 +511,7 @@ struct Status: ParsableCommand {
             }
         }
         if json { print("{" + members.joined(separator: ",") + "}") }
-        if anyInactive { Glibc.exit(1) }
+        if anyUnusable { Glibc.exit(1) }
     }
 
     private func object(_ fields: [(String, String?)]) -> String {
@@ -524,7 +519,13 @@ struct Status: ParsableCommand {
         return "{" + members.joined(separator: ",") + "}"
     }
 
-    private func statusFields(_ loaded: LoadedConfiguration, logger: Logger) -> [(String, String?)] {
+    /// The fields `status` prints for one route, and whether it can serve without a login (exit 0).
+    private func statusFields(_ loaded: LoadedConfiguration, logger: Logger) -> (fields: [(String, String?)], usable: Bool) {
+        let credentials = loaded.configuration.credentials
+        // A fixed credential has no session to show: nothing is stored, nobody logs in.
+        if needsNoSession(credentials, environment: ProcessInfo.processInfo.environment) {
+            return ([("kind", credentials.type.rawValue), ("session", SessionStatus.notNeeded)], true)
+        }
         let source = sessionSource(loaded, logger: logger, command: "status")
         let status: SessionStatus
         do {
@@ -537,13 +538,14 @@ struct Status: ParsableCommand {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime]
         func time(_ value: Double?) -> String? { value.map { formatter.string(from: Date(timeIntervalSince1970: $0)) } }
-        return [
-            ("kind", status.kind), ("session", status.session.rawValue), ("subject", status.subject),
+        let fields: [(String, String?)] = [
+            ("kind", status.kind), ("session", status.sessionText), ("subject", status.subject),
             ("issued_at", time(status.issuedAt)), ("expires_at", time(status.expiresAt)),
             ("refreshable", status.refreshable.map { $0 ? "yes" : "no" }),
             ("last_refresh_at", time(status.lastRefreshAt)), ("last_refresh_outcome", status.lastRefreshOutcome),
             ("ended_reason", status.endedReason),
         ]
+        return (fields, status.isUsable)
     }
 }
 

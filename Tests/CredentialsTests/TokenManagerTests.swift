@@ -226,6 +226,24 @@ struct TokenManagerTests {
         #expect(!logs.contains("static-secret"))
     }
 
+    /// CONTRACT point 3: a refresh that hands back the credential the upstream refused is not
+    /// retried with; for AWS keys that means the same keys, whatever `Expiration` says (issue 39).
+    @Test("the same AWS keys with a later Expiration are the credential held; other keys or another token are not")
+    func sameCredential() {
+        let keys = AWSCredentials(accessKeyID: "ASIAKEY", secretAccessKey: "key/secret", sessionToken: "session-1", expiration: 1_000)
+        let held = TokenSnapshot(
+            accessToken: keys.containerEndpointJSON, expiresAt: 1_000, issuedAt: 0, generation: 3, aws: AWSSigningCredentials(keys))
+        var later = keys
+        later.expiration = 2_000
+        #expect(TokenManager.isSameCredential(held: held, issued: later.containerEndpointJSON, aws: later))
+        var rotated = later
+        rotated.sessionToken = "session-2"
+        #expect(!TokenManager.isSameCredential(held: held, issued: rotated.containerEndpointJSON, aws: rotated))
+        let bearer = TokenSnapshot(accessToken: "token-1", expiresAt: nil, issuedAt: 0, generation: 1)
+        #expect(TokenManager.isSameCredential(held: bearer, issued: "token-1", aws: nil))
+        #expect(!TokenManager.isSameCredential(held: bearer, issued: "token-2", aws: nil))
+    }
+
     @Test("a static JWT expires at its exp claim")
     func staticJWT() throws {
         let folder = TemporaryFolder()

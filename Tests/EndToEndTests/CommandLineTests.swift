@@ -222,3 +222,90 @@ import Testing
         #expect(lines.count >= 2 && lines[1].hasPrefix(String(libcurl)), "\(result.stdout)")
     }
 }
+
+/// Issue 39 point 13: `status` of a route with a fixed credential exits 0 and says `session: not
+/// needed`; `session: none` (which the README's 401 guide reads as "log in") is said only of a route
+/// that needs a login.
+@Suite struct StatusCommandTests {
+    func json(_ text: String) -> [String: Any]? {
+        try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+    }
+
+    @Test func aStaticTokenNeedsNoSession() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            upstream: http://127.0.0.1:9/base
+            credentials:
+              type: static
+              token_env: E2E_TOKEN
+            """)
+        let text = try ProxyProcess.run(args: ["status", "--config", config], env: ["E2E_TOKEN": e2eToken])
+        #expect(text.status == 0, "\(text.output)")
+        #expect(text.stdout.contains("session: not needed"), "\(text.output)")
+        let object = try ProxyProcess.run(args: ["status", "--config", config, "--json"], env: ["E2E_TOKEN": e2eToken])
+        #expect(object.status == 0, "\(object.output)")
+        let fields = try #require(json(object.stdout), "\(object.output)")
+        #expect(fields["kind"] as? String == "static")
+        #expect(fields["session"] as? String == "not needed")
+        #expect(!text.output.contains(e2eToken) && !object.output.contains(e2eToken))
+    }
+
+    @Test func onlyARouteThatNeedsALoginSaysNone() throws {
+        let dir = try TempDir()
+        let config = try dir.write(
+            "tokenproxy.yaml",
+            """
+            listen: 127.0.0.1:0
+            store:
+              path: ./state/tokens.json
+            routes:
+              - name: fixed
+                match: {path_prefix: /fixed/}
+                upstream: http://127.0.0.1:9
+                credentials: {type: static, token_env: E2E_TOKEN}
+              - name: keys
+                match: {path_prefix: /keys/}
+                upstream: http://127.0.0.1:9
+                credentials: {type: aws, region: us-east-1, service: execute-api, source: environment}
+              - name: machine
+                match: {path_prefix: /machine/}
+                upstream: http://127.0.0.1:9
+                credentials: {type: oauth2_client_credentials, token_url: "http://127.0.0.1:9/token", client_id: app, client_secret_env: APP_SECRET}
+              - name: person
+                match: {path_prefix: /person/}
+                upstream: http://127.0.0.1:9
+                credentials: {type: oauth2_refresh, token_url: "http://127.0.0.1:9/token", client_id: app, client_secret_env: APP_SECRET}
+            """)
+        let env = [
+            "E2E_TOKEN": e2eToken, "APP_SECRET": "app-secret", "AWS_ACCESS_KEY_ID": "AKIDSTATUS", "AWS_SECRET_ACCESS_KEY": "status/secret",
+        ]
+        func status(_ arguments: [String]) throws -> CommandResult {
+            try ProxyProcess.run(args: ["status", "--config", config] + arguments, env: env)
+        }
+        // Every route: the one that needs a login has none, so the exit status is 1.
+        let all = try status(["--json"])
+        #expect(all.status == 1, "\(all.output)")
+        let routes = try #require(json(all.stdout), "\(all.output)")
+        for name in ["fixed", "keys", "machine"] {
+            #expect((routes[name] as? [String: Any])?["session"] as? String == "not needed", "\(name): \(all.stdout)")
+        }
+        #expect((routes["person"] as? [String: Any])?["session"] as? String == "none", "\(all.stdout)")
+        let text = try status([])
+        #expect(text.status == 1, "\(text.output)")
+        #expect(text.stdout.contains("route fixed:\n  kind: static\n  session: not needed\n"), "\(text.stdout)")
+        #expect(text.stdout.contains("route person:\n  kind: oauth2_refresh\n  session: none\n"), "\(text.stdout)")
+        // One route at a time: a route that needs no login is usable as it is.
+        for name in ["fixed", "keys", "machine"] {
+            let one = try status(["--route", name])
+            #expect(one.status == 0, "\(name): \(one.output)")
+            #expect(one.stdout.contains("session: not needed"), "\(name): \(one.stdout)")
+        }
+        let person = try status(["--route", "person"])
+        #expect(person.status == 1, "\(person.output)")
+        #expect(person.stdout.contains("session: none"), "\(person.stdout)")
+        for result in [all, text, person] { #expect(!result.output.contains(e2eToken) && !result.output.contains("status/secret")) }
+    }
+}

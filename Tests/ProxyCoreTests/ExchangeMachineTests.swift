@@ -50,13 +50,13 @@ extension ExchangeMachine {
         #expect(m.responseStarted)
     }
 
-    @Test func theSameTokenAgainReleasesTheHeld401() {
+    @Test func theSameTokenAgainReleasesTheHeld401AndStartsTheStormGuard() {
         var m = machine(get)
         m.sendAll(generation: 7)
         #expect(m.head(401) == .hold401)
         _ = m.onAnswerEnded(trailingBytes: false, parserSaysClose: false, bytesWaitingToGoUp: 0)
-        #expect(m.onTokenArrived(.valid(generation: 7)) == .releaseHeld401)
-        #expect(m.onTokenArrived(.none) == .releaseHeld401)
+        #expect(m.onTokenArrived(.valid(generation: 7)) == .releaseHeld401(startStormGuard: true))
+        #expect(m.onTokenArrived(.none) == .releaseHeld401(startStormGuard: false))
         #expect(m.onTokenArrived(.loginRequired) == .loginRequired)
     }
 

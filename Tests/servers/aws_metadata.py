@@ -12,6 +12,9 @@ With --container-sequence FILE (a JSON list of {"AccessKeyId", "SecretAccessKey"
 "lifetime": seconds, "delay": seconds}), the container endpoint answers the list's entries in turn
 (the last one again and again), each expiring `lifetime` seconds after it is served, after waiting
 `delay` seconds: the refresh-at-expiry tests.
+With --steady-expiration, the container endpoint and IMDS answer the same keys with the same
+Expiration every time, as ECS, EKS and IMDS do until they rotate the keys (without it, each answer
+expires an hour after it is served).
 GET /calls answers what was asked, as JSON: {"sts": [tokens], "container": [authorizations],
 "imds_tokens": n, "imds_gets": n, "imds_refused": n}.
 
@@ -33,10 +36,16 @@ ROLE = "reader-role"
 
 
 SEQUENCE = []
+# --steady-expiration: the one Expiration every answer carries (None: an hour after each answer).
+STEADY_EXPIRATION = None
 
 
 def expiration(seconds=3600):
     return (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def steady_or_new_expiration():
+    return STEADY_EXPIRATION or expiration()
 
 
 def sequence_answer(n):
@@ -123,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.answer(200, sequence_answer(n))
                 return
             self.answer(200, json.dumps({"AccessKeyId": "ASIACONTAINER", "SecretAccessKey": "container/secret",
-                                         "Token": "container-session", "Expiration": expiration()}))
+                                         "Token": "container-session", "Expiration": steady_or_new_expiration()}))
             return
         if self.path.startswith("/latest/meta-data/iam/security-credentials/"):
             with LOCK:
@@ -138,7 +147,7 @@ class Handler(BaseHTTPRequestHandler):
             elif rest == ROLE:
                 self.answer(200, json.dumps({"Code": "Success", "LastUpdated": expiration(), "Type": "AWS-HMAC",
                                              "AccessKeyId": "ASIAIMDS", "SecretAccessKey": "imds/secret",
-                                             "Token": "imds-session", "Expiration": expiration()}))
+                                             "Token": "imds-session", "Expiration": steady_or_new_expiration()}))
             else:
                 self.answer(404, "", "text/plain")
             return
@@ -150,8 +159,12 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--container-token", default="container-auth-token")
     parser.add_argument("--container-sequence", help="a JSON file: the credentials the container endpoint answers in turn")
+    parser.add_argument("--steady-expiration", action="store_true", help="the same Expiration in every answer")
     args = parser.parse_args()
     Handler.container_token = args.container_token
+    if args.steady_expiration:
+        global STEADY_EXPIRATION
+        STEADY_EXPIRATION = expiration()
     if args.container_sequence:
         with open(args.container_sequence) as handle:
             SEQUENCE.extend(json.load(handle))

@@ -128,7 +128,9 @@ public enum Limits {
                 reason: "how often each loop checks its connections' timeouts: a timeout fires up to this late"),
             Fixed(
                 what: "refresh-storm guard", value: Units.formatDuration(f.stormGuardSeconds),
-                reason: "after a freshly refreshed token is refused too, 401s pass on without a refresh this long (CONTRACT point 3)"),
+                reason:
+                    "after a freshly refreshed token is refused too, or a refresh hands back the very credential refused, 401s pass on without a refresh this long (CONTRACT point 3)"
+            ),
             Fixed(
                 what: "admin request", value: Units.formatDuration(f.adminRequestSeconds),
                 reason: "a request to the admin listener must arrive and be answered within this"),

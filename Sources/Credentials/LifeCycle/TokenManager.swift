@@ -52,6 +52,9 @@ public final class TokenManager: @unchecked Sendable {
         /// The background timer: a proactive refresh or a backoff retry.
         var nextRefreshAt: Double?
         var forced = RefreshPolicy.ForcedRefreshes()
+        /// A forced refresh that was deferred (`ForcedRefresh.deferred`) runs at this time, once
+        /// however many were deferred (CONTRACT "Signals, admin, logs": an accepted 202 is never dropped).
+        var deferredForcedAt: Double?
     }
 
     // Token thread only.
@@ -195,22 +198,38 @@ public final class TokenManager: @unchecked Sendable {
     public enum ForcedRefresh: Sendable, Equatable {
         /// A fetch started, or the one in flight will serve.
         case started
-        /// Forced refreshes back off like failed ones (`RefreshPolicy.admitForced`): none now.
-        case rateLimited(retryAfter: Int)
+        /// Forced refreshes back off like failed ones (`RefreshPolicy.admitForced`): this one runs
+        /// when the back-off allows, in `retryAfter` seconds, together with every other one deferred
+        /// meanwhile.
+        case deferred(retryAfter: Int)
     }
 
-    /// Starts one refresh now unless forced refreshes came too often; a fetch already in flight
-    /// serves it. A failure backoff does not hold it back (an operator forcing a refresh has
-    /// usually fixed what failed).
+    /// Starts one refresh now unless forced refreshes came too often, else defers it until they may
+    /// start again; a fetch already in flight serves it. A failure backoff does not hold it back (an
+    /// operator forcing a refresh has usually fixed what failed).
     public func forceRefresh() -> ForcedRefresh {
         condition.lock()
         defer { condition.unlock() }
         if control.inFlight || control.stopping { return .started }
-        if let wait = policy.admitForced(&control.forced, now: clock()) { return .rateLimited(retryAfter: Self.seconds(wait)) }
+        let now = clock()
+        if let wait = policy.admitForced(&control.forced, now: now) {
+            // Every deferred ask joins the one already waiting: one refresh for all of them.
+            if control.deferredForcedAt == nil {
+                control.deferredForcedAt = now + wait
+                condition.broadcast()
+            }
+            return .deferred(retryAfter: Self.seconds(wait))
+        }
+        startForcedFetch()
+        return .started
+    }
+
+    /// With `condition` held: a forced fetch goes to the token thread; it also serves a deferred one.
+    private func startForcedFetch() {
         control.inFlight = true
         control.queuedReason = .forced
+        control.deferredForcedAt = nil
         condition.broadcast()
-        return .started
     }
 
     // MARK: - The token thread
@@ -246,6 +265,15 @@ public final class TokenManager: @unchecked Sendable {
                 return .fetch(reason)
             }
             let now = clock()
+            if !control.inFlight, let due = control.deferredForcedAt, now >= due {
+                // Admitted now unless a clock step moved the back-off: then it waits again.
+                if let wait = policy.admitForced(&control.forced, now: now) {
+                    control.deferredForcedAt = now + wait
+                } else {
+                    startForcedFetch()
+                    continue
+                }
+            }
             if !control.inFlight, let due = control.nextRefreshAt, now >= due {
                 control.inFlight = true
                 control.nextRefreshAt = nil
@@ -256,6 +284,7 @@ public final class TokenManager: @unchecked Sendable {
             }
             var deadline = now + 30  // also bounds the damage of a wall-clock jump
             if !control.inFlight, let due = control.nextRefreshAt { deadline = min(deadline, due) }
+            if !control.inFlight, let due = control.deferredForcedAt { deadline = min(deadline, due) }
             if let poll = nextPollAt { deadline = min(deadline, poll) }
             condition.wait(seconds: max(0.001, deadline - now))
         }
@@ -296,24 +325,27 @@ public final class TokenManager: @unchecked Sendable {
             registerSecret(issued.accessToken)
             if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
             // `type: aws`: the token is the credentials' JSON, read back here also when it came from the store.
-            var aws: AWSSigningCredentials? = nil
+            var awsCredentials: AWSCredentials? = nil
             if signsAWS {
                 guard let credentials = AWSCredentials(containerEndpointJSON: issued.accessToken) else {
                     throw TokenSourceError.passing("\(kind): the answer holds no usable AWS credentials")
                 }
-                aws = current?.accessToken == issued.accessToken ? current?.aws : AWSSigningCredentials(credentials)
+                awsCredentials = credentials
             }
+            let sameCredential = current.map { Self.isSameCredential(held: $0, issued: issued.accessToken, aws: awsCredentials) } ?? false
+            let aws = awsCredentials.map { (sameCredential ? current?.aws : nil) ?? AWSSigningCredentials($0) }
             let now = clock()
             let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: source.defaultLifetime)
             let snapshot: TokenSnapshot
-            if let current, current.accessToken == issued.accessToken {
-                // The same token: same generation, and the lifetime counts from when it was first seen
+            if let current, sameCredential {
+                // The same credential: same generation, so a 401 it got is not retried with it
+                // (CONTRACT point 3), and the lifetime counts from when it was first seen
                 // (otherwise each look at an unchanged token would move its refresh time).
                 snapshot =
-                    current.expiresAt == expiresAt
+                    current.accessToken == issued.accessToken && current.expiresAt == expiresAt
                     ? current
                     : TokenSnapshot(
-                        accessToken: current.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
+                        accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
                         dpop: current.dpop?.prover, aws: aws)
             } else {
                 generation = max(generation, current?.generation ?? 0) + 1
@@ -437,6 +469,17 @@ public final class TokenManager: @unchecked Sendable {
         {
             changeHandler.withLock { $0 }?(view)
         }
+    }
+
+    /// Whether a fetched token is the credential already held: the same token or, for `type: aws`,
+    /// the same keys (the JSON also carries `Expiration`, which an endpoint may move while it hands
+    /// out the same keys, as ECS, EKS and IMDS do).
+    static func isSameCredential(held: TokenSnapshot, issued token: String, aws: AWSCredentials?) -> Bool {
+        if let aws, let heldKeys = held.aws?.credentials {
+            return heldKeys.accessKeyID == aws.accessKeyID && heldKeys.secretAccessKey == aws.secretAccessKey
+                && heldKeys.sessionToken == aws.sessionToken
+        }
+        return held.accessToken == token
     }
 
     /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources

@@ -404,6 +404,7 @@ public final class SessionTokenSource: TokenSource {
         }
         let now = now()
         var status = SessionStatus(kind: kind)
+        status.needsLogin = !provider.fetchesWithoutSession
         guard let stored else { return status }
         status.subject = stored.subject
         status.issuedAt = stored.issuedAt
@@ -440,8 +441,19 @@ public struct SessionStatus: Sendable, Equatable {
     public var endedReason: String?
     /// Whether the session can be refreshed (a login without a refresh token ends at expiry).
     public var refreshable: Bool?
+    /// A session starts with a person's login (`tokenproxy login`); the other types fetch a token
+    /// by themselves, so having none yet needs nobody to log in.
+    public var needsLogin = true
 
     public init(kind: String) { self.kind = kind }
+
+    /// `status`'s `session` (CONTRACT "Signals, admin, logs"): `active`, `ended`, `none` only when a
+    /// login is needed, else `not needed`.
+    public var sessionText: String { session == .none && !needsLogin ? Self.notNeeded : session.rawValue }
+    public static let notNeeded = "not needed"
+
+    /// The route can serve without anyone logging in: `status` exits 0.
+    public var isUsable: Bool { session == .active || sessionText == Self.notNeeded }
 }
 
 /// What a process does when the store lost the session without a logout (pure; unit-tested in

@@ -153,6 +153,27 @@ extension TokenSource {
     public func inputChanged() -> Bool { false }
 }
 
+/// Whether the credential needs no session (CONTRACT "Signals, admin, logs": `status` says
+/// `session: not needed`): a static token, a token file, a command's output, or AWS keys read as
+/// they are (`source: environment`, or `default` when their variables are set) with no role
+/// assumed with them. Nothing of these is fetched into the store, and nobody logs in.
+public func needsNoSession(_ credentials: CredentialsConfiguration, environment: [String: String]) -> Bool {
+    switch credentials.source {
+    case .static, .file, .exec:
+        return true
+    case .aws(let aws):
+        guard aws.roleARN == nil else { return false }
+        switch aws.source {
+        case .environment: return true
+        case .default: return AWSEnvironmentCredentials.isPresent(aws, environment: environment)
+        case .webIdentity, .container, .instanceMetadata: return false
+        }
+    case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
+        .azureManagedIdentity, .gitHubApp:
+        return false
+    }
+}
+
 /// Builds the source that `configuration.credentials.type` names.
 public func makeTokenSource(_ configuration: Configuration, logger: Logger = Logger(label: "tokenproxy")) throws -> any TokenSource {
     let credentials = configuration.credentials
