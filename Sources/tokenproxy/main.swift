@@ -241,7 +241,8 @@ struct Check: ParsableCommand {
                 problems.append(problem.description)
             }
         }
-        problems += listenerTLSProblems(configuration) + spoolFolderProblems(configuration) + storeFolderProblems(configuration) + forwardProxyCAProblems(configuration)
+        problems += listenerTLSProblems(configuration) + spoolFolderProblems(configuration)
+        problems += storeFolderProblems(configuration) + forwardProxyCAProblems(configuration)
         var seen: Set<String> = []
         problems = problems.filter { seen.insert($0).inserted }  // a file the loader and a check below both name
         if problems.count == 1 { fail("configuration error: \(problems[0])", status: Exit.badConfiguration) }
@@ -260,7 +261,8 @@ struct Check: ParsableCommand {
 func storeFolderProblems(_ configuration: Configuration) -> [String] {
     var seen: Set<String> = []
     return configuration.routes.enumerated().compactMap { index, route -> String? in
-        guard route.credentials.keepsSession(environment: ProcessInfo.processInfo.environment), route.store.redis == nil, seen.insert(route.store.path).inserted,
+        let environment = ProcessInfo.processInfo.environment
+        guard route.credentials.keepsSession(environment: environment), route.store.redis == nil, seen.insert(route.store.path).inserted,
             let problem = FileAccess.creationProblem(route.store.path)
         else { return nil }
         let key = configuration.hasRoutes ? "routes[\(index)].store.path" : "store.path"
