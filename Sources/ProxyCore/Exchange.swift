@@ -92,6 +92,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// waits for (`forward.request_buffering`) is bounded by its limit instead.
     /// `waitingForBody`: the machine's `isWaitingForBody`.
     /// Bytes that wait for a spool to drain (`spoolTail`) stop it too.
+    @inline(__always)
     func bodyBacklogged(waitingForBody: Bool) -> Bool {
         !waitingForBody && (bytesWaitingToGoUp >= Connection.bodyHighWater || !spoolTail.isEmpty)
     }

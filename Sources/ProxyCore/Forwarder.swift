@@ -254,13 +254,12 @@ final class Forwarder {
             let rewritten: String?
             if response.isHopByHop(i) || (dropsContentLength && fields.nameEquals(i, "content-length")) {
                 rewritten = nil
-            } else {
-                var value = fields.nameEquals(i, "location") ? rewrittenLocation(fields.value(i), clientHost: clientHost) : nil
-                if let tokenSpellings, let scrubbed = InjectedQueryParameter.scrubbed(value ?? fields.value(i), hiding: tokenSpellings) {
-                    value = scrubbed
-                }
-                guard let value else { continue }
+            } else if tokenSpellings != nil || fields.nameEquals(i, "location"),
+                let value = rewrittenField(i, of: fields, clientHost: clientHost, hiding: tokenSpellings)
+            {
                 rewritten = value
+            } else {
+                continue
             }
             fields.copyFields(runStart..<i, to: out)
             runStart = i + 1
@@ -274,6 +273,18 @@ final class Forwarder {
             ResponseWriter.appendField(out, name: "Connection", value: "keep-alive")
         }
         ResponseWriter.appendEndOfHead(out)
+    }
+
+    /// Response field `i` as it goes to the client when it is not as it came: a Location rewritten
+    /// (`rewrittenLocation`), and with `inject.query` any value that carries the token scrubbed.
+    /// Out of line: the answer head's loop stays small enough to be inlined on the plain path.
+    @inline(never)
+    private func rewrittenField(_ i: Int, of fields: FieldBlock, clientHost: String?, hiding tokenSpellings: [String]?) -> String? {
+        var value = fields.nameEquals(i, "location") ? rewrittenLocation(fields.value(i), clientHost: clientHost) : nil
+        if let tokenSpellings, let scrubbed = InjectedQueryParameter.scrubbed(value ?? fields.value(i), hiding: tokenSpellings) {
+            value = scrubbed
+        }
+        return value
     }
 
     /// An interim 1xx head for an HTTP/1.1 client (RFC 9110 §15.2): its end-to-end fields as they came.

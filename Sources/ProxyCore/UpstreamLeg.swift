@@ -153,6 +153,7 @@ struct UpstreamLeg {
 
     /// The client took enough of the answer: read the upstream again. With TLS the library may
     /// hold bytes epoll cannot see, so read now rather than wait for readiness.
+    @inline(__always)
     func resumeIfDrained(_ connection: Connection) {
         guard let exchange = connection.exchange, connection.machine.exchange.receivePaused,
             connection.pendingOut < Connection.outLowWater
@@ -331,7 +332,8 @@ struct UpstreamLeg {
         exchange.route!.forwarder.writeResponseHead(
             into: connection.outBuf, response, framing: framing,
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
-            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"), sentToken: exchange.sentToken)
+            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
+            sentToken: exchange.route!.forwarder.tokenInQuery ? exchange.sentToken : nil)
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
