@@ -29,7 +29,8 @@ as_root() {
 # --- tools -------------------------------------------------------------------------------------
 # The stamp names the pinned versions: a change of pin rebuilds the venv.
 stamp="$venv/.pins"
-want="kubernetes-validate==$validate_version checkov==$checkov_version"
+pins=("kubernetes-validate==$validate_version" "checkov==$checkov_version")
+want="${pins[*]}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # Debian's python3 needs python3-venv for `-m venv` (ensurepip).
     if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -41,7 +42,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     log "installing $want into ${venv#"$root"/}"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check $want
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}"
     printf '%s' "$want" > "$stamp"
 fi
 
@@ -52,10 +53,11 @@ echo "==> kubernetes-validate $validate_version, Kubernetes $kubernetes_version 
 
 # --- checkov -----------------------------------------------------------------------------------
 echo "==> checkov $checkov_version --framework kubernetes"
-# --compact: the failed checks without the code around them; a skipped check is listed with its
-# reason. Exits 1 on any failed check.
-"$venv/bin/checkov" --quiet --compact --framework kubernetes --skip-download \
-    $(printf -- '-f %s ' "${manifests[@]}")
+# --quiet --compact: only the failed checks, without the code around them (the skipped ones are
+# listed below). Exits 1 on any failed check.
+files=()
+for manifest in "${manifests[@]}"; do files+=(-f "$manifest"); done
+"$venv/bin/checkov" --quiet --compact --framework kubernetes --skip-download "${files[@]}"
 # The findings skipped, each with the reason written beside it in its manifest.
 echo "==> checks skipped in the manifests, with their reasons:"
 grep -n 'checkov.io/skip' "${manifests[@]}" | sed -E 's/ +checkov.io\/skip[0-9]+: / /'
