@@ -19,6 +19,16 @@ deb="$(ls dist/tokenproxy_*.deb)"
 version="$(dpkg-deb -f "$deb" Version)"
 [ -n "$version" ] || fail "no Version in $deb"
 
+# The tarball: its checksum holds, and it has the .deb's files, no more, no fewer.
+tarball="$(ls dist/tokenproxy-*.tar.gz)"
+( cd dist && sha256sum -c --quiet "$(basename "$tarball").sha256" ) || fail "$tarball.sha256 does not match"
+deb_files="$(dpkg-deb -c "$deb" | awk '{ print $6 }' | LC_ALL=C sort)"
+tar_files="$(tar -tzf "$tarball" | LC_ALL=C sort)"
+[ -n "$deb_files" ] || fail "$deb lists no files"
+[ "$deb_files" = "$tar_files" ] ||
+    fail "$tarball and $deb differ: $(diff <(printf '%s\n' "$deb_files") <(printf '%s\n' "$tar_files"))"
+ok "$tarball: sha256 matches, same $(printf '%s\n' "$tar_files" | wc -l) entries as the .deb"
+
 # A package left by an earlier, interrupted run would hide what this one installs.
 if dpkg -s tokenproxy >/dev/null 2>&1; then
     log "purging an earlier tokenproxy package"
@@ -61,11 +71,15 @@ checks() {
     # The unit: verify exits 0 even on a directive it cannot parse, so any line about the unit fails.
     unit=/lib/systemd/system/tokenproxy.service
     [ -f "$unit" ] || fail "no $unit"
-    out="$(systemd-analyze verify "$unit" 2>&1)" || fail "systemd-analyze verify $unit: $out"
+    # verify runs `man` for Documentation=man:tokenproxy(1); a machine without man-db checks the file.
+    man_check=(--man=yes)
+    command -v man >/dev/null 2>&1 || man_check=(--man=no)
+    [ -f /usr/share/man/man1/tokenproxy.1.gz ] || fail "no man page /usr/share/man/man1/tokenproxy.1.gz"
+    out="$(systemd-analyze verify "${man_check[@]}" "$unit" 2>&1)" || fail "systemd-analyze verify $unit: $out"
     if printf '%s\n' "$out" | grep -q tokenproxy; then fail "systemd-analyze verify $unit: $out"; fi
     grep -qx 'ExecStart=/usr/bin/tokenproxy serve --config /etc/tokenproxy/config.yaml' "$unit" ||
         fail "$unit: ExecStart is not the installed binary"
-    ok "systemd-analyze verify $unit: no finding; ExecStart runs /usr/bin/tokenproxy"
+    ok "systemd-analyze verify ${man_check[*]} $unit: no finding; ExecStart runs /usr/bin/tokenproxy"
 
     # postinst: the system user and group from sysusers.d, and the store's folder.
     entry="$(getent passwd tokenproxy)" || fail "no tokenproxy user"
@@ -98,7 +112,9 @@ checks() {
     # Installed, not enabled, not started.
     if ls /etc/systemd/system/*.wants/tokenproxy.service >/dev/null 2>&1; then fail "the package enabled the service"; fi
     # (No pgrep: procps is not on every machine. Root reads every process's exe link.)
-    if ls -l /proc/[0-9]*/exe 2>/dev/null | grep -q ' -> /usr/bin/tokenproxy$'; then fail "the package started the service"; fi
+    for exe in /proc/[0-9]*/exe; do
+        if [ "$(readlink "$exe" 2>/dev/null)" = /usr/bin/tokenproxy ]; then fail "the package started the service"; fi
+    done
     ok "the service is neither enabled nor started"
 }
 checks
@@ -116,8 +132,8 @@ ls /etc/systemd/system/multi-user.target.wants/tokenproxy.service >/dev/null || 
 apt-get remove -y -qq tokenproxy >/dev/null
 [ "$(dpkg-query -W -f='${Status}' tokenproxy)" = "deinstall ok config-files" ] ||
     fail "after remove: $(dpkg-query -W -f='${Status}' tokenproxy)"
-[ ! -e /usr/bin/tokenproxy ] && [ ! -e /lib/systemd/system/tokenproxy.service ] || fail "remove left the program or the unit"
-[ -f /etc/tokenproxy/config.yaml ] && [ -d /var/lib/tokenproxy ] || fail "remove took the configuration or the store"
+if [ -e /usr/bin/tokenproxy ] || [ -e /lib/systemd/system/tokenproxy.service ]; then fail "remove left the program or the unit"; fi
+if [ ! -f /etc/tokenproxy/config.yaml ] || [ ! -d /var/lib/tokenproxy ]; then fail "remove took the configuration or the store"; fi
 ok "removed: program and unit gone, configuration and store kept"
 apt-get purge -y -qq tokenproxy >/dev/null
 if dpkg -s tokenproxy >/dev/null 2>&1; then fail "tokenproxy is still known to dpkg: $(dpkg-query -W -f='${Status}' tokenproxy)"; fi
