@@ -66,7 +66,7 @@ import Testing
     @Test func theDocumentsHoldWholeConfigurationsAndFragments() {
         #expect(Self.blocks.count >= 30, "\(Self.blocks.count) yaml blocks found")
         #expect(Self.blocks.filter(\.isWholeConfiguration).count >= 8)
-        #expect(Self.blocks.contains { $0.file == "README.md" && $0.yaml.contains("basic_username: x-access-token") && $0.isWholeConfiguration })
+        #expect(Self.blocks.contains { $0.file == "docs/API-KEYS.md" && $0.yaml.contains("basic_username: x-access-token") && $0.isWholeConfiguration })
     }
 
     /// Each whole configuration, written to a folder of its own, passes `check` with a dummy value

@@ -10,7 +10,8 @@ enum ShippedFiles {
     static var healthcheck: URL { docker.appendingPathComponent("healthcheck.sh") }
     static var dockerReadme: URL { docker.appendingPathComponent("README.md") }
     static var systemdUnit: URL { config.appendingPathComponent("tokenproxy.service") }
-    static var readmeSections: URL { RepositoryPaths.root.appendingPathComponent("README.md") }
+    /// The reference that README.md points to: command line, keys, limits, errors, metrics.
+    static var configurationReference: URL { RepositoryPaths.root.appendingPathComponent("docs/CONFIGURATION.md") }
     static var lintScript: URL { RepositoryPaths.root.appendingPathComponent("scripts/lint-docker.sh") }
 
     /// The example configurations the shipping issue asks for, one per credential type and the sidecar.
@@ -53,7 +54,7 @@ struct ExampleKeys {
     var environmentNames: [String] = []
 
     /// The keys of a `routes:` entry are read as the top-level ones they stand for (`credentials.type`),
-    /// except `match`, which only a route has (README "Several APIs").
+    /// except `match`, which only a route has (docs/SEVERAL-APIS.md).
     init(yaml: String) {
         var section: String?
         var routeSection: String?
