@@ -120,7 +120,7 @@ public struct StoreConfiguration: Sendable, Equatable {
     public enum Backend: String, Sendable, Equatable, CaseIterable {
         /// A 0600 file on this machine (`store.path`).
         case file
-        /// A Redis server that a fleet of proxies shares (`store.url`, README "Running a fleet").
+        /// A Redis server that a fleet of proxies shares (`store.url`, docs/FLEET.md).
         case redis
     }
     /// Absolute. Default: `<config folder>/state/tokens.json`.

@@ -2,7 +2,7 @@ import Basics
 import FoundationEssentials
 import Sockets
 
-/// `store.backend: redis`: where the fleet's shared session lives (README "Running a fleet").
+/// `store.backend: redis`: where the fleet's shared session lives (docs/FLEET.md).
 public struct RedisStoreConfiguration: Sendable, Equatable {
     /// `store.url` as written (it never holds a password: one there is a configuration error).
     public var url: String

@@ -32,7 +32,7 @@ import Testing
         return volume
     }
 
-    /// A Secret mounted with `fsGroup` (the README's Deployment): root's file, mode 0440, the pod's
+    /// A Secret mounted with `fsGroup` (deploy/kubernetes/sidecar.yaml): root's file, mode 0440, the pod's
     /// group. `check` passes and `serve` answers over TLS with that key; the same mode on a file a
     /// user owns, or a key others may read, is refused naming the file, its mode and its owner.
     @Test(.enabled(if: runsAsRoot, "only root can make a root-owned file for the test"))

@@ -224,7 +224,7 @@ import Testing
 }
 
 /// Issue 39 point 13: `status` of a route with a fixed credential exits 0 and says `session: not
-/// needed`; `session: none` (which the README's 401 guide reads as "log in") is said only of a route
+/// needed`; `session: none` (which docs/HOW-DO-I.md's 401 guide reads as "log in") is said only of a route
 /// that needs a login.
 @Suite struct StatusCommandTests {
     func json(_ text: String) -> [String: Any]? {

@@ -1,6 +1,6 @@
 /// Every limit of the proxy, declared once: the `limits:` keys (name, parser, meaning; the default is
-/// `LimitsConfiguration`'s) that the loader parses, `check` prints and README.md lists, and the fixed
-/// limits with their reasons (`FixedLimits`). ShippingTests check that README.md shows this table.
+/// `LimitsConfiguration`'s) that the loader parses, `check` prints and docs/CONFIGURATION.md lists, and the fixed
+/// limits with their reasons (`FixedLimits`). ShippingTests check that docs/CONFIGURATION.md shows this table.
 public enum Limits {
     /// One `limits:` key.
     public struct Key: Sendable {
@@ -16,13 +16,13 @@ public enum Limits {
 
         public let name: String
         public let value: Value
-        /// What the limit does, for README.md.
+        /// What the limit does, for docs/CONFIGURATION.md.
         public let meaning: String
 
         /// `limits.<name>`.
         public var keyPath: String { "limits." + name }
 
-        /// The value as `check` prints it and README.md shows the default.
+        /// The value as `check` prints it and docs/CONFIGURATION.md shows the default.
         public func format(_ limits: LimitsConfiguration) -> String {
             switch value {
             case .size(let field, _, let zero):
@@ -39,7 +39,7 @@ public enum Limits {
         }
     }
 
-    /// The `limits:` keys in the order `check` prints them and README.md lists them (docs/CONTRACT.md).
+    /// The `limits:` keys in the order `check` prints them and docs/CONFIGURATION.md lists them (docs/CONTRACT.md).
     public static var keys: [Key] {
         [
             Key(
@@ -81,7 +81,7 @@ public enum Limits {
         ]
     }
 
-    /// The README.md rows of the `limits:` keys, defaults from `LimitsConfiguration()`.
+    /// The docs/CONFIGURATION.md rows of the `limits:` keys, defaults from `LimitsConfiguration()`.
     public static var readmeRows: [String] {
         let defaults = LimitsConfiguration()
         return keys.map { "| `\($0.keyPath)` | `\($0.format(defaults))` | \($0.meaning) |" }
@@ -94,7 +94,7 @@ public enum Limits {
         public let reason: String
     }
 
-    /// The fixed limits (`FixedLimits`) as README.md lists them.
+    /// The fixed limits (`FixedLimits`) as docs/CONFIGURATION.md lists them.
     public static var fixed: [Fixed] {
         let f = FixedLimits.self
         return [
@@ -137,14 +137,14 @@ public enum Limits {
         ]
     }
 
-    /// The README.md rows of the fixed limits.
+    /// The docs/CONFIGURATION.md rows of the fixed limits.
     public static var fixedReadmeRows: [String] {
         fixed.map { "| \($0.what) | \($0.value) | \($0.reason) |" }
     }
 }
 
 /// The proxy's limits that are not configuration keys, each declared once; `Limits.fixed` gives
-/// their reasons and README.md lists them.
+/// their reasons and docs/CONFIGURATION.md lists them.
 public enum FixedLimits {
     // Buffers (docs/ENGINE.md, "One exchange", points 3 and 6).
     public static let clientReadBytes = 64 * 1024
