@@ -21,11 +21,16 @@ import Testing
         #expect(text.contains("swift:6.3-bookworm"))
         #expect(text.contains("debian:bookworm-slim"))
         #expect(text.contains("--static-swift-stdlib"))
-        #expect(text.contains("libcurl4-openssl-dev pkg-config"))
-        #expect(text.contains("libcurl4 ca-certificates"))
+        // The build stage has the headers of every C library the binary links (COpenSSL needs
+        // libssl-dev), the runtime stage every library it loads (libxml2: Foundation's XML module).
+        #expect(text.contains("libcurl4-openssl-dev libssl-dev pkg-config libhiredis-dev"))
+        #expect(text.contains("libcurl4 libssl3 libhiredis0.14 libxml2 ca-certificates"))
         #expect(has("USER 10001"))
         #expect(has("ENV TOKENPROXY_CONFIG=/etc/tokenproxy/config.yaml"))
-        #expect(has("VOLUME [\"/etc/tokenproxy\", \"/var/lib/tokenproxy\"]"))
+        // Only the store is a volume (no anonymous root-writable /etc/tokenproxy), and the default
+        // store beside the configuration leads there.
+        #expect(has("VOLUME [\"/var/lib/tokenproxy\"]"))
+        #expect(text.contains("ln -s /var/lib/tokenproxy /etc/tokenproxy/state"))
         #expect(has("EXPOSE 8080 9901"))
         #expect(has("HEALTHCHECK"))
         #expect(has("STOPSIGNAL SIGTERM"))
