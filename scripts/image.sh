@@ -18,7 +18,15 @@ full_image=localhost/debian:12
 slim_image=localhost/debian:bookworm-slim
 swift_image=localhost/swift:6.3-bookworm
 image=localhost/tokenproxy:ci
-mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# The Debian archive this machine's apt uses (its first `URIs:` or `deb` line for bookworm), so the
+# root filesystem comes from where the machine's own packages do; DEBIAN_MIRROR overrides.
+apt_mirror() {
+    local uri
+    uri=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\)/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n 1)
+    [ -n "$uri" ] || uri=$(awk '$1 == "deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    printf '%s' "$uri"
+}
+mirror="${DEBIAN_MIRROR:-$(apt_mirror)}"
 
 # The packages swift:6.3-bookworm carries on top of debian:12: the apt-get install list of
 # swiftlang/swift-docker's 6.3/debian/12/Dockerfile (curl and gpg are purged there after the download).
