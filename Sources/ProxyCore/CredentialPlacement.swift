@@ -211,7 +211,7 @@ final class InjectedQueryParameter {
     }
 
     /// `value` with every occurrence of each of `spellings` replaced by as many `*` (CONTRACT.md
-    /// "Programs in a sandbox": a length stays right); nil when it holds none.
+    /// "Where the credential goes": a length stays right); nil when it holds none.
     static func scrubbed(_ value: String, hiding spellings: [String]) -> String? {
         var result = value
         for spelling in spellings where !spelling.isEmpty && result.contains(spelling) {

@@ -260,8 +260,8 @@ struct Check: ParsableCommand {
 /// runs as: a read-only configuration folder under the default `store.path` is the usual miss.
 func storeFolderProblems(_ configuration: Configuration) -> [String] {
     var seen: Set<String> = []
+    let environment = ProcessInfo.processInfo.environment
     return configuration.routes.enumerated().compactMap { index, route -> String? in
-        let environment = ProcessInfo.processInfo.environment
         guard route.credentials.keepsSession(environment: environment), route.store.redis == nil, seen.insert(route.store.path).inserted,
             let problem = FileAccess.creationProblem(route.store.path)
         else { return nil }

@@ -122,7 +122,7 @@ extension AWSCredentials {
 
     /// What `tokenproxy token --format credential-process` prints: the JSON a `credential_process`
     /// of `~/.aws/config` answers (`Version` 1; `SessionToken` and `Expiration` only for credentials
-    /// that have them). https://docs.aws.amazon.com/sdkref/latest/guide/feature-process-credentials.html
+    /// that have them; docs/AWS.md).
     public var credentialProcessJSON: String {
         "{\"Version\":1,"
             + jsonObject([

@@ -162,12 +162,7 @@ public func needsNoSession(_ credentials: CredentialsConfiguration, environment:
     case .static, .file, .exec:
         return true
     case .aws(let aws):
-        guard aws.roleARN == nil else { return false }
-        switch aws.source {
-        case .environment: return true
-        case .default: return AWSEnvironmentCredentials.isPresent(aws, environment: environment)
-        case .webIdentity, .container, .instanceMetadata: return false
-        }
+        return !aws.fetchesCredentials(environment: environment)
     case .oauth2Refresh, .oauth2ClientCredentials, .cognito, .jsonRefresh, .oauth2JWTBearer, .oauth2TokenExchange, .gceMetadata,
         .azureManagedIdentity, .gitHubApp:
         return false
