@@ -1,0 +1,93 @@
+import ArgumentParser
+import Config
+import Credentials
+import Foundation
+import ProxyCore
+import Sockets
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the proxy in the foreground until SIGTERM or SIGINT.")
+    @OptionGroup var options: ConfigOption
+
+    func run() throws {
+        let loaded = options.load()
+        let configuration = loaded.configuration
+        if let problem = listenerTLSProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
+        if let problem = spoolFolderProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }
+        // Signals are taken by one thread with sigwait; block them before any other thread exists.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR2] { sigaddset(&signals, s) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let logger = startLogging(loaded)
+        Server.announceOwnAddresses(of: configuration)
+        let plan: RouteStatePlan
+        do {
+            plan = try RouteStatePlan(configuration, previous: nil) { try TokenManager(configuration: $0, logger: logger) }
+        } catch {
+            fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
+        }
+        for tokens in plan.created { tokens.start() }
+        let stopTokens = { for state in plan.created { state.stop() } }
+        let server = Server(configuration: configuration, states: plan.states, logger: logger)
+        let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
+        server.reloadHandler = { reloader.reload() }
+        do {
+            try server.start()
+        } catch let error as ListenerError {
+            logger.error("\(error)")
+            stopTokens()
+            Glibc.exit(Exit.runtimeFailure)
+        } catch {
+            logger.error("cannot start serving: \(error)")
+            stopTokens()
+            Glibc.exit(Exit.runtimeFailure)
+        }
+        reloader.watch()
+        let stop = DispatchSemaphore(value: 0)
+        let waitForSignals = {
+            var stopping = false
+            while true {
+                var received: Int32 = 0
+                guard sigwait(&signals, &received) == 0 else { continue }
+                switch received {
+                case SIGHUP:
+                    logger.info("SIGHUP: forcing a refresh")
+                    if let result = server.forceRefresh() {
+                        let routes = { (names: [String]) in server.configuration.hasRoutes ? " for \(names.joined(separator: ", "))" : "" }
+                        if !result.withoutSession.isEmpty { logger.warning("SIGHUP: no session to refresh\(routes(result.withoutSession))") }
+                        if !result.deferred.isEmpty {
+                            logger.warning(
+                                "SIGHUP: forced refreshes back off like failed ones: deferred\(routes(result.deferred)), done in \(result.retryAfter) s")
+                        }
+                    }
+                case SIGUSR2:
+                    logger.info("SIGUSR2: reloading the configuration")
+                    DispatchQueue.global().async { _ = reloader.reload() }
+                default:
+                    if stopping {
+                        logger.warning("second stop signal: exiting at once")
+                        Glibc.exit(Exit.runtimeFailure)
+                    }
+                    stopping = true
+                    logger.info("stop signal: draining")
+                    stop.signal()
+                }
+            }
+        }
+        do {
+            try OSThread.start(name: "tp-signals", waitForSignals)
+        } catch {
+            logger.error("cannot start the signal thread: \(error)")
+            stopTokens()
+            Glibc.exit(Exit.runtimeFailure)
+        }
+        stop.wait()
+        server.drain()
+        for state in server.routeStates { state.tokens.stop() }
+        logger.info("stopped")
+        Glibc.exit(0)
+    }
+}
