@@ -10,20 +10,9 @@ import Synchronization
 import TLS
 import Upstream
 
-/// A listener that could not be bound or watched. `serve` reports it and exits 1; the contract's
-/// `listening on` line is never logged for it.
 /// Something the server needs besides its listeners could not be set up (the forward proxy's CA).
 public struct ServerSetupError: Error, CustomStringConvertible, Sendable {
     public let description: String
-}
-
-public struct ListenerError: Error, CustomStringConvertible, Sendable {
-    /// The address as configured (`127.0.0.1:8080`, `unix:/run/tokenproxy.sock`).
-    public let address: String
-    public let isAdmin: Bool
-    public let reason: String
-
-    public var description: String { "cannot listen on \(isAdmin ? "the admin address " : "")\(address): \(reason)" }
 }
 
 /// One loop's acceptors and context. Touched only on that loop's thread (or before it starts);
@@ -34,98 +23,32 @@ final class LoopAcceptors: @unchecked Sendable {
     init(ctx: LoopContext) { self.ctx = ctx }
 }
 
-/// How a reload ended: in effect, or refused with every error of the file (`key: reason`).
-public enum ReloadOutcome: Sendable {
-    case success
-    case failure([String])
-}
-
-/// The sockets of one proxy listen address: one per loop on a TCP port (SO_REUSEPORT; with port 0
-/// the others bind the port the first one got), one shared by every loop on a unix socket.
-final class ListenerGroup: @unchecked Sendable {
-    let configured: ListenAddress
-    /// The route of a route's own listener; nil for the shared one.
-    let ownRoute: String?
-    let sockets: [ListeningSocket]
-    let interest: Interest
-    /// The listener's TLS (`tls:`), nil when it speaks plain HTTP; a reload may set, change or clear it.
-    private let tlsState = Mutex<ListenerTLS?>(nil)
-    var address: SocketAddress { sockets[0].address }
-
-    var tls: ListenerTLS? {
-        get { tlsState.withLock { $0 } }
-        set { tlsState.withLock { $0 = newValue } }
-    }
-
-    init(_ listen: ListenAddress, ownRoute: String?, loops count: Int, unixMode: UInt32) throws {
-        configured = listen
-        self.ownRoute = ownRoute
-        var sockets: [ListeningSocket] = []
-        var interest: Interest = .accept
-        do {
-            switch listen {
-            case .tcp(let host, let port):
-                let first = try ListeningSocket.tcp(host: host, port: port, reusePort: true, exclusive: true)
-                sockets.append(first)
-                for _ in 1..<max(count, 1) {
-                    sockets.append(try ListeningSocket.tcp(host: host, port: first.address.port ?? port, reusePort: true))
-                }
-            case .unix(let path):
-                sockets.append(try ListeningSocket.unix(path: path, mode: unixMode))
-                if count > 1 { interest = [.accept, .exclusive] }
-            }
-        } catch {
-            for socket in sockets { socket.close() }
-            throw ListenerError(address: "\(listen)", isAdmin: false, reason: "\(error)")
-        }
-        self.sockets = sockets
-        self.interest = interest
-    }
-
-    /// The same bound sockets, now the listener of `route` (a reload renamed the route that owns
-    /// the address, or gave it to another; nothing is bound again).
-    private init(handing group: ListenerGroup, to route: String?) {
-        configured = group.configured
-        ownRoute = route
-        sockets = group.sockets
-        interest = group.interest
-        tls = group.tls
-    }
-
-    func handed(to route: String?) -> ListenerGroup { ListenerGroup(handing: self, to: route) }
-
-    /// Whether both groups are the same sockets (one was handed to another route).
-    func sharesSockets(with other: ListenerGroup) -> Bool { sockets[0] === other.sockets[0] }
-
-    func socket(forLoop i: Int) -> ListeningSocket { sockets.count == 1 ? sockets[0] : sockets[i] }
-    func close() { for socket in sockets { socket.close() } }
-}
-
 /// The running proxy: one event loop per worker thread, each with its own listener (SO_REUSEPORT)
 /// or a share of one (EPOLLEXCLUSIVE for unix sockets), its own libcurl multi handles and its own
 /// connections; the admin listener lives on loop 0. `@unchecked Sendable`: its mutable fields
 /// (loops, acceptors, listeners, addresses) are written by `start()` before any loop thread runs,
 /// and later only by `reload` under `reloading`; what the loops share at run time is Sendable on
-/// its own (`SharedProxyState`, `LoopMetrics`, `RouteState`).
-public final class Server: AdminService, @unchecked Sendable {
+/// its own (`SharedProxyState`, `LoopMetrics`, `RouteState`). This file starts and stops the loops and
+/// listeners; `Server+Admin.swift` answers the admin listener, `Reload/Server+Reload.swift` reloads.
+public final class Server: @unchecked Sendable {
     let logger: Logger
     let shared = SharedProxyState()
     /// The configuration in effect and each route's shared state (same order as its routes).
-    private let current: Mutex<(configuration: Configuration, states: [RouteState])>
+    let current: Mutex<(configuration: Configuration, states: [RouteState])>
     /// `tokenproxy_config_reloads_total{outcome}`: reloads put in effect, and refused.
-    private let reloads = Mutex<(success: Int, failed: Int)>((0, 0))
+    let reloads = Mutex<(success: Int, failed: Int)>((0, 0))
     /// One reload at a time (SIGUSR2, POST /reload and the file watcher may ask together).
-    private let reloading = Mutex<Void>(())
+    let reloading = Mutex<Void>(())
     private var loops: [EventLoop] = []
-    private var perLoop: [LoopAcceptors] = []
+    var perLoop: [LoopAcceptors] = []
     /// The proxy's listeners: the shared one first, then the routes' own.
-    private var groups: [ListenerGroup] = []
+    var groups: [ListenerGroup] = []
     private var adminListener: ListeningSocket?
     /// `forward_proxy`'s CA and tunnel context, kept across reloads that leave it unchanged.
-    private var forwardProxy: ForwardProxyTLS?
+    var forwardProxy: ForwardProxyTLS?
     /// The listeners' TLS the certificate watch looks at (loop 0 reads it; start and reload set it).
-    private let watchedTLS = Mutex<[ListenerTLS]>([])
-    public private(set) var listenAddress: SocketAddress?
+    let watchedTLS = Mutex<[ListenerTLS]>([])
+    public internal(set) var listenAddress: SocketAddress?
     public private(set) var adminAddress: SocketAddress?
     /// Reads the configuration file again and puts it in effect (`POST /reload`); set before `start`.
     public var reloadHandler: (@Sendable () -> ReloadOutcome)? {
@@ -228,7 +151,7 @@ public final class Server: AdminService, @unchecked Sendable {
 
     /// Makes the listeners as bound the process's own listen addresses, which proxy variables may
     /// not name (`OwnListenAddresses`, CONTRACT.md "Signals, admin, logs").
-    private func publishOwnAddresses(_ groups: [ListenerGroup]) {
+    func publishOwnAddresses(_ groups: [ListenerGroup]) {
         let addresses = groups.map(\.address) + (adminListener.map { [$0.address] } ?? [])
         OwnListenAddresses.current = OwnListenAddresses(
             listeners: addresses.compactMap { address in address.port.map { (host: address.host, port: $0) } },
@@ -238,7 +161,7 @@ public final class Server: AdminService, @unchecked Sendable {
     /// The listener groups `configuration` needs: the shared one, then one per route with its own
     /// `listen`. A group of `keeping` with the same address is reused, not bound again, whatever
     /// route now owns the address (a renamed route, two routes that swapped addresses).
-    private static func bindGroups(_ configuration: Configuration, loops: Int, keeping: [ListenerGroup]) throws -> [ListenerGroup] {
+    static func bindGroups(_ configuration: Configuration, loops: Int, keeping: [ListenerGroup]) throws -> [ListenerGroup] {
         var wanted: [(ListenAddress, String?, unixMode: UInt32)] = [(configuration.listen, nil, configuration.access.unixMode)]
         for route in configuration.routes {
             if let listen = route.match?.listen { wanted.append((listen, route.name, route.access.unixMode)) }
@@ -264,7 +187,7 @@ public final class Server: AdminService, @unchecked Sendable {
 
     /// Each group's TLS under `configuration`: the one it has when its settings did not change (its
     /// watch goes on), else read anew; a pair that does not load throws, naming the listener.
-    private static func listenerTLS(_ configuration: Configuration, for groups: [ListenerGroup]) throws -> [ListenerTLS?] {
+    static func listenerTLS(_ configuration: Configuration, for groups: [ListenerGroup]) throws -> [ListenerTLS?] {
         try groups.map { group throws -> ListenerTLS? in
             let settings: ListenerTLSConfiguration?
             if let name = group.ownRoute {
@@ -284,7 +207,7 @@ public final class Server: AdminService, @unchecked Sendable {
 
     /// `forward_proxy`'s CA (made at the first start when the file names none) and tunnel context;
     /// the current one when its settings did not change.
-    private static func forwardProxy(_ configuration: Configuration, keeping current: ForwardProxyTLS?) throws -> ForwardProxyTLS? {
+    static func forwardProxy(_ configuration: Configuration, keeping current: ForwardProxyTLS?) throws -> ForwardProxyTLS? {
         guard let settings = configuration.forwardProxy else { return nil }
         if let current, current.settings == settings { return current }
         do {
@@ -303,7 +226,7 @@ public final class Server: AdminService, @unchecked Sendable {
     }
 
     /// Adds an acceptor for `group` on loop `i`: before the loops run, or on the loop's own thread.
-    private func watch(_ group: ListenerGroup, loop i: Int) throws {
+    func watch(_ group: ListenerGroup, loop i: Int) throws {
         let mine = perLoop[i]
         let ctx = mine.ctx
         let route = group.ownRoute
@@ -419,164 +342,5 @@ public final class Server: AdminService, @unchecked Sendable {
         _ = done.wait(timeout: .now() + 2)
         for loop in loops { loop.stop() }
         closeListeners()
-    }
-
-    /// Whether the proxy could serve a request now: not draining, and every route (or the route
-    /// `name`) holds a usable token. The reason when not.
-    func readiness(route name: String?) -> (ready: Bool, why: String) {
-        if shared.draining.load(ordering: .relaxed) { return (false, "draining") }
-        let states = routeStates
-        let chosen = name.map { n in states.filter { $0.name == n } } ?? states
-        if let name, chosen.isEmpty { return (false, "no route named \(name)") }
-        let now = Date().timeIntervalSince1970
-        for state in chosen {
-            let view = state.tokens.current()
-            if !(view.session == .active && view.usableSnapshot(at: now) != nil) {
-                let why = view.failure ?? "no usable token"
-                return (false, states.count > 1 ? "route \(state.name): \(why)" : why)
-            }
-        }
-        return (true, "")
-    }
-
-    var isReady: Bool { readiness(route: nil).ready }
-
-    /// The /metrics text, built when every loop has handed over a copy of its counts: each loop
-    /// copies its own on its own thread (through its task queue), so the request path takes no
-    /// lock and no loop writes another's memory. `done` runs on the last loop to answer.
-    func collectMetrics(_ done: @escaping @Sendable (String) -> Void) {
-        let gathered = Mutex<(left: Int, total: LoopMetrics.Counters)>((perLoop.count, LoopMetrics.Counters()))
-        for mine in perLoop {
-            mine.ctx.loop.execute { [self] in
-                var counts = mine.ctx.metrics.counters
-                for route in mine.ctx.routes.withConnections where route.metricsSlot < counts.routes.count {
-                    counts.routes[route.metricsSlot].idleConnections += route.upstream.idleCount
-                }
-                let last = gathered.withLock { g -> LoopMetrics.Counters? in
-                    g.total.add(counts)
-                    g.left -= 1
-                    return g.left == 0 ? g.total : nil
-                }
-                if let total = last { done(metricsText(total)) }
-            }
-        }
-    }
-
-    private func metricsText(_ total: LoopMetrics.Counters) -> String {
-        let (configuration, states) = current.withLock { $0 }
-        let (succeeded, failed) = reloads.withLock { $0 }
-        var registry = MetricRegistry()
-        MetricsRenderer.collect(
-            total, routeNames: shared.routeNames, routes: states, openConnections: shared.openConnections.load(ordering: .relaxed),
-            ready: isReady, named: configuration.hasRoutes, into: &registry)
-        registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "success")], succeeded)
-        registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "failed")], failed)
-        return registry.text
-    }
-
-    /// Counts one reload attempt (CONTRACT: every refused attempt counts once).
-    public func countReload(succeeded: Bool) {
-        reloads.withLock { if succeeded { $0.success += 1 } else { $0.failed += 1 } }
-    }
-
-    /// SIGHUP and `POST /refresh[?route=NAME]`: one refresh per route now, each subject to
-    /// `RefreshPolicy.admitForced`. nil when no route has that name.
-    public func forceRefresh(route name: String? = nil) -> ForcedRefreshResult? {
-        let states = routeStates.filter { name == nil || $0.name == name }
-        if name != nil, states.isEmpty { return nil }
-        var result = ForcedRefreshResult()
-        for state in states {
-            guard state.tokens.current().session == .active else {
-                result.withoutSession.append(state.name)
-                continue
-            }
-            switch state.tokens.forceRefresh() {
-            case .started:
-                result.started.append(state.name)
-            case .deferred(let retryAfter):
-                result.deferred.append(state.name)
-                result.retryAfter = max(result.retryAfter, retryAfter)
-            }
-        }
-        return result
-    }
-
-    // MARK: reload
-
-    /// Puts `configuration` in effect (CONTRACT "Reload without a restart"): new listeners are bound
-    /// first (a failed bind throws and changes nothing), then every loop takes the new routes for
-    /// the requests that start after it, then listeners that left the file stop and close; their
-    /// connections finish the exchange in progress. Returns when every loop has the new routes.
-    public func reload(configuration new: Configuration, states: [RouteState]) throws {
-        try reloading.withLock { _ in
-            let count = perLoop.count
-            let old = groups
-            let fresh = try Server.bindGroups(new, loops: count, keeping: old)
-            let freshTLS: [ListenerTLS?]
-            let newForwardProxy: ForwardProxyTLS?
-            do {
-                freshTLS = try Server.listenerTLS(new, for: fresh)
-                newForwardProxy = try Server.forwardProxy(new, keeping: forwardProxy)
-            } catch {
-                for group in fresh where !old.contains(where: { $0.sharesSockets(with: group) }) { group.close() }
-                throw error
-            }
-            for (group, tls) in zip(fresh, freshTLS) { group.tls = tls }
-            watchedTLS.withLock { $0 = freshTLS.compactMap { $0 } }
-            publishOwnAddresses(fresh)
-            forwardProxy = newForwardProxy
-            let added = fresh.filter { group in !old.contains { $0 === group } }
-            let removed = old.filter { group in !fresh.contains { $0 === group } }
-            // A group handed to another route keeps its sockets; its connections follow the address
-            // to the route that owns it now (route names, nil for the shared listener).
-            var successors: [String?: String?] = [:]
-            for group in removed {
-                if let successor = added.first(where: { $0.sharesSockets(with: group) }) { successors[group.ownRoute] = successor.ownRoute }
-            }
-            let handedOver = successors
-            let closed = removed.filter { group in !added.contains { $0.sharesSockets(with: group) } }
-            current.withLock { $0 = (new, states) }
-            let done = DispatchGroup()
-            for (i, mine) in perLoop.enumerated() {
-                done.enter()
-                mine.ctx.loop.execute { [self] in
-                    mine.ctx.replace(configuration: new, states: states, forwardProxy: newForwardProxy)
-                    // Old acceptors first: a handed-over socket is then watched again, for its new route.
-                    let stopping = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
-                    for acceptor in mine.acceptors where stopping.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
-                    mine.acceptors.removeAll { stopping.contains(ObjectIdentifier($0.listener)) }
-                    for group in added {
-                        do {
-                            try watch(group, loop: i)
-                        } catch {
-                            logger.error("reload: \(error)")
-                        }
-                    }
-                    // Connections of a listener that left the file finish their exchange, then close.
-                    // (A closed group without a route of its own is the shared listener, moved elsewhere.)
-                    let gone = closed.map(\.ownRoute)
-                    for connection in Array(mine.ctx.connections.values) {
-                        let route = connection.ownRoute
-                        if gone.contains(route) {
-                            connection.beginDrain()
-                        } else if let successor = handedOver[route] {
-                            connection.ownRoute = successor
-                        }
-                    }
-                    done.leave()
-                }
-            }
-            done.wait()
-            for group in closed { group.close() }
-            groups = fresh
-            listenAddress = fresh[0].address
-            for group in added {
-                if let route = group.ownRoute {
-                    logger.info("route \(route) listening on \(group.address)")
-                } else {
-                    logger.info("listening on \(group.address)")
-                }
-            }
-        }
     }
 }
