@@ -10,32 +10,34 @@ import Synchronization
 /// provider) happens on one dedicated thread that this manager owns; the request path only reads the
 /// published `TokenView` through `current()`. The thread sleeps until the next refresh is due (as the
 /// `RefreshPolicy` decides), until a caller asks for a refresh, or until it is time to look at the
-/// source's input again, and refreshes in the background without traffic.
+/// source's input again, and refreshes in the background without traffic. This file holds its state
+/// and what callers call; `+ForcedRefresh` the forced refreshes, `+TokenThread` the thread's
+/// schedule, `+Fetch` one call to the source and what it publishes.
 // @unchecked: `control` and `tokenThread` are read and written only with `condition` held; every
 // other stored property is immutable or a Mutex.
 public final class TokenManager: @unchecked Sendable {
     /// The configured credential type ("static", "file", "exec", …).
     public let kind: String
 
-    private let source: any TokenSource
-    private let logger: Logger
-    private let policy: RefreshPolicy
-    private let clock: @Sendable () -> Double
-    private let sink: SinkWriter?
+    let source: any TokenSource
+    let logger: Logger
+    let policy: RefreshPolicy
+    let clock: @Sendable () -> Double
+    let sink: SinkWriter?
     /// `type: aws` (and cognito with an identity pool): each token is AWS credentials, carried by the snapshot for signing.
-    private let signsAWS: Bool
+    let signsAWS: Bool
 
-    private let published: Mutex<TokenView>
-    private let statistics = Mutex(TokenStats())
-    private let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
+    let published: Mutex<TokenView>
+    let statistics = Mutex(TokenStats())
+    let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
 
     /// Guards `control` and wakes the token thread.
-    private let condition = OSCondition()
-    private var control = Control()
+    let condition = OSCondition()
+    var control = Control()
     /// Guarded by `condition`; set by the token thread when it starts.
-    private var tokenThread: UInt?
+    var tokenThread: UInt?
 
-    private struct Control {
+    struct Control {
         var started = false
         var stopping = false
         var exited = false
@@ -58,10 +60,10 @@ public final class TokenManager: @unchecked Sendable {
     }
 
     // Token thread only.
-    private var generation: UInt64 = 0
-    private var consecutiveFailures = 0
-    private var nextPollAt: Double?
-    private var lastLoggedFailure: String?
+    var generation: UInt64 = 0
+    var consecutiveFailures = 0
+    var nextPollAt: Double?
+    var lastLoggedFailure: String?
 
     /// Builds the source that `configuration.credentials.type` names.
     public convenience init(configuration: Configuration, logger: Logger) throws {
@@ -194,322 +196,8 @@ public final class TokenManager: @unchecked Sendable {
         if let answer { completion(answer) }
     }
 
-    /// What a forced refresh (SIGHUP, `POST /refresh`) did.
-    public enum ForcedRefresh: Sendable, Equatable {
-        /// A fetch started, or the one in flight will serve.
-        case started
-        /// Forced refreshes back off like failed ones (`RefreshPolicy.admitForced`): this one runs
-        /// when the back-off allows, in `retryAfter` seconds, together with every other one deferred
-        /// meanwhile.
-        case deferred(retryAfter: Int)
-    }
-
-    /// Starts one refresh now unless forced refreshes came too often, else defers it until they may
-    /// start again; a fetch already in flight serves it. A failure backoff does not hold it back (an
-    /// operator forcing a refresh has usually fixed what failed).
-    public func forceRefresh() -> ForcedRefresh {
-        condition.lock()
-        defer { condition.unlock() }
-        if control.inFlight || control.stopping { return .started }
-        let now = clock()
-        if let wait = policy.admitForced(&control.forced, now: now) {
-            // Every deferred ask joins the one already waiting: one refresh for all of them.
-            if control.deferredForcedAt == nil {
-                control.deferredForcedAt = now + wait
-                condition.broadcast()
-            }
-            return .deferred(retryAfter: Self.seconds(wait))
-        }
-        startForcedFetch()
-        return .started
-    }
-
-    /// With `condition` held: a forced fetch goes to the token thread; it also serves a deferred one.
-    private func startForcedFetch() {
-        control.inFlight = true
-        control.queuedReason = .forced
-        control.deferredForcedAt = nil
-        condition.broadcast()
-    }
-
-    // MARK: - The token thread
-
-    private enum Job {
-        case fetch(RefreshReason)
-        case poll
-    }
-
-    private func run() {
-        while let job = nextJob() {
-            switch job {
-            case .fetch(let reason):
-                performFetch(reason: reason)
-            case .poll:
-                performPoll()
-            }
-        }
-    }
-
-    /// Sleeps until there is something to do; nil when stopping.
-    private func nextJob() -> Job? {
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            if control.stopping {
-                control.exited = true
-                condition.broadcast()
-                return nil
-            }
-            if let reason = control.queuedReason {
-                control.queuedReason = nil
-                return .fetch(reason)
-            }
-            let now = clock()
-            if !control.inFlight, let due = control.deferredForcedAt, now >= due {
-                // Admitted now unless a clock step moved the back-off: then it waits again.
-                if let wait = policy.admitForced(&control.forced, now: now) {
-                    control.deferredForcedAt = now + wait
-                } else {
-                    startForcedFetch()
-                    continue
-                }
-            }
-            if !control.inFlight, let due = control.nextRefreshAt, now >= due {
-                control.inFlight = true
-                control.nextRefreshAt = nil
-                return .fetch(.expiry)
-            }
-            if let poll = nextPollAt, now >= poll {
-                return .poll
-            }
-            var deadline = now + 30  // also bounds the damage of a wall-clock jump
-            if !control.inFlight, let due = control.nextRefreshAt { deadline = min(deadline, due) }
-            if !control.inFlight, let due = control.deferredForcedAt { deadline = min(deadline, due) }
-            if let poll = nextPollAt { deadline = min(deadline, poll) }
-            condition.wait(seconds: max(0.001, deadline - now))
-        }
-    }
-
-    private func performPoll() {
-        let changed = source.inputChanged()
-        if let interval = source.pollInterval { nextPollAt = clock() + interval } else { nextPollAt = nil }
-        guard changed else { return }
-        logger.debug("\(kind): input changed, fetching the token again")
-        condition.lock()
-        if !control.inFlight {
-            control.inFlight = true
-            control.queuedReason = .forced
-        }
-        condition.unlock()
-    }
-
-    private func performFetch(reason: RefreshReason) {
-        logger.debug("\(kind): fetching a token (\(reason.rawValue))")
-        let before = published.withLock { $0 }
-        let current = before.snapshot
-        let view: TokenView
-        let outcome: RefreshOutcome
-        let result: RefreshResult
-        let decision: RefreshPolicy.Decision
-        var sessionEnded: String? = nil
-        var failure: String? = nil
-        var failureReason: FetchFailureReason? = nil
-        let fetchStarted = Date()
-        /// For the one log line per refresh: how long the source took.
-        func took() -> String { "\(Int((Date().timeIntervalSince(fetchStarted) * 1000).rounded())) ms" }
-        do {
-            let issued = try source.fetch(current: current)
-            guard BearerToken.isUsable(issued.accessToken) else {
-                throw TokenSourceError.passing("\(kind): the answer holds no usable token (empty, or spaces or control characters)")
-            }
-            registerSecret(issued.accessToken)
-            if let refreshToken = issued.refreshToken { registerSecret(refreshToken) }
-            // `type: aws`: the token is the credentials' JSON, read back here also when it came from the store.
-            var awsCredentials: AWSCredentials? = nil
-            if signsAWS {
-                guard let credentials = AWSCredentials(containerEndpointJSON: issued.accessToken) else {
-                    throw TokenSourceError.passing("\(kind): the answer holds no usable AWS credentials")
-                }
-                awsCredentials = credentials
-            }
-            let sameCredential = current.map { Self.isSameCredential(held: $0, issued: issued.accessToken, aws: awsCredentials) } ?? false
-            let aws = awsCredentials.map { (sameCredential ? current?.aws : nil) ?? AWSSigningCredentials($0) }
-            let now = clock()
-            let expiresAt = TokenExpiry.resolve(issued, now: now, defaultLifetime: source.defaultLifetime)
-            let snapshot: TokenSnapshot
-            if let current, sameCredential {
-                // The same credential: same generation, so a 401 it got is not retried with it
-                // (CONTRACT point 3), and the lifetime counts from when it was first seen
-                // (otherwise each look at an unchanged token would move its refresh time).
-                snapshot =
-                    current.accessToken == issued.accessToken && current.expiresAt == expiresAt
-                    ? current
-                    : TokenSnapshot(
-                        accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: current.issuedAt, generation: current.generation,
-                        dpop: current.dpop?.prover, aws: aws)
-            } else {
-                generation = max(generation, current?.generation ?? 0) + 1
-                let issuedAt = min(issued.issuedAt ?? now, now)
-                snapshot = TokenSnapshot(
-                    accessToken: issued.accessToken, expiresAt: expiresAt, issuedAt: issuedAt, generation: generation, dpop: issued.dpop,
-                    aws: aws)
-                let what = issued.fromStore ? "picked up the stored token" : "refresh (\(reason.rawValue)) succeeded"
-                logger.info("\(kind): \(what) in \(took()): new token (generation \(snapshot.generation), \(Self.describeExpiry(expiresAt, now: now)))")
-            }
-            decision = policy.next(
-                after: .issued(issuedAt: snapshot.issuedAt, expiresAt: snapshot.expiresAt, failuresSoFar: consecutiveFailures),
-                now: now
-            )
-            if snapshot.isValid(at: now) {
-                view = TokenView(snapshot: snapshot, session: .active, failure: nil, retryAfter: 1)
-                outcome = .token(snapshot)
-                result = issued.fromStore ? .reused : .success
-                if lastLoggedFailure != nil { logger.info("\(kind): token source recovered") }
-                lastLoggedFailure = nil
-            } else {
-                let message = "\(kind): the token source handed over a token that has already expired"
-                let retryAfter = Self.retryAfter(decision, now: now)
-                view = TokenView(snapshot: snapshot, session: .active, failure: message, retryAfter: retryAfter)
-                outcome = .unavailable(message, retryAfter: retryAfter)
-                result = .failure
-                failureReason = .badAnswer
-                failure = message
-                logFailure(message, level: .warning, reason: .badAnswer)
-            }
-        } catch {
-            let now = clock()
-            // Another error type could carry an answer's text: only its type is told.
-            let sourceError = error as? TokenSourceError ?? .passing("\(kind): unexpected \(type(of: error))")
-            let counted = FetchFailureReason.of(sourceError)
-            failureReason = counted
-            // A refusal ends the session (a login is needed again); loginRequired: there was none.
-            let ending: (message: String, session: SessionState, level: Logger.Level)?
-            switch sourceError {
-            case .refused(let reason): ending = ("the identity provider refused the refresh: \(reason); log in again", .ended, .error)
-            case .loginRequired(let reason): ending = (reason, .none, .warning)
-            case .passing, .configuration: ending = nil
-            }
-            if case (let message, let session, let level)? = ending {
-                decision = policy.next(after: .refused, now: now)
-                view = TokenView(snapshot: nil, session: session, failure: message, retryAfter: 1)
-                outcome = .loginRequired(message)
-                result = .refused
-                sessionEnded = message
-                failure = message
-                logFailure(message, level: level, reason: counted)
-            } else {
-                let reason = sourceError.reason
-                let isConfiguration: Bool
-                switch sourceError {
-                case .configuration: isConfiguration = true
-                case .passing, .refused, .loginRequired: isConfiguration = false
-                }
-                decision = policy.next(after: .passingFailure(failuresSoFar: consecutiveFailures), now: now)
-                let retryAfter = Self.retryAfter(decision, now: now)
-                // No token yet but nothing says a login is needed: requests wait for a refresh and
-                // get 503 token_unavailable (`.none` is only for "log in first").
-                let session: SessionState = current == nil && before.session == .ended ? .ended : .active
-                view = TokenView(snapshot: current, session: session, failure: reason, retryAfter: retryAfter)
-                // After a refusal, a failed look at the changed input leaves the session ended.
-                let endedBefore = current == nil && before.session == .ended
-                outcome = endedBefore ? .loginRequired(before.failure ?? reason) : .unavailable(reason, retryAfter: retryAfter)
-                result = .failure
-                failure = reason
-                if endedBefore { sessionEnded = before.failure ?? reason }
-                logFailure(
-                    isConfiguration ? "configuration error: \(reason)" : reason,
-                    detail: " (after \(took()); next try in \(retryAfter) s)",
-                    level: isConfiguration ? .error : .warning,
-                    reason: counted
-                )
-            }
-        }
-
-        let now = clock()
-        published.withLock { $0 = view }
-
-        var nextRefreshAt: Double? = nil
-        var backoffUntil: Double? = nil
-        switch decision {
-        case .refreshAt(let time):
-            consecutiveFailures = 0
-            nextRefreshAt = time
-        case .retryAt(let time, let attempt):
-            consecutiveFailures = attempt
-            nextRefreshAt = time
-            backoffUntil = time
-        case .waitForTrigger:
-            // A token that does not expire, or a refusal: a request, a forced refresh or a changed
-            // input moves things on. A passing failure always comes with a retry time instead.
-            consecutiveFailures = 0
-        }
-        statistics.withLock { stats in
-            stats.record(result, reason: failureReason, seconds: Date().timeIntervalSince(fetchStarted), at: now)
-            stats.nextRefreshAt = nextRefreshAt
-            stats.consecutiveFailures = consecutiveFailures
-        }
-
-        condition.lock()
-        control.inFlight = false
-        control.nextRefreshAt = nextRefreshAt
-        control.backoffUntil = backoffUntil
-        control.sessionEnded = sessionEnded
-        control.lastFailure = failure
-        let waiters = control.waiters
-        control.waiters = []
-        condition.unlock()
-
-        for waiter in waiters { waiter(outcome) }
-
-        if view.snapshot !== before.snapshot || view.session != before.session {
-            sink?.update(token: view.snapshot?.accessToken)
-        }
-        if view.snapshot !== before.snapshot || view.session != before.session || view.failure != before.failure
-            || view.retryAfter != before.retryAfter
-        {
-            changeHandler.withLock { $0 }?(view)
-        }
-    }
-
-    /// Whether a fetched token is the credential already held: the same token or, for `type: aws`,
-    /// the same keys (the JSON also carries `Expiration`, which an endpoint may move while it hands
-    /// out the same keys, as ECS, EKS and IMDS do).
-    static func isSameCredential(held: TokenSnapshot, issued token: String, aws: AWSCredentials?) -> Bool {
-        if let aws, let heldKeys = held.aws?.credentials {
-            return heldKeys.accessKeyID == aws.accessKeyID && heldKeys.secretAccessKey == aws.secretAccessKey
-                && heldKeys.sessionToken == aws.sessionToken
-        }
-        return held.accessToken == token
-    }
-
-    /// Logs at `level` once per distinct reason; repeats of the same reason go to debug. Sources
-    /// name themselves in their messages ("exec: …", "credentials file …").
-    /// One log line per failure, with the `reason` it is counted under in
-    /// `tokenproxy_token_fetch_failures_total` (the same value, not read back from the text).
-    private func logFailure(_ message: String, detail: String = "", level: Logger.Level, reason: FetchFailureReason) {
-        let metadata: Logger.Metadata = ["reason": "\(reason.rawValue)"]
-        if message == lastLoggedFailure {
-            logger.debug("\(message)\(detail)", metadata: metadata)
-        } else {
-            logger.log(level: level, "\(message)\(detail)", metadata: metadata)
-            lastLoggedFailure = message
-        }
-    }
-
-    private static func retryAfter(_ decision: RefreshPolicy.Decision, now: Double) -> Int {
-        switch decision {
-        case .retryAt(let time, _): return seconds(time - now)
-        case .refreshAt, .waitForTrigger: return 1
-        }
-    }
-
     static func seconds(_ interval: Double) -> Int {
         guard interval.isFinite, interval > 1 else { return 1 }
         return Int(min(interval.rounded(.up), 86_400))
-    }
-
-    private static func describeExpiry(_ expiresAt: Double?, now: Double) -> String {
-        guard let expiresAt else { return "does not expire" }
-        return "expires in \(Int((expiresAt - now).rounded())) s"
     }
 }
