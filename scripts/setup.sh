@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokenproxy needs on a Debian 12 machine that already has
 # Swift and Python 3: libcurl's, OpenSSL's and hiredis's headers, redis-server, tinyproxy, nginx, fcgiwrap, git and node (real servers
-# and clients for the end-to-end tests), pkg-config, the curl binary, and the Python packages the test servers
+# and clients for the end-to-end tests), pkg-config, the curl binary, valgrind, and the Python packages the test servers
 # import. Idempotent, and silent when everything is present.
 set -euo pipefail
 
@@ -23,7 +23,7 @@ as_root() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-apt_packages=(libcurl4-openssl-dev libssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light fcgiwrap git)
+apt_packages=(libcurl4-openssl-dev libssl-dev libhiredis-dev redis-server redis-sentinel pkg-config curl openssl tinyproxy nginx-light fcgiwrap git valgrind)
 need_apt=0
 command -v openssl >/dev/null 2>&1 || need_apt=1
 # tinyproxy lives in /usr/bin (Debian 12) or /usr/sbin (older releases); the tests start their own.
@@ -41,6 +41,8 @@ command -v redis-sentinel >/dev/null 2>&1 || need_apt=1
 [ -x /usr/lib/git-core/git-http-backend ] || need_apt=1
 command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libcurl || need_apt=1
 command -v curl >/dev/null 2>&1 || need_apt=1
+# callgrind for scripts/request-walk.sh (the files a request crosses) and the instruction counts of bench/.
+command -v valgrind >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }
 # Node's https client behind the forward proxy (Tests/servers/node_https_client.js): node, and a proxy
 # agent (Debian's npm brings node-https-proxy-agent; NodeSource's nodejs bundles one with its npm).
