@@ -25,7 +25,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // Cognito SRP's 3072-bit arithmetic (Credentials/Login/SRP.swift).
         .package(url: "https://github.com/attaswift/BigInt", from: "6.0.1"),
-        // STS's XML answers (Credentials/Sources/AWSWebIdentityCredentials.swift).
+        // STS's XML answers (Credentials/TokenSources/AWSWebIdentityCredentials.swift).
         .package(url: "https://github.com/CoreOffice/XMLCoder", from: "0.18.2"),
     ],
     targets: [

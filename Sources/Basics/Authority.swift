@@ -1,5 +1,6 @@
 /// A host and port as a URL's authority and a Host field write them (RFC 3986 §3.2.2: an IPv6
 /// literal goes in brackets), and the default ports of http and https (RFC 9110 §4.2.1, §4.2.2).
+/// Reading one is in AuthorityParsing.swift.
 public struct Authority: Sendable, Equatable, CustomStringConvertible {
     /// Without brackets: an IPv6 literal is the one host with colons.
     public var host: String
@@ -17,10 +18,11 @@ public struct Authority: Sendable, Equatable, CustomStringConvertible {
         host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
     }
 
-    /// 443 for https; 80 for http and for no scheme (an origin-form request target).
+    /// 443 for https; 80 for http, for no scheme (an origin-form request target) and for any other.
     @inlinable
     public static func defaultPort(scheme: String?) -> Int {
-        scheme == "https" ? 443 : 80
+        guard let scheme, URLScheme(scheme) == .https else { return URLScheme.http.defaultPort }
+        return URLScheme.https.defaultPort
     }
 
     /// `host:port`, `[v6]:port`.

@@ -43,7 +43,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
     /// request's `Proxy:` header), `https_proxy` or `HTTPS_PROXY`, then `all_proxy` or `ALL_PROXY`;
     /// a variable that names one of `own` is passed over, and the next one read.
     public init(scheme: String, environment: (String) -> String?, own: OwnListenAddresses = OwnListenAddresses.current) {
-        let names = scheme == "https" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
+        let names = URLScheme(scheme) == .https ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
         var found: (String, String)?
         var ignored: [Ignored] = []
         for name in names {
@@ -66,35 +66,16 @@ public struct ProxyEnvironment: Sendable, Equatable {
     /// `http`; no port is 443 for an `https` proxy and 1080 for any other (curl's default).
     public static func hostAndPort(ofProxy value: String) -> (host: String, port: Int)? {
         var rest = Substring(value)
-        var scheme = "http"
-        if let separator = rest.firstRange(of: "://") {
-            scheme = String(rest[..<separator.lowerBound]).lowercased()
-            rest = rest[separator.upperBound...]
+        var scheme = URLScheme.http
+        if let split = URLScheme.split(rest) {
+            // socks5h and any other scheme take curl's default port, as http does.
+            if URLScheme(split.scheme) == .https { scheme = .https }
+            rest = split.rest
         }
         var authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
-        let host: Substring
-        var portText: Substring?
-        if authority.first == "[" {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if after.first == ":" { portText = after.dropFirst() } else if !after.isEmpty { return nil }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
-        } else {
-            host = authority
-        }
-        guard !host.isEmpty else { return nil }
-        let port: Int
-        if let portText, !portText.isEmpty {
-            guard portText.count <= 5, let given = Int(portText), given > 0, given <= 65535 else { return nil }
-            port = given
-        } else {
-            port = scheme == "https" ? 443 : 1080
-        }
-        return (normalizedHost(String(host)), port)
+        guard let parts = try? Authority.parts(of: authority, port: .init(required: false, emptyIsDefault: true)) else { return nil }
+        return (normalizedHost(parts.host), parts.port ?? (scheme == .https ? scheme.defaultPort : 1080))
     }
 }
 

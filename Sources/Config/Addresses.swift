@@ -14,33 +14,35 @@ enum AddressParser {
             guard !path.contains("\0") else { throw AddressProblem("the socket path contains a NUL byte") }
             return .unix(path: Paths.resolve(path, against: baseDirectory))
         }
-        let host: String
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { throw AddressProblem("an IPv6 address needs a closing ]") }
-            host = String(text[text.index(after: text.startIndex)..<close]).lowercased()
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { throw AddressProblem("expected [ADDRESS]:PORT") }
-            portText = rest.dropFirst()
+        let parts: Authority.Parts
+        do {
+            parts = try Authority.parts(of: text, port: .init(required: true, lowest: 0))
+        } catch {
+            throw AddressProblem(listenReason(error, text))
+        }
+        let host = parts.host
+        if parts.isIPv6Literal {
             guard IPAddress.v6(host) != nil else { throw AddressProblem("\(host) is not an IPv6 address") }
         } else {
-            guard let colon = text.lastIndex(of: ":") else {
-                throw AddressProblem("expected HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH")
-            }
-            host = String(text[..<colon]).lowercased()
-            portText = text[text.index(after: colon)...]
-            guard !host.isEmpty else {
-                throw AddressProblem("missing host; write 127.0.0.1:PORT (or 0.0.0.0:PORT with allow_remote: true)")
-            }
-            guard !host.contains(":") else { throw AddressProblem("write an IPv6 address in brackets: [\(host)]:PORT") }
             guard host == "localhost" || IPAddress.v4(host) != nil else {
                 throw AddressProblem("\(host) is not an IPv4 address or localhost (IPv6 goes in brackets)")
             }
         }
-        guard !portText.isEmpty, portText.allSatisfy({ $0.isASCII && $0.isNumber }), portText.count <= 5,
-            let port = Int(portText), port <= 65535
-        else { throw AddressProblem("the port must be a number from 0 to 65535") }
+        guard let port = parts.port else { throw AddressProblem("the port must be a number from 0 to 65535") }
         return .tcp(host: host, port: port)
+    }
+
+    /// Why `text` is no `listen` address, with the spelling to write instead.
+    private static func listenReason(_ problem: Authority.Problem, _ text: String) -> String {
+        switch problem {
+        case .unclosedBracket: return "an IPv6 address needs a closing ]"
+        case .textAfterBracket: return "expected [ADDRESS]:PORT"
+        case .missingPort: return text.hasPrefix("[") ? "expected [ADDRESS]:PORT" : "expected HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH"
+        case .notIPv6InBrackets: return "\(text.dropFirst().prefix { $0 != "]" }.lowercased()) is not an IPv6 address"
+        case .noHost: return "missing host; write 127.0.0.1:PORT (or 0.0.0.0:PORT with allow_remote: true)"
+        case .ipv6WithoutBrackets: return "write an IPv6 address in brackets: [\(text[..<(text.lastIndex(of: ":") ?? text.endIndex)].lowercased())]:PORT"
+        case .badPort, .hostByte: return "the port must be a number from 0 to 65535"
+        }
     }
 
     /// True for a unix socket, 127.0.0.0/8, ::1 (and ::ffff:127.x.x.x) and `localhost`.
@@ -78,8 +80,8 @@ enum AddressParser {
         var basePath = parts.path
         while basePath.hasSuffix("/") { basePath.removeLast() }
         return UpstreamURL(
-            scheme: parts.scheme, host: takesRequestHost ? UpstreamURL.requestHost : parts.host,
-            port: parts.port ?? Authority.defaultPort(scheme: parts.scheme), explicitPort: parts.port != nil, basePath: basePath,
+            scheme: parts.scheme.rawValue, host: takesRequestHost ? UpstreamURL.requestHost : parts.host,
+            port: parts.port ?? parts.scheme.defaultPort, explicitPort: parts.port != nil, basePath: basePath,
             original: original)
     }
 
@@ -89,7 +91,7 @@ enum AddressParser {
     }
 
     struct URLParts {
-        var scheme: String
+        var scheme: URLScheme
         var host: String
         var port: Int?
         var path: String
@@ -100,15 +102,15 @@ enum AddressParser {
         guard !text.contains(where: { $0.isWhitespace || ($0.asciiValue.map { $0 < 0x20 || $0 == 0x7f } ?? false) }) else {
             throw AddressProblem("a URL must not contain spaces or control characters")
         }
-        guard let schemeEnd = text.firstRange(of: "://") else {
+        guard let split = URLScheme.split(text[...]) else {
             throw AddressProblem("not an absolute URL; expected http://HOST or https://HOST")
         }
-        let scheme = text[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "http" || scheme == "https" else {
+        let scheme = split.scheme.lowercased()
+        guard let known = URLScheme(scheme), known == .http || known == .https else {
             let shown = scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }) ? scheme : "?"
             throw AddressProblem("uses scheme \(shown); only http and https are supported")
         }
-        let rest = text[schemeEnd.upperBound...]
+        let rest = split.rest
         if rest.contains("#") { throw AddressProblem("must not have a fragment (#...)") }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         let authority = rest[..<authorityEnd]
@@ -120,37 +122,28 @@ enum AddressParser {
             throw AddressProblem("must not have a query (?...); the request's query is appended as it comes")
         }
         let path = String(pathAndQuery.prefix { $0 != "?" })
-        var host: String
-        var portText: Substring? = nil
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw AddressProblem("an IPv6 host needs a closing ]") }
-            host = String(authority[authority.index(after: authority.startIndex)..<close]).lowercased()
-            guard IPAddress.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw AddressProblem("unexpected characters after the IPv6 host") }
-                portText = after.dropFirst()
+        let parts: Authority.Parts
+        do {
+            parts = try Authority.parts(of: authority, port: .init(required: false))
+        } catch {
+            switch error {
+            case .unclosedBracket: throw AddressProblem("an IPv6 host needs a closing ]")
+            case .notIPv6InBrackets: throw AddressProblem("the host in brackets is not an IPv6 address")
+            case .textAfterBracket: throw AddressProblem("unexpected characters after the IPv6 host")
+            case .ipv6WithoutBrackets: throw AddressProblem("an IPv6 host goes in brackets: [ADDRESS]:PORT")
+            case .noHost: throw AddressProblem("has no host")
+            case .badPort, .missingPort, .hostByte: throw AddressProblem("the port must be a number from 1 to 65535")
             }
-        } else if let colon = authority.firstIndex(of: ":") {
-            host = String(authority[..<colon]).lowercased()
-            portText = authority[authority.index(after: colon)...]
-        } else {
-            host = String(authority).lowercased()
         }
-        guard !host.isEmpty else { throw AddressProblem("has no host") }
-        if !host.contains(":") {
+        let host = parts.host
+        if parts.isIPv6Literal {
+            guard IPAddress.v6(host) != nil else { throw AddressProblem("the host in brackets is not an IPv6 address") }
+        } else {
             guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-._~%".contains($0)) }) else {
                 throw AddressProblem("the host contains characters a host name cannot have")
             }
         }
-        var port: Int? = nil
-        if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }),
-                let value = Int(portText), (1...65535).contains(value)
-            else { throw AddressProblem("the port must be a number from 1 to 65535") }
-            port = value
-        }
-        return URLParts(scheme: scheme, host: host, port: port, path: path)
+        return URLParts(scheme: known, host: host, port: parts.port, path: path)
     }
 }
 

@@ -73,7 +73,13 @@ public enum ListenAddress: Sendable, Equatable, CustomStringConvertible {
 
 /// The upstream base URL, split. `basePath` has no trailing slash ("" for the root).
 public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
-    public var scheme: String  // "http" | "https", lowercased
+    /// http or https (the loader takes no other).
+    public var urlScheme: URLScheme
+    /// `urlScheme` as written in a URL, lowercased.
+    public var scheme: String {
+        get { urlScheme.rawValue }
+        set { urlScheme = URLScheme(newValue) ?? .http }
+    }
     public var host: String  // lowercased; an IPv6 literal without brackets
     public var port: Int  // explicit, or the scheme's default
     public var explicitPort: Bool
@@ -81,7 +87,7 @@ public struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     public var original: String
 
     public init(scheme: String, host: String, port: Int, explicitPort: Bool, basePath: String, original: String) {
-        self.scheme = scheme
+        urlScheme = URLScheme(scheme) ?? .http
         self.host = host
         self.port = port
         self.explicitPort = explicitPort

@@ -33,7 +33,7 @@ public struct RedisStoreConfiguration: Sendable, Equatable {
     /// costs at most this long. Keep it above the identity provider's call timeout (30 s).
     public var leaseTime: Double
 
-    public static let defaultPort = 6379
+    public static let defaultPort = URLScheme.redis.defaultPort
     public static let defaultKey = "tokenproxy"
     public static let defaultConnectTimeout = 2.0
     public static let defaultCommandTimeout = 2.0
@@ -112,17 +112,10 @@ public struct RedisURL: Sendable, Equatable {
         guard !text.unicodeScalars.contains(where: { $0.value < 0x21 || $0.value == 0x7f }) else {
             throw Problem(reason: "contains spaces or control characters")
         }
-        let tls: Bool
-        let rest: Substring
-        if let r = text.dropPrefix(caseInsensitive: "redis://") {
-            tls = false
-            rest = r
-        } else if let r = text.dropPrefix(caseInsensitive: "rediss://") {
-            tls = true
-            rest = r
-        } else {
+        guard let split = URLScheme.split(text[...]), let scheme = URLScheme(split.scheme), scheme == .redis || scheme == .rediss else {
             throw Problem(reason: "must start with redis:// or rediss:// (TLS), e.g. redis://127.0.0.1:6379/0")
         }
+        let rest = split.rest
         guard !rest.contains("?"), !rest.contains("#") else {
             throw Problem(reason: "takes no query or fragment; the password goes in store.password_env or store.password_file")
         }
@@ -141,32 +134,18 @@ public struct RedisURL: Sendable, Equatable {
             guard let decoded = percentDecoded(info), !decoded.isEmpty else { throw Problem(reason: "has an empty or badly escaped user name") }
             user = decoded
         }
-        var host: Substring
-        var portText: Substring? = nil
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw Problem(reason: "has an unclosed [ in its host") }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw Problem(reason: "has text after its IPv6 host") }
-                portText = after.dropFirst()
+        let parts: Authority.Parts
+        do {
+            parts = try Authority.parts(of: authority, port: .init(required: false))
+        } catch {
+            switch error {
+            case .unclosedBracket: throw Problem(reason: "has an unclosed [ in its host")
+            case .textAfterBracket: throw Problem(reason: "has text after its IPv6 host")
+            case .notIPv6InBrackets: throw Problem(reason: "has brackets around a host that is no IPv6 address")
+            case .ipv6WithoutBrackets: throw Problem(reason: "has an IPv6 host without brackets, e.g. redis://[::1]:6379/0")
+            case .noHost: throw Problem(reason: "has no host, e.g. redis://127.0.0.1:6379/0")
+            case .badPort, .missingPort, .hostByte: throw Problem(reason: "has a port that is not a number from 1 to 65535")
             }
-            guard host.contains(":") else { throw Problem(reason: "has brackets around a host that is no IPv6 address") }
-        } else {
-            if let colon = authority.lastIndex(of: ":") {
-                host = authority[..<colon]
-                portText = authority[authority.index(after: colon)...]
-            } else {
-                host = authority
-            }
-        }
-        guard !host.isEmpty else { throw Problem(reason: "has no host, e.g. redis://127.0.0.1:6379/0") }
-        var port = RedisStoreConfiguration.defaultPort
-        if let portText {
-            guard let value = Int(portText), (1...65535).contains(value), portText.allSatisfy(\.isASCII) else {
-                throw Problem(reason: "has a port that is not a number from 1 to 65535")
-            }
-            port = value
         }
         var database = 0
         let dbText = path.drop { $0 == "/" }
@@ -176,16 +155,7 @@ public struct RedisURL: Sendable, Equatable {
             }
             database = value
         }
-        return RedisURL(tls: tls, host: String(host).lowercased(), port: port, database: database, user: user)
-    }
-}
-
-extension String {
-    fileprivate func dropPrefix(caseInsensitive prefix: String) -> Substring? {
-        guard utf8.count >= prefix.utf8.count else { return nil }
-        let head = self.prefix(prefix.count)
-        guard head.lowercased() == prefix else { return nil }
-        return self.dropFirst(prefix.count)
+        return RedisURL(tls: scheme.isTLS, host: parts.host, port: parts.port ?? scheme.defaultPort, database: database, user: user)
     }
 }
 
@@ -282,15 +252,10 @@ extension RedisSentinelConfiguration {
         }
         var addresses: [RedisSentinelConfiguration.Address] = []
         for text in listed {
-            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+            guard let parts = try? Authority.parts(of: text, port: .init(required: true)), !parts.host.contains(" ") else {
                 throw ConfigurationError(keyPath: section.path("addresses"), reason: "\(text) is not host:port")
             }
-            var host = String(text[..<colon])
-            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            guard !host.isEmpty, !host.contains(" ") else {
-                throw ConfigurationError(keyPath: section.path("addresses"), reason: "\(text) is not host:port")
-            }
-            addresses.append(.init(host: host, port: port))
+            addresses.append(.init(host: parts.host, port: parts.port ?? RedisStoreConfiguration.defaultPort))
         }
         return RedisSentinelConfiguration(master: master, addresses: addresses, password: try load.readSecret(section, "password", literal: false))
     }

@@ -134,18 +134,14 @@ public struct RouteTable: Sendable {
         }
     }
 
-    /// "name:port" → (name, port); "[::1]:80" → ("[::1]", 80); a port that is not a number is kept in the name.
+    /// "name:port" → (name, port); "[::1]:80" → ("::1", 80), by the one authority parser
+    /// (Basics/AuthorityParsing.swift; port 0 taken, an empty port not). What it refuses (a port that
+    /// is not a number, an unclosed bracket) is kept whole as the name, which names no route.
     static func splitPort<C: BidirectionalCollection>(_ host: C) -> (C.SubSequence, Int?) where C.Element == UInt8 {
-        guard let colon = host.lastIndex(of: UInt8(ascii: ":")) else { return (host[...], nil) }
-        if host.first == UInt8(ascii: "["), let close = host.lastIndex(of: UInt8(ascii: "]")), colon < close { return (host[...], nil) }
-        let digits = host[host.index(after: colon)...]
-        guard !digits.isEmpty, digits.count <= 5 else { return (host[...], nil) }
-        var port = 0
-        for d in digits {
-            guard d >= 0x30 && d <= 0x39 else { return (host[...], nil) }
-            port = port * 10 + Int(d - 0x30)
+        switch Authority.parse(host, port: .init(required: false, lowest: 0)) {
+        case .success(let span): return (host[span.host], span.port)
+        case .failure: return (host[...], nil)
         }
-        return (host[..<colon], port)
     }
 
     /// `lower` is lowercase; `other`'s ASCII capitals are folded (host names are case-insensitive, RFC 9110 §4.2.3).

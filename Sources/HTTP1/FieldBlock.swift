@@ -1,3 +1,5 @@
+import Basics
+
 /// The field lines of one message head, as bytes: the storage both ``RequestHead`` and
 /// ``ResponseHead`` wrap. One buffer holds the fields and, per field, where its name and value are
 /// (the value without the whitespace around it, RFC 9112 §5.1). A message costs no String per

@@ -1,3 +1,5 @@
+import Basics
+
 // Parsing of a complete request head, held in one buffer. Works on byte ranges: the RequestHead keeps
 // the buffer and where each field is in it (a FieldBlock); Strings are made for the method, the target
 // and Host only. Field lines are checked by `scanFieldLine` and the framing fields read by

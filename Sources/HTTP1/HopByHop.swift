@@ -1,3 +1,5 @@
+import Basics
+
 /// The hop-by-hop header rules a proxy applies (RFC 9110 §7.6.1).
 public enum HopByHop {
     /// True when a field of this name must not be forwarded: the fixed hop-by-hop names, and any name

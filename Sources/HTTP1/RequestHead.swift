@@ -1,3 +1,5 @@
+import Basics
+
 /// A parsed and validated request head.
 ///
 /// The fields are kept as the parser received them (``FieldBlock``): the head's bytes in one array and,

@@ -137,50 +137,11 @@ private func splitPathAndQuery(_ bytes: ArraySlice<UInt8>) -> (String, String?)?
     return (path, String(decoding: queryBytes, as: UTF8.self))
 }
 
-/// `host [":" port]` (RFC 3986 §3.2); the host is lowercased and an IP literal loses its brackets.
+/// `host [":" port]` (RFC 3986 §3.2) with a reg-name, IPv4 or IPv6 host (IPvFuture and user
+/// information are refused); an empty port is the scheme's default (RFC 3986 §3.2.3), port 0 is
+/// taken. The host is lowercased and an IP literal loses its brackets.
 private func parseAuthority(_ bytes: ArraySlice<UInt8>, portRequired: Bool) -> (String, Int?)? {
-    var hostBytes: ArraySlice<UInt8>
-    var rest: ArraySlice<UInt8>
-    if bytes.first == UInt8(ascii: "[") {
-        guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
-        hostBytes = bytes[(bytes.startIndex + 1)..<close]
-        // IPv6address (RFC 3986 §3.2.2); IPvFuture is not accepted.
-        guard hostBytes.contains(UInt8(ascii: ":")),
-            hostBytes.allSatisfy({ hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
-        else { return nil }
-        rest = bytes[(close + 1)...]
-    } else {
-        let colon = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
-        hostBytes = bytes[..<colon]
-        rest = bytes[colon...]
-        // reg-name / IPv4address: unreserved, sub-delims and pct-encoded; "@" (userinfo) is refused.
-        for b in hostBytes {
-            switch b {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"), UInt8(ascii: "%"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"),
-                UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
-                UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
-                continue
-            default:
-                return nil
-            }
-        }
-    }
-    var port: Int? = nil
-    if let colon = rest.first {
-        guard colon == UInt8(ascii: ":") else { return nil }
-        let digits = rest.dropFirst()
-        // RFC 3986 §3.2.3: the port may be empty, meaning the scheme's default.
-        if !digits.isEmpty {
-            guard digits.count <= 5, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-                return nil
-            }
-            let value = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
-            guard value <= 65535 else { return nil }
-            port = value
-        }
-    }
-    if portRequired && port == nil { return nil }
-    return (String(decoding: hostBytes.map(asciiLower), as: UTF8.self), port)
+    guard case .success(let span) = Authority.parse(bytes, port: .init(required: portRequired, emptyIsDefault: true, lowest: 0), host: .regName)
+    else { return nil }
+    return (String(decoding: bytes[span.host].map(asciiLower), as: UTF8.self), span.port)
 }

@@ -1,3 +1,5 @@
+import Basics
+
 /// Appends a response head and chunked framing to a caller-owned buffer (RFC 9112 §4, §5, §7.1).
 /// Nothing is validated here: check names and values with ``isValidFieldName(_:)`` and
 /// ``isValidFieldValue(_:)`` where they come from outside.

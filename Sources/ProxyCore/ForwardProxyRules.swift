@@ -37,11 +37,18 @@ enum ForwardProxyRules {
     /// - any other name follows `otherHosts`; a tunnel goes to port 443 only.
     static func decide(connectTarget: String, table: RouteTable, otherHosts: ForwardProxyConfiguration.OtherHosts) -> ConnectDecision {
         let target = Array(connectTarget.utf8)
-        guard let colon = target.lastIndex(of: UInt8(ascii: ":")), let port = port(target[(colon + 1)...]) else {
-            return .refuse("CONNECT needs host:port (RFC 9110 §9.3.6)")
+        let span: Authority.Span<Int>
+        switch Authority.parse(target, port: portRule) {
+        case .success(let parsed): span = parsed
+        case .failure(.missingPort), .failure(.badPort): return .refuse("CONNECT needs host:port (RFC 9110 §9.3.6)")
+        case .failure(.unclosedBracket), .failure(.notIPv6InBrackets), .failure(.textAfterBracket):
+            return .refuse("CONNECT to an IP address is not allowed; name the host")
+        case .failure(.noHost), .failure(.ipv6WithoutBrackets), .failure(.hostByte):
+            return .refuse("CONNECT needs a host name of letters, digits, - and . (RFC 1123 §2.1)")
         }
-        let hostPart = target[..<colon]
-        if hostPart.first == UInt8(ascii: "[") || isIPv4Literal(hostPart) {
+        guard let port = span.port else { return .refuse("CONNECT needs host:port (RFC 9110 §9.3.6)") }
+        let hostPart = target[span.host]
+        if span.isIPv6Literal || isIPv4Literal(hostPart) {
             return .refuse("CONNECT to an IP address is not allowed; name the host")
         }
         guard let name = hostName(hostPart) else {
@@ -66,16 +73,14 @@ enum ForwardProxyRules {
         }
     }
 
-    /// A port as a URI writes it for this purpose: 1–5 decimal digits, 1–65535, and no leading zero
-    /// (RFC 3986 §3.2.3 allows one, but no client sends it, and refusing it leaves one spelling per port).
+    /// A port as a CONNECT target and a `Host` field in a tunnel write it: 1–65535, and no leading
+    /// zero (RFC 3986 §3.2.3 allows one, but no client sends it, and refusing it leaves one spelling
+    /// per port). Computed: a stored static costs a lazy-initialisation check on every use.
+    static var portRule: Authority.PortRule { Authority.PortRule(required: false, lowest: 1, allowsLeadingZero: false) }
+
+    /// `digits` as a port under `portRule`.
     static func port<C: Collection>(_ digits: C) -> Int? where C.Element == UInt8 {
-        guard let first = digits.first, first != UInt8(ascii: "0"), digits.count <= 5 else { return nil }
-        var value = 0
-        for d in digits {
-            guard d >= UInt8(ascii: "0") && d <= UInt8(ascii: "9") else { return nil }
-            value = value * 10 + Int(d - UInt8(ascii: "0"))
-        }
-        return value <= 65535 ? value : nil
+        Authority.port(digits, rule: portRule)
     }
 
     /// `bytes` lowercased without one trailing dot, when it is a host name (RFC 1123 §2.1: letters,
@@ -143,15 +148,8 @@ enum ForwardProxyRules {
     static func pin(hostField: String?, absolute: (host: String, port: Int?, scheme: String)?, tunnelHost: String, tunnelPort: Int) -> Bool {
         if let hostField, !hostFieldNames(hostField, tunnelHost: tunnelHost, tunnelPort: tunnelPort) { return false }
         if let absolute {
-            let defaultPort: Int
-            if asciiCaseInsensitiveEquals(absolute.scheme.utf8, "https".utf8) {
-                defaultPort = Authority.defaultPort(scheme: "https")
-            } else if asciiCaseInsensitiveEquals(absolute.scheme.utf8, "http".utf8) {
-                defaultPort = Authority.defaultPort(scheme: "http")
-            } else {
-                return false
-            }
-            guard (absolute.port ?? defaultPort) == tunnelPort, sameName(absolute.host.utf8, tunnelHost.utf8) else { return false }
+            guard let scheme = URLScheme(absolute.scheme), scheme == .http || scheme == .https else { return false }
+            guard (absolute.port ?? scheme.defaultPort) == tunnelPort, sameName(absolute.host.utf8, tunnelHost.utf8) else { return false }
         }
         return true
     }
@@ -163,21 +161,8 @@ enum ForwardProxyRules {
     static func hostFieldNames(_ value: String, tunnelHost: String, tunnelPort: Int) -> Bool {
         var value = value
         return value.withUTF8 { bytes in
-            let nameEnd: Int
-            if bytes.first == UInt8(ascii: "[") {
-                guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return false }
-                nameEnd = close + 1
-            } else {
-                nameEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
-            }
-            let port: Int
-            if nameEnd == bytes.endIndex {
-                port = httpsPort
-            } else {
-                guard bytes[nameEnd] == UInt8(ascii: ":"), let given = Self.port(bytes[(nameEnd + 1)...]) else { return false }
-                port = given
-            }
-            return port == tunnelPort && sameName(bytes[..<nameEnd], tunnelHost.utf8)
+            guard case .success(let span) = Authority.parse(bytes, port: portRule), !span.isIPv6Literal else { return false }
+            return (span.port ?? httpsPort) == tunnelPort && sameName(bytes[span.host], tunnelHost.utf8)
         }
     }
 

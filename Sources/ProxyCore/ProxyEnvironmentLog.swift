@@ -24,14 +24,14 @@ extension Server {
     /// variable (HTTPS_PROXY or HTTP_PROXY, as curl does), so routes of both schemes may use two.
     func logProxyEnvironment(_ configuration: Configuration) {
         var warned: Set<String> = []
-        for scheme in ["http", "https"] {
-            let environment = ProxyEnvironment(scheme: scheme)
+        for scheme in [URLScheme.http, .https] {
+            let environment = ProxyEnvironment(scheme: scheme.rawValue)
             for ignored in environment.ignored where warned.insert(ignored.name).inserted {
                 logger.warning(
                     "\(ignored.name)=\(maskingUserInfo(ignored.value)) names tokenproxy's own listen address \(ignored.ownAddress): ignored, no upstream or identity provider call goes through it"
                 )
             }
-            let names = configuration.routes.filter { $0.upstream.scheme == scheme }.map(\.name)
+            let names = configuration.routes.filter { $0.upstream.urlScheme == scheme }.map(\.name)
             guard !names.isEmpty, let source = environment.proxy.isEmpty ? nil : environment.source else { continue }
             let except = environment.noProxy.isEmpty ? "" : ", except NO_PROXY=\(environment.noProxy)"
             let which = configuration.hasRoutes ? " (routes \(names.joined(separator: ", ")))" : ""

@@ -1,3 +1,4 @@
+import Basics
 import HTTP1
 import Testing
 

@@ -1,6 +1,6 @@
 /// `type: aws` (CONTRACT.md "AWS credentials and SigV4 signing"): where the AWS credentials come
 /// from and what requests are signed for. The credentials themselves are read by
-/// Credentials/Sources/AWS*.swift at each fetch, never by the loader.
+/// Credentials/TokenSources/AWS*.swift at each fetch, never by the loader.
 public struct AWSConfiguration: Sendable, Equatable {
     public enum Source: String, Sendable, Equatable, CaseIterable {
         case environment

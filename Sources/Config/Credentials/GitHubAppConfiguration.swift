@@ -1,6 +1,6 @@
 /// `type: github_app` (CONTRACT.md "GitHub App installation tokens"): the app that signs, the
 /// installation whose token it asks for, and how that token is narrowed. The key file is parsed by
-/// Credentials (Credentials/Sources/GitHubAppProvider.swift), which `check` runs too.
+/// Credentials (Credentials/TokenSources/GitHubAppProvider.swift), which `check` runs too.
 public struct GitHubAppConfiguration: Sendable, Equatable {
     /// The access a narrowed token keeps to one kind of resource (GitHub's permission levels).
     public enum Access: String, Sendable, Equatable, CaseIterable { case read, write, admin }

@@ -1,3 +1,5 @@
+import Basics
+
 /// The keys of the person-facing login flows (CONTRACT.md "Logging in a person"): `login: browser`
 /// for oauth2_refresh, `login: srp` for cognito. Kept apart from the other credentials keys.
 
@@ -44,20 +46,18 @@ public struct LoopbackRedirect: Sendable, Equatable {
         let authority = rest.prefix { $0 != "/" }
         let path = rest.dropFirst(authority.count)
         if authority.contains("@") { throw problem("must not carry a user name") }
-        var hostText = Substring(authority)
-        var portText: Substring? = nil
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw problem("has an unclosed [") }
-            hostText = authority[...close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw problem("has text after the host") }
-                portText = after.dropFirst()
-            }
-        } else if let colon = authority.firstIndex(of: ":") {
-            hostText = authority[..<colon]
-            portText = authority[authority.index(after: colon)...]
+        let span: Authority.Span<String.Index>
+        switch Authority.parse(authority.utf8, port: .init(required: false)) {
+        case .success(let parsed): span = parsed
+        case .failure(.unclosedBracket): throw problem("has an unclosed [")
+        case .failure(.textAfterBracket): throw problem("has text after the host")
+        case .failure(.badPort), .failure(.missingPort): throw problem("the port must be a number from 1 to 65535 (leave it out for a free port)")
+        case .failure(.noHost), .failure(.notIPv6InBrackets), .failure(.ipv6WithoutBrackets), .failure(.hostByte):
+            throw problem("the host must be 127.0.0.1, [::1] or localhost (RFC 8252 §7.3), not \(authority)")
         }
+        // The host as written, brackets included; the port goes after it.
+        let hostEnd = span.isIPv6Literal ? text.utf8.index(after: span.host.upperBound) : span.host.upperBound
+        let hostText = text[authority.startIndex..<hostEnd]
         let host: Host
         switch hostText.lowercased() {
         case "127.0.0.1": host = .ipv4
@@ -66,14 +66,7 @@ public struct LoopbackRedirect: Sendable, Equatable {
         default:
             throw problem("the host must be 127.0.0.1, [::1] or localhost (RFC 8252 §7.3), not \(hostText)")
         }
-        var port: Int? = nil
-        if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy({ $0.isASCII && $0.isNumber }),
-                let value = Int(portText), (1...65535).contains(value)
-            else { throw problem("the port must be a number from 1 to 65535 (leave it out for a free port)") }
-            port = value
-        }
-        let hostEnd = text.index(text.startIndex, offsetBy: "http://".count + hostText.count)
+        let port = span.port
         return LoopbackRedirect(
             text: text, host: host, port: port, path: path.isEmpty ? "/" : String(path),
             beforePort: String(text[..<hostEnd]), afterPort: String(text[hostEnd...].drop { $0 != "/" }))

@@ -1,3 +1,4 @@
+import Basics
 import HTTP1
 
 /// `inject:` (CONTRACT.md "Where the credential goes"): where the token goes in each upstream
@@ -120,7 +121,7 @@ extension InjectConfiguration {
     /// credential goes": no hop-by-hop field but Proxy-Authorization, no field the proxy sets itself
     /// or that frames the message).
     static func fieldNameProblem(_ name: String) -> String? {
-        guard !name.isEmpty, name.utf8.allSatisfy(isFieldNameByte) else { return "\"\(printable(name))\" is not a valid field name" }
+        guard isValidFieldName(name) else { return "\"\(printable(name))\" is not a valid field name" }
         let lower = name.lowercased()
         if lower == "host" || lower == "content-length" || lower == "transfer-encoding" {
             return "may not be \(name): the proxy sets it (or it frames the message)"
@@ -148,11 +149,6 @@ extension InjectConfiguration {
             }
         }
         return count
-    }
-
-    /// RFC 9110 §5.6.2 tchar.
-    private static func isFieldNameByte(_ b: UInt8) -> Bool {
-        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || "!#$%&'*+-.^_`|~".utf8.contains(b)
     }
 
     private static func hasControlCharacter(_ text: String) -> Bool {

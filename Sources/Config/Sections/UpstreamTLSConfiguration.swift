@@ -1,3 +1,5 @@
+import Basics
+
 /// `upstream_tls:` (CONTRACT.md "The configuration file"): how the proxy verifies the upstream and
 /// authenticates to it.
 public struct UpstreamTLSConfiguration: Sendable, Equatable {
@@ -22,7 +24,7 @@ extension UpstreamTLSConfiguration {
         if tls.insecureSkipVerify {
             load.warnings.append("upstream_tls.insecure_skip_verify: the upstream's TLS certificate is not verified; use this only for tests")
         }
-        if upstream?.scheme == "http", !s.presentKeys.isEmpty {
+        if upstream?.urlScheme == .http, !s.presentKeys.isEmpty {
             load.warnings.append("upstream_tls: not used, the upstream is http")
         }
         return tls

@@ -1,3 +1,5 @@
+import Basics
+
 /// The `error` auth-param of a `WWW-Authenticate` challenge (RFC 9110 §11.6.1, RFC 6750 §3), read
 /// as a parameter: a 401 asks for a DPoP nonce only when `error` is `use_dpop_nonce` (RFC 9449 §9),
 /// not when those words stand in `error_description`.
@@ -41,21 +43,11 @@ public enum DPoPChallenge {
                     j += 1
                 }
             }
-            if name.count == 5, String(decoding: name, as: UTF8.self).lowercased() == "error" {
+            if asciiCaseInsensitiveEquals(name, "error".utf8) {
                 codes.append(String(decoding: value, as: UTF8.self))
             }
             i = j
         }
         return codes
-    }
-
-    /// tchar (RFC 9110 §5.6.2).
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
     }
 }

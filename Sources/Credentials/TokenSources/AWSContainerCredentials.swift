@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Foundation
 import IdentityHTTP
@@ -70,42 +71,38 @@ public struct AWSContainerCredentials: AWSCredentialSource {
 /// all of whose addresses are), or the ECS (169.254.170.2) or EKS Pod Identity (169.254.170.23,
 /// `fd00:ec2::23`) agent; anything else must be `https`. Pure: the name resolution is handed in.
 enum ContainerFullURI {
-    /// The agents' addresses, as the host is spelled in the URL.
-    static let agentHosts: Set<String> = ["169.254.170.2", "169.254.170.23", "[fd00:ec2::23]"]
+    /// The agents' addresses (an IPv6 one without its brackets).
+    static let agentHosts: Set<String> = ["169.254.170.2", "169.254.170.23", "fd00:ec2::23"]
 
     /// Why `uri` may not be used, or nil when it may. `resolve` answers the addresses (4 or 16 bytes)
     /// of a host as the transport would connect to it (an IP literal resolves to itself).
     static func problem(_ uri: String, resolve: (String) -> [[UInt8]]) -> String? {
-        let lower = uri.lowercased()
-        if lower.hasPrefix("https://") { return nil }
-        guard lower.hasPrefix("http://") else { return "must be an https:// URL (or http:// to the machine itself or a container agent)" }
+        let split = URLScheme.split(uri[...])
+        let scheme = split.flatMap { URLScheme($0.scheme) }
+        if scheme == .https { return nil }
+        guard let split, scheme == .http else { return "must be an https:// URL (or http:// to the machine itself or a container agent)" }
         // The authority ends at the path, query or fragment (RFC 3986 §3.2); a backslash ends it too
         // for some URL parsers, so it is refused below with every other byte a host cannot hold.
-        let authority = lower.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let authority = split.rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         // `http://127.0.0.1@HOST/` goes to HOST (RFC 3986 §3.2.1): the SDKs refuse user information.
         if authority.contains("@") { return "has user information (user@host), which is refused: the token would go to the host after the @" }
-        let host: Substring
-        let port: Substring
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return "has an IPv6 host without its closing ]" }
-            host = authority[...close]
-            port = authority[authority.index(after: close)...]
-            let inside = host.dropFirst().dropLast()
-            guard !inside.isEmpty, inside.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
-                return "has a host that is no IPv6 address"
-            }
-        } else {
-            host = authority.prefix { $0 != ":" }
-            port = authority[host.endIndex...]
-            guard !host.isEmpty else { return "has no host" }
-            guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else {
-                return "has a host with a byte a host name cannot hold"
+        let parts: Authority.Parts
+        do {
+            parts = try Authority.parts(of: authority, port: .init(required: false, lowest: 0))
+        } catch {
+            switch error {
+            case .unclosedBracket: return "has an IPv6 host without its closing ]"
+            case .notIPv6InBrackets: return "has a host that is no IPv6 address"
+            case .ipv6WithoutBrackets: return "has an IPv6 host without brackets"
+            case .noHost: return "has no host"
+            case .textAfterBracket, .badPort, .missingPort, .hostByte: return "has a port that is not a number"
             }
         }
-        guard port.isEmpty || (port.count >= 2 && port.count <= 6 && port.dropFirst().allSatisfy { $0.isASCII && $0.isNumber } && port.first == ":")
-        else { return "has a port that is not a number" }
-        if agentHosts.contains(String(host)) { return nil }
-        let name = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : String(host)
+        let name = parts.host
+        guard parts.isIPv6Literal || name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else {
+            return "has a host with a byte a host name cannot hold"
+        }
+        if agentHosts.contains(name) { return nil }
         let addresses = resolve(name)
         if addresses.isEmpty { return "names the host \(name), which resolves to no address" }
         guard addresses.allSatisfy(isLoopback) else {

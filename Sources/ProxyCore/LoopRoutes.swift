@@ -77,7 +77,7 @@ final class LoopRoute {
             idleTimeout: configuration.limits.upstreamKeepaliveTimeout)
         let slot = metrics.slot(for: state.name)
         metricsSlot = slot
-        tlsIndex = route.upstream.scheme == "https" ? 1 : 0
+        tlsIndex = route.upstream.urlScheme.isTLS ? 1 : 0
         upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
         policy = AccessPolicy(configuration: configuration)
         let forwarder = Forwarder(configuration: configuration)
