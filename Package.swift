@@ -2,12 +2,15 @@
 import PackageDescription
 
 // Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
-// CCurl/CSystem/CHiredis/COpenSSL/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP/TLS → Credentials/Config → ProxyCore/LoginListener → tokenproxy
+// CCurl/CSystem/CHiredis/COpenSSL/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP/Redis/TLS → Credentials/Config → ProxyCore/LoginListener → tokenproxy
 // LoginListener is the browser login's loopback HTTP listener, on Sockets and HTTP1; Credentials sees it only
 // through its `RedirectListener` protocol, which the command line fills, so Credentials stays off HTTP1.
 // Basics holds the small pure values several layers share, each written once (docs/ARCHITECTURE.md).
-// Curl is the only Swift module that imports CCurl; it offers typed Swift (`package` access) to the two
-// libcurl users: Upstream (the proxy's transport) and IdentityHTTP (the identity providers' client).
+// Curl is the only Swift module that imports CCurl; it offers typed Swift (`package` access) to the three
+// libcurl users: Upstream (the proxy's transport), IdentityHTTP (the identity providers' client) and
+// Redis (the TLS stream of a rediss:// store).
+// Redis is the Redis client (RESP over hiredis, TLS through Curl, Sentinel), as IdentityHTTP is the HTTP
+// client: it knows nothing of tokens; Credentials' Redis store keeps only the session's rules over it.
 // The hot-path modules skip the run-time exclusive-access checks in release builds: callgrind counted
 // them at about 5 % of a proxied request's instructions. Debug builds, which the tests run, keep them.
 let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
@@ -34,7 +37,7 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        // hiredis (Debian's libhiredis-dev) for the Redis store. No `pkgConfig: "hiredis"`: its .pc file
+        // hiredis (Debian's libhiredis-dev) for the Redis module only. No `pkgConfig: "hiredis"`: its .pc file
         // adds -D_FILE_OFFSET_BITS=64, which SwiftPM drops with a warning on every build; the header is
         // in the default include path (<hiredis/hiredis.h>) and the module map links -lhiredis.
         .systemLibrary(
@@ -55,6 +58,8 @@ let package = Package(
         // On the request path: every TLS upstream byte goes through CurlEasy.send/receive.
         .target(name: "Curl", dependencies: ["CCurl"], swiftSettings: hotPath),
         .target(name: "IdentityHTTP", dependencies: ["Basics", "Curl"]),
+        // Curl: the TLS stream of a rediss:// server (hiredis 0.14 has no TLS).
+        .target(name: "Redis", dependencies: ["Basics", "CHiredis", "Curl", "Sockets"]),
         // Server-side TLS (the TLS listener, the forward proxy's interception) and the local CA's
         // certificates; the only Swift module that imports COpenSSL (docs/ARCHITECTURE.md, "TLS").
         .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
@@ -68,9 +73,7 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Basics", "Sockets", "IdentityHTTP", "Config", "Logs", "CHiredis",
-                // Curl: the TLS stream of a rediss:// store (hiredis 0.14 has no TLS).
-                "Curl",
+                "Basics", "Sockets", "IdentityHTTP", "Redis", "Config", "Logs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),
@@ -109,7 +112,7 @@ let package = Package(
         .testTarget(
             name: "CredentialsTests",
             dependencies: [
-                "Credentials", "Config", "IdentityHTTP", "Sockets", "TestSupport",
+                "Credentials", "Config", "IdentityHTTP", "Redis", "Sockets", "TestSupport",
                 // The signature checks of the JWTs the proxy signs use the public halves of the keys.
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
@@ -119,6 +122,7 @@ let package = Package(
             name: "ProxyCoreTests",
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
+        .testTarget(name: "RedisTests", dependencies: ["Redis", "Basics", "TestSupport"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Sockets", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport"]),

@@ -89,6 +89,7 @@ extension Configuration {
             )
             if route.forward.requestBufferingDisk > 0 {
                 add(p + "forward.request_buffering_disk_total", Units.formatSize(route.forward.requestBufferingDiskTotal))
+                add(p + "forward.request_buffering_path", route.spoolFolder)
             }
             add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
 

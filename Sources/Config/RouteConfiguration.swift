@@ -24,14 +24,22 @@ public struct RouteConfiguration: Sendable, Equatable {
     /// which is the shared listener's, at the top of `Configuration`.)
     public var ownListenerTLS: ListenerTLSConfiguration? = nil
 
-    /// Where bodies spooled under `forward.request_buffering_disk` are kept: `spool/` beside the store.
-    public var spoolFolder: String { AtomicFile.parentFolder(of: store.path) + "/spool" }
+    /// Where bodies spooled under `forward.request_buffering_disk` are kept, resolved once at load:
+    /// `forward.request_buffering_path`, or `defaultSpoolFolder`.
+    public var spoolFolder: String
 
     public init(name: String, upstream: UpstreamURL, credentials: CredentialsConfiguration, store: StoreConfiguration) {
         self.name = name
         self.upstream = upstream
         self.credentials = credentials
         self.store = store
+        spoolFolder = Self.defaultSpoolFolder(beside: store)
+    }
+
+    /// `forward.request_buffering_path`'s default: `spool/` beside the store's file (with a Redis
+    /// store, beside `store.path`, which then keeps only such folders; docs/CONFIGURATION.md).
+    public static func defaultSpoolFolder(beside store: StoreConfiguration) -> String {
+        AtomicFile.parentFolder(of: store.path) + "/spool"
     }
 
     /// Whether `name` is a valid route name.
@@ -243,6 +251,8 @@ extension RouteConfiguration {
         if let access = load.found.collect({ try s.section("access") }) { route.access = AccessConfiguration.parse(access, in: load) }
         if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
         if let inject = load.found.collect({ try s.section("inject") }) { route.inject = InjectConfiguration.parse(inject, in: load) }
+        // Once both are known: the store is the route's own or the defaults', `forward` too.
+        route.spoolFolder = route.forward.requestBufferingPath ?? Self.defaultSpoolFolder(beside: route.store)
         // RFC 9449 §7.1 fixes a DPoP-bound token's field: `inject` is ignored for it.
         if let inject = route.inject, !inject.isDefault, route.credentials.source.oauth2Client?.dpop != nil {
             load.warnings.append("inject: ignored for DPoP-bound tokens (credentials.dpop), which always go as Authorization: DPoP <token>")

@@ -46,7 +46,7 @@ final class LoopRoute {
     // it would copy the route's whole settings per request).
     let requestBuffering: Int
     let requestBufferingDisk: Int
-    /// Where a body spooled under `forward.request_buffering_disk` is kept: beside the store.
+    /// Where a body spooled under `forward.request_buffering_disk` is kept (`forward.request_buffering_path`).
     let spoolFolder: String
     /// `forward.request_buffering_disk_total`: what all spooled bodies may hold together.
     let spoolTotal: Int

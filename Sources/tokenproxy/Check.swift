@@ -100,11 +100,13 @@ func listenerTLSProblems(_ configuration: Configuration) -> [String] {
 }
 
 /// What `check` and `serve` find wrong with the spool folder of a route that spools bodies (CONTRACT
-/// `forward.request_buffering_disk`: the process's own, mode 0700, not a symbolic link), by key path.
+/// `forward.request_buffering_disk`: the process's own, mode 0700, not a symbolic link), by key path:
+/// `request_buffering_path` when it names the folder.
 func spoolFolderProblems(_ configuration: Configuration) -> [String] {
     configuration.routes.enumerated().compactMap { index, route -> String? in
         guard route.forward.requestBufferingDisk > 0, let problem = PrivateFolder.problem(at: route.spoolFolder) else { return nil }
-        return (configuration.hasRoutes ? "routes[\(index)]." : "") + "forward.request_buffering_disk: the spool folder \(problem)"
+        let key = route.forward.requestBufferingPath == nil ? "request_buffering_disk" : "request_buffering_path"
+        return (configuration.hasRoutes ? "routes[\(index)]." : "") + "forward.\(key): the spool folder \(problem)"
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Redis
 import TestSupport
 import Testing
 

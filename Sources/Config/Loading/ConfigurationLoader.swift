@@ -136,7 +136,7 @@ enum Keys {
         ],
         "forward": [
             "client_authorization", "preserve_host", "retry_body_limit", "retry_memory", "request_buffering", "request_buffering_disk",
-            "request_buffering_disk_total",
+            "request_buffering_disk_total", "request_buffering_path",
         ],
         "inject": InjectConfiguration.keys,
         "limits": Limits.keys.map(\.name),

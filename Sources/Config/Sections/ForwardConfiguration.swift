@@ -8,9 +8,12 @@ public struct ForwardConfiguration: Sendable, Equatable {
     /// A chunked request body that ends within this size goes upstream with Content-Length (CONTRACT
     /// point 8: WSGI servers read nothing of a chunked body); 0 turns it off.
     public var requestBuffering: Int = 1 << 20
-    /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file beside the
-    /// store and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
+    /// Beyond `requestBuffering`, a chunked body up to this size is spooled to a 0600 file in the
+    /// spool folder and goes with Content-Length too (as nginx does for a WSGI upstream); 0 turns it off.
     public var requestBufferingDisk: Int = 0
+    /// `forward.request_buffering_path`: the spool folder, resolved against the configuration file's
+    /// folder; nil: the default, `spool/` beside the store's file (`RouteConfiguration.spoolFolder`).
+    public var requestBufferingPath: String? = nil
     /// All bodies spooled at once stay within this many bytes of the spool folder; beyond it, a body
     /// streams chunked (CONTRACT `forward.request_buffering_disk`).
     public var requestBufferingDiskTotal: Int = 1 << 30
@@ -29,6 +32,12 @@ extension ForwardConfiguration {
         if let value = load.found.collect({ try s.size("retry_memory") }) { f.retryMemory = value }
         if let value = load.found.collect({ try s.size("request_buffering") }) { f.requestBuffering = value }
         if let value = load.found.collect({ try s.size("request_buffering_disk") }) { f.requestBufferingDisk = value }
+        if let path = load.found.collect({ try load.pathValue(s, "request_buffering_path") }) ?? nil {
+            f.requestBufferingPath = path
+            if f.requestBufferingDisk == 0 {
+                load.warnings.append("\(s.path("request_buffering_path")): used only with forward.request_buffering_disk; ignored")
+            }
+        }
         if let value = load.found.collect({ try s.size("request_buffering_disk_total") }) {
             if value > 0 {
                 f.requestBufferingDiskTotal = value

@@ -1,4 +1,4 @@
-import Basics
+internal import Redis
 
 /// The Lua scripts of the Redis store (run with EVAL: Redis runs each one atomically, so the checks
 /// and the write they guard cannot interleave with another client's commands).
@@ -26,7 +26,8 @@ enum RedisScripts {
     /// nobody took over means nobody else wrote) and the generation is the one the refresh read.
     /// A write that takes any generation (a `login`) replaces a key that is no session hash.
     /// Answers {1, new generation} or {0, "lease" | "generation"}.
-    static let save = """
+    static let save = RedisScript(
+        """
         \(leaseGuard)
         local current = 0
         if kind == 'hash' then
@@ -40,19 +41,20 @@ enum RedisScripts {
         redis.call('HSET', KEYS[1], 'generation', current, 'session', ARGV[3])
         redis.call('PUBLISH', ARGV[4], current)
         return {1, current}
-        """
+        """)
 
     /// KEYS: session, lease. ARGV: owner, channel. Deletes the document, keeps the generation growing:
     /// the generation left alone is the record that the session ended, which stops every process
     /// from writing its session back. A key that is no hash (overwritten) is replaced by that record.
-    static let remove = """
+    static let remove = RedisScript(
+        """
         \(leaseGuard)
         if kind ~= 'hash' and kind ~= 'none' then redis.call('DEL', KEYS[1]) end
         redis.call('HDEL', KEYS[1], 'session')
         local current = redis.call('HINCRBY', KEYS[1], 'generation', 1)
         redis.call('PUBLISH', ARGV[2], current)
         return {1, current}
-        """
+        """)
 
     /// KEYS: session, lease. ARGV: owner, generation seen (the raw `generation` field; "" when the
     /// key was missing, no hash, or had none), document, channel, highest generation this process
@@ -60,7 +62,8 @@ enum RedisScripts {
     /// holds the lease and the key is still as it was read (any write since, a logout's included,
     /// changed its generation), replacing whatever unreadable value is there. The new generation
     /// is above every one this process knew, so the others see a change. Answers as `save`.
-    static let restore = """
+    static let restore = RedisScript(
+        """
         \(leaseGuard)
         local seen = ''
         if kind == 'hash' then seen = redis.call('HGET', KEYS[1], 'generation') or '' end
@@ -70,13 +73,14 @@ enum RedisScripts {
         redis.call('HSET', KEYS[1], 'generation', current, 'session', ARGV[3])
         redis.call('PUBLISH', ARGV[4], current)
         return {1, current}
-        """
+        """)
 
     /// KEYS: lease. ARGV: owner. Deletes the lease only when it is still ours.
-    static let release = """
+    static let release = RedisScript(
+        """
         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
         return 0
-        """
+        """)
 }
 
 /// Pure readings of the store's replies (unit-tested without a server).
@@ -135,22 +139,10 @@ enum RedisReplies {
         }
     }
 
-    /// A sentinel's `+switch-master` push (`message`, `+switch-master`, `<master> <old ip> <old port>
-    /// <new ip> <new port>`, Redis Sentinel's Pub/Sub events): the new primary's `host:port` when the
-    /// message is about `master`.
-    static func switchedPrimary(_ reply: RedisValue, master: String) -> String? {
-        guard case .array(let items) = reply, items.count == 3, items[0].text == "message", items[1].text == "+switch-master",
-            let payload = items[2].text
-        else { return nil }
-        let words = payload.split(separator: " ")
-        guard words.count == 5, words[0] == master, let port = Int(words[4]) else { return nil }
-        return Authority(host: String(words[3]), port: port).description
-    }
-
     /// A pub/sub push (`message`, channel, payload): the generation it announces, when it is one.
     static func announcedGeneration(_ reply: RedisValue, channel: String) -> Int64? {
-        guard case .array(let items) = reply, items.count == 3, items[0].text == "message", items[1].text == channel else { return nil }
-        return items[2].integer
+        guard let message = reply.publishedMessage, message.channel == channel else { return nil }
+        return message.payload.integer
     }
 }
 

@@ -1,6 +1,7 @@
 import Config
 import Foundation
 import Logging
+internal import Redis
 import Sockets
 
 /// `store.backend: redis`: the session a fleet of proxies shares (issue 13, ARCHITECTURE.md "The
@@ -16,8 +17,10 @@ import Sockets
 /// - every write publishes the new generation on `P:changed`; `hasChanged()` reads that
 ///   subscription without waiting, with a slow poll of the generation as the fallback.
 ///
-/// Every call blocks (within `connect_timeout` / `command_timeout`) and runs on the token thread or
-/// in a command, never on an event loop: the request path never reaches this type.
+/// The Redis client (`Redis/RedisClient.swift`) reaches the primary, through the sentinels and
+/// their failovers; this type keeps only the session's rules. Every call blocks (within
+/// `connect_timeout` / `command_timeout`) and runs on the token thread or in a command, never on an
+/// event loop: the request path never reaches this type.
 public final class RedisTokenStore: TokenStore {
     public let configuration: RedisStoreConfiguration
     public let metrics: StoreMetrics
@@ -30,16 +33,11 @@ public final class RedisTokenStore: TokenStore {
     /// This process's lease value: random, so that only the holder can release or write under it.
     private let owner: String
     private let schedule = LeaseWaitSchedule()
+    private let client: RedisClient
 
-    private var connection: RedisConnection?
-    private var lastUsed: Double = 0
+    /// The connection subscribed to `P:changed` (a subscribed connection takes no other command).
     private var subscriber: RedisConnection?
     private var nextSubscribeAttempt: Double = 0
-    /// With `store.sentinel`: a sentinel's `+switch-master` channel, so that a failover that leaves
-    /// the old primary running (demoted to a replica, still answering reads) is followed at once.
-    private var sentinelWatch: RedisConnection?
-    private var nextSentinelWatchAttempt: Double = 0
-    private var sentinelWatchBackoff = 1.0
     private var subscribeBackoff = 0.5
     private var nextSlowPoll: Double = 0
     /// The generation this process last read or wrote: what the fenced write expects. nil until the
@@ -67,6 +65,7 @@ public final class RedisTokenStore: TokenStore {
         sessionKey = configuration.key + ":session"
         leaseKey = configuration.key + ":lease"
         channel = configuration.key + ":changed"
+        client = RedisClient(configuration: RedisClientConfiguration(configuration))
         var random = SystemRandomNumberGenerator()
         owner = (0..<4).map { _ in String(random.next() as UInt32, radix: 16) }.joined(separator: "-")
         if let password = configuration.password?.value { registerSecret(password) }
@@ -74,7 +73,7 @@ public final class RedisTokenStore: TokenStore {
     }
 
     /// Where the session lives, for messages (`redis://host:port/db key P`), without a secret.
-    public var location: String { "redis \(configuration.server) db \(configuration.database), key \(configuration.key)" }
+    public var location: String { configuration.location }
 
     // MARK: - TokenStore
 
@@ -90,7 +89,7 @@ public final class RedisTokenStore: TokenStore {
 
     public func read() throws -> StoreReading {
         lastReadNeedsReseal = false
-        let reply = try perform(.load, errorIsAnswer: true) { try $0.command(["HMGET", sessionKey, "generation", "session"]) }
+        let reply = try perform(.load, errorIsAnswer: true) { try client.command(["HMGET", sessionKey, "generation", "session"]) }
         guard let hash = RedisReplies.session(reply) else {
             throw TokenStoreError(description: "\(location): reading \(sessionKey) failed: \(reply.errorText ?? "unexpected answer")")
         }
@@ -129,11 +128,10 @@ public final class RedisTokenStore: TokenStore {
         guard let seen = lostGeneration else {
             throw TokenStoreError(description: "\(location): restore without a lost session read first", fenced: true)
         }
+        let document = try encode(session)
         let reply = try perform(.restore) {
-            try $0.command([
-                "EVAL", RedisScripts.restore, "2", sessionKey, leaseKey, owner, seen, try encode(session), channel,
-                String(highestGeneration),
-            ])
+            try client.run(
+                RedisScripts.restore, keys: [sessionKey, leaseKey], arguments: [owner, seen, document, channel, String(highestGeneration)])
         }
         try commit(reply, what: "write-back")
         rememberIssued(session)
@@ -178,7 +176,7 @@ public final class RedisTokenStore: TokenStore {
         let document = try encode(session)
         let expected = knownGeneration.map { String($0) } ?? ""
         let reply = try perform(.save) {
-            try $0.command(["EVAL", RedisScripts.save, "2", sessionKey, leaseKey, owner, expected, document, channel])
+            try client.run(RedisScripts.save, keys: [sessionKey, leaseKey], arguments: [owner, expected, document, channel])
         }
         try commit(reply, what: "write")
         lastReadNeedsReseal = false
@@ -187,7 +185,7 @@ public final class RedisTokenStore: TokenStore {
     }
 
     public func remove() throws {
-        let reply = try perform(.remove) { try $0.command(["EVAL", RedisScripts.remove, "2", sessionKey, leaseKey, owner, channel]) }
+        let reply = try perform(.remove) { try client.run(RedisScripts.remove, keys: [sessionKey, leaseKey], arguments: [owner, channel]) }
         try commit(reply, what: "delete")
         awaitReplica("delete")
     }
@@ -208,7 +206,7 @@ public final class RedisTokenStore: TokenStore {
         var changed = followFailovers(now: now)
         if subscriber == nil, now >= nextSubscribeAttempt {
             do {
-                let connection = try connect()
+                let connection = try client.connect()
                 let reply = try connection.command(["SUBSCRIBE", channel])
                 guard case .array = reply else { throw RedisConnectionError(description: "\(configuration.endpoint): SUBSCRIBE refused") }
                 subscriber = connection
@@ -240,7 +238,7 @@ public final class RedisTokenStore: TokenStore {
             } catch {
                 metrics.record(.watch, ok: false)
                 self.subscriber = nil
-                self.connection = nil
+                client.disconnect()
                 markUnavailable("\(error)")
                 nextSubscribeAttempt = now + subscribeBackoff
             }
@@ -248,55 +246,25 @@ public final class RedisTokenStore: TokenStore {
         return changed
     }
 
-    /// Reads the sentinel subscription without waiting; true when the sentinels moved this store's
-    /// primary. Both connections are then dropped, so the next command and the change channel go
-    /// to the new primary through `connect()`. When no sentinel takes the subscription it is tried
-    /// again with backoff (2 s up to 30 s); meanwhile a lost connection, `-READONLY` and `-MASTERDOWN`
-    /// still lead to the new primary.
+    /// True when the sentinels moved this store's primary (`RedisClient.followFailovers`, which
+    /// drops the command connection then); the change subscription is made again at once, on the
+    /// new primary.
     private func followFailovers(now: Double) -> Bool {
-        guard let sentinel = configuration.sentinel else { return false }
-        if sentinelWatch == nil, now >= nextSentinelWatchAttempt {
-            // Backing off: the token thread waits here, up to connect_timeout per sentinel.
-            sentinelWatch = try? subscribeToFailovers(sentinel)
-            sentinelWatchBackoff = sentinelWatch == nil ? min(sentinelWatchBackoff * 2, 30) : 1
-            nextSentinelWatchAttempt = now + sentinelWatchBackoff
-        }
-        guard let watch = sentinelWatch else { return false }
         var moved = false
-        do {
-            for message in try watch.pendingReplies() {
-                guard let primary = RedisReplies.switchedPrimary(message, master: sentinel.master) else { continue }
-                logger.info("redis sentinels moved the primary of \(sentinel.master) to \(primary); following")
+        for event in client.followFailovers(now: now) {
+            switch event {
+            case .moved(let primary):
+                logger.info("redis sentinels moved the primary of \(configuration.sentinel?.master ?? "") to \(primary); following")
                 moved = true
+            case .watchEnded(let sentinel, let why):
+                logger.debug("redis sentinel \(sentinel): the +switch-master subscription ended (\(why)); subscribing again")
             }
-        } catch {
-            logger.debug("redis sentinel \(watch.endpoint): the +switch-master subscription ended (\(error)); subscribing again")
-            sentinelWatch = nil
         }
         if moved {
-            connection = nil
             subscriber = nil
             nextSubscribeAttempt = now
         }
         return moved
-    }
-
-    /// A subscription to `+switch-master` on the first sentinel that takes it.
-    private func subscribeToFailovers(_ sentinel: RedisSentinelConfiguration) throws -> RedisConnection {
-        var failures: [String] = []
-        for address in sentinel.addresses {
-            do {
-                let watch = try sentinelConnection(address, sentinel)
-                guard case .array = try watch.command(["SUBSCRIBE", "+switch-master"]) else {
-                    failures.append("\(watch.endpoint): SUBSCRIBE +switch-master refused")
-                    continue
-                }
-                return watch
-            } catch {
-                failures.append(String(describing: error))
-            }
-        }
-        throw RedisConnectionError(description: "no sentinel took the +switch-master subscription: \(failures.joined(separator: "; "))")
     }
 
     // MARK: - The lease
@@ -310,7 +278,7 @@ public final class RedisTokenStore: TokenStore {
         let deadline = started + configuration.leaseTime + configuration.connectTimeout + configuration.commandTimeout + 1
         var attempt = 0
         while true {
-            let reply = try perform(.lease) { try $0.command(["SET", leaseKey, owner, "NX", "PX", milliseconds]) }
+            let reply = try perform(.lease) { try client.command(["SET", leaseKey, owner, "NX", "PX", milliseconds]) }
             switch reply {
             case .status("OK"):
                 if attempt > 0 { metrics.leaseWaited(seconds: Self.monotonic() - started) }
@@ -334,7 +302,7 @@ public final class RedisTokenStore: TokenStore {
 
     private func releaseLease() {
         do {
-            let reply = try perform(.release) { try $0.command(["EVAL", RedisScripts.release, "1", leaseKey, owner]) }
+            let reply = try perform(.release) { try client.run(RedisScripts.release, keys: [leaseKey], arguments: [owner]) }
             if case .error(let message) = reply { logger.debug("\(location): releasing the lease: \(message)") }
         } catch {
             // It expires by itself after lease_time.
@@ -342,24 +310,21 @@ public final class RedisTokenStore: TokenStore {
         }
     }
 
-    // MARK: - Connections
+    // MARK: - Commands
 
-    /// Runs `body` on a live command connection; a failure drops the connection (the next call
-    /// reconnects) and says once that Redis is unavailable.
+    /// Runs `body` (one command through the client); a failure to reach Redis says once that Redis
+    /// is unavailable (the client reconnects at the next command).
     /// With `errorIsAnswer`, an error reply that names the key's state (WRONGTYPE: the key holds
     /// something else) is returned to the caller instead of thrown.
     private func perform(
-        _ operation: StoreMetrics.Operation, errorIsAnswer: Bool = false, _ body: (RedisConnection) throws -> RedisValue
+        _ operation: StoreMetrics.Operation, errorIsAnswer: Bool = false, _ body: () throws -> RedisValue
     ) throws -> RedisValue {
         do {
-            let connection = try liveConnection()
-            let reply = try body(connection)
-            lastUsed = Self.monotonic()
+            let reply = try body()
             if case .error(let message) = reply, !(errorIsAnswer && reply.errorKind == .wrongType) {
-                // A primary demoted by a failover: the next command asks the sentinels again.
-                if reply.errorKind == .readOnly || reply.errorKind == .masterDown { self.connection = nil }
-                // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica):
-                // the command did nothing; the caller fails for a passing reason and tries again later.
+                // WRONGTYPE, NOAUTH, LOADING (a restarted Redis reading its data), READONLY (a replica:
+                // the client asks the sentinels again at the next command): the command did nothing;
+                // the caller fails for a passing reason and tries again later.
                 metrics.record(operation, ok: false)
                 throw TokenStoreError(description: "\(location): \(operation.rawValue) failed: \(message)")
             }
@@ -367,100 +332,16 @@ public final class RedisTokenStore: TokenStore {
             _ = markAvailable()
             return reply
         } catch let error as RedisConnectionError {
-            connection = nil
             metrics.record(operation, ok: false)
             markUnavailable(error.description)
             throw TokenStoreError(description: "redis store unavailable: \(error.description)")
         }
     }
 
-    /// The command connection; one idle for more than a second is checked with PING first (Redis may
-    /// have restarted since), so a refresh never fails on a connection that died while idle.
-    private func liveConnection() throws -> RedisConnection {
-        if let connection {
-            if Self.monotonic() - lastUsed < 1 { return connection }
-            if (try? connection.command(["PING"])) == .status("PONG") { return connection }
-            self.connection = nil
-        }
-        let fresh = try connect()
-        connection = fresh
-        return fresh
-    }
-
-    /// A new connection, authenticated (`AUTH [user] password`) and on the configured database.
-    private func connect() throws -> RedisConnection {
-        let (host, port) = try primaryAddress() ?? (configuration.host, configuration.port)
-        let connection = try RedisConnection(
-            host: host, port: port, connectTimeout: configuration.connectTimeout, commandTimeout: configuration.commandTimeout, tls: tlsSettings)
-        if let password = configuration.password?.value {
-            let arguments = ["AUTH"] + (configuration.user.map { [$0] } ?? []) + [password]
-            if case .error(let message) = try connection.command(arguments) {
-                throw RedisConnectionError(description: "redis \(connection.endpoint): AUTH refused: \(message)")
-            }
-        } else if let user = configuration.user {
-            // An ACL user without a password (`nopass`): AUTH still names it.
-            if case .error(let message) = try connection.command(["AUTH", user, ""]) {
-                throw RedisConnectionError(description: "redis \(connection.endpoint): AUTH \(user) refused: \(message)")
-            }
-        }
-        if configuration.database != 0, case .error(let message) = try connection.command(["SELECT", String(configuration.database)]) {
-            throw RedisConnectionError(description: "redis \(connection.endpoint): SELECT \(configuration.database) refused: \(message)")
-        }
-        // A sentinel's answer may lag a failover: the server itself must say it is the primary.
-        if configuration.sentinel != nil {
-            guard case .array(let role) = try connection.command(["ROLE"]), role.first?.text == "master" else {
-                throw RedisConnectionError(description: "redis \(connection.endpoint) is not the primary (yet): asking the sentinels again")
-            }
-        }
-        return connection
-    }
-
-    /// With `store.sentinel`, the primary's address as the sentinels name it, asked of each in turn
-    /// (Redis Sentinel's client protocol: `SENTINEL get-master-addr-by-name`); nil without sentinels.
-    /// Every new connection asks again, so a failover (a lost connection, `-READONLY`,
-    /// `-MASTERDOWN`) is followed at the next command.
-    private func primaryAddress() throws -> (String, Int)? {
-        guard let sentinel = configuration.sentinel else { return nil }
-        var failures: [String] = []
-        for address in sentinel.addresses {
-            do {
-                let asked = try sentinelConnection(address, sentinel)
-                let reply = try asked.command(["SENTINEL", "get-master-addr-by-name", sentinel.master])
-                if case .array(let parts) = reply, parts.count == 2, let host = parts[0].text, let port = parts[1].text.flatMap({ Int($0) }) {
-                    return (host, port)
-                }
-                failures.append("\(asked.endpoint): no primary named \(sentinel.master)")
-            } catch {
-                failures.append(String(describing: error))
-            }
-        }
-        throw RedisConnectionError(description: "no sentinel named the primary \(sentinel.master): \(failures.joined(separator: "; "))")
-    }
-
-    /// `rediss://`: TLS to the primary and to the sentinels alike, with the same files; nil for `redis://`.
-    private var tlsSettings: RedisTLS? {
-        guard configuration.tls else { return nil }
-        return RedisTLS(caFile: configuration.caFile, clientCertFile: configuration.clientCertFile, clientKeyFile: configuration.clientKeyFile)
-    }
-
-    /// A connection to one sentinel (with the store's TLS choice), authenticated with the sentinels'
-    /// own password when there is one.
-    private func sentinelConnection(
-        _ address: RedisSentinelConfiguration.Address, _ sentinel: RedisSentinelConfiguration
-    ) throws(RedisConnectionError) -> RedisConnection {
-        let connection = try RedisConnection(
-            host: address.host, port: address.port, connectTimeout: configuration.connectTimeout,
-            commandTimeout: configuration.commandTimeout, tls: tlsSettings)
-        if let password = sentinel.password?.value, case .error(let message) = try connection.command(["AUTH", password]) {
-            throw RedisConnectionError(description: "redis sentinel \(connection.endpoint): AUTH refused: \(message)")
-        }
-        return connection
-    }
-
     /// The stored generation; -1 when the key cannot be read as a session (overwritten), so that a
     /// process which knew a generation sees a change and reads the store.
     private func currentGeneration() throws -> Int64 {
-        let reply = try perform(.watch, errorIsAnswer: true) { try $0.command(["HGET", sessionKey, "generation"]) }
+        let reply = try perform(.watch, errorIsAnswer: true) { try client.command(["HGET", sessionKey, "generation"]) }
         if case .null = reply { return 0 }
         return reply.integer ?? -1
     }
@@ -484,15 +365,10 @@ public final class RedisTokenStore: TokenStore {
     /// a failover in practice, as Sentinel promotes the most up-to-date replica). The write stands
     /// either way; one no replica confirmed is logged.
     private func awaitReplica(_ what: String) {
-        guard configuration.sentinel != nil, let connection else { return }
+        guard configuration.sentinel != nil else { return }
         let milliseconds = max(1, Int(configuration.commandTimeout * 500))
-        do {
-            let confirmed = try connection.command(["WAIT", "1", String(milliseconds)]).integer ?? 0
-            if confirmed < 1 {
-                logger.warning("\(location): no replica confirmed the \(what) within \(milliseconds) ms; a failover now could lose it")
-            }
-        } catch {
-            self.connection = nil
+        if let confirmed = client.waitForReplicas(1, milliseconds: milliseconds), confirmed < 1 {
+            logger.warning("\(location): no replica confirmed the \(what) within \(milliseconds) ms; a failover now could lose it")
         }
     }
 
@@ -515,25 +391,4 @@ public final class RedisTokenStore: TokenStore {
     static func monotonic() -> Double { EventLoop.monotonicNow() }
 
     static func sleep(_ seconds: Double) { Syscall.sleep(seconds) }
-}
-
-/// The session store that `store.backend` names.
-public func makeTokenStore(_ configuration: StoreConfiguration, logger: Logger) throws -> (store: any TokenStore, metrics: StoreMetrics) {
-    let seal = configuration.encryption.map { SessionSeal($0, binding: SessionSeal.Binding(configuration)) }
-    switch configuration.backend {
-    case .file:
-        return (FileTokenStore(path: configuration.path, logger: logger, seal: seal), StoreMetrics(backend: "file"))
-    case .redis:
-        guard let redis = configuration.redis else {
-            throw ConfigurationError(keyPath: "store.url", reason: "required with store.backend: redis")
-        }
-        let metrics = StoreMetrics(backend: "redis")
-        return (try RedisTokenStore(configuration: redis, logger: logger, metrics: metrics, seal: seal), metrics)
-    }
-}
-
-/// Where the session is kept, for messages (`login`): a file's path or the Redis key.
-public func storeLocation(_ configuration: StoreConfiguration) -> String {
-    guard configuration.backend == .redis, let redis = configuration.redis else { return configuration.path }
-    return "redis \(redis.server) db \(redis.database), key \(redis.key)"
 }

@@ -3,75 +3,18 @@ internal import CHiredis
 internal import Curl
 import Sockets
 
-/// One reply of the Redis protocol (RESP2), copied out of hiredis's reply object.
-enum RedisValue: Equatable, Sendable {
-    case string([UInt8])
-    case integer(Int64)
-    case array([RedisValue])
-    case null
-    case status(String)
-    case error(String)
+/// TLS settings of a `rediss://` connection: the CA bundle that verifies the server (nil: the
+/// system's) and a client certificate; the server's certificate and host name are always verified.
+package struct RedisTLS: Sendable, Equatable {
+    package var caFile: String?
+    package var clientCertFile: String?
+    package var clientKeyFile: String?
 
-    var text: String? {
-        switch self {
-        case .string(let bytes): return String(decoding: bytes, as: UTF8.self)
-        case .status(let text): return text
-        case .integer(let value): return String(value)
-        case .array, .null, .error: return nil
-        }
+    package init(caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil) {
+        self.caFile = caFile
+        self.clientCertFile = clientCertFile
+        self.clientKeyFile = clientKeyFile
     }
-
-    var errorText: String? {
-        if case .error(let message) = self { return message }
-        return nil
-    }
-
-    /// The kind of an error reply: its first word (RESP, "Simple errors": the first word after the
-    /// `-` is the error's kind, WRONGTYPE, READONLY, …). Decisions read this, never the rest of the
-    /// text, which is Redis's words for a person.
-    var errorKind: RedisErrorKind? {
-        guard case .error(let message) = self else { return nil }
-        switch message.prefix(while: { $0 != " " }) {
-        case "WRONGTYPE": return .wrongType
-        case "READONLY": return .readOnly
-        case "MASTERDOWN": return .masterDown
-        default: return .other
-        }
-    }
-
-    var integer: Int64? {
-        switch self {
-        case .integer(let value): return value
-        case .string, .status: return text.flatMap { Int64($0) }
-        case .array, .null, .error: return nil
-        }
-    }
-}
-
-/// The error kinds a decision is made on (`RedisValue.errorKind`).
-enum RedisErrorKind: Equatable, Sendable {
-    /// The key holds another type: no session can be read from it.
-    case wrongType
-    /// A replica (a primary demoted by a failover) refused a write.
-    case readOnly
-    /// A replica lost its primary.
-    case masterDown
-    /// Any other error (NOAUTH, LOADING, ERR …).
-    case other
-}
-
-/// A failure to reach Redis or to read its answer. The connection that threw it is unusable.
-/// Messages name the server, never a key's value.
-struct RedisConnectionError: Error, Sendable, CustomStringConvertible {
-    var description: String
-}
-
-/// TLS settings of a `rediss://` connection (`store.ca_file`, `store.client_cert_file`,
-/// `store.client_key_file`); the server's certificate and host name are always verified.
-struct RedisTLS: Sendable, Equatable {
-    var caFile: String?
-    var clientCertFile: String?
-    var clientKeyFile: String?
 }
 
 /// One blocking connection to a Redis server. Plain TCP goes through hiredis (`redisConnectWithTimeout`,
@@ -80,19 +23,19 @@ struct RedisTLS: Sendable, Equatable {
 /// does; it verifies the certificate and the host name, never falls back to plain text) and hiredis's
 /// reader parses the RESP that comes through it (docs/ARCHITECTURE.md "The store"). The only file
 /// that touches hiredis's C types. Used by one thread at a time: the token thread, or a command.
-final class RedisConnection {
+package final class RedisConnection {
     private enum Transport {
         case plain(UnsafeMutablePointer<redisContext>)
         case tls(CurlEasy, reader: UnsafeMutablePointer<redisReader>)
     }
 
     private let transport: Transport
-    let endpoint: String
+    package let endpoint: String
     private let commandTimeout: Double
 
     /// Connects within `connectTimeout` and sets `commandTimeout` for every later read and write;
     /// with `tls`, over TLS.
-    init(host: String, port: Int, connectTimeout: Double, commandTimeout: Double, tls: RedisTLS? = nil) throws(RedisConnectionError) {
+    package init(host: String, port: Int, connectTimeout: Double, commandTimeout: Double, tls: RedisTLS? = nil) throws(RedisConnectionError) {
         let endpoint = Authority(host: host, port: port).description
         self.endpoint = endpoint
         self.commandTimeout = commandTimeout
@@ -160,7 +103,7 @@ final class RedisConnection {
 
     /// Sends one command and waits for its reply (at most the command timeout). A Redis error reply
     /// comes back as `.error`; an I/O or protocol failure throws, and the connection is then dead.
-    func command(_ arguments: [String]) throws(RedisConnectionError) -> RedisValue {
+    package func command(_ arguments: [String]) throws(RedisConnectionError) -> RedisValue {
         switch transport {
         case .plain(let context):
             let bytes = arguments.map { Array($0.utf8) }
@@ -183,7 +126,7 @@ final class RedisConnection {
     /// Replies that have arrived without being asked for (pub/sub messages), without waiting: the
     /// socket is read only when poll(2) says it has bytes (over TLS, when libcurl has some).
     /// Throws when the server closed the connection.
-    func pendingReplies() throws(RedisConnectionError) -> [RedisValue] {
+    package func pendingReplies() throws(RedisConnectionError) -> [RedisValue] {
         switch transport {
         case .plain(let context):
             return try pendingPlainReplies(context)
@@ -348,20 +291,5 @@ private func withCStrings<R>(
         let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
         let pointers: [UnsafePointer<CChar>?] = offsets.map { base + $0 }
         return pointers.withUnsafeBufferPointer { p in lengths.withUnsafeBufferPointer { l in body(p, l) } }
-    }
-}
-
-/// A command as the Redis protocol frames it (RESP2: an array of bulk strings), for the TLS
-/// transport; binary-safe, so a value is never cut at a byte.
-enum RESP {
-    static func command(_ arguments: [String]) -> [UInt8] {
-        var out = Array("*\(arguments.count)\r\n".utf8)
-        for argument in arguments {
-            let bytes = Array(argument.utf8)
-            out += Array("$\(bytes.count)\r\n".utf8)
-            out += bytes
-            out += [13, 10]
-        }
-        return out
     }
 }
