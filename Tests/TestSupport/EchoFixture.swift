@@ -4,20 +4,20 @@ import Testing
 
 /// The static token every end-to-end proxy serves with (from the `E2E_TOKEN` environment variable).
 /// Random per run, so a leak cannot hide behind a constant.
-let e2eToken = "e2e-static-token-\(UUID().uuidString.lowercased())"
+public let e2eToken = "e2e-static-token-\(UUID().uuidString.lowercased())"
 
 /// An echo upstream and a tokenproxy in front of it.
-final class Fixture: Sendable {
-    let upstream: PythonServer
-    let proxy: ProxyProcess
-    let basePath: String
+public final class Fixture: Sendable {
+    public let upstream: PythonServer
+    public let proxy: ProxyProcess
+    public let basePath: String
 
     /// - Parameters:
     ///   - basePath: the upstream base URL's path.
     ///   - extra: more top-level YAML sections (must not repeat `listen`, `upstream`, `workers`,
     ///     `credentials`, `log`).
     ///   - upstreamURL: replaces the echo server's URL (e.g. an address nobody listens on).
-    init(basePath: String = "/base", extra: String = "", upstreamURL: String? = nil, environment: [String: String] = [:]) throws {
+    public init(basePath: String = "/base", extra: String = "", upstreamURL: String? = nil, environment: [String: String] = [:]) throws {
         let upstream = try PythonServer("echo_upstream")
         self.upstream = upstream
         self.basePath = basePath
@@ -40,18 +40,18 @@ final class Fixture: Sendable {
     }
 
     /// `http://127.0.0.1:PORT<path>` on the proxy.
-    func url(_ path: String) -> String { proxy.baseURL + path }
+    public func url(_ path: String) -> String { proxy.baseURL + path }
 
     /// The Host value a well-behaved local client sends.
-    var host: String { proxy.address }
+    public var host: String { proxy.address }
 
     /// A raw connection to the proxy.
-    func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
+    public func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
         try RawHTTPClient(port: proxy.port, timeout: timeout)
     }
 
     /// Stops the proxy with SIGTERM, expects exit status 0 and no token in its stderr.
-    func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
         proxy.terminate(signal: SIGTERM)
         let status = try proxy.waitForExit(timeout: 15)
         #expect(status == 0, "tokenproxy exit status after SIGTERM", sourceLocation: sourceLocation)
@@ -61,18 +61,18 @@ final class Fixture: Sendable {
 }
 
 /// What the echo upstream says it received.
-struct Echo: Decodable {
-    let method: String
-    let path: String
-    let headers: [[String]]
-    let body_len: Int
-    let body_sha256: String
-    let body: String?
+public struct Echo: Decodable {
+    public let method: String
+    public let path: String
+    public let headers: [[String]]
+    public let body_len: Int
+    public let body_sha256: String
+    public let body: String?
     /// The CONNECT target and fields when the request came through a tunnel the echo server made.
-    let tunnel: String?
-    let tunnel_headers: [[String]]?
+    public let tunnel: String?
+    public let tunnel_headers: [[String]]?
 
-    init(_ bytes: [UInt8]) throws {
+    public init(_ bytes: [UInt8]) throws {
         do {
             self = try JSONDecoder().decode(Echo.self, from: Data(bytes))
         } catch {
@@ -81,20 +81,20 @@ struct Echo: Decodable {
     }
 
     /// Every value of a header the upstream received (case-insensitive name).
-    func values(_ name: String) -> [String] {
+    public func values(_ name: String) -> [String] {
         headers.filter { $0.count == 2 && $0[0].caseInsensitiveCompare(name) == .orderedSame }.map { $0[1] }
     }
 
-    func value(_ name: String) -> String? { values(name).first }
+    public func value(_ name: String) -> String? { values(name).first }
 
-    func has(_ name: String) -> Bool { !values(name).isEmpty }
+    public func has(_ name: String) -> Bool { !values(name).isEmpty }
 
     /// The received header names, lowercased, in order.
-    var names: [String] { headers.compactMap { $0.first?.lowercased() } }
+    public var names: [String] { headers.compactMap { $0.first?.lowercased() } }
 }
 
 /// The contract's error body: `{"error": code, "message": ...}` with a JSON content type.
-func expectProxyError(
+public func expectProxyError(
     _ response: HTTPResponse,
     status: Int,
     code: String,
@@ -106,7 +106,7 @@ func expectProxyError(
     #expect(response.json?["message"] is String, "\(response)", sourceLocation: sourceLocation)
 }
 
-func expectProxyError(
+public func expectProxyError(
     _ response: CurlResult,
     status: Int,
     code: String,
@@ -119,7 +119,7 @@ func expectProxyError(
 }
 
 /// The echo server's download pattern (must match `PATTERN` in echo_upstream.py).
-func echoPattern(count: Int) -> [UInt8] {
+public func echoPattern(count: Int) -> [UInt8] {
     let pattern = Array("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n".utf8)
     var out: [UInt8] = []
     out.reserveCapacity(count)
@@ -128,7 +128,7 @@ func echoPattern(count: Int) -> [UInt8] {
 }
 
 /// Deterministic pseudo-random bytes (all 256 values occur).
-func testBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
+public func testBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
     var state = seed
     var out = [UInt8](repeating: 0, count: count)
     for i in 0..<count {
@@ -139,7 +139,7 @@ func testBytes(count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
 }
 
 /// SHA-256 hex digest via the system's sha256sum (the test target has no crypto library).
-func sha256Hex(_ bytes: [UInt8]) throws -> String {
+public func sha256Hex(_ bytes: [UInt8]) throws -> String {
     let dir = try TempDir(prefix: "sha")
     let path = try dir.write("data", Data(bytes))
     let result = try runCommand("sha256sum", arguments: [path])

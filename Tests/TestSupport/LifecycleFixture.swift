@@ -12,21 +12,21 @@ import Testing
 /// with the configuration and the store, and the real `tokenproxy` binary for `serve` and the
 /// commands. Every secret it sees is collected, and `assertNoLeaks` greps every log and command
 /// output for all of them.
-final class Lifecycle: Sendable {
-    let idp: PythonServer
-    let api: PythonServer
-    let dir: TempDir
-    let clientSecret = "client-secret-\(UUID().uuidString.lowercased())"
-    let password = "pw-\(UUID().uuidString.lowercased())"
-    let jwtKey = "jwt-key-\(UUID().uuidString.lowercased())"
-    let type: String
+public final class Lifecycle: Sendable {
+    public let idp: PythonServer
+    public let api: PythonServer
+    public let dir: TempDir
+    public let clientSecret = "client-secret-\(UUID().uuidString.lowercased())"
+    public let password = "pw-\(UUID().uuidString.lowercased())"
+    public let jwtKey = "jwt-key-\(UUID().uuidString.lowercased())"
+    public let type: String
     private let outputs = Mutex<[(String, String)]>([])
     private let secrets = Mutex<Set<String>>([])
 
     /// - Parameters:
     ///   - idpArguments: more `oauth_server.py` flags (`--access-ttl`, `--token-delay-ms`, ...).
     ///   - type: `oauth2_refresh` or `oauth2_client_credentials`.
-    init(idpArguments: [String] = [], type: String = "oauth2_refresh") throws {
+    public init(idpArguments: [String] = [], type: String = "oauth2_refresh") throws {
         self.type = type
         dir = try TempDir(prefix: "tokenproxy-life")
         idp = try PythonServer(
@@ -37,7 +37,7 @@ final class Lifecycle: Sendable {
     }
 
     /// The YAML of a configuration in `dir` (store at `./state/tokens.json`).
-    func config(margin: String = "5s", extra: String = "", admin: Bool = true) -> String {
+    public func config(margin: String = "5s", extra: String = "", admin: Bool = true) -> String {
         """
         listen: 127.0.0.1:0
         upstream: \(api.baseURL)
@@ -59,17 +59,17 @@ final class Lifecycle: Sendable {
         """
     }
 
-    var environment: [String: String] { ["LIFE_CLIENT_SECRET": clientSecret] }
+    public var environment: [String: String] { ["LIFE_CLIENT_SECRET": clientSecret] }
 
     /// Starts `tokenproxy serve` with the configuration file `name` in `dir`.
-    func serve(margin: String = "5s", extra: String = "") throws -> ProxyProcess {
+    public func serve(margin: String = "5s", extra: String = "") throws -> ProxyProcess {
         let proxy = try ProxyProcess(config: config(margin: margin, extra: extra), directory: dir, environment: environment)
         return proxy
     }
 
     /// Runs a command (`login`, `token`, `status`, `logout`) against `file` (default: the
     /// configuration `serve` wrote; written here when it is not there yet).
-    func command(_ arguments: [String], stdin: String? = nil, config file: String = "tokenproxy.yaml", margin: String = "5s") throws -> CommandResult {
+    public func command(_ arguments: [String], stdin: String? = nil, config file: String = "tokenproxy.yaml", margin: String = "5s") throws -> CommandResult {
         let path = dir.file(file)
         if !FileManager.default.fileExists(atPath: path) { _ = try dir.write(file, config(margin: margin)) }
         let result = try ProxyProcess.run(args: [arguments[0], "--config", path] + arguments.dropFirst(), env: environment, stdin: stdin)
@@ -86,19 +86,19 @@ final class Lifecycle: Sendable {
 
     /// `tokenproxy login --username alice --password-stdin`.
     @discardableResult
-    func login(config file: String = "tokenproxy.yaml") throws -> CommandResult {
+    public func login(config file: String = "tokenproxy.yaml") throws -> CommandResult {
         try command(["login", "--username", "alice", "--password-stdin"], stdin: password + "\n", config: file)
     }
 
-    var storePath: String { dir.file("state/tokens.json") }
+    public var storePath: String { dir.file("state/tokens.json") }
 
     /// The stored session as JSON.
-    func store() -> [String: Any]? {
+    public func store() -> [String: Any]? {
         guard let data = FileManager.default.contents(atPath: storePath) else { return nil }
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
-    func collectStoreSecrets() {
+    public func collectStoreSecrets() {
         guard let store = store() else { return }
         for key in ["access_token", "refresh_token"] {
             if let value = store[key] as? String { secrets.withLock { _ = $0.insert(value) } }
@@ -106,16 +106,16 @@ final class Lifecycle: Sendable {
     }
 
     /// A secret seen elsewhere (a Redis store's tokens), for `assertNoLeaks`.
-    func addSecret(_ secret: String) {
+    public func addSecret(_ secret: String) {
         secrets.withLock { _ = $0.insert(secret) }
     }
 
-    func record(_ name: String, _ text: String) {
+    public func record(_ name: String, _ text: String) {
         outputs.withLock { $0.append((name, text)) }
     }
 
     /// No log and no command output (other than `token`'s stdout) holds any secret seen.
-    func assertNoLeaks(_ proxies: [ProxyProcess], sourceLocation: SourceLocation = #_sourceLocation) {
+    public func assertNoLeaks(_ proxies: [ProxyProcess], sourceLocation: SourceLocation = #_sourceLocation) {
         collectStoreSecrets()
         for (index, proxy) in proxies.enumerated() {
             record("serve #\(index) stderr", proxy.stderr)
@@ -133,36 +133,38 @@ final class Lifecycle: Sendable {
 
     // MARK: - The servers' counters
 
-    func idpStats() throws -> [String: Any] {
+    public func idpStats() throws -> [String: Any] {
         try curl([idp.baseURL + "/test/stats"]).json ?? [:]
     }
 
     /// Token-endpoint calls of `grant` that ended with `outcome`.
-    func idpCalls(_ grant: String, _ outcome: String = "ok") throws -> Int {
+    public func idpCalls(_ grant: String, _ outcome: String = "ok") throws -> Int {
         let calls = try idpStats()["calls"] as? [String: [String: Int]]
         return calls?[grant]?[outcome] ?? 0
     }
 
-    func apiStats() throws -> [String: Any] {
+    public func apiStats() throws -> [String: Any] {
         try curl([api.baseURL + "/test/stats"]).json ?? [:]
     }
 
-    func idp(_ control: String) throws {
+    public func idp(_ control: String) throws {
         _ = try curl(["-X", "POST", idp.baseURL + control])
     }
 
-    func api(_ control: String) throws {
+    public func api(_ control: String) throws {
         _ = try curl(["-X", "POST", api.baseURL + control])
     }
 
-    func stop() {
+    public func stop() {
         idp.stop()
         api.stop()
     }
 }
 
 /// One request through the proxy on its own connection.
-func send(_ proxy: ProxyProcess, _ method: String = "GET", _ path: String = "/data", body: [UInt8] = [], timeout: TimeInterval = 20) throws -> HTTPResponse {
+public func send(
+    _ proxy: ProxyProcess, _ method: String = "GET", _ path: String = "/data", body: [UInt8] = [], timeout: TimeInterval = 20
+) throws -> HTTPResponse {
     let client = try RawHTTPClient(port: proxy.port, timeout: timeout)
     defer { client.close() }
     try client.send(rawRequest(method, path, host: proxy.address, headers: [("Connection", "close")], body: body))
@@ -170,7 +172,7 @@ func send(_ proxy: ProxyProcess, _ method: String = "GET", _ path: String = "/da
 }
 
 /// `count` requests at once, each on its own connection and thread, released together.
-func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
+public func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) -> [Result<T, Error>] {
     let results = Mutex<[Int: Result<T, Error>]>([:])
     let gate = DispatchGroup()
     gate.enter()
@@ -192,7 +194,7 @@ func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) t
 }
 
 /// Polls `condition` until it holds or the deadline passes.
-func within(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+public func within(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
     while Date() < deadline {
         if try condition() { return true }
@@ -202,7 +204,7 @@ func within(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool 
 }
 
 /// A metric's value from the admin listener's Prometheus text.
-func metric(_ proxy: ProxyProcess, _ name: String) throws -> Double? {
+public func metric(_ proxy: ProxyProcess, _ name: String) throws -> Double? {
     guard let admin = proxy.adminURL else { return nil }
     let text = try curl([admin + "/metrics"]).bodyString
     for line in text.split(separator: "\n") where line.hasPrefix(name + " ") || line.hasPrefix(name + "{") {
@@ -212,5 +214,5 @@ func metric(_ proxy: ProxyProcess, _ name: String) throws -> Double? {
 }
 
 extension HTTPResponse {
-    var jsonObject: [String: Any] { json ?? [:] }
+    public var jsonObject: [String: Any] { json ?? [:] }
 }

@@ -10,19 +10,19 @@ import Testing
 /// A fleet's world (issue 13): the token life cycle's servers (`Lifecycle`: a real OAuth 2.0 server
 /// with rotating refresh tokens and reuse detection, a protected API) plus a real `redis-server`
 /// on a free port that every `tokenproxy` process of the test shares as its store.
-final class Fleet: @unchecked Sendable {
-    let life: Lifecycle
-    let redis: RedisServer
-    let key = "fleet/\(UUID().uuidString.lowercased())"
-    let lease: String
+public final class Fleet: @unchecked Sendable {
+    public let life: Lifecycle
+    public let redis: RedisServer
+    public let key = "fleet/\(UUID().uuidString.lowercased())"
+    public let lease: String
 
     /// More `store:` lines (indented two spaces), such as a rediss:// server's CA.
-    let storeExtra: String
+    public let storeExtra: String
 
     /// - Parameters:
     ///   - persistentRedis: false: a restart of Redis empties it.
     ///   - tls: a Redis that speaks TLS only, with these files.
-    init(
+    public init(
         idpArguments: [String], lease: String = "2s", persistentRedis: Bool = true, redisArguments: [String] = [],
         tls: RedisServer.TLSFiles? = nil, storeExtra: String = "", redisServer: RedisServer? = nil
     ) throws {
@@ -32,7 +32,7 @@ final class Fleet: @unchecked Sendable {
         self.storeExtra = storeExtra
     }
 
-    var storeYAML: String {
+    public var storeYAML: String {
         """
         store:
           backend: redis
@@ -46,16 +46,16 @@ final class Fleet: @unchecked Sendable {
     }
 
     /// Writes `tokenproxy.yaml` (what `serve` and the commands read) with the Redis store.
-    func writeConfig(margin: String) throws {
+    public func writeConfig(margin: String) throws {
         _ = try life.dir.write("tokenproxy.yaml", life.config(margin: margin, extra: storeYAML))
     }
 
-    func serve(margin: String = "5s") throws -> ProxyProcess {
+    public func serve(margin: String = "5s") throws -> ProxyProcess {
         try life.serve(margin: margin, extra: storeYAML)
     }
 
     @discardableResult
-    func login(margin: String = "5s") throws -> CommandResult {
+    public func login(margin: String = "5s") throws -> CommandResult {
         try writeConfig(margin: margin)
         let result = try life.login()
         collectSecrets()
@@ -63,40 +63,40 @@ final class Fleet: @unchecked Sendable {
     }
 
     /// The session document in Redis, as JSON.
-    func stored() throws -> [String: Any]? {
+    public func stored() throws -> [String: Any]? {
         let text = try redis.cli(["--raw", "HGET", key + ":session", "session"])
         guard !text.isEmpty else { return nil }
         return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
     }
 
-    func generation() throws -> Int {
+    public func generation() throws -> Int {
         Int(try redis.cli(["--raw", "HGET", key + ":session", "generation"])) ?? 0
     }
 
-    func leaseHeld() throws -> Bool {
+    public func leaseHeld() throws -> Bool {
         try redis.cli(["EXISTS", key + ":lease"]) == "1"
     }
 
     /// Hands the stored tokens to the leak check.
-    func collectSecrets() {
+    public func collectSecrets() {
         guard let stored = try? stored() else { return }
         for field in ["access_token", "refresh_token"] {
             if let value = stored[field] as? String { life.addSecret(value) }
         }
     }
 
-    func idpStat(_ name: String) throws -> Int {
+    public func idpStat(_ name: String) throws -> Int {
         try life.idpStats()[name] as? Int ?? 0
     }
 
-    func stop() {
+    public func stop() {
         life.stop()
         redis.stop()
     }
 }
 
 /// The value of one exact series (name and labels as rendered) from a proxy's /metrics.
-func series(_ proxy: ProxyProcess, _ name: String) throws -> Double {
+public func series(_ proxy: ProxyProcess, _ name: String) throws -> Double {
     guard let admin = proxy.adminURL else { return 0 }
     let text = try curl([admin + "/metrics"]).bodyString
     for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
@@ -106,13 +106,13 @@ func series(_ proxy: ProxyProcess, _ name: String) throws -> Double {
 }
 
 /// The sum of one series over the fleet.
-func fleetSum(_ proxies: [ProxyProcess], _ name: String) throws -> Double {
+public func fleetSum(_ proxies: [ProxyProcess], _ name: String) throws -> Double {
     try proxies.reduce(0) { $0 + (try series($1, name)) }
 }
 
-let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="success"}"#
-let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
-func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }
+public let refreshedByIdP = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="success"}"#
+public let reusedFromStore = #"tokenproxy_refreshes_total{source="oauth2_refresh",outcome="reused"}"#
+public func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backend="redis",outcome=""# + outcome + #""}"# }
 
 /// Requests sent through a fleet by a few threads, each on a connection of its own, until `stop()`:
 /// what a busy fleet sees while its store is restarted or overwritten. Each thread paces itself
@@ -120,13 +120,13 @@ func race(_ outcome: String) -> String { #"tokenproxy_refresh_races_total{backen
 // @unchecked: `statuses` is read and written only with `lock` held. An NSLock (a pthread mutex)
 // rather than Synchronization's Mutex, which ThreadSanitizer cannot see when it is contended
 // (docs/RELIABILITY.md, "Sanitizers").
-final class Load: @unchecked Sendable {
+public final class Load: @unchecked Sendable {
     private let lock = NSLock()
     private var statuses: [Int: Int] = [:]
     private let running = Atomic<Bool>(true)
     private let done = DispatchGroup()
 
-    init(_ proxies: [ProxyProcess], threads: Int = 4) {
+    public init(_ proxies: [ProxyProcess], threads: Int = 4) {
         for index in 0..<threads {
             done.enter()
             let thread = Thread { [self] in
@@ -145,16 +145,16 @@ final class Load: @unchecked Sendable {
     }
 
     /// Answers so far, by status (-1: no answer).
-    var counts: [Int: Int] { lock.withLock { statuses } }
-    var total: Int { counts.values.reduce(0, +) }
+    public var counts: [Int: Int] { lock.withLock { statuses } }
+    public var total: Int { counts.values.reduce(0, +) }
 
     /// Waits until `more` answers came after this call (or 60 s passed).
-    func waitFor(_ more: Int) -> Bool {
+    public func waitFor(_ more: Int) -> Bool {
         let target = total + more
         return within(60) { total >= target }
     }
 
-    func stop() -> [Int: Int] {
+    public func stop() -> [Int: Int] {
         running.store(false, ordering: .relaxed)
         done.wait()
         return counts

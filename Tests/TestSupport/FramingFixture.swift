@@ -4,15 +4,15 @@ import Testing
 
 /// `framing_upstream.py` (scripted raw answers, chosen by the path's last segment) and a
 /// tokenproxy in front of it, with the upstream base path `/f`.
-final class FramingFixture: @unchecked Sendable {
-    let upstream: PythonServer
-    let proxy: ProxyProcess
+public final class FramingFixture: @unchecked Sendable {
+    public let upstream: PythonServer
+    public let proxy: ProxyProcess
 
     /// - Parameters:
     ///   - upstreamArguments: `--drop-reused`, `--close-after-response`.
     ///   - extra: more top-level YAML sections.
     ///   - drainTimeout: `drain_timeout`, how long a SIGTERM lets exchanges in flight finish.
-    init(
+    public init(
         upstreamArguments: [String] = [], extra: String = "", environment: [String: String] = [:], upstreamURL: String? = nil,
         drainTimeout: String = "2s"
     ) throws {
@@ -37,16 +37,16 @@ final class FramingFixture: @unchecked Sendable {
             environment: env)
     }
 
-    var host: String { proxy.address }
+    public var host: String { proxy.address }
 
-    func url(_ path: String) -> String { proxy.baseURL + path }
+    public func url(_ path: String) -> String { proxy.baseURL + path }
 
-    func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
+    public func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
         try RawHTTPClient(port: proxy.port, timeout: timeout)
     }
 
     /// One request on a client connection of its own.
-    func get(_ path: String, method: String = "GET", headers: [(String, String)] = []) throws -> HTTPResponse {
+    public func get(_ path: String, method: String = "GET", headers: [(String, String)] = []) throws -> HTTPResponse {
         let client = try connect()
         defer { client.close() }
         try client.send(rawRequest(method, path, host: host, headers: headers))
@@ -55,29 +55,29 @@ final class FramingFixture: @unchecked Sendable {
 
     /// The upstream's counters: `connections` (that carried a proxied request), `open`,
     /// `requests`, `tags`, `closed`.
-    func stats() throws -> [String: Any] {
+    public func stats() throws -> [String: Any] {
         let r = try curl([upstream.baseURL + "/_stats"])
         guard let json = r.json else { throw HarnessError("no stats from framing_upstream: \(r.bodyString)") }
         return json
     }
 
-    func connections() throws -> Int { try stats()["connections"] as? Int ?? -1 }
+    public func connections() throws -> Int { try stats()["connections"] as? Int ?? -1 }
 
     /// The records of `tag`, once every upstream connection that carried it has closed (the
     /// upstream waits up to 15 s).
-    func closedRecords(_ tag: String) throws -> [[String: Any]] {
+    public func closedRecords(_ tag: String) throws -> [[String: Any]] {
         let r = try curl([upstream.baseURL + "/_wait?tag=\(tag)"], timeout: 30)
         return r.json?["entries"] as? [[String: Any]] ?? []
     }
 
     /// The records of `tag` as they are now.
-    func records(_ tag: String) throws -> [[String: Any]] {
+    public func records(_ tag: String) throws -> [[String: Any]] {
         let tags = try stats()["tags"] as? [String: Any]
         return tags?[tag] as? [[String: Any]] ?? []
     }
 
     /// Stops the proxy with SIGTERM: exit status 0, no token in its stderr.
-    func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
         proxy.terminate(signal: SIGTERM)
         let status = try proxy.waitForExit(timeout: 15)
         #expect(status == 0, "tokenproxy exit status after SIGTERM", sourceLocation: sourceLocation)
@@ -87,11 +87,11 @@ final class FramingFixture: @unchecked Sendable {
 }
 
 /// `framing_upstream.py`'s body pattern.
-func framingPattern(count: Int) -> [UInt8] { echoPattern(count: count) }
+public func framingPattern(count: Int) -> [UInt8] { echoPattern(count: count) }
 
 /// What a client that read until the connection closed got: either a whole response
 /// (`complete`), or a response whose own framing says it is unfinished.
-enum CutOutcome: CustomStringConvertible {
+public enum CutOutcome: CustomStringConvertible {
     case complete(HTTPResponse)
     /// The head arrived with a Content-Length the bytes fall short of, or chunked without the
     /// last chunk: a visibly cut answer.
@@ -100,7 +100,7 @@ enum CutOutcome: CustomStringConvertible {
     /// look complete).
     case other(String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .complete(let r): return "complete \(r)"
         case .visiblyCut(let head, let n): return "cut after \(n) bytes: \(head)"
@@ -108,7 +108,7 @@ enum CutOutcome: CustomStringConvertible {
         }
     }
 
-    static func of(_ bytes: [UInt8]) -> CutOutcome {
+    public static func of(_ bytes: [UInt8]) -> CutOutcome {
         // Parsed as if the connection were still open: a framed answer that falls short stays
         // incomplete; a close-delimited one can never be told apart from a whole one.
         if case .complete(let r, _)? = try? HTTPResponseParser.parse(bytes, peerClosed: false) { return .complete(r) }

@@ -5,19 +5,19 @@ import Testing
 /// The world of the secretless-credentials tests: Authlib's authorization server with its RFC 7523
 /// classes (`secretless_idp.py`, which is also the protected API at `/api/`), keys made by the
 /// `openssl` command, a folder for the configuration, and the real `tokenproxy` binary.
-final class SecretlessWorld: Sendable {
-    let idp: PythonServer
-    let dir: TempDir
+public final class SecretlessWorld: Sendable {
+    public let idp: PythonServer
+    public let dir: TempDir
 
-    init(clients: [String], keys: [String: String] = [:], dir: TempDir? = nil) throws {
+    public init(clients: [String], keys: [String: String] = [:], dir: TempDir? = nil) throws {
         self.dir = try dir ?? TempDir(prefix: "tokenproxy-secretless")
         idp = try PythonServer("secretless_idp", arguments: clients.flatMap { ["--client", $0] })
     }
 
-    var tokenURL: String { idp.baseURL + "/oauth/token" }
+    public var tokenURL: String { idp.baseURL + "/oauth/token" }
 
     /// A new private key in PEM, made by openssl: "rsa" (2048 bits) or "ec" (P-256).
-    static func makeKey(_ kind: String, in dir: TempDir, name: String) throws -> String {
+    public static func makeKey(_ kind: String, in dir: TempDir, name: String) throws -> String {
         let path = dir.file(name)
         let arguments =
             kind == "rsa"
@@ -29,7 +29,7 @@ final class SecretlessWorld: Sendable {
     }
 
     /// A JWT of the IdP's "cluster" issuer, as a projected service-account token.
-    func mint(sub: String = "system:serviceaccount:default:app", aud: String? = nil, ttl: Int = 600) throws -> String {
+    public func mint(sub: String = "system:serviceaccount:default:app", aud: String? = nil, ttl: Int = 600) throws -> String {
         var url = idp.baseURL + "/test/mint?sub=\(sub)&ttl=\(ttl)"
         if let aud { url += "&aud=\(aud)" }
         let result = try curl(["-X", "POST", url])
@@ -39,7 +39,7 @@ final class SecretlessWorld: Sendable {
 
     /// Writes `content` the way the kubelet updates a projected volume: a new timestamped folder,
     /// a `..data` symlink swapped atomically by rename, and `name` a symlink through `..data`.
-    func project(_ name: String, _ content: String, folder: String = "projected") throws -> String {
+    public func project(_ name: String, _ content: String, folder: String = "projected") throws -> String {
         let root = dir.file(folder)
         let fm = FileManager.default
         try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -57,21 +57,21 @@ final class SecretlessWorld: Sendable {
         return link
     }
 
-    func stats() throws -> [String: Any] {
+    public func stats() throws -> [String: Any] {
         let result = try curl([idp.baseURL + "/test/stats"])
         return try #require(result.json)
     }
 
-    func calls(_ grant: String, _ outcome: String = "ok") throws -> Int {
+    public func calls(_ grant: String, _ outcome: String = "ok") throws -> Int {
         ((try stats()["calls"] as? [String: Any])?[grant] as? [String: Any])?[outcome] as? Int ?? 0
     }
 
-    func count(_ table: String, _ key: String) throws -> Int {
+    public func count(_ table: String, _ key: String) throws -> Int {
         (try stats()[table] as? [String: Any])?[key] as? Int ?? 0
     }
 
     /// The proxy's configuration: `credentials` lines indented by two spaces.
-    func config(credentials: String, upstream: String? = nil) -> String {
+    public func config(credentials: String, upstream: String? = nil) -> String {
         """
         listen: 127.0.0.1:0
         upstream: \(upstream ?? idp.baseURL + "/api")
@@ -90,6 +90,6 @@ final class SecretlessWorld: Sendable {
 /// Polls `condition` until it holds or `timeout` passes (waiting for an event another process
 /// causes, such as a refresh the admin listener started); returns whether it held. `within`, with
 /// the secretless tests' default.
-func eventually(timeout: TimeInterval = 15, _ condition: () throws -> Bool) rethrows -> Bool {
+public func eventually(timeout: TimeInterval = 15, _ condition: () throws -> Bool) rethrows -> Bool {
     try within(timeout, condition)
 }

@@ -5,16 +5,16 @@ import Testing
 /// A tokenproxy whose listener speaks TLS (CONTRACT.md "HTTPS for clients", a TLS listener) in
 /// front of the echo upstream, with a server certificate from a throwaway CA in the proxy's folder
 /// (`tls/server.pem`, `tls/server-key.pem`).
-final class TLSListenerFixture: Sendable {
-    let ca: TestCA
-    let upstream: PythonServer
-    let proxy: ProxyProcess
-    let certificate: TestCA.Issued
+public final class TLSListenerFixture: Sendable {
+    public let ca: TestCA
+    public let upstream: PythonServer
+    public let proxy: ProxyProcess
+    public let certificate: TestCA.Issued
 
     /// - Parameters:
     ///   - clientCA: the listener's `client_ca_file` (mTLS), when set.
     ///   - logLevel: `info` where a test counts log lines.
-    init(clientCA: String? = nil, logLevel: String = "debug") throws {
+    public init(clientCA: String? = nil, logLevel: String = "debug") throws {
         ca = try TestCA()
         upstream = try PythonServer("echo_upstream")
         let directory = try TempDir(prefix: "tls-listener")
@@ -39,19 +39,19 @@ final class TLSListenerFixture: Sendable {
     }
 
     /// `https://127.0.0.1:PORT<path>`
-    func url(_ path: String) -> String { "https://127.0.0.1:\(proxy.port)\(path)" }
+    public func url(_ path: String) -> String { "https://127.0.0.1:\(proxy.port)\(path)" }
 
     /// curl trusting the test CA.
-    func curl(_ arguments: [String]) throws -> CurlResult {
+    public func curl(_ arguments: [String]) throws -> CurlResult {
         try TestSupport.curl(["--cacert", ca.certificate] + arguments)
     }
 
     /// How many requests the upstream has had for `path` (as it received it).
-    func upstreamCount(_ path: String) throws -> Int {
+    public func upstreamCount(_ path: String) throws -> Int {
         try #require(try TestSupport.curl([upstream.baseURL + "/count?path=" + path]).json?["count"] as? Int)
     }
 
-    func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
         proxy.terminate(signal: SIGTERM)
         #expect(try proxy.waitForExit(timeout: 15) == 0, "\(proxy.stderr.suffix(2000))", sourceLocation: sourceLocation)
         #expect(!proxy.stderr.contains(e2eToken), "the token appeared in tokenproxy's stderr", sourceLocation: sourceLocation)
@@ -63,29 +63,39 @@ final class TLSListenerFixture: Sendable {
 /// proxy), each route's upstream a local plain-HTTP server; the names (`*.example.test`) resolve
 /// nowhere, so a client reaches them only through the proxy. The CA the clients trust is what
 /// `tokenproxy ca --config` prints.
-final class ForwardProxyFixture: Sendable {
-    let proxy: ProxyProcess
+public final class ForwardProxyFixture: Sendable {
+    public let proxy: ProxyProcess
     /// `tokenproxy ca`'s output, written to a file of its own.
-    let caFile: String
+    public let caFile: String
     private let caFolder: TempDir
     /// The environment `serve` runs with (the routes' secrets).
-    let environment: [String: String]
+    public let environment: [String: String]
 
     /// One route of the file.
-    struct Route {
-        var name: String
-        var host: String
-        var upstream: String
+    public struct Route {
+        public var name: String
+        public var host: String
+        public var upstream: String
         /// More lines of the route (each indented by 4 spaces), e.g. `inject`, `access`.
-        var extra: String = ""
+        public var extra: String
         /// The route's credentials (flow YAML).
-        var credentials = "{type: static, token_env: E2E_TOKEN}"
+        public var credentials: String
+
+        public init(
+            name: String, host: String, upstream: String, extra: String = "", credentials: String = "{type: static, token_env: E2E_TOKEN}"
+        ) {
+            self.name = name
+            self.host = host
+            self.upstream = upstream
+            self.extra = extra
+            self.credentials = credentials
+        }
     }
 
     /// - Parameters:
     ///   - forwardProxy: the lines of the `forward_proxy:` section (indented by 2).
     ///   - top: more top-level YAML (e.g. `access:`).
-    init(
+    public init(
         routes: [Route], forwardProxy: String = "  other_hosts: refuse", top: String = "", environment: [String: String] = [:]
     ) throws {
         let routeLines = routes.map { route in
@@ -124,16 +134,16 @@ final class ForwardProxyFixture: Sendable {
     }
 
     /// `http://127.0.0.1:PORT`, for `HTTPS_PROXY`.
-    var proxyURL: String { proxy.baseURL }
+    public var proxyURL: String { proxy.baseURL }
 
     /// curl with `HTTPS_PROXY` and `CURL_CA_BUNDLE`, as a user's shell would run it.
-    func curl(_ arguments: [String], timeout: TimeInterval = 30) throws -> CurlResult {
+    public func curl(_ arguments: [String], timeout: TimeInterval = 30) throws -> CurlResult {
         try TestSupport.curl(arguments, environment: ["HTTPS_PROXY": proxyURL, "CURL_CA_BUNDLE": caFile], timeout: timeout)
     }
 
     /// One connection through a CONNECT to `target` (default port 443), with the SNI of its host.
     /// `verify: false`: the client accepts any certificate, so only the proxy can fail the handshake.
-    func tunnel(
+    public func tunnel(
         _ target: String, serverName: String? = nil, verify: Bool = true, connectHeaders: [String] = [], requests: [TLSClient.Request]
     ) throws -> TLSClient.Outcome {
         try TLSClient.exchange(
@@ -142,11 +152,11 @@ final class ForwardProxyFixture: Sendable {
     }
 
     /// A CONNECT alone: its answer (and body when refused).
-    func connect(_ target: String, headers: [String] = []) throws -> TLSClient.Outcome {
+    public func connect(_ target: String, headers: [String] = []) throws -> TLSClient.Outcome {
         try TLSClient.exchange(port: proxy.port, connect: target, connectHeaders: headers, plain: true)
     }
 
-    func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
         proxy.terminate(signal: SIGTERM)
         #expect(try proxy.waitForExit(timeout: 15) == 0, "\(proxy.stderr.suffix(2000))", sourceLocation: sourceLocation)
         #expect(!proxy.stderr.contains(e2eToken), "the token appeared in tokenproxy's stderr", sourceLocation: sourceLocation)
@@ -155,10 +165,10 @@ final class ForwardProxyFixture: Sendable {
 }
 
 /// A JSON answer of the echo upstream that came back through a tunnel.
-func echo(_ body: String) throws -> Echo { try Echo(Array(body.utf8)) }
+public func echo(_ body: String) throws -> Echo { try Echo(Array(body.utf8)) }
 
 /// The contract's error body on a response read by tls_client.py.
-func expectProxyError(
+public func expectProxyError(
     _ response: TLSClient.Response?, status: Int, code: String, sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(response?.status == status, "\(String(describing: response))", sourceLocation: sourceLocation)
@@ -167,7 +177,7 @@ func expectProxyError(
 }
 
 /// The contract's error body on a refused CONNECT.
-func expectRefusedConnect(
+public func expectRefusedConnect(
     _ outcome: TLSClient.Outcome, status: Int, code: String, sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(outcome.connectStatus == status, "\(outcome)", sourceLocation: sourceLocation)
