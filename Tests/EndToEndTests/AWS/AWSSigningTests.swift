@@ -24,7 +24,7 @@ extension MotoSigV4Server {
 /// `type: aws` end to end (CONTRACT.md "AWS credentials and SigV4 signing"): the real binary signs
 /// requests from clients that send none (curl, the AWS CLI with --no-sign-request, boto3 unsigned),
 /// and moto_server checks each signature as AWS would.
-@Suite("AWS SigV4 signing")
+@Suite("AWS SigV4 signing", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct AWSSigningTests {
     func config(upstream: String, service: String, source: String = "source: environment", extra: String = "") -> String {
         """

@@ -58,7 +58,7 @@ struct IdentityPoolServer {
 /// the real binary logs in to a user pool (moto, behind cognito_idp.py), turns its ID token into AWS
 /// credentials at cognito_identity.py, and signs requests that sigv4_verifier.py checks with
 /// botocore's signer.
-@Suite("Cognito identity pools", .serialized)
+@Suite("Cognito identity pools", .serialized, .tags(.endToEnd), .timeLimit(.minutes(40)))
 struct CognitoIdentityPoolTests {
     func config(cognito: CognitoIdP, identity: IdentityPoolServer, upstream: String, margin: String) -> String {
         """

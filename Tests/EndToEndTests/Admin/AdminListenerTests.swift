@@ -6,7 +6,7 @@ import Testing
 /// browser call it across sites (no `Origin` is accepted) nor read it after DNS rebinding (`Host` must
 /// be a loopback name or the admin address), and forced refreshes back off as failed ones do, counted
 /// at a real OAuth server.
-@Suite struct AdminListenerTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct AdminListenerTests {
     final class World: Sendable {
         let idp: OAuthServer
         let proxy: ProxyProcess

@@ -9,7 +9,7 @@ import Testing
 /// CONTRACT.md "Signals, admin, logs": SIGTERM stops accepting at once (issue 12 point 7: a client
 /// that connects during the drain is refused, not left waiting until the process exits), while the
 /// request in flight still gets its answer.
-@Suite struct DrainTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct DrainTests {
     /// How a client that connects during the drain fares within `within` seconds.
     private enum LateClient: Equatable {
         case refused

@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 22: /metrics read by a real Prometheus parser, the histograms and pool series counting a
 /// real request, and the access log's line for every request (docs/OBSERVABILITY.md).
-@Suite struct ObservabilityTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ObservabilityTests {
     /// A proxy with an admin listener and the access log in `format`, before an echo upstream.
     private static func start(format: String) throws -> (PythonServer, ProxyProcess) {
         let upstream = try PythonServer("echo_upstream")
@@ -116,7 +116,7 @@ import Testing
 }
 
 /// Issue 22 point 2: the token life cycle as /metrics tells it, against a real OAuth 2.0 server.
-@Suite struct TokenLifecycleMetricsTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct TokenLifecycleMetricsTests {
     @Test func aFailedFetchIsCountedByItsReasonAndEveryCallIsTimed() throws {
         let idp = try OAuthServer.start()
         defer { idp.stop() }

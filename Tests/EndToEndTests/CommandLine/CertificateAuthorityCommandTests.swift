@@ -4,7 +4,7 @@ import Testing
 
 /// CONTRACT.md "HTTPS for clients": `tokenproxy ca` (the forward proxy's CA on stdout, made once) and
 /// what `check` says about a listener's certificate pair, run as the real binary.
-@Suite struct CertificateAuthorityCommandTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct CertificateAuthorityCommandTests {
     static let api = """
         listen: 127.0.0.1:0
         upstream: http://127.0.0.1:9/base

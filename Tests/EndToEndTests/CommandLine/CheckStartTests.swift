@@ -5,7 +5,7 @@ import Testing
 /// CONTRACT.md, `check` and "HTTPS for clients" (issue 39 points 6, 7 and 21): the key files a
 /// Kubernetes Secret gives, and what `serve` needs at start, checked by `check` as the user it runs
 /// as. "Another user" is `nobody` through `setpriv`, which only a root test run can use.
-@Suite struct CheckStartTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct CheckStartTests {
     static let runsAsRoot = geteuid() == 0
     static let canSwitchUser = runsAsRoot && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
     static let nobody: UInt32 = 65534
@@ -35,7 +35,7 @@ import Testing
     /// A Secret mounted with `fsGroup` (deploy/kubernetes/sidecar.yaml): root's file, mode 0440, the pod's
     /// group. `check` passes and `serve` answers over TLS with that key; the same mode on a file a
     /// user owns, or a key others may read, is refused naming the file, its mode and its owner.
-    @Test(.enabled(if: runsAsRoot, "only root can make a root-owned file for the test"))
+    @Test(.enabled(if: runsAsRoot, "only root can make a root-owned file for the test"), .tags(.root))
     func aKeyFromASecretMountedWithFSGroupIsServed() throws {
         let ca = try TestCA()
         let dir = try TempDir(prefix: "fsgroup-key")
@@ -151,7 +151,7 @@ import Testing
     /// The Docker image's case: the configuration's folder is read-only to the service user, and the
     /// default store (`./state/tokens.json` beside the file) cannot be made there. Root may; `nobody`
     /// may not, and `check` as `nobody` says so with the key. So does a token file only root may read.
-    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"), .tags(.root))
     func checkAsTheServiceUserNamesAStoreFolderItCannotWriteAndAFileItCannotRead() throws {
         let dir = try TempDir(prefix: "check-as-nobody")
         guard chmod(dir.path, 0o755) == 0 else { throw HarnessError("chmod failed") }
@@ -193,7 +193,7 @@ import Testing
 
     /// A store under a folder the service user cannot even enter: named as one it cannot reach, not
     /// as one to make in the folder above.
-    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"), .tags(.root))
     func checkAsTheServiceUserNamesAStoreFolderItCannotReach() throws {
         let dir = try TempDir(prefix: "check-reach")
         guard chmod(dir.path, 0o777) == 0 else { throw HarnessError("chmod failed") }
@@ -216,7 +216,7 @@ import Testing
 
     /// A forward proxy CA that root made (`tokenproxy ca` run as root): the service user cannot read
     /// its key, and `check` as that user names it; `check` as root passes.
-    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"))
+    @Test(.enabled(if: canSwitchUser, "needs root and setpriv to run check as another user"), .tags(.root))
     func checkAsTheServiceUserNamesACARootMade() throws {
         let dir = try TempDir(prefix: "check-ca")
         guard chmod(dir.path, 0o777) == 0 else { throw HarnessError("chmod failed") }

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// CONTRACT.md, "The command line": `check`, signals, and what reaches the logs.
-@Suite struct CommandLineTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct CommandLineTests {
     @Test func checkAcceptsAValidConfiguration() throws {
         let dir = try TempDir()
         let config = try dir.write(
@@ -186,7 +186,7 @@ import Testing
 }
 
 /// Issue 12 point 8: `check` lists every error of the file; `--version` names tokenproxy's version and libcurl's.
-@Suite struct CommandLineListingTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct CommandLineListingTests {
     @Test func checkListsEveryErrorOfTheFileWithItsKeyAndReason() throws {
         let dir = try TempDir()
         let config = try dir.write(
@@ -226,7 +226,7 @@ import Testing
 /// Issue 39 point 13: `status` of a route with a fixed credential exits 0 and says `session: not
 /// needed`; `session: none` (which docs/HOW-DO-I.md's 401 guide reads as "log in") is said only of a route
 /// that needs a login.
-@Suite struct StatusCommandTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct StatusCommandTests {
     func json(_ text: String) -> [String: Any]? {
         try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
     }

@@ -9,7 +9,7 @@ import Testing
 /// Issue 13's "Done when": several real `tokenproxy serve` processes share one session in a real
 /// `redis-server`; the identity provider rotates refresh tokens, revokes a whole family when a
 /// rotated one is replayed, and counts every call.
-@Suite("Fleet: one session in Redis, end to end", .serialized)
+@Suite("Fleet: one session in Redis, end to end", .serialized, .tags(.endToEnd, .redis), .timeLimit(.minutes(40)))
 struct FleetTests {
     @Test("3 serve processes × 50 concurrent requests meeting an expired token: exactly one refresh, no request fails")
     func expiredTokenOneRefreshAcrossTheFleet() throws {

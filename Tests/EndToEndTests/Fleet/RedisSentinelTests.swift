@@ -10,7 +10,7 @@ import Testing
 /// servers: a primary, a replica and three redis-sentinel processes. The primary is killed with
 /// SIGKILL under load; the valid token keeps serving, the sentinels promote the replica, and the
 /// fleet's next refresh goes to the new primary, once.
-@Suite("Fleet through Redis Sentinel", .serialized)
+@Suite("Fleet through Redis Sentinel", .serialized, .tags(.endToEnd, .redis), .timeLimit(.minutes(35)))
 struct RedisSentinelTests {
     /// A primary, its replica and three sentinels that know both and each other (a failover needs that).
     struct Topology {

@@ -6,7 +6,7 @@ import Testing
 /// redis-server that speaks TLS only (`--port 0 --tls-port`), with certificates made by openssl for
 /// each run: the fleet's guarantees over TLS, client certificates, and a certificate for another
 /// host refused with the host named and no fall back to plain text.
-@Suite("Fleet over TLS (rediss://)", .serialized)
+@Suite("Fleet over TLS (rediss://)", .serialized, .tags(.endToEnd, .redis), .timeLimit(.minutes(40)))
 struct RedisTLSTests {
     /// A throwaway PKI whose keys only their owner may read (as tokenproxy demands of a key).
     static func pki() throws -> TestPKI {

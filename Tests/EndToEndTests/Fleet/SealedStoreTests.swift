@@ -4,7 +4,7 @@ import Testing
 
 /// Sessions sealed at rest, end to end (CONTRACT.md "The fleet store in production", issue 33): the
 /// real binary, the OAuth test server, and the store file's raw bytes searched for the tokens.
-@Suite("Sealed store, end to end")
+@Suite("Sealed store, end to end", .tags(.endToEnd, .redis), .timeLimit(.minutes(35)))
 struct SealedStoreTests {
     static func newKey() -> String { Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() }
 

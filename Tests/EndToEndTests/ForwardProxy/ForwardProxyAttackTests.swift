@@ -7,7 +7,7 @@ import Testing
 /// every request in the tunnel; IP literals, loopback, link-local and foreign ports are refused; a
 /// route's credentials never reach another host. Two routes, each with its own echo upstream, so
 /// that anything misdirected would be seen (and counted) where it must not arrive.
-@Suite struct ForwardProxyAttackTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ForwardProxyAttackTests {
     final class TwoRoutes: Sendable {
         let a: PythonServer
         let b: PythonServer

@@ -8,7 +8,7 @@ import Testing
 /// requests (`REQUESTS_CA_BUNDLE`), git (`GIT_SSL_CAINFO`), Node 20 (`NODE_EXTRA_CA_CERTS` and a proxy
 /// agent), websockets (`SSL_CERT_FILE`). The names under `example.test` resolve nowhere: only the
 /// proxy knows them.
-@Suite struct ForwardProxyTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ForwardProxyTests {
     static let host = "api.example.test"
 
     /// The variable through which each client is given the CA: the one docs/HTTPS-CLIENTS.md "Tools
@@ -319,7 +319,7 @@ import Testing
 /// `other_hosts: tunnel` for real (CONTRACT.md "HTTPS for clients"): a name that no route has and
 /// that resolves to an address which is not loopback, with a TLS server on its port 443. Run in a
 /// network namespace of its own (root only), where `real.example.test` is 10.77.0.10.
-@Suite(.enabled(if: NetworkNamespace.isAvailable, "needs root, unshare and nsenter"))
+@Suite(.enabled(if: NetworkNamespace.isAvailable, "needs root, unshare and nsenter"), .tags(.endToEnd, .root), .timeLimit(.minutes(35)))
 struct OtherHostsTunnelTests {
     @Test func anUnknownHostIsTunnelledByteForByteToItsPort443() throws {
         let namespace = try NetworkNamespace(hosts: [("real.example.test", "10.77.0.10")])

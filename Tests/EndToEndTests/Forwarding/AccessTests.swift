@@ -4,7 +4,7 @@ import Testing
 
 /// CONTRACT.md points 7 and 9: the token goes to the upstream's origin only, and browsers cannot
 /// be used against it.
-@Suite struct AccessTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct AccessTests {
     @Test func absoluteFormForAnotherHostIsForbiddenTarget() throws {
         let f = try Fixture()
         let client = try f.connect()

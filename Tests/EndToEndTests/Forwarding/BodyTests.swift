@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// CONTRACT.md point 8: bodies stream both ways, whole and byte-exact.
-@Suite struct BodyTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct BodyTests {
     @Test func postBodyWithContentLengthArrivesByteExact() throws {
         let f = try Fixture()
         let body = testBytes(count: 300 * 1024 + 7)

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// Keep-alive, pipelining and framing errors (RFC 9112; CONTRACT.md point 8 and the error table).
-@Suite struct ConnectionTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ConnectionTests {
     @Test func twoRequestsShareOneKeepAliveConnection() throws {
         let f = try Fixture()
         let client = try f.connect()

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// CONTRACT.md, "What the proxy does with a request", point 1: what reaches the upstream.
-@Suite struct ForwardingTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ForwardingTests {
     @Test func bearerTokenFromTheEnvironmentReachesTheUpstream() throws {
         let f = try Fixture()
         let r = try curl([f.url("/hello")])

@@ -4,7 +4,7 @@ import Testing
 
 /// The `access:` and `forward:` sections, limits, and other listen and token sources
 /// (CONTRACT.md, configuration file and errors table).
-@Suite struct PolicyTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct PolicyTests {
     @Test func requireHeaderRefusesClientsWithoutTheKeyAndStripsIt() throws {
         let key = "proxy-key-\(UUID().uuidString)"
         let f = try Fixture(

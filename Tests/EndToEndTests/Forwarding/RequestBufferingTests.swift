@@ -20,7 +20,7 @@ struct DjangoStats: Decodable {
 /// A chunked request body arrives whole at Django: CONTRACT point 8 and `forward.request_buffering`
 /// (Django reads a body by Content-Length only; a chunked one reads as empty). A Django application
 /// on gunicorn, an Authlib authorization server and tokenproxy, each a real process.
-@Suite struct RequestBufferingTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct RequestBufferingTests {
     /// tokenproxy with `oauth2_client_credentials` in front of django_upstream.py.
     final class DjangoFixture: Sendable {
         let django: PythonServer

@@ -6,7 +6,7 @@ import Testing
 /// turns both connections into a tunnel, any other answer ends the attempt normally. The server
 /// is `ws_echo.py` (the `websockets` package), the client `ws_client.py` (the same package) or a
 /// raw socket speaking RFC 6455 frames.
-@Suite struct UpgradeTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpgradeTests {
     final class WSFixture: @unchecked Sendable {
         let server: PythonServer
         let proxy: ProxyProcess

@@ -7,7 +7,7 @@ import Testing
 /// GitHub API fake that verifies the app JWT with the app's public key (RS256, iss, iat, exp) as
 /// GitHub does, mints installation tokens answered `201 Created`, and serves a protected API
 /// that takes only a currently valid installation token.
-@Suite("GitHub App installation tokens")
+@Suite("GitHub App installation tokens", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct GitHubAppTests {
     /// The app's key pair (made by openssl), the fake, and a folder for the configuration.
     final class World: Sendable {

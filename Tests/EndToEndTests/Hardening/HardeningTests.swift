@@ -10,7 +10,7 @@ import Testing
 /// `client_header_timeout`, a client that stops reading cut by `client_send_timeout`,
 /// X-Forwarded-Host taken from an absolute-form target's authority, and HTTP/1.2 treated as 1.1.
 /// Bounds are generous (the machine may be loaded): each is far below what the regression would take.
-@Suite struct HardeningTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct HardeningTests {
     /// `client_header_timeout: 1s` with an idle timeout far above it, so only the header timer can
     /// explain a cut within the bound below.
     static let headerLimits = "limits:\n  client_header_timeout: 1s\n  client_idle_timeout: 30s"

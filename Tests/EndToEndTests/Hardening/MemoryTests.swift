@@ -12,7 +12,7 @@ let slowTestsEnabled = ProcessInfo.processInfo.environment["TOKENPROXY_SLOW_TEST
 
 /// Bounded memory both ways (issue 11 point 6 and "Done when"): 1 GB through the proxy to a slow
 /// reader raises the proxy's peak RSS (VmHWM in /proc/PID/status) by less than 32 MiB.
-@Suite(.serialized, .enabled(if: slowTestsEnabled, "slow: set TOKENPROXY_SLOW_TESTS=1"))
+@Suite(.serialized, .enabled(if: slowTestsEnabled, "slow: set TOKENPROXY_SLOW_TESTS=1"), .tags(.endToEnd, .slow), .timeLimit(.minutes(25)))
 struct MemoryTests {
     static let gigabyte = 1_000_000_000
     static let limit = 32 * 1024 * 1024

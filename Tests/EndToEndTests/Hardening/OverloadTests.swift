@@ -9,7 +9,7 @@ import Testing
 /// `limits.max_connections` (CONTRACT.md error table: 503 `overloaded`) and descriptor exhaustion
 /// (issue 12 point 8): a client over the limit reads the 503, never a connection reset, and a proxy
 /// out of descriptors says so once, then recovers.
-@Suite struct OverloadTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct OverloadTests {
     /// A proxy that takes one connection; `holder` is that connection, kept open.
     private func fullProxy() throws -> (Fixture, RawHTTPClient) {
         let f = try Fixture(extra: "limits:\n  max_connections: 1")

@@ -9,7 +9,7 @@ import Testing
 /// The listeners (CONTRACT.md "Signals, admin, logs"; issue 12 points 1 and 2): a unix socket
 /// serves with any number of event loops, and whatever stops a listener from being bound or
 /// watched stops `serve` with status 1 and a message naming the address, never `listening on`.
-@Suite struct ListenerTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ListenerTests {
     // MARK: unix sockets with several event loops
 
     /// The configuration of a proxy on `socketPath`; `workers` nil leaves the key out (the default:

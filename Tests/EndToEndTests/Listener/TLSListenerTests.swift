@@ -5,7 +5,7 @@ import Testing
 /// The TLS listener (CONTRACT.md "HTTPS for clients", issue 32 points 1 and 4), driven by real
 /// clients as processes: curl, Python's ssl (tls_client.py) and `openssl s_client`. The upstream is
 /// the plain-HTTP echo server.
-@Suite struct TLSListenerTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct TLSListenerTests {
     @Test func curlGetsTheUpstreamsAnswerWithTheTokenAndForwardedProtoHTTPS() throws {
         let f = try TLSListenerFixture()
         let r = try f.curl([f.url("/hello?x=1")])

@@ -9,7 +9,7 @@ import Testing
 /// `tokenproxy login` with `login: browser` against django-oauth-toolkit (dot_server.py: Django's
 /// login form, PKCE required), driven by scripted_browser.py as `$BROWSER`. What the identity
 /// provider counted at its token endpoint is what the tests assert.
-@Suite("Browser login (authorization code + PKCE), end to end")
+@Suite("Browser login (authorization code + PKCE), end to end", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct BrowserLoginTests {
     static let password = "ann-password-1"
 

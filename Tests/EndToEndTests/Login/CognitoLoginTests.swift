@@ -9,7 +9,7 @@ import Testing
 /// `tokenproxy login` with Cognito SRP and the challenges after it, against cognito_srp.py: a test
 /// pool that verifies SRP and the MFA codes for real (itself checked against pycognito's client in
 /// the first test). What the pool counted is what the tests assert.
-@Suite("Cognito SRP login and challenges, end to end")
+@Suite("Cognito SRP login and challenges, end to end", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct CognitoLoginTests {
     static let password = "Pass-word-1"
     static let totpSecret = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"

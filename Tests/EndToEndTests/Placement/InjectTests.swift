@@ -6,7 +6,7 @@ import Testing
 /// upstream received it, the three `client_authorization` modes, a route's own `inject`, the one
 /// refresh and retry after a refusal, a token that cannot be sent, and no injected value in a log
 /// line or an error body.
-@Suite struct InjectTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct InjectTests {
     /// `user:token` as Basic carries it (RFC 7617 §2).
     static func basic(_ user: String, _ token: String) -> String {
         "Basic " + Data("\(user):\(token)".utf8).base64EncodedString()
@@ -328,7 +328,7 @@ final class GitHTTPServer {
     }
 }
 
-@Suite struct GitThroughTheProxyTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct GitThroughTheProxyTests {
     /// `inject: {basic_username: x-access-token}` is what git over HTTPS to GitHub needs; here nginx
     /// checks it for real and refuses anything else, so the push and the clone pass only if the
     /// proxy injected the token as Basic.

@@ -6,7 +6,7 @@ import Testing
 /// Reloads that keep an address in the file keep its listener, whatever route owns it now (issue 29,
 /// point 5: a renamed route or two swapped addresses were refused with "Address already in use"),
 /// and `POST /reload` runs on one worker however many ask at once.
-@Suite struct ReloadListenerTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ReloadListenerTests {
     final class World: Sendable {
         let one: PythonServer
         let two: PythonServer

@@ -5,7 +5,7 @@ import Testing
 /// A reload that adds `tls:` to a listener, or `forward_proxy:` to the file (CONTRACT.md "Reload
 /// without a restart" and "HTTPS for clients"): new connections follow the new file, and a
 /// connection opened before keeps being served as it began.
-@Suite struct ReloadTLSTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ReloadTLSTests {
     @Test func aReloadTurnsAListenerToTLSAndOpensTheForwardProxy() throws {
         let ca = try TestCA()
         let upstream = try PythonServer("echo_upstream")

@@ -11,7 +11,7 @@ import Testing
 /// route's own listener (the server is `ws_echo.py`, the client a raw socket speaking RFC 6455
 /// frames, as in UpgradeTests); then the file is reloaded. Frames keep flowing both ways through
 /// both tunnels until the client closes them, and a request sent after the reload follows the new file.
-@Suite("Reload with open tunnels, end to end")
+@Suite("Reload with open tunnels, end to end", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct ReloadTunnelTests {
     let frames = UpgradeTests()
 

@@ -6,7 +6,7 @@ import Testing
 /// in one process"; issue 29, points 1, 2 and 4), end to end: the real binary in front of a real
 /// nginx (which decodes `%2F` and `%2E` and resolves dot-segments before it serves a path) or the
 /// echo upstream.
-@Suite("A route's token stays inside its upstream base path")
+@Suite("A route's token stays inside its upstream base path", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct RouteConfinementTests {
     static let ordersToken = "orders-token-\(UUID().uuidString.lowercased())"
     static let otherToken = "other-token-\(UUID().uuidString.lowercased())"

@@ -9,7 +9,7 @@ import Testing
 
 /// CONTRACT.md "Several APIs in one process: routes", end to end: the real binary, two real OAuth
 /// servers and two protected APIs, each route counted at its own identity provider.
-@Suite("Routes, end to end", .serialized)
+@Suite("Routes, end to end", .serialized, .tags(.endToEnd), .timeLimit(.minutes(40)))
 struct RoutesTests {
     /// Two worlds (identity provider + API each) and one proxy file with the routes `a` (path
     /// prefix /a/) and `b` (host b.example.test and path prefix /b/), plus `extra` routes.

@@ -4,7 +4,7 @@ import Testing
 
 /// `client_auth` against Authlib's authorization server (RFC 7523 §2.2 through its
 /// `JWTBearerClientAssertion`, the keys registered as a JWKS), with the real binary.
-@Suite("Client authentication", .serialized)
+@Suite("Client authentication", .serialized, .tags(.endToEnd), .timeLimit(.minutes(40)))
 struct ClientAuthTests {
     @Test(
         "private_key_jwt with an RS256, PS256 or ES256 key gets tokens, and every token request signs a new assertion",

@@ -4,7 +4,7 @@ import Testing
 
 /// `type: gce_metadata` and `type: azure_managed_identity` against `cloud_metadata.py`, which
 /// follows the published request and answer formats and refuses a request without the header.
-@Suite("Cloud metadata identities")
+@Suite("Cloud metadata identities", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct CloudIdentityTests {
     func config(_ server: PythonServer, _ credentials: String) -> String {
         """

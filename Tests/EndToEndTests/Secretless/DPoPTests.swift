@@ -5,7 +5,7 @@ import Testing
 /// DPoP (RFC 9449) against `dpop_servers.py`: an authorization server that binds tokens to the
 /// proof key and an API that verifies every proof with joserfc (signature by the header's jwk, htm,
 /// htu, iat, a jti never seen, ath, the token's cnf.jkt), with the real binary.
-@Suite("DPoP")
+@Suite("DPoP", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct DPoPTests {
     func config(_ server: PythonServer, extra: String = "") -> String {
         """
@@ -60,7 +60,7 @@ struct DPoPTests {
         #expect((counted["jkts"] as? [String])?.count == 1)
     }
 
-    @Test("with a Redis store, a second proxy of the fleet proves possession of the same key for the shared token")
+    @Test("with a Redis store, a second proxy of the fleet proves possession of the same key for the shared token", .tags(.redis))
     func fleetSharesTheKey() throws {
         let server = try PythonServer("dpop_servers")
         let redis = try RedisServer()

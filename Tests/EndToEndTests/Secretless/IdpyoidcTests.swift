@@ -8,7 +8,7 @@ import Testing
 /// `--jwks-url`: it verifies idpyoidc's signed access tokens by idpyoidc's JWKS and, for a DPoP
 /// token, the proof fully with joserfc (signature by the header's jwk, htm, htu, iat, a jti never
 /// seen, ath) and the token's `cnf.jkt` against the proof key.
-@Suite("idpyoidc")
+@Suite("idpyoidc", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct IdpyoidcTests {
     /// idpyoidc, the API that trusts its JWKS, and a session the test user (`diana`) authorized
     /// inside idpyoidc (its session manager's grant and code, redeemed at its token endpoint).

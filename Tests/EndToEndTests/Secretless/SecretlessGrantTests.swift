@@ -4,7 +4,7 @@ import Testing
 
 /// `type: oauth2_jwt_bearer` against Authlib's `JWTBearerGrant` and `type: oauth2_token_exchange`
 /// against the RFC 8693 grant of `secretless_idp.py`, with the real binary.
-@Suite("Secretless grants", .serialized)
+@Suite("Secretless grants", .serialized, .tags(.endToEnd), .timeLimit(.minutes(40)))
 struct SecretlessGrantTests {
     @Test("jwt-bearer with an assertion the proxy signs: the subject is the configured one, each fetch signs anew, and a 401 fetches again")
     func jwtBearerSigned() throws {

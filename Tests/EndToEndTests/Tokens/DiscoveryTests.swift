@@ -5,7 +5,7 @@ import Testing
 /// OpenID discovery (`credentials.issuer_url`) against the real OAuth test server: a document that
 /// names another issuer is refused (RFC 8414 §3.3, OpenID Connect Discovery §4.3; issue 29), so a
 /// server cannot send the client's secret to endpoints of its choosing.
-@Suite struct DiscoveryTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct DiscoveryTests {
     static func serve(_ idp: OAuthServer, issuerURL: String) throws -> ProxyProcess {
         try ProxyProcess(
             config: """

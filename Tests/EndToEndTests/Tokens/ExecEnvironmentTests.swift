@@ -4,7 +4,7 @@ import Testing
 
 /// An `exec` token command gets the proxy's environment without the variables that `*_env` keys
 /// name: it needs none of those secrets (issue 21).
-@Suite struct ExecEnvironmentTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ExecEnvironmentTests {
     @Test func anExecCommandInheritsNoSecretNamedByAnEnvKey() throws {
         let upstream = try PythonServer("echo_upstream")
         let dir = try TempDir(prefix: "tokenproxy-exec-env")

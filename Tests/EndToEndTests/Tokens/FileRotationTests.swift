@@ -8,7 +8,7 @@ import Testing
 
 /// CONTRACT.md "Reload without a restart": files named by `*_file` keys are read again when they
 /// change, without a reload, following symlinks the way a Kubernetes Secret volume swaps `..data`.
-@Suite("Rotated credential files, end to end", .serialized)
+@Suite("Rotated credential files, end to end", .serialized, .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct FileRotationTests {
     /// A Kubernetes-style secret volume: `NAME -> ..data/NAME`, `..data -> ..<version>`; `publish`
     /// writes a new version folder and swaps `..data` to it with one rename, as the kubelet does.

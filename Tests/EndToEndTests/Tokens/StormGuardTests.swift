@@ -7,7 +7,7 @@ import Testing
 /// 30 s storm guard. Issue 39: 20 requests against an upstream that refuses everything made 21
 /// credential fetches. Counted at the real container credentials endpoint (aws_metadata.py) and
 /// at an upstream that refuses every request (refusing_upstream.py).
-@Suite struct StormGuardTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct StormGuardTests {
     /// `steadyExpiration`: the endpoint answers the very same JSON each time (as ECS does); without
     /// it, the same keys with an `Expiration` that moves on at each answer.
     @Test(arguments: [true, false])

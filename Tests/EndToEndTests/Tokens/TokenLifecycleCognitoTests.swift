@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Token life cycle: Cognito (moto), end to end", .serialized)
+@Suite("Token life cycle: Cognito (moto), end to end", .serialized, .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct TokenLifecycleCognitoTests {
     @Test(
         "cognito with a client secret: e-mail login, one REFRESH_TOKEN_AUTH for 20 concurrent requests at expiry, refresh token kept, refusal ends the session")

@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("Token life cycle: seeds, json_refresh and device login, end to end", .serialized)
+@Suite("Token life cycle: seeds, json_refresh and device login, end to end", .serialized, .tags(.endToEnd), .timeLimit(.minutes(40)))
 struct TokenLifecycleSeedAndJSONTests {
     @Test("a seeded refresh token starts a session; a refused seed is not tried again after a restart")
     func seeds() throws {

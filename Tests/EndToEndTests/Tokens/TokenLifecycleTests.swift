@@ -9,7 +9,7 @@ import Testing
 
 /// The token life cycle end to end (CONTRACT.md points 2–6, the commands): the real binary, a real
 /// OAuth 2.0 server counting its calls, a protected API checking every token.
-@Suite("Token life cycle, end to end", .serialized)
+@Suite("Token life cycle, end to end", .serialized, .tags(.endToEnd), .timeLimit(.minutes(45)))
 struct TokenLifecycleTests {
     @Test("login, status, token, and a restart with the store need no new login")
     func loginAndRestart() throws {

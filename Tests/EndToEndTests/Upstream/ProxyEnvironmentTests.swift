@@ -7,7 +7,7 @@ import Testing
 /// CONNECT that tokenproxy sends for every upstream behind a proxy (docs/ENGINE.md) and serves the
 /// tunnel itself. The tinyproxy tests put a real forward proxy (Debian's tinyproxy) between
 /// tokenproxy and the upstream.
-@Suite struct ProxyEnvironmentTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ProxyEnvironmentTests {
     @Test func httpProxyFromTheEnvironmentCarriesUpstreamRequests() throws {
         let forwardProxy = try PythonServer("echo_upstream")
         defer { forwardProxy.stop() }

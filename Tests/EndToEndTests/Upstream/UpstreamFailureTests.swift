@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 /// The proxy's own answers when the upstream fails (CONTRACT.md, errors table).
-@Suite struct UpstreamFailureTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamFailureTests {
     @Test func unreachableUpstreamIsBadGateway() throws {
         // A port that was just free: start a server, note its port, stop it.
         let gone = try PythonServer("echo_upstream")

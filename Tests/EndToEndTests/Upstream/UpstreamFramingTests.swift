@@ -5,7 +5,7 @@ import Testing
 /// How the proxy frames what the upstream answers (issue 11 point 4; CONTRACT.md point 8 and the
 /// error table): RFC 9112 §6.3 message length, read from scripted raw answers of
 /// `framing_upstream.py`, checked at a raw client socket.
-@Suite struct UpstreamFramingTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamFramingTests {
     @Test func headWithContentLengthHasNoBodyAndTheConnectionGoesOn() throws {
         let f = try FramingFixture()
         let client = try f.connect()

@@ -6,7 +6,7 @@ import Testing
 /// upstream says so, and a request that meets a connection the upstream dropped is retried on a
 /// fresh one when that is safe. The upstream is `framing_upstream.py`, which numbers its
 /// connections.
-@Suite struct UpstreamPoolTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamPoolTests {
     @Test func keptAliveUpstreamConnectionIsReused() throws {
         let f = try FramingFixture()
         let client = try f.connect()
@@ -116,7 +116,7 @@ import Testing
     /// was about to use, whose requests then hung until `upstream_timeout` (docs/ENGINE.md,
     /// "Connecting"). Two requests at once, twice, after the pooled connection passed 118 s: one
     /// takes it, the other makes a new connection. Slow (about 2 min 10 s).
-    @Test(.enabled(if: slowTestsEnabled, "slow: set TOKENPROXY_SLOW_TESTS=1"))
+    @Test(.enabled(if: slowTestsEnabled, "slow: set TOKENPROXY_SLOW_TESTS=1"), .tags(.slow))
     func aConnectionPooledForOverTwoMinutesOutlivesANewConnection() throws {
         let f = try FramingFixture(
             extra: "limits:\n  upstream_timeout: 5s\n  upstream_keepalive_timeout: 300s\n  client_idle_timeout: 300s")

@@ -4,7 +4,7 @@ import Testing
 
 /// What the proxy writes upstream (issue 11 point 3; CONTRACT.md points 1 and 8): the request head
 /// byte for byte as `framing_upstream.py` received it, and `Expect: 100-continue` end to end.
-@Suite struct UpstreamRequestTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamRequestTests {
     /// The request head the upstream received, split into lines (raw bytes, CRLF removed).
     func forwardedHead(_ response: HTTPResponse) throws -> [[UInt8]] {
         let b64 = try #require(response.json?["head_b64"] as? String, "\(response)")
@@ -163,7 +163,7 @@ import Testing
 
 /// `Expect: 100-continue` meets an upstream 401 before its 100, with a token source that can be
 /// refreshed (the Authlib OAuth server of the token life-cycle tests).
-@Suite(.serialized) struct ExpectContinueRefreshTests {
+@Suite(.serialized, .tags(.endToEnd), .timeLimit(.minutes(35))) struct ExpectContinueRefreshTests {
     @Test func a401Before100IsRefreshedOnceAndRetriedWithoutReplay() throws {
         let life = try Lifecycle(idpArguments: ["--access-ttl", "3600"])
         defer { life.stop() }

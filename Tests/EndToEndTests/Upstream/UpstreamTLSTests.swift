@@ -46,7 +46,7 @@ struct TestPKI {
     struct PKIError: Error { let message: String }
 }
 
-@Suite struct UpstreamTLSTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamTLSTests {
     let token = "tls-static-token-\(UUID().uuidString.lowercased())"
 
     func proxy(upstreamPort: Int, tls: String) throws -> ProxyProcess {
@@ -109,7 +109,7 @@ struct TestPKI {
     /// the default `upstream_keepalive_timeout`, the connections of one burst still carry the next
     /// after a pause longer than the old default of 60 s: counted at the TLS server, 64 connections
     /// for two bursts of 64 keep-alive clients, not 128. Each of them sends TCP keep-alive probes.
-    @Test func burstsMinutesApartReuseTheUpstreamTLSConnections() throws {
+    @Test(.tags(.slow)) func burstsMinutesApartReuseTheUpstreamTLSConnections() throws {
         let pki = try TestPKI()
         let upstream = try PythonServer("echo_upstream", arguments: ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey])
         defer { upstream.stop() }
