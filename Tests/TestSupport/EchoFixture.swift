@@ -1,5 +1,4 @@
 import Foundation
-import TestSupport
 import Testing
 
 /// The static token every end-to-end proxy serves with (from the `E2E_TOKEN` environment variable).
@@ -7,7 +6,7 @@ import Testing
 public let e2eToken = "e2e-static-token-\(UUID().uuidString.lowercased())"
 
 /// An echo upstream and a tokenproxy in front of it.
-public final class Fixture: Sendable {
+public final class Fixture: UpstreamFixture, Sendable {
     public let upstream: PythonServer
     public let proxy: ProxyProcess
     public let basePath: String
@@ -21,24 +20,22 @@ public final class Fixture: Sendable {
         let upstream = try PythonServer("echo_upstream")
         self.upstream = upstream
         self.basePath = basePath
-        let config = """
-            listen: 127.0.0.1:0
-            upstream: \(upstreamURL ?? upstream.baseURL + basePath)
-            workers: 1
-            drain_timeout: 2s
-            credentials:
-              type: static
-              token_env: E2E_TOKEN
-            log:
-              level: debug
-              access_log: true
-            \(extra)
-            """
+        let config = staticTokenConfig(
+            upstream: upstreamURL ?? upstream.baseURL + basePath, drainTimeout: "2s", logLevel: "debug", more: extra)
         var env = environment
         env["E2E_TOKEN"] = e2eToken
         proxy = try ProxyProcess(config: config, environment: env)
     }
+}
 
+/// A tokenproxy with the static token (`e2eToken`) in front of one Python upstream: what `Fixture`
+/// and `FramingFixture` share.
+public protocol UpstreamFixture {
+    var upstream: PythonServer { get }
+    var proxy: ProxyProcess { get }
+}
+
+extension UpstreamFixture {
     /// `http://127.0.0.1:PORT<path>` on the proxy.
     public func url(_ path: String) -> String { proxy.baseURL + path }
 
@@ -48,6 +45,19 @@ public final class Fixture: Sendable {
     /// A raw connection to the proxy.
     public func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
         try RawHTTPClient(port: proxy.port, timeout: timeout)
+    }
+
+    /// Sends `request` on a new connection and reads the answer; the connection stays open for more.
+    public func exchange(
+        _ request: [UInt8], method: String = "GET", timeout: TimeInterval = 10
+    ) throws -> (client: RawHTTPClient, response: HTTPResponse) {
+        let client = try connect(timeout: timeout)
+        try client.send(request)
+        return (client, try client.readResponse(method: method))
+    }
+
+    public func exchange(_ request: String, timeout: TimeInterval = 10) throws -> (client: RawHTTPClient, response: HTTPResponse) {
+        try exchange(Array(request.utf8), timeout: timeout)
     }
 
     /// Stops the proxy with SIGTERM, expects exit status 0 and no token in its stderr.
@@ -116,6 +126,14 @@ public func expectProxyError(
     #expect(response.header("Content-Type")?.lowercased().hasPrefix("application/json") == true, sourceLocation: sourceLocation)
     #expect(response.json?["error"] as? String == code, "body \(response.bodyString)", sourceLocation: sourceLocation)
     #expect(response.json?["message"] is String, sourceLocation: sourceLocation)
+}
+
+/// A 200 whose body is the echo server's download pattern (framing_upstream.py's too), `count`
+/// bytes of it.
+public func expectEchoPattern(_ response: some ReceivedResponse, count: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(response.status == 200, sourceLocation: sourceLocation)
+    #expect(response.body.count == count, sourceLocation: sourceLocation)
+    #expect(response.body == echoPattern(count: count), sourceLocation: sourceLocation)
 }
 
 /// The echo server's download pattern (must match `PATTERN` in echo_upstream.py).

@@ -1,10 +1,9 @@
 import Foundation
-import TestSupport
 import Testing
 
 /// `framing_upstream.py` (scripted raw answers, chosen by the path's last segment) and a
 /// tokenproxy in front of it, with the upstream base path `/f`.
-public final class FramingFixture: @unchecked Sendable {
+public final class FramingFixture: UpstreamFixture, @unchecked Sendable {
     public let upstream: PythonServer
     public let proxy: ProxyProcess
 
@@ -21,28 +20,9 @@ public final class FramingFixture: @unchecked Sendable {
         var env = environment
         env["E2E_TOKEN"] = e2eToken
         proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstreamURL ?? upstream.baseURL + "/f")
-                workers: 1
-                drain_timeout: \(drainTimeout)
-                credentials:
-                  type: static
-                  token_env: E2E_TOKEN
-                log:
-                  level: debug
-                  access_log: true
-                \(extra)
-                """,
+            config: staticTokenConfig(
+                upstream: upstreamURL ?? upstream.baseURL + "/f", drainTimeout: drainTimeout, logLevel: "debug", more: extra),
             environment: env)
-    }
-
-    public var host: String { proxy.address }
-
-    public func url(_ path: String) -> String { proxy.baseURL + path }
-
-    public func connect(timeout: TimeInterval = 10) throws -> RawHTTPClient {
-        try RawHTTPClient(port: proxy.port, timeout: timeout)
     }
 
     /// One request on a client connection of its own.
@@ -76,13 +56,15 @@ public final class FramingFixture: @unchecked Sendable {
         return tags?[tag] as? [[String: Any]] ?? []
     }
 
-    /// Stops the proxy with SIGTERM: exit status 0, no token in its stderr.
-    public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
-        proxy.terminate(signal: SIGTERM)
-        let status = try proxy.waitForExit(timeout: 15)
-        #expect(status == 0, "tokenproxy exit status after SIGTERM", sourceLocation: sourceLocation)
-        #expect(!proxy.stderr.contains(e2eToken), "the token appeared in tokenproxy's stderr", sourceLocation: sourceLocation)
-        upstream.stop()
+    /// The statuses of `count` GETs of `/ok?n=<i>`, one after the other on one client connection.
+    public func statusesOfSequentialGets(_ count: Int) throws -> [Int] {
+        let client = try connect()
+        var statuses: [Int] = []
+        for i in 0..<count {
+            try client.send(rawRequest("GET", "/ok?n=\(i)", host: host))
+            statuses.append(try client.readResponse().status)
+        }
+        return statuses
     }
 }
 

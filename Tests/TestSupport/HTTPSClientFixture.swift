@@ -1,5 +1,4 @@
 import Foundation
-import TestSupport
 import Testing
 
 /// A tokenproxy whose listener speaks TLS (CONTRACT.md "HTTPS for clients", a TLS listener) in
@@ -20,21 +19,9 @@ public final class TLSListenerFixture: Sendable {
         let directory = try TempDir(prefix: "tls-listener")
         certificate = try ca.issue(file: "tls/server", in: directory)
         proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstream.baseURL)/base
-                workers: 1
-                drain_timeout: 2s
-                credentials:
-                  type: static
-                  token_env: E2E_TOKEN
-                log:
-                  level: \(logLevel)
-                  access_log: true
-                tls:
-                  cert_file: ./tls/server.pem
-                  key_file: ./tls/server-key.pem
-                """ + (clientCA.map { "\n  client_ca_file: \($0)" } ?? ""),
+            config: staticTokenConfig(
+                upstream: "\(upstream.baseURL)/base", drainTimeout: "2s", logLevel: logLevel,
+                more: "tls:\n  cert_file: ./tls/server.pem\n  key_file: ./tls/server-key.pem" + (clientCA.map { "\n  client_ca_file: \($0)" } ?? "")),
             directory: directory, environment: ["E2E_TOKEN": e2eToken])
     }
 

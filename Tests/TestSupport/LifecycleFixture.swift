@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import TestSupport
 import Testing
 
 #if canImport(Glibc)

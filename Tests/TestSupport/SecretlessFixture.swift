@@ -1,5 +1,4 @@
 import Foundation
-import TestSupport
 import Testing
 
 /// The world of the secretless-credentials tests: Authlib's authorization server with its RFC 7523
@@ -70,21 +69,36 @@ public final class SecretlessWorld: Sendable {
         (try stats()[table] as? [String: Any])?[key] as? Int ?? 0
     }
 
+    /// `tokenproxy serve` with a grant of `type` at this IdP (for `clientID`, when set) and `more`
+    /// credentials lines (client authentication, keys, the grant's own).
+    public func serve(
+        _ type: String, clientID: String? = nil, directory: TempDir? = nil, environment: [String: String] = [:], _ more: String
+    ) throws -> ProxyProcess {
+        let head = "type: \(type)\ntoken_url: \(tokenURL)\n" + (clientID.map { "client_id: \($0)\n" } ?? "")
+        return try ProxyProcess(config: config(credentials: head + more), directory: directory, environment: environment)
+    }
+
     /// The proxy's configuration: `credentials` lines indented by two spaces.
     public func config(credentials: String, upstream: String? = nil) -> String {
-        """
-        listen: 127.0.0.1:0
-        upstream: \(upstream ?? idp.baseURL + "/api")
-        workers: 1
-        drain_timeout: 1s
-        admin:
-          listen: 127.0.0.1:0
-        credentials:
-        \(credentials.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
-        log:
-          level: debug
-        """
+        credentialsConfig(upstream: upstream ?? idp.baseURL + "/api", credentials: credentials)
     }
+}
+
+/// The configuration of the credential types' tests: an admin listener, debug logs, `workers`, and
+/// `credentials` (its lines, indented here).
+public func credentialsConfig(upstream: String, workers: Int = 1, credentials: String) -> String {
+    """
+    listen: 127.0.0.1:0
+    upstream: \(upstream)
+    workers: \(workers)
+    drain_timeout: 1s
+    admin:
+      listen: 127.0.0.1:0
+    credentials:
+    \(credentials.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+    log:
+      level: debug
+    """
 }
 
 /// Polls `condition` until it holds or `timeout` passes (waiting for an event another process
@@ -92,4 +106,25 @@ public final class SecretlessWorld: Sendable {
 /// the secretless tests' default.
 public func eventually(timeout: TimeInterval = 15, _ condition: () throws -> Bool) rethrows -> Bool {
     try within(timeout, condition)
+}
+
+/// Writes `tokenproxy.yaml` in `dir` with `type: oauth2_client_credentials` for `clientID` (and
+/// `credentials` lines more, indented here; `top`: more top-level lines) and runs `tokenproxy check`
+/// on it: the file's path and what `check` said.
+public func checkClientCredentials(
+    in dir: TempDir, tokenURL: String = "http://127.0.0.1:9/token", clientID: String, _ credentials: String, top: String = ""
+) throws -> (path: String, result: CommandResult) {
+    let lines = credentials.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+    let path = try dir.write(
+        "tokenproxy.yaml",
+        """
+        upstream: http://127.0.0.1:9
+        credentials:
+          type: oauth2_client_credentials
+          token_url: \(tokenURL)
+          client_id: \(clientID)
+        \(lines)
+        \(top)
+        """)
+    return (path, try ProxyProcess.run(args: ["check", "--config", path]))
 }

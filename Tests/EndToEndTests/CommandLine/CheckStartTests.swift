@@ -84,20 +84,9 @@ import Testing
         let dir = try TempDir(prefix: "tls-client-auth-key")
         let client = try ca.issue(["svc"], purpose: .client, file: "client", in: dir)
         guard chmod(client.key, 0o644) == 0 else { throw HarnessError("chmod failed") }
-        let path = try dir.write(
-            "tokenproxy.yaml",
-            """
-            upstream: http://127.0.0.1:9
-            credentials:
-              type: oauth2_client_credentials
-              token_url: https://127.0.0.1:9/token
-              client_id: svc
-              client_auth: tls_client_auth
-              client_cert_file: ./client.pem
-              client_key_file: ./client-key.pem
-            store: {path: ./state/tokens.json}
-            """)
-        let result = try ProxyProcess.run(args: ["check", "--config", path])
+        let (path, result) = try checkClientCredentials(
+            in: dir, tokenURL: "https://127.0.0.1:9/token", clientID: "svc",
+            "client_auth: tls_client_auth\nclient_cert_file: ./client.pem\nclient_key_file: ./client-key.pem", top: "store: {path: ./state/tokens.json}")
         #expect(result.status == 2, "\(result.output)")
         #expect(result.stderr.contains("credentials.client_key_file: \(client.key) (mode 0644, owner uid "), "\(result.stderr)")
         guard chmod(client.key, 0o600) == 0 else { throw HarnessError("chmod failed") }

@@ -133,9 +133,7 @@ import Testing
 
     @Test func connectWithoutForwardProxyIs405() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send("CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\n\r\n")
-        let r = try client.readResponse()
+        let r = try f.exchange("CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\n\r\n").response
         expectProxyError(r, status: 405, code: "method_not_allowed")
         #expect(r.header("Allow") != nil, "\(r)")
         try f.finish()

@@ -5,19 +5,11 @@ import Testing
 /// CONTRACT.md points 7 and 9: the token goes to the upstream's origin only, and browsers cannot
 /// be used against it.
 @Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct AccessTests {
-    @Test func absoluteFormForAnotherHostIsForbiddenTarget() throws {
+    /// Another host, or the upstream's host on another port.
+    @Test(arguments: [("http://other.example/steal", "other.example"), ("http://127.0.0.1:1/steal", "127.0.0.1:1")])
+    func absoluteFormForAnotherOriginIsForbiddenTarget(target: String, host: String) throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "http://other.example/steal", host: "other.example"))
-        expectProxyError(try client.readResponse(), status: 403, code: "forbidden_target")
-        try f.finish()
-    }
-
-    @Test func absoluteFormForTheUpstreamHostOnAnotherPortIsForbiddenTarget() throws {
-        let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "http://127.0.0.1:1/steal", host: "127.0.0.1:1"))
-        expectProxyError(try client.readResponse(), status: 403, code: "forbidden_target")
+        expectProxyError(try f.exchange(rawRequest("GET", target, host: host)).response, status: 403, code: "forbidden_target")
         try f.finish()
     }
 
@@ -49,9 +41,8 @@ import Testing
     @Test func connectWinsOverAForeignHost() throws {
         // Point 10: CONNECT (405) comes before forbidden_host.
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send("CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n")
-        expectProxyError(try client.readResponse(), status: 405, code: "method_not_allowed")
+        let response = try f.exchange("CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n").response
+        expectProxyError(response, status: 405, code: "method_not_allowed")
         try f.finish()
     }
 

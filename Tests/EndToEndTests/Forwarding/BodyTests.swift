@@ -55,29 +55,21 @@ import Testing
         let f = try Fixture()
         let size = 1024 * 1024
         let r = try curl([f.url("/big?bytes=\(size)")], timeout: 60)
-        #expect(r.status == 200)
-        #expect(r.body.count == size)
-        #expect(r.body == echoPattern(count: size))
+        expectEchoPattern(r, count: size)
         try f.finish()
     }
 
     @Test func chunkedDownloadArrivesWhole() throws {
         let f = try Fixture()
         let size = 1024 * 1024 + 17
-        let client = try f.connect(timeout: 60)
-        try client.send(rawRequest("GET", "/stream?bytes=\(size)", host: f.host))
-        let response = try client.readResponse()
-        #expect(response.status == 200)
-        #expect(response.body.count == size)
-        #expect(response.body == echoPattern(count: size))
+        let response = try f.exchange(rawRequest("GET", "/stream?bytes=\(size)", host: f.host), timeout: 60).response
+        expectEchoPattern(response, count: size)
         try f.finish()
     }
 
     @Test func headRequestGetsHeadersWithoutBody() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("HEAD", "/big?bytes=1000", host: f.host))
-        let response = try client.readResponse(method: "HEAD")
+        let (client, response) = try f.exchange(rawRequest("HEAD", "/big?bytes=1000", host: f.host), method: "HEAD")
         #expect(response.status == 200)
         #expect(response.header("Content-Length") == "1000")
         // The next request on the same connection still works: no body bytes were sent.

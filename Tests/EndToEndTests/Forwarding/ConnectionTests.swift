@@ -6,9 +6,7 @@ import Testing
 @Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct ConnectionTests {
     @Test func twoRequestsShareOneKeepAliveConnection() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/one", host: f.host))
-        let first = try client.readResponse()
+        let (client, first) = try f.exchange(rawRequest("GET", "/one", host: f.host))
         try client.send(rawRequest("POST", "/two", host: f.host, body: Array("payload".utf8)))
         let second = try client.readResponse()
         #expect(first.status == 200)
@@ -54,20 +52,19 @@ import Testing
         try f.finish()
     }
 
-    @Test func differingContentLengthsAreABadRequest() throws {
+    /// Two Content-Length fields that differ (RFC 9112 §6.3), and a request line that is not HTTP.
+    @Test(arguments: ["POST /x HTTP/1.1\r\nHost: HOST\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", "THIS IS NOT HTTP\r\n\r\n"])
+    func aMalformedRequestIsABadRequestAndClosed(request: String) throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send("POST /x HTTP/1.1\r\nHost: \(f.host)\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd")
-        expectProxyError(try client.readResponse(), status: 400, code: "bad_request")
+        let (client, response) = try f.exchange(request.replacingOccurrences(of: "HOST", with: f.host))
+        expectProxyError(response, status: 400, code: "bad_request")
         #expect(client.waitForClose(timeout: 5))
         try f.finish()
     }
 
     @Test func oversizedRequestHeadGets431() throws {
         let f = try Fixture(extra: "limits:\n  max_header_bytes: 8KiB")
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/big-head", host: f.host, headers: [("X-Filler", String(repeating: "a", count: 16 * 1024))]))
-        let response = try client.readResponse()
+        let (client, response) = try f.exchange(rawRequest("GET", "/big-head", host: f.host, headers: [("X-Filler", String(repeating: "a", count: 16 * 1024))]))
         expectProxyError(response, status: 431, code: "headers_too_large")
         #expect(client.waitForClose(timeout: 5))
         try f.finish()
@@ -86,22 +83,11 @@ import Testing
 
     @Test func connectIsRefusedWith405AndAllow() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-        let response = try client.readResponse()
+        let response = try f.exchange("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n").response
         expectProxyError(response, status: 405, code: "method_not_allowed")
         let allow = try #require(response.header("Allow"))
         #expect(!allow.uppercased().contains("CONNECT"))
         #expect(allow.uppercased().contains("GET"))
-        try f.finish()
-    }
-
-    @Test func malformedRequestLineIsABadRequest() throws {
-        let f = try Fixture()
-        let client = try f.connect()
-        try client.send("THIS IS NOT HTTP\r\n\r\n")
-        expectProxyError(try client.readResponse(), status: 400, code: "bad_request")
-        #expect(client.waitForClose(timeout: 5))
         try f.finish()
     }
 }

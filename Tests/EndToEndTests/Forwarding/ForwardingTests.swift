@@ -35,9 +35,7 @@ import Testing
 
     @Test func rootPathMapsToTheBasePath() throws {
         let f = try Fixture(basePath: "/base")
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/?a=1", host: f.host))
-        let response = try client.readResponse()
+        let response = try f.exchange(rawRequest("GET", "/?a=1", host: f.host)).response
         #expect(response.status == 200)
         let echo = try Echo(response.body)
         #expect(echo.path == "/base/?a=1" || echo.path == "/base?a=1", "\(echo.path)")
@@ -46,9 +44,7 @@ import Testing
 
     @Test func dotSegmentsAreRemovedBeforeForwarding() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/a/./b/../c/%2e%2e/d?x=../y", host: f.host))
-        let response = try client.readResponse()
+        let response = try f.exchange(rawRequest("GET", "/a/./b/../c/%2e%2e/d?x=../y", host: f.host)).response
         #expect(response.status == 200, "\(response)")
         let echo = try Echo(response.body)
         // RFC 3986 §5.2.4 on the path only; the query is kept as it came. `%2e%2e` is left to the
@@ -67,9 +63,7 @@ import Testing
 
     @Test func pathClimbingAboveRootIsABadRequest() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/../x", host: f.host))
-        let response = try client.readResponse()
+        let response = try f.exchange(rawRequest("GET", "/../x", host: f.host)).response
         expectProxyError(response, status: 400, code: "bad_request")
         try f.finish()
     }
@@ -167,18 +161,21 @@ import Testing
 
     @Test func absoluteFormForTheUpstreamItselfIsTreatedLikeOriginForm() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "http://127.0.0.1:\(f.upstream.port)/abs?q=1", host: "127.0.0.1:\(f.upstream.port)"))
-        let response = try client.readResponse()
+        let response = try f.exchange(rawRequest("GET", "http://127.0.0.1:\(f.upstream.port)/abs?q=1", host: "127.0.0.1:\(f.upstream.port)")).response
         #expect(response.status == 200, "\(response)")
         #expect(try Echo(response.body).path == "/base/abs?q=1")
         try f.finish()
     }
 
+    /// The proxy's answer to the echo upstream's redirect to `target`.
+    static func redirect(_ f: Fixture, to target: String) throws -> CurlResult {
+        try curl([f.url("/redirect?to=\(target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")])
+    }
+
     @Test func upstreamRedirectIntoTheBaseURLIsRewrittenToTheProxy() throws {
         let f = try Fixture()
         let target = "\(f.upstream.baseURL)/base/next?x=1"
-        let r = try curl([f.url("/redirect?to=\(target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")])
+        let r = try Self.redirect(f, to: target)
         #expect(r.status == 302)
         let location = try #require(r.header("Location"))
         // Absolute (pointing at the proxy) or relative, as nginx's `proxy_redirect default` may give.
@@ -193,7 +190,7 @@ import Testing
     @Test func upstreamRedirectElsewhereIsPassedOnUnchanged() throws {
         let f = try Fixture()
         let target = "https://elsewhere.example/base/next?x=1"
-        let r = try curl([f.url("/redirect?to=\(target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")])
+        let r = try Self.redirect(f, to: target)
         #expect(r.status == 302)
         #expect(r.header("Location") == target)
         try f.finish()

@@ -49,9 +49,8 @@ import Testing
 
     @Test func bodyOverMaxBodyBytesIs413() throws {
         let f = try Fixture(extra: "limits:\n  max_body_bytes: 1KiB")
-        let client = try f.connect()
-        try client.send(rawRequest("POST", "/upload", host: f.host, body: testBytes(count: 4096)))
-        expectProxyError(try client.readResponse(), status: 413, code: "body_too_large")
+        let response = try f.exchange(rawRequest("POST", "/upload", host: f.host, body: testBytes(count: 4096))).response
+        expectProxyError(response, status: 413, code: "body_too_large")
         let small = try curl(["--data-binary", "small body", f.url("/upload")])
         #expect(small.status == 200)
         try f.finish()
@@ -79,14 +78,7 @@ import Testing
         let dir = try TempDir()
         let socketPath = dir.file("proxy.sock")
         let proxy = try ProxyProcess(
-            config: """
-                listen: unix:\(socketPath)
-                upstream: \(upstream.baseURL)/base
-                workers: 1
-                credentials:
-                  type: static
-                  token_env: E2E_TOKEN
-                """,
+            config: staticTokenConfig(listen: "unix:\(socketPath)", upstream: "\(upstream.baseURL)/base"),
             directory: dir,
             environment: ["E2E_TOKEN": e2eToken])
         #expect(proxy.address == "unix:\(socketPath)")
@@ -100,14 +92,7 @@ import Testing
     @Test func environmentOverridesListenAndUpstream() throws {
         let upstream = try PythonServer("echo_upstream")
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:1
-                upstream: http://127.0.0.1:9/nowhere
-                workers: 1
-                credentials:
-                  type: static
-                  token_env: E2E_TOKEN
-                """,
+            config: staticTokenConfig(listen: "127.0.0.1:1", upstream: "http://127.0.0.1:9/nowhere"),
             environment: [
                 "E2E_TOKEN": e2eToken,
                 "TOKENPROXY_LISTEN": "127.0.0.1:0",
@@ -126,16 +111,7 @@ import Testing
         let fileToken = "file-token-\(UUID().uuidString)"
         try dir.write("secrets/token", fileToken + "\n", mode: 0o600)
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstream.baseURL)
-                workers: 1
-                credentials:
-                  type: static
-                  token_file: secrets/token
-                log:
-                  level: debug
-                """,
+            config: proxyConfig(upstream: upstream.baseURL, credentials: "type: static\ntoken_file: secrets/token", more: "log:\n  level: debug"),
             directory: dir)
         let r = try curl([proxy.baseURL + "/f"])
         #expect(try Echo(r.body).values("Authorization") == ["Bearer \(fileToken)"])

@@ -15,18 +15,9 @@ import Testing
         init(limits: String = "") throws {
             server = try PythonServer("ws_echo")
             proxy = try ProxyProcess(
-                config: """
-                    listen: 127.0.0.1:0
-                    upstream: \(server.baseURL)/ws
-                    workers: 1
-                    drain_timeout: 2s
-                    credentials:
-                      type: static
-                      token_env: E2E_TOKEN
-                    log:
-                      level: debug
-                      access_log: true
-                    """ + (limits.isEmpty ? "" : "\nlimits:\n" + limits),
+                config: staticTokenConfig(
+                    upstream: "\(server.baseURL)/ws", drainTimeout: "2s", logLevel: "debug",
+                    more: limits.isEmpty ? "" : "limits:\n" + limits),
                 environment: ["E2E_TOKEN": e2eToken])
         }
 

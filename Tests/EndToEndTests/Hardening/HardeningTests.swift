@@ -141,9 +141,7 @@ import Testing
     /// so the connection also stays open for the next request (RFC 9112 §9.3).
     @Test func http12IsProcessedAsHTTP11() throws {
         let f = try Fixture()
-        let client = try f.connect()
-        try client.send("GET / HTTP/1.2\r\nHost: \(f.host)\r\n\r\n")
-        let first = try client.readResponse()
+        let (client, first) = try f.exchange("GET / HTTP/1.2\r\nHost: \(f.host)\r\n\r\n")
         #expect(first.status == 200, "\(first)")
         #expect(first.version == "HTTP/1.1", "\(first)")
         let path = try Echo(first.body).path

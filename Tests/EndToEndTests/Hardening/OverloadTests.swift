@@ -57,14 +57,7 @@ import Testing
         let configPath = dir.file("tokenproxy.yaml")
         // The shell lowers the descriptor limit, then becomes tokenproxy.
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstream.baseURL)/base
-                workers: 1
-                credentials:
-                  type: static
-                  token_env: E2E_TOKEN
-                """,
+            config: staticTokenConfig(upstream: "\(upstream.baseURL)/base"),
             directory: dir,
             environment: ["E2E_TOKEN": e2eToken],
             arguments: ["-c", "ulimit -n 64 && exec \"$0\" serve --config \"$1\"", RepositoryPaths.tokenproxyBinary.path, configPath],

@@ -80,6 +80,13 @@ struct CognitoLoginTests {
         return child
     }
 
+    /// Types the code the pool sent to u-ann into `child` and expects the login to end with status 0.
+    static func answerWithTheCodeSent(_ pool: Pool, _ child: ChildProcess, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let code = try #require(try pool.codes()["u-ann"], sourceLocation: sourceLocation)
+        child.writeStdin(Array((code + "\n").utf8))
+        #expect(child.wait(timeout: 120) == 0, "\(child.stderr.text)", sourceLocation: sourceLocation)
+    }
+
     static func waitForQuestion(_ child: ChildProcess, containing text: String) -> Bool {
         child.stderr.wait(until: Date().addingTimeInterval(120)) { $0.contains(text) ? true : nil } ?? false
     }
@@ -189,9 +196,7 @@ struct CognitoLoginTests {
         #expect(Self.waitForQuestion(child, containing: "SELECT_MFA_TYPE"))
         child.writeStdin(Array("SMS_MFA\n".utf8))
         #expect(Self.waitForQuestion(child, containing: "+*******0100"))
-        let code = try #require(try pool.codes()["u-ann"])
-        child.writeStdin(Array((code + "\n").utf8))
-        #expect(child.wait(timeout: 120) == 0, "\(child.stderr.text)")
+        try Self.answerWithTheCodeSent(pool, child)
         #expect(try pool.stats()["RespondToAuthChallenge:SMS_MFA"] == ["ok": 1])
     }
 
@@ -202,9 +207,7 @@ struct CognitoLoginTests {
         let child = try Self.start(pool)
         defer { child.stop(grace: 1) }
         #expect(Self.waitForQuestion(child, containing: "a***@e***"))
-        let code = try #require(try pool.codes()["u-ann"])
-        child.writeStdin(Array((code + "\n").utf8))
-        #expect(child.wait(timeout: 120) == 0, "\(child.stderr.text)")
+        try Self.answerWithTheCodeSent(pool, child)
         #expect(try pool.stats()["RespondToAuthChallenge:EMAIL_OTP"] == ["ok": 1])
     }
 

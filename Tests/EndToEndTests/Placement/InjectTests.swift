@@ -163,17 +163,13 @@ import Testing
         let dir = try TempDir(prefix: "tokenproxy-inject")
         let script = try dir.write("token.sh", "#!/bin/sh\nprintf '{\"token\":\"smuggled\\\\r\\\\nX-Evil: header-value\"}'\n", mode: 0o755)
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstream.baseURL)
-                workers: 1
-                credentials:
-                  type: exec
-                  command: [\(script)]
-                inject: {header: X-API-Key, format: "key={token}"}
-                limits: {refresh_wait: 2s}
-                log: {level: debug, access_log: true}
-                """, directory: dir)
+            config: proxyConfig(
+                upstream: upstream.baseURL, credentials: "type: exec\ncommand: [\(script)]",
+                more: """
+                    inject: {header: X-API-Key, format: "key={token}"}
+                    limits: {refresh_wait: 2s}
+                    log: {level: debug, access_log: true}
+                    """), directory: dir)
         let r = try curl([proxy.baseURL + "/x"])
         expectProxyError(r, status: 503, code: "token_unavailable")
         #expect(!r.bodyString.contains("smuggled") && !r.bodyString.contains("X-Evil"))

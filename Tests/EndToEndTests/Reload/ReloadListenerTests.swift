@@ -45,6 +45,15 @@ import Testing
             try ProxyProcess(config: yaml, directory: dir, environment: ["E2E_TOKEN": e2eToken])
         }
 
+        /// Routes `a` and `b` on `portA` and `portB`, and a kept-alive connection to `portA` that
+        /// the route to /one served.
+        func serveWithAKeptConnection(sourceLocation: SourceLocation = #_sourceLocation) throws -> (ProxyProcess, RawHTTPClient) {
+            let proxy = try serve(file(names: ("a", "b"), ports: (portA, portB)))
+            let kept = try RawHTTPClient(port: portA)
+            #expect(try ReloadListenerTests.servedBy(kept, port: portA) == "/one", sourceLocation: sourceLocation)
+            return (proxy, kept)
+        }
+
         func reload(_ proxy: ProxyProcess, to yaml: String) throws -> CurlResult {
             _ = try dir.write("tokenproxy.yaml", yaml)
             return try curl(["-X", "POST", try #require(proxy.adminURL) + "/reload"])
@@ -74,9 +83,7 @@ import Testing
 
     @Test func aRenamedRouteKeepsItsListenerAndItsConnections() throws {
         let w = try World()
-        let proxy = try w.serve(w.file(names: ("a", "b"), ports: (w.portA, w.portB)))
-        let kept = try RawHTTPClient(port: w.portA)
-        #expect(try Self.servedBy(kept, port: w.portA) == "/one")
+        let (proxy, kept) = try w.serveWithAKeptConnection()
         let reload = try w.reload(proxy, to: w.file(names: ("alpha", "b"), ports: (w.portA, w.portB)))
         #expect(reload.status == 200, "\(reload.bodyString)")
         #expect(try Self.servedBy(kept, port: w.portA) == "/one", "the kept-alive connection follows the renamed route")
@@ -88,9 +95,7 @@ import Testing
 
     @Test func twoRoutesThatSwapTheirAddressesKeepBothListeners() throws {
         let w = try World()
-        let proxy = try w.serve(w.file(names: ("a", "b"), ports: (w.portA, w.portB)))
-        let kept = try RawHTTPClient(port: w.portA)
-        #expect(try Self.servedBy(kept, port: w.portA) == "/one")
+        let (proxy, kept) = try w.serveWithAKeptConnection()
         let reload = try w.reload(proxy, to: w.file(names: ("a", "b"), ports: (w.portB, w.portA)))
         #expect(reload.status == 200, "\(reload.bodyString)")
         #expect(try Self.servedBy(port: w.portA) == "/two")

@@ -13,17 +13,14 @@ struct ClientAuthTests {
         let dir = try TempDir(prefix: "tokenproxy-pkjwt")
         let key = try SecretlessWorld.makeKey(kind, in: dir, name: "client-key.pem")
         let world = try SecretlessWorld(clients: ["svc:private_key_jwt:\(key)"], dir: dir)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: svc
-                    client_auth: private_key_jwt
-                    client_key_file: ./client-key.pem
-                    client_key_id: key-1
-                    \(alg == "PS256" ? "client_key_alg: PS256" : "")
-                    """), directory: dir)
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "svc", directory: dir,
+            """
+            client_auth: private_key_jwt
+            client_key_file: ./client-key.pem
+            client_key_id: key-1
+            \(alg == "PS256" ? "client_key_alg: PS256" : "")
+            """)
         let answer = try curl([proxy.baseURL + "/orders"])
         #expect(answer.status == 200)
         #expect(answer.json?["client"] as? String == "svc")
@@ -42,15 +39,12 @@ struct ClientAuthTests {
     func clientSecretJWT() throws {
         let secret = "hs-secret-\(UUID().uuidString)"
         let world = try SecretlessWorld(clients: ["hs:client_secret_jwt:\(secret)"])
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: hs
-                    client_auth: client_secret_jwt
-                    client_secret_env: HS_SECRET
-                    """), directory: world.dir, environment: ["HS_SECRET": secret])
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "hs", directory: world.dir, environment: ["HS_SECRET": secret],
+            """
+            client_auth: client_secret_jwt
+            client_secret_env: HS_SECRET
+            """)
         #expect(try curl([proxy.baseURL + "/x"]).status == 200)
         #expect(try world.count("auth", "client_secret_jwt") == 1)
         #expect(try world.count("algs", "HS256") == 1)
@@ -97,15 +91,12 @@ struct ClientAuthTests {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])
         let first = try world.mint()
         let file = try world.project("azure-identity-token", first)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: azure-app
-                    client_auth: client_assertion
-                    client_assertion_file: \(file)
-                    """), directory: world.dir)
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "azure-app", directory: world.dir,
+            """
+            client_auth: client_assertion
+            client_assertion_file: \(file)
+            """)
         #expect(try curl([proxy.baseURL + "/a"]).status == 200)
         #expect(try world.stats()["form_client_ids"] as? Int ?? 0 >= 1)
         let firstJTI = try #require(try world.stats()["assertion_subjects"] as? [String: Int]).keys.first
@@ -141,15 +132,12 @@ struct ClientAuthTests {
     func emptiedAssertionFileKeepsTheLastGood() throws {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])
         let file = try world.project("token", try world.mint())
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: azure-app
-                    client_auth: client_assertion
-                    client_assertion_file: \(file)
-                    """), directory: world.dir)
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "azure-app", directory: world.dir,
+            """
+            client_auth: client_assertion
+            client_assertion_file: \(file)
+            """)
         #expect(try curl([proxy.baseURL + "/a"]).status == 200)
         _ = try world.project("token", "")
         #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
@@ -165,15 +153,12 @@ struct ClientAuthTests {
         let dir = try TempDir(prefix: "tokenproxy-badkey")
         let key = try SecretlessWorld.makeKey("ec", in: dir, name: "client-key.pem")
         let world = try SecretlessWorld(clients: ["svc:private_key_jwt:\(key)"], dir: dir)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: svc
-                    client_auth: private_key_jwt
-                    client_key_file: ./client-key.pem
-                    """), directory: dir)
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "svc", directory: dir,
+            """
+            client_auth: private_key_jwt
+            client_key_file: ./client-key.pem
+            """)
         #expect(try curl([proxy.baseURL + "/a"]).status == 200)
         _ = try dir.write("client-key.pem", "not a key any more\n", mode: 0o600)
         let admin = try #require(proxy.adminURL)
@@ -193,15 +178,12 @@ struct ClientAuthTests {
         let world = try SecretlessWorld(clients: ["azure-app:federated:system:serviceaccount:default:app"])
         let stale = try world.mint(ttl: -30)
         let file = try world.project("token", stale)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_client_credentials
-                    token_url: \(world.tokenURL)
-                    client_id: azure-app
-                    client_auth: client_assertion
-                    client_assertion_file: \(file)
-                    """), directory: world.dir)
+        let proxy = try world.serve(
+            "oauth2_client_credentials", clientID: "azure-app", directory: world.dir,
+            """
+            client_auth: client_assertion
+            client_assertion_file: \(file)
+            """)
         #expect(proxy.waitForStderr(containing: "expired"))
         #expect(try curl([proxy.baseURL + "/a"]).status == 503)
         let metrics = try curl([try #require(proxy.adminURL) + "/metrics"]).bodyString
@@ -214,18 +196,8 @@ struct ClientAuthTests {
     func checkRefusesAnAssertionFileWithoutAJWT() throws {
         let dir = try TempDir(prefix: "tokenproxy-assertioncheck")
         _ = try dir.write("token", "not-a-jwt\n")
-        let path = try dir.write(
-            "tokenproxy.yaml",
-            """
-            upstream: http://127.0.0.1:9
-            credentials:
-              type: oauth2_client_credentials
-              token_url: http://127.0.0.1:9/token
-              client_id: svc
-              client_auth: client_assertion
-              client_assertion_file: ./token
-            """)
-        let result = try ProxyProcess.run(args: ["check", "--config", path])
+        let (path, result) = try checkClientCredentials(
+            in: dir, clientID: "svc", "client_auth: client_assertion\nclient_assertion_file: ./token")
         #expect(result.status == 2)
         #expect(result.stderr.contains("credentials.client_assertion_file"), "\(result.stderr)")
         #expect(result.stderr.contains("does not hold a JWT"), "\(result.stderr)")
@@ -250,17 +222,7 @@ struct ClientAuthTests {
         let ec = try SecretlessWorld.makeKey("ec", in: dir, name: "ec.pem")
         _ = try dir.write("not-a-key.pem", "hello\n", mode: 0o600)
         _ = try dir.write("open.pem", try String(contentsOfFile: ec, encoding: .utf8), mode: 0o644)
-        let config = """
-            upstream: http://127.0.0.1:9
-            credentials:
-              type: oauth2_client_credentials
-              token_url: http://127.0.0.1:9/token
-              client_id: svc
-              client_auth: private_key_jwt
-            \(lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
-            """
-        let path = try dir.write("tokenproxy.yaml", config)
-        let result = try ProxyProcess.run(args: ["check", "--config", path])
+        let result = try checkClientCredentials(in: dir, clientID: "svc", "client_auth: private_key_jwt\n" + lines).result
         #expect(result.status == 2)
         #expect(result.stderr.contains(key), "\(result.stderr)")
         #expect(result.stderr.contains(reason), "\(result.stderr)")

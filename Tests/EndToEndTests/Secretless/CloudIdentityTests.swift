@@ -7,18 +7,12 @@ import Testing
 @Suite("Cloud metadata identities", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct CloudIdentityTests {
     func config(_ server: PythonServer, _ credentials: String) -> String {
-        """
-        listen: 127.0.0.1:0
-        upstream: \(server.baseURL)/api
-        workers: 1
-        drain_timeout: 1s
-        admin:
-          listen: 127.0.0.1:0
-        credentials:
-        \(credentials.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
-        log:
-          level: debug
-        """
+        credentialsConfig(upstream: server.baseURL + "/api", credentials: credentials)
+    }
+
+    /// `tokenproxy serve` with `credentials` lines against `server`.
+    func serve(_ server: PythonServer, environment: [String: String] = [:], _ credentials: String) throws -> ProxyProcess {
+        try ProxyProcess(config: config(server, credentials), environment: environment)
     }
 
     func stats(_ server: PythonServer) throws -> [String: Any] {
@@ -31,15 +25,14 @@ struct CloudIdentityTests {
         // The metadata server refuses a request without the header.
         let bare = try curl([server.baseURL + "/computeMetadata/v1/instance/service-accounts/default/token"])
         #expect(bare.status == 403)
-        let proxy = try ProxyProcess(
-            config: config(
-                server,
-                """
-                type: gce_metadata
-                endpoint: \(server.baseURL)
-                service_account: builder@proj.iam.gserviceaccount.com
-                scope: "https://www.googleapis.com/auth/cloud-platform openid"
-                """))
+        let proxy = try serve(
+            server,
+            """
+            type: gce_metadata
+            endpoint: \(server.baseURL)
+            service_account: builder@proj.iam.gserviceaccount.com
+            scope: "https://www.googleapis.com/auth/cloud-platform openid"
+            """)
         let answer = try curl([proxy.baseURL + "/x"])
         #expect(answer.status == 200)
         #expect(answer.json?["source"] as? String == "gce")
@@ -52,14 +45,13 @@ struct CloudIdentityTests {
     @Test("gce_metadata with audience fetches an ID token, whose exp is its expiry")
     func gceIDToken() throws {
         let server = try PythonServer("cloud_metadata", arguments: ["--ttl", "600"])
-        let proxy = try ProxyProcess(
-            config: config(
-                server,
-                """
-                type: gce_metadata
-                endpoint: \(server.baseURL)/
-                audience: https://run.example.app
-                """))
+        let proxy = try serve(
+            server,
+            """
+            type: gce_metadata
+            endpoint: \(server.baseURL)/
+            audience: https://run.example.app
+            """)
         let answer = try curl([proxy.baseURL + "/x"])
         #expect(answer.status == 200)
         #expect(answer.json?["source"] as? String == "gce_id")
@@ -76,15 +68,14 @@ struct CloudIdentityTests {
         let server = try PythonServer("cloud_metadata")
         let bare = try curl([server.baseURL + "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=x"])
         #expect(bare.status == 400)
-        let proxy = try ProxyProcess(
-            config: config(
-                server,
-                """
-                type: azure_managed_identity
-                endpoint: \(server.baseURL)
-                scope: api://orders/.default
-                client_id: 11111111-2222-3333-4444-555555555555
-                """), environment: ["IDENTITY_ENDPOINT": "", "IDENTITY_HEADER": ""])
+        let proxy = try serve(
+            server, environment: ["IDENTITY_ENDPOINT": "", "IDENTITY_HEADER": ""],
+            """
+            type: azure_managed_identity
+            endpoint: \(server.baseURL)
+            scope: api://orders/.default
+            client_id: 11111111-2222-3333-4444-555555555555
+            """)
         let answer = try curl([proxy.baseURL + "/x"])
         #expect(answer.status == 200)
         #expect(answer.json?["source"] as? String == "imds")
@@ -96,13 +87,12 @@ struct CloudIdentityTests {
     func azureAppService() throws {
         let header = "identity-header-\(UUID().uuidString)"
         let server = try PythonServer("cloud_metadata", arguments: ["--identity-header", header])
-        let proxy = try ProxyProcess(
-            config: config(
-                server,
-                """
-                type: azure_managed_identity
-                resource: https://vault.azure.net
-                """), environment: ["IDENTITY_ENDPOINT": server.baseURL + "/msi/token", "IDENTITY_HEADER": header])
+        let proxy = try serve(
+            server, environment: ["IDENTITY_ENDPOINT": server.baseURL + "/msi/token", "IDENTITY_HEADER": header],
+            """
+            type: azure_managed_identity
+            resource: https://vault.azure.net
+            """)
         let answer = try curl([proxy.baseURL + "/x"])
         #expect(answer.status == 200)
         #expect(answer.json?["source"] as? String == "appservice")
@@ -141,13 +131,12 @@ struct CloudIdentityTests {
     func garbageAnswer() throws {
         let server = try PythonServer("cloud_metadata")
         #expect(try curl(["-X", "POST", server.baseURL + "/test/garbage"]).status == 200)
-        let proxy = try ProxyProcess(
-            config: config(
-                server,
-                """
-                type: gce_metadata
-                endpoint: \(server.baseURL)
-                """))
+        let proxy = try serve(
+            server,
+            """
+            type: gce_metadata
+            endpoint: \(server.baseURL)
+            """)
         #expect(proxy.waitForStderr(containing: "is not a JSON object"))
         #expect(try curl([proxy.baseURL + "/x"]).status == 503)
         #expect(try curl(["-X", "POST", server.baseURL + "/test/good"]).status == 200)

@@ -8,22 +8,15 @@ import Testing
 @Suite("DPoP", .tags(.endToEnd), .timeLimit(.minutes(35)))
 struct DPoPTests {
     func config(_ server: PythonServer, extra: String = "") -> String {
-        """
-        listen: 127.0.0.1:0
-        upstream: \(server.baseURL)/api
-        workers: 2
-        drain_timeout: 1s
-        admin:
-          listen: 127.0.0.1:0
-        credentials:
-          type: oauth2_client_credentials
-          token_url: \(server.baseURL)/oauth/token
-          client_id: dpop-client
-          client_auth: none
-          dpop: {\(extra)}
-        log:
-          level: debug
-        """
+        credentialsConfig(
+            upstream: server.baseURL + "/api", workers: 2,
+            credentials: """
+                type: oauth2_client_credentials
+                token_url: \(server.baseURL)/oauth/token
+                client_id: dpop-client
+                client_auth: none
+                dpop: {\(extra)}
+                """)
     }
 
     func stats(_ server: PythonServer) throws -> [String: Any] {
@@ -213,19 +206,7 @@ struct DPoPTests {
     func checkRefusesRSAKey() throws {
         let dir = try TempDir(prefix: "tokenproxy-dpop-check")
         _ = try SecretlessWorld.makeKey("rsa", in: dir, name: "rsa.pem")
-        let path = try dir.write(
-            "tokenproxy.yaml",
-            """
-            upstream: http://127.0.0.1:9
-            credentials:
-              type: oauth2_client_credentials
-              token_url: http://127.0.0.1:9/token
-              client_id: c
-              client_auth: none
-              dpop:
-                key_file: ./rsa.pem
-            """)
-        let result = try ProxyProcess.run(args: ["check", "--config", path])
+        let result = try checkClientCredentials(in: dir, clientID: "c", "client_auth: none\ndpop:\n  key_file: ./rsa.pem").result
         #expect(result.status == 2)
         #expect(result.stderr.contains("credentials.dpop.key_file"), "\(result.stderr)")
         #expect(result.stderr.contains("ES256"), "\(result.stderr)")

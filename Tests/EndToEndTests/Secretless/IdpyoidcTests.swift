@@ -44,6 +44,30 @@ struct IdpyoidcTests {
             """
         }
 
+        /// `tokenproxy serve` in `dir` with an RFC 8693 exchange of the seed's access token (in
+        /// `./subject`) for an access token, and `more` credentials lines.
+        func serveExchange(_ more: String) throws -> ProxyProcess {
+            let subject = try #require(seed["access_token"] as? String)
+            _ = try dir.write("subject", subject)
+            let credentials = """
+                type: oauth2_token_exchange
+                client_id: exchanger
+                subject_token_file: ./subject
+                subject_token_type: urn:ietf:params:oauth:token-type:access_token
+
+                """
+            return try ProxyProcess(config: config(credentials + more), directory: dir)
+        }
+
+        /// The key a token-endpoint answer bound its token to: token_type DPoP, and a `jkt` other than
+        /// the seed session's.
+        func boundKey(_ answer: [String: Any], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+            #expect(answer["token_type"] as? String == "DPoP", sourceLocation: sourceLocation)
+            let jkt = try #require(answer["jkt"] as? String, sourceLocation: sourceLocation)
+            #expect(jkt != seed["seed_jkt"] as? String, sourceLocation: sourceLocation)
+            return jkt
+        }
+
         func idpStats() throws -> [String: Any] { try #require(try curl([idp.baseURL + "/test/stats"]).json) }
         func apiStats() throws -> [String: Any] { try #require(try curl([api.baseURL + "/test/stats"]).json) }
 
@@ -93,10 +117,7 @@ struct IdpyoidcTests {
         // idpyoidc answered the refresh (with the proxy's proof) token_type DPoP, bound to one key.
         let refreshes = try world.answers("refresh_token")
         #expect(refreshes.count == 1)
-        let first = try #require(refreshes.first)
-        #expect(first["token_type"] as? String == "DPoP")
-        let jkt = try #require(first["jkt"] as? String)
-        #expect(jkt != world.seed["seed_jkt"] as? String)
+        let jkt = try world.boundKey(try #require(refreshes.first))
         // The API verified every proof by that key, and the token's cnf.jkt names it.
         #expect(seen == [jkt])
         var api = try world.apiStats()
@@ -163,10 +184,7 @@ struct IdpyoidcTests {
         // The first code grant is the World's own seed session (another key); the second is the login's.
         let codes = try world.answers("authorization_code")
         #expect(codes.count == 2)
-        let code = try #require(codes.last)
-        #expect(code["token_type"] as? String == "DPoP")
-        let jkt = try #require(code["jkt"] as? String)
-        #expect(jkt != world.seed["seed_jkt"] as? String)
+        let jkt = try world.boundKey(try #require(codes.last))
         #expect(try world.store()["token_type"] as? String == "DPoP")
         let loggedIn = try #require(try world.store()["access_token"] as? String)
         #expect((try Self.claims(loggedIn)["cnf"] as? [String: Any])?["jkt"] as? String == jkt)
@@ -195,16 +213,7 @@ struct IdpyoidcTests {
     func tokenExchange() throws {
         let world = try World(dpop: false)
         let subject = try #require(world.seed["access_token"] as? String)
-        _ = try world.dir.write("subject", subject)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                """
-                type: oauth2_token_exchange
-                client_id: exchanger
-                subject_token_file: ./subject
-                subject_token_type: urn:ietf:params:oauth:token-type:access_token
-                requested_token_type: urn:ietf:params:oauth:token-type:access_token
-                """), directory: world.dir)
+        let proxy = try world.serveExchange("requested_token_type: urn:ietf:params:oauth:token-type:access_token")
         for index in 0..<3 {
             let answer = try curl([proxy.baseURL + "/orders/\(index)"])
             #expect(answer.status == 200, "\(answer.bodyString)")
@@ -251,18 +260,12 @@ struct IdpyoidcTests {
     func actorTokenRefused() throws {
         let world = try World(dpop: false)
         let subject = try #require(world.seed["access_token"] as? String)
-        _ = try world.dir.write("subject", subject)
         _ = try world.dir.write("actor", subject)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                """
-                type: oauth2_token_exchange
-                client_id: exchanger
-                subject_token_file: ./subject
-                subject_token_type: urn:ietf:params:oauth:token-type:access_token
-                actor_token_file: ./actor
-                actor_token_type: urn:ietf:params:oauth:token-type:access_token
-                """), directory: world.dir)
+        let proxy = try world.serveExchange(
+            """
+            actor_token_file: ./actor
+            actor_token_type: urn:ietf:params:oauth:token-type:access_token
+            """)
         #expect(proxy.waitForStderr(containing: "Actor token not supported", timeout: 20), "\(proxy.stderr)")
         let exchanges = try #require(try world.idpStats()["exchanges"] as? [[String: Any]])
         #expect(exchanges.first?["actor"] as? Bool == true)

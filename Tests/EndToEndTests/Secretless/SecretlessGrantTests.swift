@@ -11,16 +11,13 @@ struct SecretlessGrantTests {
         let dir = try TempDir(prefix: "tokenproxy-jwtbearer")
         let key = try SecretlessWorld.makeKey("ec", in: dir, name: "signer.pem")
         let world = try SecretlessWorld(clients: ["svc:private_key_jwt:\(key)"], dir: dir)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_jwt_bearer
-                    token_url: \(world.tokenURL)
-                    client_id: svc
-                    client_key_file: ./signer.pem
-                    assertion_subject: user-42
-                    assertion_lifetime: 2m
-                    """), directory: dir)
+        let proxy = try world.serve(
+            "oauth2_jwt_bearer", clientID: "svc", directory: dir,
+            """
+            client_key_file: ./signer.pem
+            assertion_subject: user-42
+            assertion_lifetime: 2m
+            """)
         let first = try curl([proxy.baseURL + "/me"])
         #expect(first.status == 200)
         #expect(first.json?["sub"] as? String == "user-42")
@@ -46,13 +43,11 @@ struct SecretlessGrantTests {
     func jwtBearerFromFile() throws {
         let world = try SecretlessWorld(clients: [])
         let file = try world.project("assertion", try world.mint(sub: "pod-a", aud: world.tokenURL))
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_jwt_bearer
-                    token_url: \(world.tokenURL)
-                    assertion_file: \(file)
-                    """), directory: world.dir)
+        let proxy = try world.serve(
+            "oauth2_jwt_bearer", directory: world.dir,
+            """
+            assertion_file: \(file)
+            """)
         #expect(try curl([proxy.baseURL + "/me"]).json?["sub"] as? String == "pod-a")
         _ = try world.project("assertion", try world.mint(sub: "pod-b", aud: world.tokenURL))
         #expect(try curl(["-X", "POST", try #require(proxy.adminURL) + "/refresh"]).status == 202)
@@ -66,21 +61,18 @@ struct SecretlessGrantTests {
         let world = try SecretlessWorld(clients: ["exchanger:secret:ex-secret-value"])
         let subject = try world.project("subject", try world.mint(sub: "system:serviceaccount:shop:orders"))
         let actor = try world.project("actor", try world.mint(sub: "gateway"), folder: "actor")
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_token_exchange
-                    token_url: \(world.tokenURL)
-                    client_id: exchanger
-                    client_secret_env: EX_SECRET
-                    subject_token_file: \(subject)
-                    actor_token_file: \(actor)
-                    actor_token_type: urn:ietf:params:oauth:token-type:jwt
-                    requested_token_type: urn:ietf:params:oauth:token-type:access_token
-                    resource: https://orders.example
-                    audience: orders-api
-                    scope: "orders.read"
-                    """), directory: world.dir, environment: ["EX_SECRET": "ex-secret-value"])
+        let proxy = try world.serve(
+            "oauth2_token_exchange", clientID: "exchanger", directory: world.dir, environment: ["EX_SECRET": "ex-secret-value"],
+            """
+            client_secret_env: EX_SECRET
+            subject_token_file: \(subject)
+            actor_token_file: \(actor)
+            actor_token_type: urn:ietf:params:oauth:token-type:jwt
+            requested_token_type: urn:ietf:params:oauth:token-type:access_token
+            resource: https://orders.example
+            audience: orders-api
+            scope: "orders.read"
+            """)
         let answer = try curl([proxy.baseURL + "/me"])
         #expect(answer.status == 200)
         #expect(answer.json?["sub"] as? String == "system:serviceaccount:shop:orders")
@@ -102,15 +94,12 @@ struct SecretlessGrantTests {
         let world = try SecretlessWorld(clients: ["public-client:public"])
         let expired = try world.mint(ttl: -60)
         let subject = try world.project("subject", expired)
-        let proxy = try ProxyProcess(
-            config: world.config(
-                credentials: """
-                    type: oauth2_token_exchange
-                    token_url: \(world.tokenURL)
-                    client_id: public-client
-                    client_auth: none
-                    subject_token_file: \(subject)
-                    """), directory: world.dir)
+        let proxy = try world.serve(
+            "oauth2_token_exchange", clientID: "public-client", directory: world.dir,
+            """
+            client_auth: none
+            subject_token_file: \(subject)
+            """)
         #expect(proxy.waitForStderr(containing: "invalid_grant"))
         #expect(try world.calls("urn:ietf:params:oauth:grant-type:token-exchange", "invalid_grant") >= 1)
         #expect(try curl([proxy.baseURL + "/me"]).status == 503)

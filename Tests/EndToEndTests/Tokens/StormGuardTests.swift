@@ -17,17 +17,15 @@ import Testing
         let upstream = try PythonServer("refusing_upstream")
         #expect(try curl(["-X", "POST", upstream.baseURL + "/test/refuse?count=1000&status=401"]).status == 200)
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: \(upstream.baseURL)
-                workers: 1
-                credentials:
-                  type: aws
-                  region: us-east-1
-                  service: execute-api
-                  source: container
-                  container_endpoint: \(metadata.baseURL)/container/creds
-                """, environment: ["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"])
+            config: proxyConfig(
+                upstream: upstream.baseURL,
+                credentials: """
+                    type: aws
+                    region: us-east-1
+                    service: execute-api
+                    source: container
+                    container_endpoint: \(metadata.baseURL)/container/creds
+                    """), environment: ["AWS_CONTAINER_AUTHORIZATION_TOKEN": "pod-token"])
         func fetches() throws -> Int { (try curl([metadata.baseURL + "/calls"]).json?["container"] as? [Any])?.count ?? -1 }
         func upstreamRequests() throws -> Int { try InjectTests.requests(upstream).count }
         // The first credentials are fetched at start.

@@ -8,9 +8,7 @@ import Testing
 @Suite(.tags(.endToEnd), .timeLimit(.minutes(35))) struct UpstreamFramingTests {
     @Test func headWithContentLengthHasNoBodyAndTheConnectionGoesOn() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("HEAD", "/head-cl", host: f.host))
-        let head = try client.readResponse(method: "HEAD")
+        let (client, head) = try f.exchange(rawRequest("HEAD", "/head-cl", host: f.host), method: "HEAD")
         #expect(head.status == 200)
         #expect(head.header("Content-Length") == "1234")
         // Had the proxy waited for (or sent) 1234 body bytes, this answer would not parse.
@@ -24,9 +22,7 @@ import Testing
 
     @Test func interim103IsRelayedBeforeTheFinalAnswer() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/interim", host: f.host))
-        let interim = try client.readResponse()
+        let (client, interim) = try f.exchange(rawRequest("GET", "/interim", host: f.host))
         #expect(interim.status == 103, "\(interim)")
         #expect(interim.header("Link") == "</style.css>; rel=preload; as=style")
         let final = try client.readResponse()
@@ -51,9 +47,7 @@ import Testing
     @Test(arguments: [("nocontent", 204), ("notmodified", 304)])
     func bodilessStatusIgnoresALyingContentLength(script: String, status: Int) throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/\(script)", host: f.host))
-        let response = try client.readResponse()
+        let (client, response) = try f.exchange(rawRequest("GET", "/\(script)", host: f.host))
         #expect(response.status == status)
         #expect(response.body.isEmpty)
         // The same client connection, and likely the same upstream connection, serve the next one.
@@ -67,9 +61,7 @@ import Testing
 
     @Test func chunkedWithExtensionsAndTrailersIsDecoded() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/chunked-ext", host: f.host))
-        let response = try client.readResponse()
+        let (client, response) = try f.exchange(rawRequest("GET", "/chunked-ext", host: f.host))
         #expect(response.status == 200)
         #expect(response.bodyString == "hello world")
         // Trailer fields may be passed on or dropped (RFC 9110 §6.5.1); nothing else may be added.
@@ -102,9 +94,7 @@ import Testing
 
     func expectBadGatewayForInvalidLength(_ script: String) throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/\(script)", host: f.host))
-        let response = try client.readResponse()
+        let (client, response) = try f.exchange(rawRequest("GET", "/\(script)", host: f.host))
         expectProxyError(response, status: 502, code: "bad_gateway")
         #expect(!response.bodyString.contains("hello"))
         // The proxy keeps serving.
@@ -120,9 +110,7 @@ import Testing
 
     @Test func chunkedWithContentLengthIsNeverSmuggled() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/te-cl", host: f.host))
-        let first = try client.readResponse()
+        let (client, first) = try f.exchange(rawRequest("GET", "/te-cl", host: f.host))
         let inner = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\nX-Smuggled: yes\r\n\r\nSMUGGLED"
         if first.status == 502 {
             expectProxyError(first, status: 502, code: "bad_gateway")
@@ -151,12 +139,8 @@ import Testing
     func closeDelimitedBodyArrivesWhole(script: String) throws {
         let f = try FramingFixture()
         let size = 200 * 1024 + 3
-        let client = try f.connect(timeout: 20)
-        try client.send(rawRequest("GET", "/\(script)?bytes=\(size)", host: f.host))
-        let response = try client.readResponse()
-        #expect(response.status == 200)
-        #expect(response.body.count == size)
-        #expect(response.body == framingPattern(count: size))
+        let (client, response) = try f.exchange(rawRequest("GET", "/\(script)?bytes=\(size)", host: f.host), timeout: 20)
+        expectEchoPattern(response, count: size)
         // Re-framed (chunked or with a length): the connection may go on; close-delimited: it ends.
         let framed = response.header("Content-Length") != nil || response.header("Transfer-Encoding") != nil
         if framed && !client.peerClosed {
@@ -170,9 +154,7 @@ import Testing
 
     @Test func http10AnswerIsRelayedAndItsConnectionIsNotReused() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/http10", host: f.host))
-        let old = try client.readResponse()
+        let (client, old) = try f.exchange(rawRequest("GET", "/http10", host: f.host))
         #expect(old.status == 200)
         #expect(old.bodyString == "hello")
         let connectionsBefore = try f.connections()
@@ -230,9 +212,8 @@ import Testing
 
     @Test func upstreamThatNeverAnswersIsUpstreamTimeout() throws {
         let f = try FramingFixture(extra: "limits:\n  upstream_timeout: 1s")
-        let client = try f.connect(timeout: 30)
-        try client.send(rawRequest("GET", "/never", host: f.host))
-        expectProxyError(try client.readResponse(), status: 504, code: "upstream_timeout")
+        let (client, response) = try f.exchange(rawRequest("GET", "/never", host: f.host), timeout: 30)
+        expectProxyError(response, status: 504, code: "upstream_timeout")
         // The proxy keeps serving: on this client connection unless it closed it, and on a new one.
         do {
             try client.send(rawRequest("GET", "/ok?same", host: f.host))

@@ -25,12 +25,7 @@ import Testing
 
     @Test func upstreamClosingAfterEveryAnswerCostsNoRequest() throws {
         let f = try FramingFixture(upstreamArguments: ["--close-after-response"])
-        let client = try f.connect()
-        var statuses: [Int] = []
-        for i in 0..<60 {
-            try client.send(rawRequest("GET", "/ok?n=\(i)", host: f.host))
-            statuses.append(try client.readResponse().status)
-        }
+        let statuses = try f.statusesOfSequentialGets(60)
         #expect(statuses == Array(repeating: 200, count: 60), "\(statuses)")
         #expect(try f.connections() >= 60)
         try f.finish()
@@ -40,12 +35,7 @@ import Testing
         // The upstream closes, without a byte of answer, every request that arrives on a
         // connection that already served one. GET is idempotent: one retry on a new connection.
         let f = try FramingFixture(upstreamArguments: ["--drop-reused"])
-        let client = try f.connect()
-        var statuses: [Int] = []
-        for i in 0..<60 {
-            try client.send(rawRequest("GET", "/ok?n=\(i)", host: f.host))
-            statuses.append(try client.readResponse().status)
-        }
+        let statuses = try f.statusesOfSequentialGets(60)
         #expect(statuses == Array(repeating: 200, count: 60), "\(statuses)")
         try f.finish()
     }
@@ -70,9 +60,7 @@ import Testing
 
     @Test func connectionCloseFromTheUpstreamRetiresTheConnection() throws {
         let f = try FramingFixture()
-        let client = try f.connect()
-        try client.send(rawRequest("GET", "/conn-close", host: f.host))
-        let closing = try client.readResponse()
+        let (client, closing) = try f.exchange(rawRequest("GET", "/conn-close", host: f.host))
         #expect(closing.status == 200)
         // Connection is hop-by-hop: the client's connection is the proxy's business.
         try client.send(rawRequest("GET", "/ok", host: f.host))

@@ -103,15 +103,8 @@ import Testing
         let f = try FramingFixture()
         let body = testBytes(count: 300 * 1024, seed: 3)
         let client = try f.connect()
-        try client.send(
-            rawRequest(
-                "POST", "/expect?tag=go", host: f.host, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))], contentLength: false))
         // The client waits for the 100 before sending a byte of the body: it must be the upstream's.
-        let interim = try client.readResponse()
-        #expect(interim.status == 100, "\(interim)")
-        #expect(interim.header("X-Interim-From") == "framing-upstream", "the proxy answered 100 itself: \(interim)")
-        try client.send(body)
-        let final = try client.readResponse()
+        let final = try sendAfterTheUpstreams100(client, "POST", "/expect?tag=go", host: f.host, body: body)
         #expect(final.status == 200, "\(final)")
         #expect(final.json?["expect"] as? Bool == true, "Expect did not reach the upstream")
         #expect(final.json?["sent_100"] as? Bool == true)
@@ -191,15 +184,7 @@ import Testing
         // Larger than retry_body_limit: only a retry that needs no replay can succeed.
         let body = testBytes(count: 2 * 1024 * 1024, seed: 9)
         let client = try RawHTTPClient(port: proxy.port, timeout: 20)
-        try client.send(
-            rawRequest(
-                "PUT", "/expect-auth?tag=auth", host: proxy.address, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))],
-                contentLength: false))
-        let interim = try client.readResponse()
-        #expect(interim.status == 100, "\(interim)")
-        #expect(interim.header("X-Interim-From") == "framing-upstream", "\(interim)")
-        try client.send(body)
-        let final = try client.readResponse()
+        let final = try sendAfterTheUpstreams100(client, "PUT", "/expect-auth?tag=auth", host: proxy.address, body: body)
         #expect(final.status == 200, "\(final)")
         #expect(final.json?["body_len"] as? Int == body.count)
         #expect(final.json?["body_sha256"] as? String == (try sha256Hex(body)))
@@ -219,4 +204,18 @@ import Testing
         #expect(refused.first?["post_final_bytes"] as? Int == 0, "the first attempt's body went upstream: \(refused)")
         life.assertNoLeaks([proxy])
     }
+}
+
+/// Sends the head of a request with `Expect: 100-continue`, expects the upstream's own 100 (not
+/// one the proxy made up, RFC 9110 §10.1.1), then sends `body`; the final answer.
+func sendAfterTheUpstreams100(
+    _ client: RawHTTPClient, _ method: String, _ target: String, host: String, body: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
+) throws -> HTTPResponse {
+    try client.send(
+        rawRequest(method, target, host: host, headers: [("Expect", "100-continue"), ("Content-Length", String(body.count))], contentLength: false))
+    let interim = try client.readResponse()
+    #expect(interim.status == 100, "\(interim)", sourceLocation: sourceLocation)
+    #expect(interim.header("X-Interim-From") == "framing-upstream", "the proxy answered 100 itself: \(interim)", sourceLocation: sourceLocation)
+    try client.send(body)
+    return try client.readResponse()
 }
