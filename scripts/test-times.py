@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Prints each test target's time from the xUnit reports of one `swift test` run (scripts/test.sh).
 
-A test case's `classname` starts with its target (`EndToEndTests.ForwardingTests`); a target's
-time is the sum of its test cases' times. The tests of a run overlap (swift-testing runs them in
-parallel), so the sums say where the time goes, and add up to more than the run's wall time.
+A test case's `classname` starts with its target (`EndToEndTests.ForwardingTests`). swift-testing
+runs every target's tests at once, and the time it reports for a test runs from the start of the
+run to the test's end, so a target's time is that of its last test to finish: how long the run
+would have waited for it. The test count and the slowest suite say where that time went.
 """
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -11,22 +12,27 @@ from collections import defaultdict
 
 
 def main(paths):
-    seconds = defaultdict(float)
+    finished = defaultdict(float)
     cases = defaultdict(int)
+    slowest = {}
     for path in paths:
         try:
             tree = ElementTree.parse(path)
         except (OSError, ElementTree.ParseError):
             continue  # no report: the run stopped before writing it
         for case in tree.iter("testcase"):
-            target = case.get("classname", "").split(".")[0] or "(unnamed)"
-            seconds[target] += float(case.get("time") or 0)
+            classname = case.get("classname", "")
+            target = classname.split(".")[0] or "(unnamed)"
+            seconds = float(case.get("time") or 0)
             cases[target] += 1
-    if not seconds:
+            if seconds >= finished[target]:
+                finished[target] = seconds
+                slowest[target] = classname.split(".", 1)[-1]
+    if not finished:
         return
-    print("==> time per test target (sum of its tests' times; tests run in parallel)")
-    for target in sorted(seconds, key=seconds.get, reverse=True):
-        print(f"{seconds[target]:10.1f} s  {cases[target]:5d} tests  {target}")
+    print("==> time per test target (until its last test ended; the targets run in parallel)")
+    for target in sorted(finished, key=finished.get, reverse=True):
+        print(f"{finished[target]:9.1f} s  {cases[target]:5d} tests  {target} (last: {slowest[target]})")
 
 
 if __name__ == "__main__":

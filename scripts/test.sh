@@ -3,7 +3,7 @@
 # binary (.build/debug/tokenproxy, or $TOKENPROXY_BIN) against the Python servers in Tests/servers.
 # Extra arguments go to `swift test` (e.g. `scripts/test.sh --filter LogsTests`). The slow memory
 # tests run only with TOKENPROXY_SLOW_TESTS=1 (`TOKENPROXY_SLOW_TESTS=1 scripts/test.sh --filter MemoryTests`).
-# At the end it prints each test target's time, from the run's own xUnit report (Tests/README.md).
+# At the end it prints each test target's time, from the run's own xUnit report (scripts/test-times.py).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
