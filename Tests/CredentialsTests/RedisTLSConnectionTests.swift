@@ -9,7 +9,7 @@ import Testing
 /// The change channel reads pub/sub messages without waiting; over TLS, bytes that libcurl's TLS
 /// session has already taken off the socket are invisible to poll(2), so every message of a burst
 /// must still come out of `pendingReplies()` with no further byte arriving.
-@Suite("redis connection over TLS", .serialized)
+@Suite("redis connection over TLS", .serialized, .tags(.redis))
 struct RedisTLSConnectionTests {
     let dir: TempDir
     let redis: RedisServer

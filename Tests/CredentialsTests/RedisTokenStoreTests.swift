@@ -9,7 +9,7 @@ import Testing
 
 /// `RedisTokenStore` against a real `redis-server` on a free port: the lease, the fence, the
 /// notifications and an outage. Each store instance stands for one process.
-@Suite("redis store, against a real redis-server", .serialized)
+@Suite("redis store, against a real redis-server", .serialized, .tags(.redis))
 struct RedisTokenStoreTests {
     let redis: RedisServer
     let key = "test/\(UUID().uuidString.lowercased())"

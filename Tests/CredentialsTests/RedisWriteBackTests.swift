@@ -8,7 +8,7 @@ import Testing
 /// `SessionTokenSource` on `RedisTokenStore` against a real `redis-server` that loses its data (no
 /// persistence): the session a process holds goes back into the store, with no call to the
 /// identity provider; a logout's record is never overwritten. Each source stands for one process.
-@Suite("redis store: a session the store lost is written back", .serialized)
+@Suite("redis store: a session the store lost is written back", .serialized, .tags(.redis))
 struct RedisWriteBackTests {
     let redis: RedisServer
     let key = "writeback/\(UUID().uuidString.lowercased())"

@@ -161,7 +161,7 @@ struct SessionSealTests {
         #expect(store.lastReadNeedsReseal)
     }
 
-    @Test("the Redis store holds only sealed bytes in the session hash")
+    @Test("the Redis store holds only sealed bytes in the session hash", .tags(.redis))
     func redisStore() throws {
         let redis = try RedisServer()
         let key = "seal/\(UUID().uuidString.lowercased())"

@@ -62,16 +62,7 @@ import Testing
     @Test func healthCheckSucceedsAgainstALiveAdminListenerAndFailsOtherwise() throws {
         let token = "shipping-static-token-\(UUID().uuidString.lowercased())"
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: http://127.0.0.1:9/base
-                workers: 1
-                admin:
-                  listen: 127.0.0.1:0
-                credentials:
-                  type: static
-                  token_env: SHIPPING_TOKEN
-                """,
+            config: staticTokenConfig(upstream: "http://127.0.0.1:9/base", admin: true, tokenEnv: "SHIPPING_TOKEN"),
             environment: ["SHIPPING_TOKEN": token])
         defer {
             proxy.terminate()

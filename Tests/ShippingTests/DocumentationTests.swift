@@ -29,16 +29,7 @@ import Testing
     @Test func everyExposedMetricIsListed() throws {
         let docs = try ShippedFiles.text(ShippedFiles.configurationReference)
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: http://127.0.0.1:9/base
-                workers: 1
-                admin:
-                  listen: 127.0.0.1:0
-                credentials:
-                  type: static
-                  token_env: SHIPPING_TOKEN
-                """,
+            config: staticTokenConfig(upstream: "http://127.0.0.1:9/base", admin: true, tokenEnv: "SHIPPING_TOKEN"),
             environment: ["SHIPPING_TOKEN": "shipping-token-\(UUID().uuidString)"])
         defer {
             proxy.terminate()

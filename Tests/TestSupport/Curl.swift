@@ -1,7 +1,7 @@
 import Foundation
 
 /// What the real `curl` binary saw.
-public struct CurlResult: Sendable {
+public struct CurlResult: ReceivedResponse, Sendable {
     /// curl's exit code (0: a response arrived, whatever its status).
     public var exitCode: Int32
     /// The final response's status (0 when none arrived).
@@ -11,20 +11,6 @@ public struct CurlResult: Sendable {
     public var body: [UInt8]
     /// curl's own error message, if any.
     public var stderr: String
-
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
-
-    public func headers(named name: String) -> [String] {
-        headers.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
-    }
-
-    public var bodyString: String { String(decoding: body, as: UTF8.self) }
-
-    public var json: [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-    }
 }
 
 /// Runs `curl` with `arguments` (URL included), never following redirects and never using a proxy

@@ -1,17 +1,14 @@
 import Foundation
 
-/// A parsed HTTP/1.1 response, for assertions.
-public struct HTTPResponse: Sendable, CustomStringConvertible {
-    public var version: String
-    public var status: Int
-    public var reason: String
-    /// Header fields in the order received.
-    public var headers: [(name: String, value: String)]
-    /// The body with chunked coding removed.
-    public var body: [UInt8]
-    /// The chunked trailer fields, if any.
-    public var trailers: [(name: String, value: String)] = []
+/// A response as a test client received it: its header fields in order and its body bytes, and
+/// the questions assertions ask of them.
+public protocol ReceivedResponse {
+    var status: Int { get }
+    var headers: [(name: String, value: String)] { get }
+    var body: [UInt8] { get }
+}
 
+extension ReceivedResponse {
     /// The first value of a header (case-insensitive name).
     public func header(_ name: String) -> String? {
         headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
@@ -28,6 +25,19 @@ public struct HTTPResponse: Sendable, CustomStringConvertible {
     public var json: [String: Any]? {
         (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
     }
+}
+
+/// A parsed HTTP/1.1 response, for assertions.
+public struct HTTPResponse: ReceivedResponse, Sendable, CustomStringConvertible {
+    public var version: String
+    public var status: Int
+    public var reason: String
+    /// Header fields in the order received.
+    public var headers: [(name: String, value: String)]
+    /// The body with chunked coding removed.
+    public var body: [UInt8]
+    /// The chunked trailer fields, if any.
+    public var trailers: [(name: String, value: String)] = []
 
     public var description: String {
         "HTTP \(status) \(reason) headers=\(headers.map { "\($0.name): \($0.value)" }) body=\(bodyString.prefix(500))"

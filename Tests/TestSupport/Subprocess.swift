@@ -318,15 +318,8 @@ public func runCommand(
 }
 
 /// The same, for an executable named by URL.
-public func runCommand(
-    _ executable: URL,
-    arguments: [String],
-    environment: [String: String]? = nil,
-    stdin: Data? = nil,
-    currentDirectory: URL? = nil,
-    timeout: TimeInterval = 60
-) throws -> CommandResult {
-    try runCommand(
-        executable.path, arguments: arguments, environment: environment, stdin: stdin, currentDirectory: currentDirectory,
-        timeout: timeout)
+public func runCommand(_ executable: URL, arguments: [String], environment: [String: String]? = nil, timeout: TimeInterval = 60) throws
+    -> CommandResult
+{
+    try runCommand(executable.path, arguments: arguments, environment: environment, timeout: timeout)
 }

@@ -95,12 +95,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/x-amz-json-1.1")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        serving.send_json(self, status, body, "application/x-amz-json-1.1")
 
     def error(self, type_, message):
         if type_ == "NotAuthorizedException":

@@ -41,7 +41,8 @@ import urllib.request
 
 from joserfc import jws, jwt
 from joserfc.jwk import ECKey, KeySet, import_key
-from werkzeug.serving import make_server
+
+import serving
 
 LOCK = threading.Lock()
 OPTS = None
@@ -259,11 +260,7 @@ def main():
     if OPTS.expect_key:
         with open(OPTS.expect_key) as f:
             EXPECTED["jkt"] = import_key(f.read()).thumbprint()
-    import logging
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    httpd = make_server("127.0.0.1", OPTS.port, app, threaded=True)
-    print("READY %d" % httpd.server_port, flush=True)
-    httpd.serve_forever()
+    serving.announce_and_serve(serving.wsgi_server(app, OPTS.port))
 
 
 if __name__ == "__main__":

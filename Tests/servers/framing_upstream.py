@@ -154,6 +154,17 @@ def read_body(conn, fields, rate=None, keep=True):
     digest = hashlib.sha256()
     kept = bytearray() if keep else None
     total = 0
+
+    def take(left):
+        nonlocal total
+        while left:
+            piece = conn.read_exact(min(left, 1 << 20), rate, started, total)
+            digest.update(piece)
+            if kept is not None:
+                kept.extend(piece)
+            total += len(piece)
+            left -= len(piece)
+
     te = field(fields, b"transfer-encoding")
     if te is not None and te.lower() == b"chunked":
         while True:
@@ -162,25 +173,10 @@ def read_body(conn, fields, rate=None, keep=True):
                 while conn.read_line() != b"":
                     pass
                 break
-            left = size
-            while left:
-                piece = conn.read_exact(min(left, 1 << 20), rate, started, total)
-                digest.update(piece)
-                if kept is not None:
-                    kept += piece
-                total += len(piece)
-                left -= len(piece)
+            take(size)
             conn.read_line()
     else:
-        length = int(field(fields, b"content-length") or b"0")
-        left = length
-        while left:
-            piece = conn.read_exact(min(left, 1 << 20), rate, started, total)
-            digest.update(piece)
-            if kept is not None:
-                kept += piece
-            total += len(piece)
-            left -= len(piece)
+        take(int(field(fields, b"content-length") or b"0"))
     return total, digest.hexdigest(), (bytes(kept) if kept is not None else None)
 
 
@@ -325,17 +321,14 @@ def handle(conn, index):
         conn.send(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
             + b"%x\r\n" % len(gz) + gz + b"\r\n0\r\n\r\n")
-    elif name == "close-delimited":
+    elif name in ("close-delimited", "http10-close"):
         read_body(conn, fields, keep=False)
-        conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + pattern(qint("bytes", 1000)))
+        version = b"HTTP/1.0" if name == "http10-close" else b"HTTP/1.1"
+        conn.send(version + b" 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + pattern(qint("bytes", 1000)))
         raise Closed()
     elif name == "http10":
         read_body(conn, fields, keep=False)
         conn.send(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello")
-    elif name == "http10-close":
-        read_body(conn, fields, keep=False)
-        conn.send(b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + pattern(qint("bytes", 1000)))
-        raise Closed()
     elif name == "conn-close":
         read_body(conn, fields, keep=False)
         respond(conn, 200, b"OK", json_body(ident), extra=b"Connection: close\r\n")

@@ -41,6 +41,8 @@ from urllib.parse import unquote_plus
 import jwt  # PyJWT 2.x
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+import serving
+
 LOCK = threading.Lock()
 RELEASE = threading.Event()
 OPTS = None
@@ -78,12 +80,7 @@ class Handler(BaseHTTPRequestHandler):
         return super().date_time_string(now() if timestamp is None else timestamp)
 
     def send(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        serving.send_json(self, status, body, "application/json; charset=utf-8")
 
     def body(self):
         length = int(self.headers.get("Content-Length") or 0)

@@ -44,7 +44,6 @@ Test-only controls:
 import argparse
 import hashlib
 import json
-import os
 import secrets
 import sys
 import threading
@@ -53,7 +52,8 @@ import warnings
 from datetime import datetime, timezone
 
 from flask import Flask, jsonify, request
-from werkzeug.serving import make_server
+
+import serving
 
 LOCK = threading.RLock()
 OPTS = None
@@ -311,7 +311,6 @@ def test_revoke_all():
 
 def main():
     global OPTS
-    import logging
     p = argparse.ArgumentParser(description="JSON login/refresh backend for tests")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--user", action="append", default=[])
@@ -334,19 +333,11 @@ def main():
     for spec in OPTS.user or ["alice:wonderland"]:
         name, _, password = spec.partition(":")
         USERS[name] = password
-    if not OPTS.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="Key size")
     reset_stats()
-    httpd = make_server("127.0.0.1", OPTS.port, app, threaded=True)
-    print("READY %d" % httpd.server_port, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serving.announce_and_serve(serving.wsgi_server(app, OPTS.port, OPTS.verbose))
 
 
 if __name__ == "__main__":
-    import signal
-    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))  # nothing to save: stop at once
+    serving.exit_at_once_on_sigterm()
     main()

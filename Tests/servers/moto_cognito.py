@@ -26,9 +26,9 @@ What moto 5.2.1 does (read from moto/cognitoidp/models.py and checked by the tes
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
+
+import serving
 
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
@@ -98,19 +98,7 @@ def main():
         json.dump(info, handle)
     os.replace(temporary, args.info_file)
 
-    stop = threading.Event()
-    # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives
-    # exec), so without this PythonServer.stop() would wait 5 s and then SIGKILL.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    print(f"READY {port}", flush=True)
-    # A test process that shares one server among its tests never stops it: leave with the parent.
-    parent = os.getppid()
-    while not stop.wait(1) and os.getppid() == parent:
-        pass
-    server.stop()
-    sys.exit(0)
+    serving.wait_until_stopped(server, port)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ secret_access_key, session_token}} to PATH and prints `READY <port>`. Stops on S
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
+
+import serving
 
 # moto reads it when imported: every action after the first three is checked. With --no-auth (the
 # web-identity tests: moto cannot take AssumeRoleWithWebIdentity with auth on) nothing is checked.
@@ -45,7 +45,7 @@ def main():
     endpoint = f"http://127.0.0.1:{port}"
     if args.no_auth:
         write_info(args.info_file, {"endpoint": endpoint})
-        serve(server, port)
+        serving.wait_until_stopped(server, port)
         return
 
     iam = boto3.client("iam", region_name=REGION, endpoint_url=endpoint)
@@ -77,7 +77,7 @@ def main():
         },
     }
     write_info(args.info_file, info)
-    serve(server, port)
+    serving.wait_until_stopped(server, port)
 
 
 def write_info(path, info):
@@ -85,20 +85,6 @@ def write_info(path, info):
     with open(temporary, "w") as handle:
         json.dump(info, handle)
     os.replace(temporary, path)
-
-
-def serve(server, port):
-    stop = threading.Event()
-    # The Swift test process starts its children with SIGTERM blocked (a blocked signal survives exec).
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    print(f"READY {port}", flush=True)
-    parent = os.getppid()
-    while not stop.wait(1) and os.getppid() == parent:
-        pass
-    server.stop()
-    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -66,14 +66,12 @@ Test-only controls:
 """
 import argparse
 import json
-import os
 import sys
 import threading
 import time
 
 from flask import Flask, jsonify, request
 from joserfc.jwk import OctKey
-from werkzeug.serving import make_server
 
 from authlib.common.security import generate_token
 from authlib.integrations.flask_oauth2 import AuthorizationServer
@@ -89,6 +87,8 @@ from authlib.oauth2.rfc8628 import (
     DeviceCredentialDict,
 )
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
+
+import serving
 
 ALL_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
 
@@ -637,10 +637,7 @@ def main():
         USERS[name] = User(name, password)
     reset_stats()
 
-    import logging
-    if not OPTS.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    httpd = make_server("127.0.0.1", OPTS.port, app, threaded=True)
+    httpd = serving.wsgi_server(app, OPTS.port, OPTS.verbose)
     port = httpd.server_port
     if not OPTS.issuer:
         OPTS.issuer = "http://127.0.0.1:%d" % port
@@ -672,14 +669,9 @@ def main():
     server.register_endpoint(Revocation)
     server.register_endpoint(Introspection)
 
-    print("READY %d" % port, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serving.announce_and_serve(httpd)
 
 
 if __name__ == "__main__":
-    import signal
-    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))  # nothing to save: stop at once
+    serving.exit_at_once_on_sigterm()
     main()

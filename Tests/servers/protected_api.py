@@ -33,7 +33,6 @@ import argparse
 import base64
 import hashlib
 import json
-import os
 import sys
 import threading
 import time
@@ -42,7 +41,8 @@ import urllib.request
 import warnings
 
 from flask import Flask, jsonify, request
-from werkzeug.serving import make_server
+
+import serving
 
 LOCK = threading.RLock()
 OPTS = None
@@ -206,7 +206,6 @@ def test_accept():
 
 def main():
     global OPTS
-    import logging
     warnings.filterwarnings("ignore", message="Key size")
     p = argparse.ArgumentParser(description="token-checking upstream API for tests")
     p.add_argument("--port", type=int, default=0)
@@ -232,18 +231,10 @@ def main():
         OPTS.algorithms = ["RS256"]
     elif not OPTS.introspection_url:
         sys.exit("protected_api: give --jwt-key/--jwt-key-file, --jwks-url or --introspection-url")
-    if not OPTS.verbose:
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
     reset_stats()
-    httpd = make_server("127.0.0.1", OPTS.port, app, threaded=True)
-    print("READY %d" % httpd.server_port, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serving.announce_and_serve(serving.wsgi_server(app, OPTS.port, OPTS.verbose))
 
 
 if __name__ == "__main__":
-    import signal
-    signal.signal(signal.SIGTERM, lambda *a: os._exit(0))  # nothing to save: stop at once
+    serving.exit_at_once_on_sigterm()
     main()

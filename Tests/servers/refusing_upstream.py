@@ -11,11 +11,12 @@ Run with `--port 0`: prints `READY <port>` on stdout once listening on 127.0.0.1
   GET  /test/requests  {"requests": [{"target", "headers", "status"}, ...]} every request so far
 """
 import argparse
-import json
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+import serving
 
 LOCK = threading.Lock()
 STATE = {"refuse": 0, "status": 401, "requests": []}
@@ -28,13 +29,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, payload):
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        serving.send_json(self, status, payload)
 
     def handle_any(self):
         length = int(self.headers.get("Content-Length") or 0)

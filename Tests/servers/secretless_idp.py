@@ -43,7 +43,6 @@ from flask import Flask, jsonify, request
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, OctKey, import_key
-from werkzeug.serving import make_server
 
 from authlib.common.security import generate_token
 from authlib.integrations.flask_oauth2 import AuthorizationServer
@@ -54,6 +53,8 @@ from authlib.oauth2.rfc6749.models import ClientMixin, TokenMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7523 import JWTBearerClientAssertion, JWTBearerGrant
+
+import serving
 
 LOCK = threading.RLock()
 OPTS = None
@@ -444,9 +445,7 @@ def main():
         CLIENTS[cid] = Client(cid, kind, arg)
     CLIENTS[CLUSTER_ISSUER] = Client(CLUSTER_ISSUER, "cluster", None)
     reset_stats()
-    import logging
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    httpd = make_server("127.0.0.1", OPTS.port, app, threaded=True)
+    httpd = serving.wsgi_server(app, OPTS.port)
     OPTS.issuer = "http://127.0.0.1:%d" % httpd.server_port
     server.init_app(app, query_client=query_client, save_token=save_token)
     server.register_token_generator("default", BearerTokenGenerator(lambda **kw: generate_token(42), lambda **kw: generate_token(48),
@@ -455,8 +454,7 @@ def main():
     for grant in (ClientCredentials, Password, Refresh, JWTBearer, TokenExchange):
         server.register_grant(grant)
     server.register_endpoint(Revocation)
-    print("READY %d" % httpd.server_port, flush=True)
-    httpd.serve_forever()
+    serving.announce_and_serve(httpd)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """How the test servers run under the Swift test process: READY <port> on stdout once listening, a
 clean stop on SIGTERM, and an exit when the parent test process is gone."""
+import json
 import os
 import signal
+import sys
 import threading
 
 
@@ -19,3 +21,60 @@ def serve_until_stopped(server):
 
     threading.Thread(target=leave_with_parent, daemon=True).start()
     server.serve_forever()
+
+
+def wsgi_server(app, port, verbose=False):
+    """A threaded werkzeug server for a Flask `app` on 127.0.0.1 (`port` 0: a free one), quiet
+    unless `verbose`."""
+    import logging
+
+    from werkzeug.serving import make_server
+
+    if not verbose:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    return make_server("127.0.0.1", port, app, threaded=True)
+
+
+def announce_and_serve(httpd):
+    """READY <port> on stdout, then serve until the process ends."""
+    print("READY %d" % httpd.server_port, flush=True)
+    try:
+        httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+def exit_at_once_on_sigterm():
+    """A server with nothing to save stops at once on SIGTERM."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+
+def send_json(handler, status, payload, content_type="application/json"):
+    """Answers a BaseHTTPRequestHandler's request with `payload` as JSON."""
+    send(handler, status, json.dumps(payload).encode(), content_type)
+
+
+def send(handler, status, body, content_type):
+    """Answers a BaseHTTPRequestHandler's request with `body` and its Content-Length (no body to a
+    HEAD, RFC 9110 §9.3.2)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+def wait_until_stopped(server, port):
+    """The same for a server that runs on threads of its own (moto's ThreadedMotoServer): READY
+    <port>, then wait for SIGTERM, SIGINT or the parent's end, stop it and exit."""
+    stop = threading.Event()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"READY {port}", flush=True)
+    parent = os.getppid()
+    while not stop.wait(1) and os.getppid() == parent:
+        pass
+    server.stop()
+    sys.exit(0)

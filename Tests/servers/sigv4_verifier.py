@@ -73,12 +73,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def answer(self, status, body=b"", content_type="text/plain"):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        serving.send(self, status, body, content_type)
 
     def check(self, body):
         auth = parse_authorization(self.headers.get("Authorization", ""))
