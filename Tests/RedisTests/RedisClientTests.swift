@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// `RedisClient` and `RedisConnection` against a real redis-server on a free port.
-@Suite("redis client, against a real redis-server", .serialized)
+@Suite("redis client, against a real redis-server", .serialized, .tags(.redis))
 struct RedisClientTests {
     func configuration(_ redis: RedisServer) -> RedisClientConfiguration {
         RedisClientConfiguration(host: "127.0.0.1", port: redis.port, connectTimeout: 5, commandTimeout: 5)

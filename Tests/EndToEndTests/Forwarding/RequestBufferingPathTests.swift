@@ -5,7 +5,7 @@ import Testing
 /// `forward.request_buffering_path`: the folder `forward.request_buffering_disk` spools bodies in is
 /// a setting of its own (docs/CONFIGURATION.md), by default `spool/` beside the store's file as it
 /// always was; `check` shows it and applies the folder rules to it, `serve` spools there.
-@Suite struct RequestBufferingPathTests {
+@Suite(.tags(.endToEnd), .timeLimit(.minutes(25))) struct RequestBufferingPathTests {
     /// A relative folder resolves against the configuration file's folder; the upload is spooled
     /// there, the folder made 0700, and nothing is spooled beside the store.
     @Test func aChunkedUploadBeyondMemoryIsSpooledInTheConfiguredFolder() throws {
