@@ -1,5 +1,8 @@
 import Basics
 
+// Message framing (RFC 9112 §6, §7; RFC 9110 §7.6.1): what the framing fields say, which fields are
+// hop-by-hop, and the reader of a body whose head gave its length.
+
 /// What the fields that frame a message or decide its connection's fate say: read by both parsers as
 /// the fields go by, judged by each at the head's end (RFC 9112 §6 and §9.3, RFC 9110 §7.6.1 and
 /// §10.1.1). The rules a request and a response share are here once; what differs (a 400 or 501 for a
@@ -191,5 +194,115 @@ func lowercasedString(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> S
             k += 1
         }
         return k
+    }
+}
+
+/// The hop-by-hop header rules a proxy applies (RFC 9110 §7.6.1).
+public enum HopByHop {
+    /// True when a field of this name must not be forwarded: the fixed hop-by-hop names, and any name
+    /// the message's Connection fields list (`connectionOptions`, as in ``RequestHead/connectionOptions``).
+    /// Case-insensitive; no allocation.
+    public static func isHopByHop(_ name: String, connectionOptions: [String]) -> Bool {
+        if isFixedHopByHop(name) { return true }
+        for option in connectionOptions where asciiCaseInsensitiveEquals(name, option) {
+            return true
+        }
+        return false
+    }
+
+    /// The names that are hop-by-hop whatever Connection says.
+    public static func isFixedHopByHop(_ name: String) -> Bool {
+        isFixedHopByHop(length: name.utf8.count) { asciiCaseInsensitiveEquals(name, $0.description) }
+    }
+
+    /// Whether a name of this length may be one of the fixed names (`isFixedHopByHop(length:_:)`'s
+    /// lengths): most names are not, and are told by one bit test.
+    @inline(__always)
+    static func mayBeFixedHopByHop(length: Int) -> Bool {
+        let lengths: UInt64 = 1 << 2 | 1 << 7 | 1 << 10 | 1 << 16 | 1 << 17 | 1 << 18 | 1 << 19
+        return length < 64 && (lengths >> UInt64(truncatingIfNeeded: length)) & 1 != 0
+    }
+
+    /// The one list of fixed names, for request fields (Strings) and response fields (bytes): the
+    /// length picks the candidates, so most names are rejected without a comparison. `equals` compares
+    /// the name with a lowercase candidate.
+    @inline(__always)
+    static func isFixedHopByHop(length: Int, _ equals: (StaticString) -> Bool) -> Bool {
+        switch length {
+        case 2: return equals("te")
+        case 7: return equals("trailer") || equals("upgrade")
+        case 10: return equals("connection") || equals("keep-alive")
+        case 16: return equals("proxy-connection")
+        case 17: return equals("transfer-encoding")
+        case 18: return equals("proxy-authenticate")
+        case 19: return equals("proxy-authorization")
+        default: return false
+        }
+    }
+}
+
+/// What one ``BodyReader/read(_:from:)`` found.
+enum BodyRead: Sendable, Equatable {
+    /// Everything given was taken: more bytes are needed.
+    case needMore
+    /// Body bytes: a range of the buffer passed to the call.
+    case data(Range<Int>)
+    /// The body is complete (after any trailers).
+    case end
+    case refused(ChunkedBodyError)
+}
+
+/// One message body whose head gave its length (RFC 9112 §6.3): a number of bytes, or chunked
+/// (``ChunkedDecoder``). RequestParser reads a client's bodies with it, ResponseParser an upstream's
+/// (a close-delimited answer is the response parser's own). Body bytes are ranges of the caller's
+/// buffer.
+struct BodyReader: Sendable {
+    /// Fixed-length body: the bytes still due. `.end` is due when it reaches 0.
+    private var remaining = 0
+    private var isChunked = false
+    private var chunked: ChunkedDecoder
+
+    /// The trailer section of a chunked body is bounded like a head; `maxBodyBytes` 0: no cap on the
+    /// sum of the chunk sizes.
+    init(maxTrailerBytes: Int, maxBodyBytes: Int) {
+        chunked = ChunkedDecoder(maxTrailerBytes: maxTrailerBytes, maxBodyBytes: maxBodyBytes)
+    }
+
+    /// Ready for the body `framing` announces; false when there is none (no body, or a length of 0).
+    @inline(__always)  // per request, on the proxy's hot path (docs/ENGINE.md)
+    mutating func begin(_ framing: BodyFraming) -> Bool {
+        switch framing {
+        case .none, .contentLength(0):
+            return false
+        case .contentLength(let length):
+            remaining = length
+            isChunked = false
+        case .chunked:
+            isChunked = true
+            chunked.begin()
+        }
+        return true
+    }
+
+    /// Every byte of a fixed-length body has been reported: its `.end` is all that is left.
+    var isComplete: Bool { !isChunked && remaining == 0 }
+
+    /// Consumes input from `start` on and says what it found, with the index after the bytes taken.
+    @inline(__always)  // per request, on the proxy's hot path (docs/ENGINE.md)
+    mutating func read(_ input: UnsafeRawBufferPointer, from start: Int) -> (next: Int, found: BodyRead) {
+        guard isChunked else {
+            if remaining == 0 { return (start, .end) }
+            guard start < input.count else { return (start, .needMore) }
+            let take = min(remaining, input.count - start)
+            remaining -= take
+            return (start + take, .data(start..<(start + take)))
+        }
+        let (next, decoded) = chunked.decode(input, from: start)
+        switch decoded {
+        case nil: return (next, .needMore)
+        case .data(let range): return (next, .data(range))
+        case .end: return (next, .end)
+        case .error(let error): return (next, .refused(error))
+        }
     }
 }
