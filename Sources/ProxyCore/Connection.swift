@@ -55,28 +55,17 @@ final class Connection: EventHandler, LoopTask {
     /// A reload that hands this connection's listener to another route changes it.
     var ownRoute: String?
 
-    /// The TLS session over the socket, on a TLS listener or in a forward-proxy tunnel; nil: plain.
-    private(set) var tls: TLSSession? { didSet { speaksTLS = tls != nil } }
-    /// `tls != nil`, for the per-request paths: testing a Bool costs no retain and release of the session.
-    private var speaksTLS = false
-    /// True until the TLS handshake is done: events drive the handshake, not the parser.
-    private var handshaking = false
-    /// OpenSSL must write before it can read on (`ClientTLSIO.read`).
-    private var tlsWantsWrite = false
-    /// In a forward-proxy tunnel: the host every request must name (421 otherwise).
-    private(set) var pin: TunnelPin?
-    /// A CONNECT answered 200: TLS starts once that answer is out and the exchange is over.
-    private var pendingTunnel: (pin: TunnelPin, session: TLSSession)? { didSet { awaitsTunnel = pendingTunnel != nil } }
-    /// `pendingTunnel != nil`, tested without copying (and retaining) what it holds.
-    private var awaitsTunnel = false
+    /// The TLS session over the socket (on a TLS listener, or in a forward-proxy tunnel), or the one
+    /// an answered CONNECT switches to (`ConnectionMachine.WrittenAction.startTunnelTLS`); nil: plain.
+    /// Only the I/O handle: whether the bytes go through it, the handshake, and the tunnel's pin
+    /// are the machine's (`machine.speaksTLS`, `.handshaking`, `.connectAnswered`, `machine.pin`).
+    private var tls: TLSSession?
 
     init(fd: Int32, peer: SocketAddress, ctx: LoopContext, ownRoute: String? = nil, tls: TLSSession? = nil) {
         self.fd = fd
         self.ownRoute = ownRoute
         self.peer = peer
         self.tls = tls
-        speaksTLS = tls != nil
-        handshaking = tls != nil
         forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host, https: tls != nil)
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
@@ -84,7 +73,7 @@ final class Connection: EventHandler, LoopTask {
         responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
         leg = UpstreamLeg(ctx: ctx)
         tokens = ExchangeTokens(ctx: ctx)
-        machine = ConnectionMachine(now: ctx.loop.now)
+        machine = ConnectionMachine(now: ctx.loop.now, tls: tls != nil)
     }
 
     // MARK: events
@@ -92,7 +81,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if machine.isTunnel || (speaksTLS && tls!.hasBufferedInput) {
+        if machine.isTunnel || (machine.speaksTLS && tls!.hasBufferedInput) {
             readAvailable()
             return
         }
@@ -104,12 +93,12 @@ final class Connection: EventHandler, LoopTask {
             close()
             return
         }
-        if handshaking {
+        if machine.isHandshaking {
             continueHandshake()
             return
         }
-        if tlsWantsWrite && events & ReadyEvents.writable != 0 {
-            tlsWantsWrite = false
+        if machine.tlsWantsWrite && events & ReadyEvents.writable != 0 {
+            machine.onTLSCanWrite()
             readAvailable()
             guard !closed else { return }
         }
@@ -134,7 +123,7 @@ final class Connection: EventHandler, LoopTask {
             return
         }
         // The client's next bytes after a CONNECT's 200 are TLS: they wait for the session.
-        if awaitsTunnel { return }
+        if machine.awaitsTunnel { return }
         if machine.isTunnel, let exchange {
             leg.readIntoTunnel(exchange, self)
             return
@@ -251,12 +240,12 @@ final class Connection: EventHandler, LoopTask {
     private func begin(_ head: consuming RequestHead) {
         // CONNECT, when the forward proxy serves it (CONTRACT "HTTPS for clients"); inside a tunnel,
         // the pin first: a request for another host gets 421 and nothing goes upstream.
-        if ctx.servesConnect || speaksTLS {
+        if ctx.servesConnect || machine.speaksTLS {
             if AccessPolicy.isConnect(head.method) {
                 connect(head)
                 return
             }
-            if let pin {
+            if let pin = machine.pin {
                 beginInTunnel(head, pin)
                 return
             }
@@ -304,7 +293,7 @@ final class Connection: EventHandler, LoopTask {
 
     private func openInTunnel(_ head: consuming RequestHead, route: LoopRoute?) -> Exchange {
         let exchange = open(head, route: route)
-        exchange.tunnelHost = pin?.host
+        exchange.tunnelHost = machine.pin?.host
         return exchange
     }
 
@@ -408,10 +397,10 @@ final class Connection: EventHandler, LoopTask {
         exchange.detach()
         self.exchange = nil
         upstreamOut.removeAll(keepingCapacity: upstreamOut.capacity <= 4 * Connection.bodyHighWater)
-        if machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) == .readNext {
-            ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
+        switch machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) {
+        case .readNext: ctx.loop.schedule(task: self)  // runLoopTask: process() on the next turn
+        case .closeAfterWrite, .awaitTunnelTLS: break  // `flush` goes on when the answer is written
         }
-        if awaitsTunnel { startTunnelTLSWhenReady() }
     }
 
     /// The answer had started when the upstream failed: the exchange ends here, what was sent goes
@@ -452,18 +441,17 @@ final class Connection: EventHandler, LoopTask {
             }
             outBuf.removeAll(keepingCapacity: outBuf.capacity <= 2 * Connection.outHighWater)
             outStart = 0
-            if awaitsTunnel {
-                startTunnelTLSWhenReady()
-                return
-            }
         }
-        switch machine.onOutputWritten(now: ctx.loop.now) {
+        switch machine.onOutputWritten(now: ctx.loop.now, unparsedInput: inStart < inBuf.count) {
         case .none: break
         case .close:
             close()
             return
         case .linger:
             startLingering()
+            return
+        case .startTunnelTLS:
+            startTunnelTLS()
             return
         }
         leg.resumeIfDrained(self)
@@ -479,7 +467,7 @@ final class Connection: EventHandler, LoopTask {
             wanted.insert(.read)
         }
         if pendingOut > 0 { wanted.insert(.write) }
-        if speaksTLS || awaitsTunnel { wanted = adjustedForTLS(wanted) }
+        if machine.speaksTLS || machine.awaitsTunnel { wanted = adjustedForTLS(wanted) }
         if wanted != interest {
             interest = wanted
             ctx.loop.modify(fd, wanted)
@@ -491,7 +479,7 @@ final class Connection: EventHandler, LoopTask {
     /// the client still sends for a moment (`ConnectionMachine`: the sweep's tick ends it, no timer
     /// per connection), then close (nginx's lingering close).
     private func startLingering() {
-        if let tls, !handshaking { _ = tls.shutdown() }
+        if machine.tlsEstablished { _ = tls!.shutdown() }
         Syscall.shutdownWrite(fd)
         interest = .read
         ctx.loop.modify(fd, .read)
@@ -513,6 +501,7 @@ final class Connection: EventHandler, LoopTask {
     func close() {
         guard !closed else { return }
         let ending = machine.exchange
+        let sendsCloseNotify = machine.tlsEstablished
         machine.onClosed()
         // `ending` is this exchange's machine while `exchange` is set (they begin and end together).
         if let exchange {
@@ -536,8 +525,7 @@ final class Connection: EventHandler, LoopTask {
         exchange = nil
         ctx.loop.unregister(fd, self)
         // close_notify (RFC 8446 §6.1), best effort: the socket closes whatever it answers.
-        if let tls, !handshaking { _ = tls.shutdown() }
-        pendingTunnel = nil
+        if sendsCloseNotify { _ = tls!.shutdown() }
         Syscall.close(fd)
         ctx.connections[fd] = nil
         ctx.shared.openConnections.subtract(1, ordering: .relaxed)
@@ -548,14 +536,17 @@ final class Connection: EventHandler, LoopTask {
     /// Client bytes: from the socket, or decrypted from the TLS session over it.
     @inline(__always)
     func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        guard speaksTLS else { return Syscall.read(fd, buffer) }
-        return ClientTLSIO.read(tls!, buffer, wantsWrite: &tlsWantsWrite)
+        guard machine.speaksTLS else { return Syscall.read(fd, buffer) }
+        var wantsWrite = false
+        let result = ClientTLSIO.read(tls!, buffer, wantsWrite: &wantsWrite)
+        if wantsWrite { machine.onTLSWantsWrite() }
+        return result
     }
 
     /// Bytes to the client: to the socket, or encrypted through the TLS session.
     @inline(__always)
     func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        guard speaksTLS else { return Syscall.write(fd, bytes) }
+        guard machine.speaksTLS else { return Syscall.write(fd, bytes) }
         return ClientTLSIO.write(tls!, bytes)
     }
 
@@ -564,7 +555,7 @@ final class Connection: EventHandler, LoopTask {
         guard let tls else { return }
         switch tls.handshake() {
         case .done:
-            handshaking = false
+            machine.onHandshakeDone()
             // A client may send its request with its Finished: read it now, not at the next event.
             readAvailable()
             guard !closed else { return }
@@ -582,7 +573,7 @@ final class Connection: EventHandler, LoopTask {
                 ctx.logger.warning("TLS handshake with \(peer.host) failed: \(failure) (logged once a minute per client address)")
             }
             // Plain HTTP on a TLS port: say so in plain HTTP, as nginx does, rather than just closing.
-            if failure == .notTLS, pin == nil {
+            if machine.onHandshakeFailed(notTLS: failure == .notTLS) == .answerPlainlyThenClose {
                 let answer = ProxyError.badRequest("this port speaks TLS: use https://").response(keepAlive: false, isHead: false)
                 answer.withUnsafeBytes { _ = Syscall.write(fd, $0) }
             }
@@ -596,11 +587,11 @@ final class Connection: EventHandler, LoopTask {
     @inline(never)
     private func adjustedForTLS(_ interest: Interest) -> Interest {
         // During the handshake its own step says what to wait for (`continueHandshake`).
-        if handshaking { return self.interest }
+        if machine.isHandshaking { return self.interest }
         var wanted = interest
-        if tlsWantsWrite { wanted.insert(.write) }
-        if awaitsTunnel { wanted.remove(.read) }
-        if speaksTLS, wanted.contains(.read), !handshaking, tls!.hasBufferedInput { ctx.loop.schedule(task: self) }
+        if machine.tlsWantsWrite { wanted.insert(.write) }
+        if machine.awaitsTunnel { wanted.remove(.read) }
+        if machine.speaksTLS, wanted.contains(.read), tls!.hasBufferedInput { ctx.loop.schedule(task: self) }
         return wanted
     }
 
@@ -616,8 +607,8 @@ final class Connection: EventHandler, LoopTask {
     /// (or 405 without `forward_proxy`, on a route's own listener, or on a TLS listener, where the
     /// tunnel's TLS would run inside the listener's).
     private func connect(_ head: consuming RequestHead) {
-        guard let forward = ctx.forwardProxy, ownRoute == nil, !speaksTLS else {
-            let error: ProxyError = pin != nil ? .refusedConnect("a CONNECT inside a tunnel is not served") : .methodNotAllowed
+        guard let forward = ctx.forwardProxy, ownRoute == nil, !machine.speaksTLS else {
+            let error: ProxyError = machine.pin != nil ? .refusedConnect("a CONNECT inside a tunnel is not served") : .methodNotAllowed
             respond(error, to: open(head, route: nil))
             return
         }
@@ -662,7 +653,9 @@ final class Connection: EventHandler, LoopTask {
                 return
             }
             ctx.metrics.forwardProxyConnect(route: route, outcome: .intercepted)
-            pendingTunnel = (TunnelPin(host: host, port: port), session)
+            // The session waits for the 200 to be written; the machine says when it takes the socket.
+            tls = session
+            machine.onConnectAnswered(TunnelPin(host: host, port: port))
             machine.exchange.onProxyAnswer(closesConnection: false)
             exchange.record.answered(status: 200, refusal: nil)
             let bytes = Forwarder.connectionEstablished
@@ -683,19 +676,9 @@ final class Connection: EventHandler, LoopTask {
         return early
     }
 
-    /// After a CONNECT's 200 has gone out and its exchange is over: the TLS session takes the
-    /// socket, and requests in it are this tunnel's (X-Forwarded-Proto https).
-    private func startTunnelTLSWhenReady() {
-        guard let pending = pendingTunnel, exchange == nil, pendingOut == 0, !closed else { return }
-        pendingTunnel = nil
-        // Bytes that came before our 200 were sent before the client could know the tunnel exists.
-        guard inStart == inBuf.count else {
-            close()
-            return
-        }
-        tls = pending.session
-        pin = pending.pin
-        handshaking = true
+    /// A CONNECT's 200 has gone out and its exchange is over (`WrittenAction.startTunnelTLS`): the
+    /// TLS session takes the socket, and requests in it are this tunnel's (X-Forwarded-Proto https).
+    private func startTunnelTLS() {
         forwardedForLines = Forwarder.forwardedForLines(peerHost: peer.host, https: true)
         continueHandshake()
     }
