@@ -204,7 +204,7 @@ final class Connection: EventHandler, LoopTask {
         case .body(let range):
             guard let exchange else { return }
             let buffering = inBuf.withUnsafeBytes(from: base) { raw in
-                exchange.takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), &machine.exchange)
+                takeBody(UnsafeRawBufferPointer(rebasing: raw[range]), into: exchange)
             }
             if exchange.overBodyLimit {
                 fail(.bodyTooLarge)
@@ -222,7 +222,7 @@ final class Connection: EventHandler, LoopTask {
             }
         case .end:
             guard let exchange else { return }
-            let buffering = exchange.bodyEnded(&machine.exchange)
+            let buffering = bodyEnded(exchange)
             let over = machine.onRequestEnded()
             if case .send = buffering {
                 leg.forward(exchange, self)
@@ -317,7 +317,8 @@ final class Connection: EventHandler, LoopTask {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
-            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared, &machine.exchange)
+            exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared)
+            if exchange.keepsReplay { machine.exchange.onReplayKept(true) }
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends);
             // a client that waits for `100 Continue` before sending it gets the proxy's own.
             if !machine.exchange.isWaitingForBody {

@@ -36,7 +36,9 @@ struct UpstreamLeg {
         let route = exchange.route!
         let forwarder = route.forwarder
         let forwardedHost = exchange.forwardedHost.map { connection.forwardedHostLine.line(for: $0) }
-        let wholeBodyLength = exchange.beginTry(connection.machine.exchange)
+        let wholeBody = connection.machine.exchange.bodyBuffering == .whole
+        let wholeBodyLength = exchange.beginTry(
+            wholeBody: wholeBody, bodyDone: connection.machine.exchange.requestBodyDone, bodyOnWire: connection.machine.exchange.bodyOnWire)
         var sigv4: SigV4RequestSigner.Step? = nil
         // A `type: aws` route signs instead (the one test the other routes pay).
         if let signer = route.sigv4, let token {
@@ -44,7 +46,7 @@ struct UpstreamLeg {
                 connection.respond(.tokenUnavailable("the credentials hold no AWS keys", retryAfter: 1), to: exchange)
                 return
             }
-            guard let step = signer.step(credentials: credentials, body: exchange.bodyToSign(connection.machine.exchange)) else {
+            guard let step = signer.step(credentials: credentials, body: exchange.bodyToSign(wholeBody: wholeBody)) else {
                 connection.respond(.bodyTooLarge, to: exchange)
                 return
             }
@@ -56,7 +58,8 @@ struct UpstreamLeg {
             upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
             absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
             sigv4: sigv4, dropsExpect: connection.machine.exchange.answersContinue)
-        exchange.headWritten(token: token, now: ctx.loop.now, &connection.machine.exchange)
+        exchange.headWritten(token: token)
+        connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
         exchange.attach(to: connection)
@@ -106,14 +109,14 @@ struct UpstreamLeg {
         guard let upstream = exchange.upstream, !connection.machine.exchange.sendStopped else { return }
         let wasBacklogged = exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody)
         let spooled = exchange.spoolHasMore
-        if spooled { exchange.refillFromSpool(&connection.machine.exchange) }
+        if spooled { refillFromSpool(exchange, connection) }
         while exchange.upOutStart < exchange.upOut.count {
             let start = exchange.upOutStart
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
             switch result {
             case .done(let n):
                 ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
-                exchange.sent(n, now: ctx.loop.now, &connection.machine.exchange)
+                connection.machine.exchange.onSent(reachedBody: exchange.sent(n), now: ctx.loop.now)
             case .wouldBlock:
                 break
             case .closed:
@@ -122,13 +125,22 @@ struct UpstreamLeg {
                 connection.machine.exchange.onSendFailed()
             }
             if case .done = result {
-                if spooled && exchange.spoolHasMore { exchange.refillFromSpool(&connection.machine.exchange) }
+                if spooled && exchange.spoolHasMore { refillFromSpool(exchange, connection) }
                 continue
             }
             break
         }
         if wasBacklogged && !exchange.bodyBacklogged(waitingForBody: connection.machine.exchange.isWaitingForBody) {
             ctx.loop.schedule(task: connection)  // room again: read the client on the next turn
+        }
+    }
+
+    /// Moves the next part of a spooled body into the exchange's buffer for the upstream.
+    func refillFromSpool(_ exchange: Exchange, _ connection: Connection) {
+        // A spool that cannot be read sends nothing more; the upstream answers what it has, or its
+        // timeout ends the exchange.
+        if !exchange.refillFromSpool(whole: connection.machine.exchange.bodyBuffering == .whole) {
+            connection.machine.exchange.onSendFailed()
         }
     }
 
