@@ -3,23 +3,6 @@ import HTTP1
 import Sockets
 import Upstream
 
-/// An upstream 401 held back while a refresh and one retry are tried (CONTRACT point 3). If the
-/// retry cannot happen, it goes to the client as it came.
-final class Held401 {
-    let head: ResponseHead
-    let framing: ResponseBodyFraming
-    var body: [UInt8] = []
-    /// The 401 demands a DPoP nonce (RFC 9449 §9): the retry keeps the token.
-    var dpopNonceDemanded = false
-    /// An AWS 403 held until its body says whether the credentials expired (`AWSRefusal.readBody`):
-    /// retried only if it does, else passed on as it came, not counted as a 401.
-    var expiryInBody = false
-    init(head: ResponseHead, framing: ResponseBodyFraming) {
-        self.head = head
-        self.framing = framing
-    }
-}
-
 /// One request and its answer, and the upstream connection that carries it: the bytes (the buffer
 /// for the upstream, the replay copy, the spool, a held 401), the upstream leg, and what the metrics
 /// and the access log report of it. Its state and decisions are its `ExchangeMachine`, which lives in
@@ -28,13 +11,16 @@ final class Held401 {
 /// machine (`Connection.takeBody`, `UpstreamLeg.pumpUpstream`). Every field is set by the
 /// exchange's own methods. Owned by its `Connection`; its identity is what
 /// stale timers and token callbacks are checked against, and it is the upstream connection's owner
-/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is attached.
+/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is
+/// attached (Exchange+Upstream.swift). A held 401 is a `Held401`; its access-log line is made in
+/// ExchangeRecord.swift.
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     let head: RequestHead
     let startedAt: Double
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it (`detach`), which ends the cycle.
-    private(set) var connection: Connection?
+    /// Set by `attach` (Exchange+Upstream.swift) and `detach`.
+    var connection: Connection?
     /// The forward-proxy tunnel's host (or a CONNECT's target), for the access log.
     var tunnelHost: String?
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
@@ -53,7 +39,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
     let metricsSlot: Int
     /// When the current connect attempt started (0: none, or the connection came from the pool).
-    private var connectStartedAt = 0.0
+    /// Set by the upstream leg's methods (Exchange+Upstream.swift), as are `upstream`, `attempt`
+    /// and `reading`.
+    var connectStartedAt = 0.0
 
     // Request body
     private(set) var bodyBytesSeen = 0
@@ -76,8 +64,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var tokenTimer: UInt64?
 
     // The upstream leg: one connection (or an attempt to make one) per try.
-    private(set) var upstream: UpstreamConnection?
-    private var attempt: UpstreamConnectAttempt?
+    var upstream: UpstreamConnection?
+    var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
     /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
     let upOut: ByteBuffer
@@ -87,7 +75,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     private var upHeadEnd = 0
     /// A read of the answer is under way (`UpstreamLeg.readUpstream`: one at a time).
-    private var reading = false
+    var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
     /// So much of the body waits for the upstream that the client is not read; a body the request
@@ -456,57 +444,12 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         return reachedBody
     }
 
-    /// Drops the upstream leg: the attempt is cancelled, the connection closed or pooled.
-    func detachUpstream() -> UpstreamConnection? {
-        attempt?.cancel()
-        attempt = nil
-        let c = upstream
-        upstream = nil
-        c?.owner = nil
-        return c
-    }
-
-    // MARK: the upstream leg
-
-    /// A try goes on this connection's behalf (until `detach`).
-    func attach(to connection: Connection) {
-        self.connection = connection
-    }
+    // MARK: the exchange's end
 
     /// The exchange is over for its connection: late upstream events, timers and tokens find nothing.
     func detach() {
         connection = nil
         waitingForToken = false
-    }
-
-    /// A new connection is being made for this try.
-    func connecting(_ attempt: UpstreamConnectAttempt, startedAt: Double) {
-        self.attempt = attempt
-        connectStartedAt = startedAt
-    }
-
-    /// The try's connection is ready; answers how long a new one took to make (nil: it came from the pool).
-    func connected(_ c: UpstreamConnection, now: Double) -> Double? {
-        let took = connectStartedAt > 0 ? now - connectStartedAt : nil
-        connectStartedAt = 0
-        c.owner = self
-        upstream = c
-        return took
-    }
-
-    func connectFailed() {
-        connectStartedAt = 0
-    }
-
-    /// One read of the answer at a time: false while another is under way.
-    func beginReading() -> Bool {
-        guard !reading else { return false }
-        reading = true
-        return true
-    }
-
-    func endReading() {
-        reading = false
     }
 
     // MARK: tokens and the held 401
@@ -541,45 +484,5 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         let held = held401
         held401 = nil
         return held
-    }
-
-    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
-    /// client gone before its answer's end.
-    func accessRecord(event: String, seconds: Double) -> AccessRecord {
-        var line = AccessRecord(
-            event: event, route: route?.state.name, method: head.method,
-            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
-        line.upstreamStatus = record.upstreamStatus
-        line.bytesIn = bodyBytesSeen
-        line.bytesOut = record.bytesOut
-        line.seconds = seconds
-        line.upstreamSeconds = record.upstreamSeconds
-        line.tokenWaitSeconds = record.tokenWaitSeconds
-        line.retriedAfter401 = record.retriedAfter401
-        line.error = record.refusal
-        line.tokenGeneration = sentToken?.generation
-        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
-        line.tunnel = tunnelHost
-        return line
-    }
-
-    // MARK: upstream events (forwarded to the connection's leg)
-
-    func upstreamConnected(_ c: UpstreamConnection) {
-        attempt = nil
-        guard let connection else {
-            c.retire()
-            return
-        }
-        connection.leg.upstreamConnected(self, c, connection)
-    }
-
-    func upstreamConnectFailed(_ failure: UpstreamFailure) {
-        attempt = nil
-        if let connection { connection.leg.upstreamFailed(self, failure, connection) }
-    }
-
-    func upstreamReady(_ events: UInt32) {
-        if let connection { connection.leg.upstreamReady(self, events, connection) }
     }
 }
