@@ -58,7 +58,7 @@ final class ForwardProxyTLS: Sendable {
 }
 
 /// The host a forward-proxy tunnel was opened for (its CONNECT line), which every request in it must name.
-struct TunnelPin {
+struct TunnelPin: Equatable {
     let host: String
     let port: Int
 

@@ -6,10 +6,17 @@ import Config
 /// (`ExchangeMachine`) lives in `exchange` from the request head until the exchange ends, so that a
 /// decision that needs both (a half-close mid-request, a tick, a drain) is taken here from what the
 /// machine already knows, and `Connection` only performs the answer. This one decides what surrounds
-/// the exchange: when a request head may be read, when the connection closes or lingers, and which of
-/// the client's timeouts has run out. ProxyCoreTests drive it case by case.
+/// the exchange: when a request head may be read, when the connection closes or lingers, which of
+/// the client's timeouts has run out, and the TLS under it all: the handshake and the switch into
+/// TLS after a forward-proxy CONNECT's 200 (docs/FORWARD-PROXY.md) are its phases, and the switch is
+/// an action it returns. `Connection` holds only the `TLSSession` itself, the I/O handle, as it holds
+/// the socket. ProxyCoreTests drive it case by case.
 struct ConnectionMachine {
     enum Phase: Equatable {
+        /// The TLS handshake runs (a TLS listener's new connection, or a tunnel after its CONNECT's
+        /// 200): its own steps say what to wait for, and no request is read. Its time counts against
+        /// `client_idle_timeout`, as an idle connection's does.
+        case handshaking
         /// Waiting for a request (a new connection, or keep-alive between requests).
         case idle
         /// Bytes of a request head have come (blank lines before it count): `client_header_timeout` runs.
@@ -18,6 +25,10 @@ struct ConnectionMachine {
         case exchange
         /// After `101 Switching Protocols`: bytes both ways until either side closes.
         case tunnel
+        /// A CONNECT was answered 200 and its exchange is over: once the 200 is written, the
+        /// connection switches into TLS (`WrittenAction.startTunnelTLS`). Nothing is read meanwhile:
+        /// the client's next bytes are TLS.
+        case connectAnswered
         /// The last answer is being written; then the connection closes, or lingers.
         case closingAfterWrite
         /// Writing is shut down; what the client still sends is read and dropped until `until`, so that
@@ -42,9 +53,21 @@ struct ConnectionMachine {
     /// When the client last took a byte of the answer, or when bytes began to wait for it.
     private(set) var lastClientWrite: Double
 
-    init(now: Double) {
+    /// The client's bytes go through TLS: on a TLS listener, or in a forward-proxy tunnel from its
+    /// handshake on. A Bool, so the per-request paths test no optional session (docs/ENGINE.md).
+    private(set) var speaksTLS: Bool
+    /// OpenSSL must write before it can read on (`ClientTLSIO.read`): a writable socket reads again.
+    private(set) var tlsWantsWrite = false
+    /// The host of a forward-proxy tunnel, which every request in it must name (421 otherwise); set
+    /// when its CONNECT is answered 200.
+    private(set) var pin: TunnelPin?
+
+    /// `tls`: the connection came from a TLS listener, and its handshake runs first.
+    init(now: Double, tls: Bool = false) {
         lastClientByte = now
         lastClientWrite = now
+        speaksTLS = tls
+        if tls { phase = .handshaking }
     }
 
     // Pattern tests, not `==`: the phase has payloads, and these are asked many times a request.
@@ -65,13 +88,22 @@ struct ConnectionMachine {
         if case .tunnel = phase { return true }
         return false
     }
+    var isHandshaking: Bool {
+        if case .handshaking = phase { return true }
+        return false
+    }
+    /// A CONNECT was answered 200 and TLS has not started: the client is not read (its next bytes
+    /// are TLS), from the answer on, also while the CONNECT's exchange ends.
+    var awaitsTunnel: Bool { pin != nil && !speaksTLS }
+    /// A TLS session is up over the socket (its handshake done): close_notify may go (RFC 8446 §6.1).
+    var tlsEstablished: Bool { speaksTLS && !isHandshaking }
 
     /// Request bytes are parsed now: between requests, in a head, or in the body of the request in progress.
     var parsesRequests: Bool {
         switch phase {
         case .idle, .readingHead: return true
         case .exchange: return !requestEnded
-        case .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        case .handshaking, .connectAnswered, .tunnel, .closingAfterWrite, .lingering, .closed: return false
         }
     }
 
@@ -80,7 +112,7 @@ struct ConnectionMachine {
         guard !peerHalfClosed else { return false }
         switch phase {
         case .idle, .readingHead, .exchange: return true
-        case .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        case .handshaking, .connectAnswered, .tunnel, .closingAfterWrite, .lingering, .closed: return false
         }
     }
 
@@ -139,7 +171,7 @@ struct ConnectionMachine {
             return closeUnlessWriting(pendingOut: pendingOut)
         case .closingAfterWrite:
             return .none
-        case .idle, .readingHead, .lingering, .closed:
+        case .handshaking, .idle, .readingHead, .connectAnswered, .lingering, .closed:
             return closeUnlessWriting(pendingOut: pendingOut)
         }
     }
@@ -161,7 +193,7 @@ struct ConnectionMachine {
     mutating func onLastAnswer() {
         switch phase {
         case .closed, .lingering: return
-        case .idle, .readingHead, .exchange, .tunnel, .closingAfterWrite: phase = .closingAfterWrite
+        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .connectAnswered, .closingAfterWrite: phase = .closingAfterWrite
         }
     }
 
@@ -212,11 +244,20 @@ struct ConnectionMachine {
         phase = .closingAfterWrite
     }
 
+    /// A forward-proxy CONNECT for a route's host is answered 200 (queued in the exchange in
+    /// progress): when the exchange is over and the 200 written, the connection switches into TLS,
+    /// and every request in the tunnel must name `pin`'s host.
+    mutating func onConnectAnswered(_ pin: TunnelPin) {
+        self.pin = pin
+    }
+
     enum AfterExchange: Equatable {
         /// Parse on: the next pipelined request, if any, on the next turn.
         case readNext
         /// The connection closes once the answer is written.
         case closeAfterWrite
+        /// A CONNECT's 200 is the last answer in plain HTTP: TLS starts once it is written.
+        case awaitTunnelTLS
     }
 
     /// Both halves of the exchange are over. `noMoreRequests`: the client has shut down its side and
@@ -225,16 +266,20 @@ struct ConnectionMachine {
         hasExchange = false
         switch phase {
         case .exchange, .tunnel: break
-        case .idle, .readingHead, .closingAfterWrite, .lingering, .closed: return .closeAfterWrite
+        case .handshaking, .idle, .readingHead, .connectAnswered, .closingAfterWrite, .lingering, .closed: return .closeAfterWrite
         }
         requestEnded = false
         if noMoreRequests {
             phase = .closingAfterWrite
             return .closeAfterWrite
         }
-        phase = .idle
-        // The keep-alive wait starts now (client_idle_timeout).
+        // The keep-alive wait (or the wait for the tunnel's handshake) starts now (client_idle_timeout).
         lastClientByte = now
+        if awaitsTunnel {
+            phase = .connectAnswered
+            return .awaitTunnelTLS
+        }
+        phase = .idle
         return .readNext
     }
 
@@ -255,14 +300,58 @@ struct ConnectionMachine {
         case close
         /// Shut writing down and read and drop what the client still sends until the deadline.
         case linger
+        /// A CONNECT's 200 is out: the TLS session made for the tunnel takes the socket, and its
+        /// handshake begins (the connection is now `handshaking`, speaking TLS, pinned).
+        case startTunnelTLS
     }
 
-    /// Everything queued for the client has been written.
-    mutating func onOutputWritten(now: Double) -> WrittenAction {
-        guard isClosingAfterWrite else { return .none }
-        if peerHalfClosed { return .close }
-        phase = .lingering(until: now + FixedLimits.lingerSeconds)
-        return .linger
+    /// Everything queued for the client has been written. `unparsedInput`: client bytes wait unread.
+    mutating func onOutputWritten(now: Double, unparsedInput: Bool = false) -> WrittenAction {
+        switch phase {
+        case .closingAfterWrite:
+            if peerHalfClosed { return .close }
+            phase = .lingering(until: now + FixedLimits.lingerSeconds)
+            return .linger
+        case .connectAnswered:
+            // Bytes that came before the 200 were sent before the client could know the tunnel
+            // exists: they are not TLS for it.
+            if unparsedInput { return .close }
+            phase = .handshaking
+            speaksTLS = true
+            return .startTunnelTLS
+        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .lingering, .closed:
+            return .none
+        }
+    }
+
+    // MARK: TLS
+
+    /// The handshake is done: requests are read as on a plain connection.
+    mutating func onHandshakeDone() {
+        guard isHandshaking else { return }
+        phase = .idle
+    }
+
+    enum HandshakeFailureAction: Equatable {
+        case close
+        /// Plain HTTP came to a TLS listener: say so in plain HTTP (a 400), as nginx does, then close.
+        case answerPlainlyThenClose
+    }
+
+    /// The handshake failed; `notTLS`: the client's first bytes were not TLS at all. Inside a
+    /// forward-proxy tunnel the client asked for TLS itself: nothing is answered in plain HTTP.
+    func onHandshakeFailed(notTLS: Bool) -> HandshakeFailureAction {
+        notTLS && pin == nil ? .answerPlainlyThenClose : .close
+    }
+
+    /// OpenSSL must write before it can read on: the socket's writability is waited for.
+    mutating func onTLSWantsWrite() {
+        tlsWantsWrite = true
+    }
+
+    /// The socket is writable again while OpenSSL wanted to write: reading goes on.
+    mutating func onTLSCanWrite() {
+        tlsWantsWrite = false
     }
 
     mutating func onClosed() {
@@ -309,7 +398,7 @@ struct ConnectionMachine {
             return .none
         case .lingering(let until):
             return now >= until ? .close : .none
-        case .idle, .readingHead, .exchange, .tunnel, .closingAfterWrite:
+        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .connectAnswered, .closingAfterWrite:
             break
         }
         if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout { return .sendTimedOut }
@@ -324,7 +413,7 @@ struct ConnectionMachine {
         case .readingHead(let since):
             if now - since > limits.clientHeaderTimeout || now - lastClientByte > limits.clientIdleTimeout { return .requestTimeout }
             return .none
-        case .idle:
+        case .handshaking, .idle, .connectAnswered:
             return pendingOut == 0 && now - lastClientByte > limits.clientIdleTimeout ? .close : .none
         case .exchange, .tunnel, .closingAfterWrite, .lingering, .closed:
             return .none

@@ -3,36 +3,24 @@ import HTTP1
 import Sockets
 import Upstream
 
-/// An upstream 401 held back while a refresh and one retry are tried (CONTRACT point 3). If the
-/// retry cannot happen, it goes to the client as it came.
-final class Held401 {
-    let head: ResponseHead
-    let framing: ResponseBodyFraming
-    var body: [UInt8] = []
-    /// The 401 demands a DPoP nonce (RFC 9449 §9): the retry keeps the token.
-    var dpopNonceDemanded = false
-    /// An AWS 403 held until its body says whether the credentials expired (`AWSRefusal.readBody`):
-    /// retried only if it does, else passed on as it came, not counted as a 401.
-    var expiryInBody = false
-    init(head: ResponseHead, framing: ResponseBodyFraming) {
-        self.head = head
-        self.framing = framing
-    }
-}
-
 /// One request and its answer, and the upstream connection that carries it: the bytes (the buffer
-/// for the upstream, the replay copy, a held 401), the upstream leg, and what the metrics and the
-/// access log report of it. Its state and decisions are its `ExchangeMachine`, which lives in the
-/// connection's state (`ConnectionMachine.exchange`): the methods that need it are lent it. Every
-/// field is set by the exchange's own methods. Owned by its `Connection`; its identity is what
+/// for the upstream, the replay copy, the spool, a held 401), the upstream leg, and what the metrics
+/// and the access log report of it. Its state and decisions are its `ExchangeMachine`, which lives in
+/// the connection's state (`ConnectionMachine.exchange`); no method here sees it: each takes the
+/// facts it needs as values and answers what happened to the bytes, and the connection tells the
+/// machine (`Connection.takeBody`, `UpstreamLeg.pumpUpstream`). Every field is set by the
+/// exchange's own methods. Owned by its `Connection`; its identity is what
 /// stale timers and token callbacks are checked against, and it is the upstream connection's owner
-/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is attached.
+/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is
+/// attached (Exchange+Upstream.swift). A held 401 is a `Held401`; its access-log line is made in
+/// ExchangeRecord.swift.
 final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     let head: RequestHead
     let startedAt: Double
     /// Strong (a weak reference costs a side table and slow reference counting on every request):
     /// `Connection.finish` and `Connection.close` clear it (`detach`), which ends the cycle.
-    private(set) var connection: Connection?
+    /// Set by `attach` (Exchange+Upstream.swift) and `detach`.
+    var connection: Connection?
     /// The forward-proxy tunnel's host (or a CONNECT's target), for the access log.
     var tunnelHost: String?
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
@@ -51,7 +39,9 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
     let metricsSlot: Int
     /// When the current connect attempt started (0: none, or the connection came from the pool).
-    private var connectStartedAt = 0.0
+    /// Set by the upstream leg's methods (Exchange+Upstream.swift), as are `upstream`, `attempt`
+    /// and `reading`.
+    var connectStartedAt = 0.0
 
     // Request body
     private(set) var bodyBytesSeen = 0
@@ -74,8 +64,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var tokenTimer: UInt64?
 
     // The upstream leg: one connection (or an attempt to make one) per try.
-    private(set) var upstream: UpstreamConnection?
-    private var attempt: UpstreamConnectAttempt?
+    var upstream: UpstreamConnection?
+    var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
     /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
     let upOut: ByteBuffer
@@ -85,7 +75,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     private var upHeadEnd = 0
     /// A read of the answer is under way (`UpstreamLeg.readUpstream`: one at a time).
-    private var reading = false
+    var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
     /// So much of the body waits for the upstream that the client is not read; a body the request
@@ -149,9 +139,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
     /// Authorization goes up, and whether its body is kept for a retry.
     @inline(__always)
-    func accept(
-        _ target: AccessPolicy.CheckedTarget, route: LoopRoute, maxBodyBytes: Int, shared: SharedProxyState, _ m: inout ExchangeMachine
-    ) {
+    func accept(_ target: AccessPolicy.CheckedTarget, route: LoopRoute, maxBodyBytes: Int, shared: SharedProxyState) {
         path = target.path
         query = target.query
         forwardedHost = target.authority ?? head.first("host")
@@ -160,119 +148,132 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         if route.requestBufferingDisk > 0 { self.shared = shared }
         prepareReplay(
             enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,
-            retryMemory: route.retryMemory, &m)
+            retryMemory: route.retryMemory)
     }
 
     /// Starts keeping the body for a retry when it may fit (`forward.retry_body_limit`), counted
     /// against `forward.retry_memory` in `shared` (kept only then: most requests have no body).
-    private func prepareReplay(enabled: Bool, limit: Int, shared: SharedProxyState, retryMemory: Int, _ m: inout ExchangeMachine) {
+    private func prepareReplay(enabled: Bool, limit: Int, shared: SharedProxyState, retryMemory: Int) {
         guard enabled, head.framing != .none else { return }
         if case .contentLength(let n) = head.framing, n > limit { return }
         replayLimit = limit
         self.shared = shared
         retryMemoryLimit = retryMemory
         replay = []
-        m.onReplayKept(true)
     }
 
-    /// Body bytes from the client: counted, kept for a replay when they fit, and queued for the
-    /// upstream in its framing.
-    /// Answers whether the request, which waited for its chunked body, is to be sent now.
-    @discardableResult
-    func takeBody(_ bytes: UnsafeRawBufferPointer, _ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
-        bodyBytesSeen += bytes.count
+    /// A copy of the body is kept for a retry (`ExchangeMachine.onReplayKept`).
+    var keepsReplay: Bool { replay != nil }
+
+    // The request body's bytes, in the order `Connection.takeBody` uses them.
+
+    /// Counts body bytes from the client; false when they are over `limits.max_body_bytes`
+    /// (`overBodyLimit`).
+    func countBody(_ n: Int) -> Bool {
+        bodyBytesSeen += n
         if maxBodyBytes > 0 && bodyBytesSeen > maxBodyBytes {
             overBodyLimit = true
-            return .none
+            return false
         }
-        if replay != nil {
-            if replay!.count + bytes.count > replayLimit || !(shared?.reserveRetryMemory(bytes.count, limit: retryMemoryLimit) ?? false) {
-                // Too big to keep (per request or in total): this body streams without a retry.
-                releaseReplay()
-                machine.onReplayKept(false)
-            } else {
-                replayReserved += bytes.count
-                replay!.append(contentsOf: bytes)
-            }
+        return true
+    }
+
+    /// Keeps body bytes for a retry while they fit (per request and in total); answers false when
+    /// they do not and the copy goes (the body then streams without a retry).
+    func keepForReplay(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard replay != nil else { return true }
+        if replay!.count + bytes.count > replayLimit || !(shared?.reserveRetryMemory(bytes.count, limit: retryMemoryLimit) ?? false) {
+            releaseReplay()
+            return false
         }
-        guard !machine.bodyRefused, !bytes.isEmpty else { return .none }
-        if let spool {
-            if machine.isWaitingForBody {
-                var action = machine.onBodyBuffered(total: spool.size + bytes.count)
-                if action == .keepWaiting {
-                    if reserveSpool(bytes.count) {
-                        do {
-                            try spool.append(bytes)
-                        } catch {
-                            spoolFailure = "the request body could not be spooled: \(error)"
-                            return .none
-                        }
-                        spoolWaiting += bytes.count
-                        return .keepWaiting
-                    }
-                    // The spools hold all they may together: this body streams from here.
-                    action = machine.onSpoolUnavailable()
-                }
-                // It streams (as chunks): what the spool holds goes first, then these bytes.
-                spoolTail.append(contentsOf: bytes)
-                return action
-            }
-            if spoolWaiting > 0 || !spoolTail.isEmpty {
-                spoolTail.append(contentsOf: bytes)
-                return .none
-            }
-            // The spool is drained: the rest goes as it comes, below.
-            spoolBypassed = true
+        replayReserved += bytes.count
+        replay!.append(contentsOf: bytes)
+        return true
+    }
+
+    /// The body waited for is in a spool file (`forward.request_buffering_disk`).
+    var spools: Bool { spool != nil }
+    /// Bytes in the spool file.
+    var spoolSize: Int { spool?.size ?? 0 }
+
+    enum SpoolWrite {
+        case spooled
+        /// The spools hold all they may together (`request_buffering_disk_total`): the body streams.
+        case full
+        /// The file refused them (`spoolFailure`).
+        case failed
+    }
+
+    /// Appends body bytes to the spool while the request waits for its body.
+    func spoolMore(_ bytes: UnsafeRawBufferPointer) -> SpoolWrite {
+        guard let spool, reserveSpool(bytes.count) else { return .full }
+        do {
+            try spool.append(bytes)
+        } catch {
+            spoolFailure = "the request body could not be spooled: \(error)"
+            return .failed
         }
-        if machine.isWaitingForBody {
-            // No try has started: `upOut` holds only the body, as it came.
-            upOut.append(bytes)
-            var action = machine.onBodyBuffered(total: upOut.count)
-            if action == .spill {
-                if startSpool() { return .keepWaiting }
-                action = machine.onSpoolUnavailable()
-            }
-            if action == .send(whole: false) {
-                // Too long to wait for: what came goes up as one chunk, the rest streams.
-                let waited = upOut.bytes
-                upOut.removeAll()
-                waited.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
-            }
-            return action
+        spoolWaiting += bytes.count
+        return .spooled
+    }
+
+    /// Body bytes that go after what the spool holds (it streams now, as chunks).
+    func queueAfterSpool(_ bytes: UnsafeRawBufferPointer) {
+        spoolTail.append(contentsOf: bytes)
+    }
+
+    /// Body bytes once the spool stopped waiting for the body: after its tail while it still has
+    /// bytes to give (true), else from now on as they come (false: the caller queues them).
+    func queueBehindSpool(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if spoolWaiting > 0 || !spoolTail.isEmpty {
+            spoolTail.append(contentsOf: bytes)
+            return true
         }
+        spoolBypassed = true
+        return false
+    }
+
+    /// Body bytes of a request that waits for its body: no try has started, `upOut` holds only the
+    /// body, as it came. Answers how much is held.
+    func holdWaitedBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        upOut.append(bytes)
+        return upOut.count
+    }
+
+    /// The body waited for was too long to wait for: what came goes up as one chunk, the rest streams.
+    func chunkWaitedBody() {
+        let waited = upOut.bytes
+        upOut.removeAll()
+        waited.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
+    }
+
+    /// Body bytes queued for the upstream in its framing.
+    func queueBody(_ bytes: UnsafeRawBufferPointer) {
         compactUpOut()
         if case .chunked = head.framing {
             ResponseWriter.appendChunk(upOut, bytes)
         } else {
             upOut.append(bytes)
         }
-        return .none
     }
 
-    /// The client's body is complete: the last chunk for a chunked body that streams (trailers are
-    /// not forwarded). Answers whether the request, which waited for its body, is to be sent now.
-    func bodyEnded(_ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
-        if spool != nil && !spoolBypassed { return spooledBodyEnded(&machine) }
-        let action = machine.onRequestBodyEnded()
-        guard action == .none, !machine.bodyRefused, case .chunked = head.framing else { return action }
+    /// The body went into the spool and is not bypassing it: its end is the spool's business.
+    var bodyEndsInSpool: Bool { spool != nil && !spoolBypassed }
+
+    /// The client's chunked body that streams is complete: its last chunk (trailers are not forwarded).
+    func streamedBodyEnded() {
+        guard case .chunked = head.framing else { return }
         ResponseWriter.appendLastChunk(upOut)
-        return action
     }
 
-    /// The same for a body in the spool, kept out of the usual request's way.
-    private func spooledBodyEnded(_ machine: inout ExchangeMachine) -> ExchangeMachine.BufferingAction {
-        let action = machine.onRequestBodyEnded()
-        // A spooled body that ended in time is wholly at hand, in the file: a complete replay copy.
-        if action == .send(whole: true) { machine.onReplayKept(true) }
-        guard action == .none, !machine.bodyRefused else { return action }
+    /// A spooled body that streams as chunks is complete: the last chunk goes once the spool is drained.
+    func spooledBodyEnded() {
         spoolLastChunkDue = true
-        refillFromSpool(&machine)
-        return action
     }
 
     /// Moves the body waited for in memory into a new spool file; false when none can be made
     /// (then the body streams as it would without `request_buffering_disk`).
-    private func startSpool() -> Bool {
+    func startSpool() -> Bool {
         guard let folder = route?.spoolFolder, reserveSpool(upOut.count) else { return false }
         do {
             let file = try SpoolFile(folder: folder)
@@ -295,10 +296,10 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     }
 
     /// Puts the next part of the spool into `upOut` while little is queued there: as it is for a
-    /// body that goes whole (Content-Length), as a chunk for one that outgrew the spool's limit.
-    func refillFromSpool(_ machine: inout ExchangeMachine) {
-        guard let spool, tryStarted else { return }
-        let whole = machine.bodyBuffering == .whole
+    /// body that goes whole (`whole`: Content-Length), as a chunk for one that outgrew the spool's
+    /// limit. False when the spool could not be read: nothing more can go up.
+    func refillFromSpool(whole: Bool) -> Bool {
+        guard let spool, tryStarted else { return true }
         while pendingUpstreamCount < Connection.bodyHighWater && spoolSent < spool.size {
             let piece: [UInt8]
             do {
@@ -306,8 +307,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             } catch {
                 // Nothing more can go up; the upstream answers what it has, or its timeout ends the exchange.
                 spoolFailure = "the spooled request body could not be read: \(error)"
-                machine.onSendFailed()
-                return
+                return false
             }
             if piece.isEmpty { break }
             spoolSent += piece.count
@@ -319,7 +319,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 piece.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
             }
         }
-        guard spoolSent == spool.size else { return }
+        guard spoolSent == spool.size else { return true }
         if !spoolTail.isEmpty && pendingUpstreamCount < Connection.bodyHighWater {
             compactUpOut()
             spoolTail.withUnsafeBytes { ResponseWriter.appendChunk(upOut, $0) }
@@ -330,6 +330,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
             spoolLastChunkDue = false
             ResponseWriter.appendLastChunk(upOut)
         }
+        return true
     }
 
     /// Tunnel bytes: queued for the upstream as they are.
@@ -361,24 +362,26 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// after it. Body bytes already sent on an earlier try come again from the replay copy; bytes
     /// never sent stay. Answers the length of a chunked body that goes whole, with Content-Length
     /// (CONTRACT point 8); nil when it streams. The caller writes the head, then calls `headWritten`.
-    func beginTry(_ machine: borrowing ExchangeMachine) -> Int? {
+    /// `wholeBody`, `bodyDone`, `bodyOnWire`: the machine's `bodyBuffering == .whole`,
+    /// `requestBodyDone`, `bodyOnWire`.
+    func beginTry(wholeBody: Bool, bodyDone: Bool, bodyOnWire: Bool) -> Int? {
         var wholeLength: Int?
         bodyAfterHead = []
         if let spool, !spoolBypassed {
             // Every try sends the body from the spool's start (`refillFromSpool`).
             spoolSent = 0
             spoolWaiting = spool.size
-            if machine.bodyBuffering == .whole {
+            if wholeBody {
                 wholeLength = spool.size
-            } else if machine.requestBodyDone {
+            } else if bodyDone {
                 spoolLastChunkDue = true
             }
             upOut.removeAll()
             upOutStart = 0
             return wholeLength
         }
-        if machine.bodyOnWire, let replay {
-            if case .chunked = head.framing, !machine.requestBodyDone {
+        if bodyOnWire, let replay {
+            if case .chunked = head.framing, !bodyDone {
                 let chunk = ByteBuffer()
                 replay.withUnsafeBytes { ResponseWriter.appendChunk(chunk, $0) }
                 bodyAfterHead = chunk.bytes
@@ -389,7 +392,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         } else if upOutStart <= upHeadEnd && upHeadEnd < upOut.count {
             bodyAfterHead = upOut.copyBytes(from: upHeadEnd)
         }
-        if machine.bodyBuffering == .whole && wholeLength == nil { wholeLength = bodyAfterHead.count }
+        if wholeBody && wholeLength == nil { wholeLength = bodyAfterHead.count }
         upOut.removeAll()
         upOutStart = 0
         return wholeLength
@@ -397,14 +400,16 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     /// The body as a SigV4 signature sees it after `beginTry` (`SigV4RequestSigner`): all of it when
     /// it was read whole first (then `bodyAfterHead` holds it, from `upOut` or the replay copy).
-    func bodyToSign(_ machine: borrowing ExchangeMachine) -> SigV4RequestSigner.Body {
+    /// `wholeBody`: the machine's `bodyBuffering == .whole`.
+    func bodyToSign(wholeBody: Bool) -> SigV4RequestSigner.Body {
         if case .none = head.framing { return .none }
-        if machine.bodyBuffering == .whole && spool == nil { return .whole(bodyAfterHead) }
+        if wholeBody && spool == nil { return .whole(bodyAfterHead) }
         return SigV4RequestSigner.declaresUnsignedTrailer(head) ? .unsignedTrailer : .streaming
     }
 
-    /// The head for the try with `token` is in `upOut`: the kept body follows it.
-    func headWritten(token: TokenSnapshot?, now: Double, _ machine: inout ExchangeMachine) {
+    /// The head for the try with `token` is in `upOut`: the kept body follows it (the caller tells
+    /// the machine, `onTryStarted`).
+    func headWritten(token: TokenSnapshot?) {
         upHeadEnd = upOut.count
         tryStarted = true
         if !bodyAfterHead.isEmpty {
@@ -413,7 +418,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         }
         sentToken = token
         held401 = nil
-        machine.onTryStarted(tokenGeneration: token?.generation, now: now)
     }
 
     /// Sent bytes leave the buffer once it is empty or mostly sent, so it stays bounded by the
@@ -430,64 +434,22 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         }
     }
 
-    /// Notes `n` bytes sent from the front of `upOut`.
-    func sent(_ n: Int, now: Double, _ machine: inout ExchangeMachine) {
+    /// Notes `n` bytes sent from the front of `upOut`; answers whether the body's bytes have begun
+    /// to go (the machine's `onSent(reachedBody:)`).
+    @inline(__always)
+    func sent(_ n: Int) -> Bool {
         upOutStart += n
-        machine.onSent(reachedBody: upOutStart > upHeadEnd, now: now)
+        let reachedBody = upOutStart > upHeadEnd
         compactUpOut()
+        return reachedBody
     }
 
-    /// Drops the upstream leg: the attempt is cancelled, the connection closed or pooled.
-    func detachUpstream() -> UpstreamConnection? {
-        attempt?.cancel()
-        attempt = nil
-        let c = upstream
-        upstream = nil
-        c?.owner = nil
-        return c
-    }
-
-    // MARK: the upstream leg
-
-    /// A try goes on this connection's behalf (until `detach`).
-    func attach(to connection: Connection) {
-        self.connection = connection
-    }
+    // MARK: the exchange's end
 
     /// The exchange is over for its connection: late upstream events, timers and tokens find nothing.
     func detach() {
         connection = nil
         waitingForToken = false
-    }
-
-    /// A new connection is being made for this try.
-    func connecting(_ attempt: UpstreamConnectAttempt, startedAt: Double) {
-        self.attempt = attempt
-        connectStartedAt = startedAt
-    }
-
-    /// The try's connection is ready; answers how long a new one took to make (nil: it came from the pool).
-    func connected(_ c: UpstreamConnection, now: Double) -> Double? {
-        let took = connectStartedAt > 0 ? now - connectStartedAt : nil
-        connectStartedAt = 0
-        c.owner = self
-        upstream = c
-        return took
-    }
-
-    func connectFailed() {
-        connectStartedAt = 0
-    }
-
-    /// One read of the answer at a time: false while another is under way.
-    func beginReading() -> Bool {
-        guard !reading else { return false }
-        reading = true
-        return true
-    }
-
-    func endReading() {
-        reading = false
     }
 
     // MARK: tokens and the held 401
@@ -522,45 +484,5 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         let held = held401
         held401 = nil
         return held
-    }
-
-    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
-    /// client gone before its answer's end.
-    func accessRecord(event: String, seconds: Double) -> AccessRecord {
-        var line = AccessRecord(
-            event: event, route: route?.state.name, method: head.method,
-            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
-        line.upstreamStatus = record.upstreamStatus
-        line.bytesIn = bodyBytesSeen
-        line.bytesOut = record.bytesOut
-        line.seconds = seconds
-        line.upstreamSeconds = record.upstreamSeconds
-        line.tokenWaitSeconds = record.tokenWaitSeconds
-        line.retriedAfter401 = record.retriedAfter401
-        line.error = record.refusal
-        line.tokenGeneration = sentToken?.generation
-        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
-        line.tunnel = tunnelHost
-        return line
-    }
-
-    // MARK: upstream events (forwarded to the connection's leg)
-
-    func upstreamConnected(_ c: UpstreamConnection) {
-        attempt = nil
-        guard let connection else {
-            c.retire()
-            return
-        }
-        connection.leg.upstreamConnected(self, c, connection)
-    }
-
-    func upstreamConnectFailed(_ failure: UpstreamFailure) {
-        attempt = nil
-        if let connection { connection.leg.upstreamFailed(self, failure, connection) }
-    }
-
-    func upstreamReady(_ events: UInt32) {
-        if let connection { connection.leg.upstreamReady(self, events, connection) }
     }
 }

@@ -1,3 +1,5 @@
+import HTTP1
+
 /// What the metrics and the access log report of one exchange (docs/OBSERVABILITY.md): set only
 /// through its methods, as the exchange goes.
 struct ExchangeRecord {
@@ -64,5 +66,27 @@ struct ExchangeRecord {
         guard !recorded else { return false }
         recorded = true
         return true
+    }
+}
+
+extension Exchange {
+    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
+    /// client gone before its answer's end.
+    func accessRecord(event: String, seconds: Double) -> AccessRecord {
+        var line = AccessRecord(
+            event: event, route: route?.state.name, method: head.method,
+            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
+        line.upstreamStatus = record.upstreamStatus
+        line.bytesIn = bodyBytesSeen
+        line.bytesOut = record.bytesOut
+        line.seconds = seconds
+        line.upstreamSeconds = record.upstreamSeconds
+        line.tokenWaitSeconds = record.tokenWaitSeconds
+        line.retriedAfter401 = record.retriedAfter401
+        line.error = record.refusal
+        line.tokenGeneration = sentToken?.generation
+        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
+        line.tunnel = tunnelHost
+        return line
     }
 }

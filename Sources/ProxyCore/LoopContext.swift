@@ -89,3 +89,13 @@ final class LoopContext {
         for route in routes.withConnections { route.upstream.sweepIdle() }
     }
 }
+
+/// A loop-owned object carried through a closure that another thread hands back to its loop
+/// (`EventLoop.execute`, from the token thread). @unchecked Sendable is safe: the reference is
+/// weak, and it is read only inside that closure, on the owning loop's thread, where the object lives.
+struct LoopBound<Object: AnyObject>: @unchecked Sendable {
+    weak var object: Object?
+    init(_ object: Object) { self.object = object }
+}
+
+func wallClock() -> Double { Syscall.wallClock() }
