@@ -55,7 +55,9 @@ import Testing
     static let clients: Set<String> = ["curl", "git", "python3", "python", "node", "aws", "gh", "pip", "go"]
 
     /// The tests below, by the names the documents use.
-    static let runNames: Set<String> = ["how-do-i-curl", "how-do-i-python", "how-do-i-git", "api-keys-git", "aws-s3"]
+    static let runNames: Set<String> = [
+        "how-do-i-curl", "how-do-i-python", "how-do-i-git", "api-keys-git", "aws-s3", "several-apis-http-proxy",
+    ]
 
     static let documents: [String] = {
         let docs = RepositoryPaths.root.appendingPathComponent("docs")
@@ -284,6 +286,95 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("<Key>reports/report.csv</Key>"), "\(result.stdout)")
         #expect(result.stdout.hasSuffix(report), "\(result.stdout)")
+    }
+}
+
+extension DocumentedRecipeTests {
+    /// docs/SEVERAL-APIS.md: curl, git and pip, told only `http_proxy` (or git's `http.proxy`), reach
+    /// three host routes by their names (the proxy resolves nothing of them: each route's upstream is
+    /// a local server). The git server and the package index take only the route's Bearer token.
+    @Test func severalAPIsHTTPProxy() throws {
+        let api = try PythonServer("echo_upstream")
+        let git = try BearerGitServer(token: e2eToken)
+        let index = try PackageIndex(token: e2eToken)
+        let proxy = try ProxyProcess(
+            config: """
+                listen: 127.0.0.1:0
+                routes:
+                  - name: github
+                    match: {host: api.github.com}
+                    upstream: \(api.baseURL)
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                  - name: git
+                    match: {host: git.example.com}
+                    upstream: \(git.nginx.baseURL)
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                  - name: pypi
+                    match: {host: pypi.internal.example.com}
+                    upstream: \(index.nginx.baseURL)
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                """, environment: ["E2E_TOKEN": e2eToken])
+        defer {
+            proxy.terminate()
+            api.stop()
+            withExtendedLifetime((git, index)) {}
+        }
+        // Without the token the index refuses.
+        #expect(try curl([index.nginx.baseURL + "/simple/mypackage/"]).status == 401)
+        let work = try TempDir(prefix: "recipe")
+        // pip installs into the test's folder, not into this machine's Python.
+        let result = try Self.run(
+            try Self.recipe("several-apis-http-proxy"), proxy: proxy, in: work.path,
+            environment: [
+                "no_proxy": "", "NO_PROXY": "", "PIP_TARGET": work.file("site"), "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                "PIP_CONFIG_FILE": "/dev/null", "PIP_NO_INPUT": "1",
+            ])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.stdout.contains(#""path": "/user""#), "\(result.stdout)")
+        #expect(result.stdout.contains(#"["Authorization", "Bearer \#(e2eToken)"]"#), "\(result.stdout)")
+        #expect(try String(contentsOfFile: work.file("repo/README"), encoding: .utf8) == "hello\n")
+        #expect(try String(contentsOfFile: work.file("site/mypackage/__init__.py"), encoding: .utf8) == "ANSWER = 42\n")
+    }
+}
+
+/// A PEP 503 package index on nginx with one wheel, `mypackage` 1.0, answering only requests with
+/// `Authorization: Bearer TOKEN`.
+final class PackageIndex {
+    let root: TempDir
+    let nginx: Nginx
+
+    init(token: String) throws {
+        root = try TempDir(prefix: "package-index")
+        let wheel = "mypackage-1.0-py3-none-any.whl"
+        try FileManager.default.createDirectory(atPath: root.file("files"), withIntermediateDirectories: true)
+        let made = try runCommand(
+            "python3",
+            arguments: [
+                "-c",
+                """
+                import base64, hashlib, sys, zipfile
+                files = {"mypackage/__init__.py": b"ANSWER = 42\\n",
+                         "mypackage-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\\nName: mypackage\\nVersion: 1.0\\n",
+                         "mypackage-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+                record = "".join("%s,sha256=%s,%d\\n" % (n, base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode(), len(b))
+                                 for n, b in files.items()) + "mypackage-1.0.dist-info/RECORD,,\\n"
+                with zipfile.ZipFile(sys.argv[1], "w") as z:
+                    for n, b in files.items():
+                        z.writestr(n, b)
+                    z.writestr("mypackage-1.0.dist-info/RECORD", record)
+                """,
+                root.file("files/\(wheel)"),
+            ])
+        guard made.status == 0 else { throw HarnessError("making the wheel: \(made.stderr)") }
+        _ = try root.write("simple/mypackage/index.html", "<!DOCTYPE html><html><body><a href=\"/files/\(wheel)\">\(wheel)</a></body></html>\n")
+        nginx = try Nginx(
+            server: """
+                location / {
+                    if ($http_authorization != "Bearer \(token)") { return 401; }
+                    root \(root.path);
+                    index index.html;
+                }
+                """)
     }
 }
 
