@@ -56,7 +56,7 @@ import Testing
 
     /// The tests below, by the names the documents use.
     static let runNames: Set<String> = [
-        "how-do-i-curl", "how-do-i-python", "how-do-i-git", "api-keys-git", "aws-s3", "several-apis-http-proxy",
+        "how-do-i-curl", "how-do-i-python", "how-do-i-git", "api-keys-git", "aws-s3", "several-apis-http-proxy", "readme-tour",
     ]
 
     static let documents: [String] = {
@@ -126,13 +126,20 @@ import Testing
     /// Runs a recipe in `directory` with bash (`-e`: the first failing command fails it) or
     /// python3, the proxy's address in place of the documents' `localhost:8080`, HOME `home`
     /// (default: `directory`).
+    /// `text`: a part of the recipe's text instead of all of it.
     static func run(
-        _ recipe: Recipe, proxy: ProxyProcess, in directory: String, home: String? = nil, environment: [String: String] = [:]
+        _ recipe: Recipe, text part: String? = nil, proxy: ProxyProcess?, in directory: String, home: String? = nil,
+        environment: [String: String] = [:]
     ) throws -> CommandResult {
-        let text = recipe.text.replacingOccurrences(of: "localhost:8080", with: proxy.address)
-            .replacingOccurrences(of: "127.0.0.1:8080", with: proxy.address)
+        var text = part ?? recipe.text
+        if let proxy {
+            text = text.replacingOccurrences(of: "localhost:8080", with: proxy.address).replacingOccurrences(of: "127.0.0.1:8080", with: proxy.address)
+        }
         let env = childEnvironment(
             [
+                // The binary under test first on PATH, for the recipes' `tokenproxy` commands.
+                "PATH": RepositoryPaths.tokenproxyBinary.deletingLastPathComponent().path + ":"
+                    + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
                 "HOME": home ?? directory, "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "NO_PROXY": "*",
                 "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
             ].merging(environment) { _, new in new })
@@ -334,6 +341,63 @@ extension DocumentedRecipeTests {
         #expect(result.stdout.contains(#"["Authorization", "Bearer \#(e2eToken)"]"#), "\(result.stdout)")
         #expect(try String(contentsOfFile: work.file("repo/README"), encoding: .utf8) == "hello\n")
         #expect(try String(contentsOfFile: work.file("site/mypackage/__init__.py"), encoding: .utf8) == "ANSWER = 42\n")
+    }
+}
+
+extension DocumentedRecipeTests {
+    /// README.md's tour: `login` with the password on stdin, `serve` (in the foreground, so the test
+    /// starts that one line itself and runs the lines "in another terminal" beside it), then curl,
+    /// `status`, `status --json`, `token` and `logout`, against Tests/servers/oauth_server.py and an
+    /// upstream that shows what it received.
+    @Test func readmeTour() throws {
+        let idp = try PythonServer("oauth_server", arguments: ["--client", "reporting-cli:tour-secret", "--user", "alice:tour-password"])
+        let api = try PythonServer("echo_upstream")
+        let recipe = try Self.recipe("readme-tour")
+        let lines = recipe.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let serveLine = try #require(lines.firstIndex { $0.hasPrefix("tokenproxy serve") }, "the tour has no `tokenproxy serve` line")
+        #expect(lines[serveLine] == "tokenproxy serve --config tokenproxy.yaml")
+        let before = lines[..<serveLine].joined(separator: "\n")
+        let after = lines[(serveLine + 1)...].joined(separator: "\n")
+        #expect(after.contains("# In another terminal:"))
+
+        let work = try TempDir(prefix: "recipe-tour")
+        let config = """
+            listen: 127.0.0.1:0
+            upstream: \(api.baseURL)/v1
+            admin:
+              listen: 127.0.0.1:0
+            credentials:
+              type: oauth2_refresh
+              token_url: \(idp.baseURL)/oauth/token
+              client_id: reporting-cli
+              client_secret_env: OAUTH_CLIENT_SECRET
+              login: password
+            store:
+              path: ./state/tokens.json
+            """
+        _ = try work.write("tokenproxy.yaml", config)
+        let environment = ["OAUTH_CLIENT_SECRET": "tour-secret", "PASSWORD": "tour-password"]
+        defer {
+            idp.stop()
+            api.stop()
+        }
+        let login = try Self.run(recipe, text: before, proxy: nil, in: work.path, environment: environment)
+        #expect(login.status == 0, "\(login.output)")
+        #expect(FileManager.default.fileExists(atPath: work.file("state/tokens.json")))
+        let proxy = try ProxyProcess(
+            config: config, directory: work, environment: environment, arguments: ["serve", "--config", "tokenproxy.yaml"])
+        defer { proxy.terminate() }
+        let rest = try Self.run(recipe, text: after, proxy: proxy, in: work.path, environment: environment)
+        #expect(rest.status == 0, "\(rest.output)")
+        #expect(rest.stdout.contains(#""path": "/v1/orders""#), "\(rest.stdout)")
+        // `token` prints the access token the upstream received.
+        let token = try #require(
+            rest.stdout.split(separator: "\n").first { !$0.isEmpty && !$0.contains(" ") && !$0.hasPrefix("{") && !$0.hasPrefix("}") },
+            "\(rest.stdout)")
+        #expect(rest.stdout.contains(#"["Authorization", "Bearer \#(token)"]"#), "\(rest.stdout)")
+        #expect(rest.stdout.contains("oauth2_refresh"), "status names the kind: \(rest.stdout)")
+        // logout deleted the stored tokens.
+        #expect(!FileManager.default.fileExists(atPath: work.file("state/tokens.json")), "\(rest.output)")
     }
 }
 
