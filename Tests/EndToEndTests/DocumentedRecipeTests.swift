@@ -10,7 +10,9 @@ import Testing
 ///     <!-- recipe: NAME -->               the test `NAME` below runs it
 ///     <!-- recipe not run: REASON -->     it cannot run here, and why
 ///
-/// The run changes only addresses: `localhost:8080` and `127.0.0.1:8080` become the proxy's.
+/// The run changes only addresses: `localhost:8080` and `127.0.0.1:8080` become the proxy's (README's
+/// tour, whose `serve` stays in the foreground, runs in its three parts). The one ```js block, in
+/// docs/HTTPS-CLIENTS.md, is ForwardProxyTests.theHTTPSClientsRecipesRunAsWritten's.
 @Suite struct DocumentedRecipeTests {
     struct Recipe: CustomTestStringConvertible, Sendable {
         var file: String
