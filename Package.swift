@@ -28,8 +28,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         // Cognito SRP's 3072-bit arithmetic (Credentials/Login/SRP.swift).
         .package(url: "https://github.com/attaswift/BigInt", from: "6.0.1"),
-        // STS's XML answers (Credentials/TokenSources/AWSWebIdentityCredentials.swift).
-        .package(url: "https://github.com/CoreOffice/XMLCoder", from: "0.18.2"),
     ],
     targets: [
         .systemLibrary(
@@ -79,7 +77,6 @@ let package = Package(
                 .product(name: "BigInt", package: "BigInt"),
                 // RSA (RS256, PS256) for the JWTs the proxy signs (CONTRACT.md "Secretless credentials").
                 .product(name: "CryptoExtras", package: "swift-crypto"),
-                .product(name: "XMLCoder", package: "XMLCoder"),
             ]
         ),
         // The browser login's one-shot loopback listener (RFC 8252 §7.3), behind Credentials' `RedirectListener`.

@@ -1,7 +1,6 @@
 import Config
 import Foundation
 import IdentityHTTP
-import XMLCoder
 
 /// `source: web_identity` (EKS IRSA and every OIDC federation): STS AssumeRoleWithWebIdentity with
 /// the token in `web_identity_token_file` (default AWS_WEB_IDENTITY_TOKEN_FILE), read again for
@@ -61,54 +60,26 @@ public struct AWSWebIdentityCredentials: AWSCredentialSource {
     }
 }
 
-/// STS's XML answers (the query protocol), decoded with XMLCoder.
+/// STS's XML answers (the query protocol), read with `STSXMLElement`.
 /// https://docs.aws.amazon.com/STS/latest/APIReference/API_Credentials.html
 enum STSAnswer {
-    struct Credentials: Decodable {
-        var AccessKeyId: String
-        var SecretAccessKey: String
-        var SessionToken: String
-        var Expiration: String
-    }
-    /// `<XResult>` of `<XResponse>`: AssumeRole and AssumeRoleWithWebIdentity answer alike.
-    struct Result: Decodable { var Credentials: Credentials }
-    struct Response: Decodable {
-        var result: Result
-        struct Key: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-        init(from decoder: Decoder) throws {
-            let container = try decoder.container(keyedBy: Key.self)
-            guard let key = container.allKeys.first(where: { $0.stringValue.hasSuffix("Result") }) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no …Result element"))
-            }
-            result = try container.decode(Result.self, forKey: key)
-        }
-    }
-    struct ErrorResponse: Decodable {
-        struct Detail: Decodable {
-            var Code: String?
-            var Message: String?
-        }
-        var Error: Detail
-    }
-
+    /// `<XResponse><XResult><Credentials>`: AssumeRole and AssumeRoleWithWebIdentity answer alike.
     static func credentials(_ body: [UInt8], source: String) throws -> AWSCredentials {
-        guard let answer = try? XMLDecoder().decode(Response.self, from: Data(body)) else {
+        guard let root = STSXMLElement.parse(body), root.name.hasSuffix("Response"),
+            let result = root.children.first(where: { $0.name.hasSuffix("Result") }), let c = result.child("Credentials"),
+            let accessKeyID = c.value("AccessKeyId"), let secretAccessKey = c.value("SecretAccessKey"),
+            let sessionToken = c.value("SessionToken"), let expirationText = c.value("Expiration")
+        else {
             throw AWSCredentialError(source, "STS's answer has no Credentials")
         }
-        let c = answer.result.Credentials
-        guard let expiration = RFC3339.parse(c.Expiration) else { throw AWSCredentialError(source, "STS's Expiration is not an RFC 3339 time") }
-        return AWSCredentials(accessKeyID: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, sessionToken: c.SessionToken, expiration: expiration)
+        guard let expiration = RFC3339.parse(expirationText) else { throw AWSCredentialError(source, "STS's Expiration is not an RFC 3339 time") }
+        return AWSCredentials(accessKeyID: accessKeyID, secretAccessKey: secretAccessKey, sessionToken: sessionToken, expiration: expiration)
     }
 
-    /// `Code: Message` of an `<ErrorResponse>`, else the start of the body.
+    /// `Code: Message` of an `<ErrorResponse><Error>`, else the start of the body.
     static func errorText(_ response: HTTPCallResponse) -> String {
-        if let error = try? XMLDecoder().decode(ErrorResponse.self, from: Data(response.body)), let code = error.Error.Code {
-            return "HTTP \(response.status) \(code)\(error.Error.Message.map { ": \($0)" } ?? "")"
+        if let error = STSXMLElement.parse(response.body)?.child("Error"), let code = error.value("Code") {
+            return "HTTP \(response.status) \(code)\(error.value("Message").map { ": \($0)" } ?? "")"
         }
         return response.refusalText
     }
