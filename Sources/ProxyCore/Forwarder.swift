@@ -91,10 +91,18 @@ final class Forwarder {
     /// the proxy's own and the access header left out), the credential's fields, X-Forwarded-*, and
     /// for an upgrade `Connection: upgrade` with the client's Upgrade field. `credential` says which
     /// client fields make way for it, how the target changes and what it appends (the usual
-    /// `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied).
+    /// `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied). Inlined into its one
+    /// caller (`UpstreamLeg.send`): the request's parts and credential are then taken apart where
+    /// they are made, with no copy of either.
+    @inline(__always)
     func writeRequestHead(into out: ByteBuffer, for head: RequestHead, _ request: RequestParts, credential: RequestCredential) {
-        let target = credential.upstreamTarget(basePath: upstream.basePath, path: request.path, query: request.query)
-        RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: target.pathPrefix, path: target.path, query: target.query)
+        // The usual target goes as it came, with no target value made.
+        let rewritten = credential.rewritesTarget ? credential.upstreamTarget(basePath: upstream.basePath, path: request.path, query: request.query) : nil
+        if let rewritten {
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: rewritten.pathPrefix, path: rewritten.path, query: rewritten.query)
+        } else {
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: request.path, query: request.query)
+        }
         if !preserveHost {
             out.append(hostFieldLine)
         } else if let absoluteAuthority = request.absoluteAuthority {
@@ -133,9 +141,10 @@ final class Forwarder {
             fields.copyField(i, to: out)
         }
         // The Host that went: the upstream's, an absolute-form authority, or the client's own.
-        credential.appendFields(to: out, method: head.method, target: target, origin: upstream.origin) {
-            !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host
-        }
+        credential.appendFields(
+            to: out, method: head.method,
+            target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
+            origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
         out.append(request.forwardedFor)
         if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.

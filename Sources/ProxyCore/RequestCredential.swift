@@ -74,26 +74,34 @@ struct RequestCredential {
         /// No token: the client's own credential goes (`client_authorization: keep`); a client's
         /// Proxy-Authorization, hop-by-hop, still goes when that is the placement's field.
         case clientOwn(keptHopByHop: InjectedField?)
-        /// A line in place of the client's Authorization: the snapshot's `Authorization: Bearer`
+        /// `line` in place of the client's Authorization: the snapshot's `Authorization: Bearer`
         /// line (`TokenSnapshot.authorizationField`) or an `inject` format of Authorization or Basic.
-        case authorization(line: [UInt8])
-        /// A line of another field, whose client copy makes way.
-        case field(InjectedField, line: [UInt8])
+        case authorization
+        /// `line` is another field's, whose client copy makes way.
+        case field(InjectedField)
         /// The token as a query parameter (`inject.query`).
         case query(InjectedQueryParameter, TokenSnapshot)
-        /// RFC 9449 §7.1: `Authorization: DPoP <token>` whatever `inject` says, and a fresh proof.
-        case dpop(DPoPBinding, line: [UInt8])
+        /// RFC 9449 §7.1: `line` is `Authorization: DPoP <token>` whatever `inject` says, with a
+        /// fresh proof.
+        case dpop(DPoPBinding)
         /// A `type: aws` request: no token field; the signature's fields instead.
         case signed(SigV4RequestSigner.Step)
     }
 
+    /// `kind`'s case without its payload: what the plain path tests, with no copy of `kind`.
+    private enum Case { case clientOwn, authorization, field, query, dpop, signed }
+
     let kind: Kind
+    private let kindCase: Case
+    /// The token's field line (`authorization`, `field`, `dpop`); empty for the others.
+    let line: [UInt8]
 
     /// Pure: where `token` goes under `placement`; `dpop` the token's binding when the route allows
     /// one; `signing` a `type: aws` request's step.
+    @inline(__always)
     init(placement: CredentialPlacement, token: TokenSnapshot?, dpop: DPoPBinding? = nil, signing: SigV4RequestSigner.Step? = nil) {
         if let signing {
-            kind = .signed(signing)
+            (kind, kindCase, line) = (.signed(signing), .signed, [])
             return
         }
         guard let token else {
@@ -102,39 +110,46 @@ struct RequestCredential {
             } else {
                 kind = .clientOwn(keptHopByHop: nil)
             }
+            (kindCase, line) = (.clientOwn, [])
             return
         }
         if let dpop {
-            kind = .dpop(dpop, line: token.authorizationField)
+            (kind, kindCase, line) = (.dpop(dpop), .dpop, token.authorizationField)
             return
         }
         switch placement {
         case .authorization:
-            kind = .authorization(line: token.authorizationField)
+            (kind, kindCase, line) = (.authorization, .authorization, token.authorizationField)
         case .field(let field):
-            kind = field.isAuthorization ? .authorization(line: field.line(for: token)) : .field(field, line: field.line(for: token))
+            if field.isAuthorization {
+                (kind, kindCase, line) = (.authorization, .authorization, field.line(for: token))
+            } else {
+                (kind, kindCase, line) = (.field(field), .field, field.line(for: token))
+            }
         case .query(let parameter):
-            kind = .query(parameter, token)
+            (kind, kindCase, line) = (.query(parameter, token), .query, [])
         case .signed:
             // Without a step nothing signs (`RouteCredential.resolve` always makes one): the client's
             // Authorization still makes way, and no token goes.
-            kind = .authorization(line: [])
+            (kind, kindCase, line) = (.authorization, .authorization, [])
         }
     }
 
     // MARK: 1. which client fields to drop
 
     /// Whether the client's Authorization makes way for the credential's.
+    @inline(__always)
     var dropsClientAuthorization: Bool {
-        switch kind {
+        switch kindCase {
         case .authorization, .dpop, .signed: return true
         case .clientOwn, .field, .query: return false
         }
     }
 
     /// Whether `drops` may drop a field by its name: the plain path skips it.
+    @inline(__always)
     var dropsFieldsByName: Bool {
-        switch kind {
+        switch kindCase {
         case .field, .dpop, .signed: return true
         case .clientOwn, .authorization, .query: return false
         }
@@ -145,7 +160,7 @@ struct RequestCredential {
     /// sets (`SigV4RequestSigner.Step.drops`, which notes the signed fields that go).
     func drops(_ index: Int, of fields: FieldBlock) -> Bool {
         switch kind {
-        case .field(let field, _): return fields.nameEquals(index, lowercasedName: field.lowercasedName)
+        case .field(let field): return fields.nameEquals(index, lowercasedName: field.lowercasedName)
         case .dpop: return fields.nameEquals(index, "dpop")
         case .signed(let step): return step.drops(index, of: fields)
         case .clientOwn, .authorization, .query: return false
@@ -153,12 +168,17 @@ struct RequestCredential {
     }
 
     /// Whether hop-by-hop field `index` goes all the same: a client's own Proxy-Authorization, kept.
+    @inline(__always)
     func keepsHopByHop(_ index: Int, of fields: FieldBlock) -> Bool {
-        guard case .clientOwn(let kept?) = kind else { return false }
+        guard kindCase == .clientOwn, case .clientOwn(let kept?) = kind else { return false }
         return fields.nameEquals(index, lowercasedName: kept.lowercasedName)
     }
 
     // MARK: 2. how to rewrite the target
+
+    /// Whether the target changes (`upstreamTarget`): the token in the query, or a signed path.
+    @inline(__always)
+    var rewritesTarget: Bool { kindCase == .query || kindCase == .signed }
 
     /// The request line's target: `basePath` and `path` as they are, with the token in the query
     /// (`inject.query`); a signed request's path in the one form an SDK sends, which is also the form
@@ -178,21 +198,33 @@ struct RequestCredential {
 
     /// Appends the credential's fields after the client's: the token's line; a DPoP proof for this
     /// method and URL (`origin` the upstream's); a signature over the fields that went, the Host
-    /// `sentHost` gives among them.
-    func appendFields(to out: ByteBuffer, method: String, target: UpstreamTarget, origin: String, sentHost: () -> String?) {
-        switch kind {
-        case .authorization(let line), .field(_, let line):
+    /// `sentHost` gives among them. `target`, `origin` and `sentHost` are asked only by the
+    /// credential that needs them (not on the Bearer path).
+    @inline(__always)
+    func appendFields(
+        to out: ByteBuffer, method: String, target: () -> UpstreamTarget, origin: @autoclosure () -> String, sentHost: () -> String?
+    ) {
+        switch kindCase {
+        case .authorization, .field:
             out.append(line)
-        case .dpop(let binding, let line):
+        case .dpop:
             out.append(line)
-            RequestWriter.appendField(
-                out, name: "DPoP", value: binding.proof(method: method, url: origin + target.pathPrefix + target.path, origin: origin))
-        case .signed(let step):
+            appendProof(to: out, method: method, target: target(), origin: origin())
+        case .signed:
+            guard case .signed(let step) = kind else { return }
+            let target = target()
             if let host = sentHost() { step.noteHost(host) }
             step.appendSignature(to: out, method: method, path: target.path, query: target.query)
         case .clientOwn, .query:
             break
         }
+    }
+
+    /// RFC 9449 §7.1: a fresh proof for this method and the upstream URL.
+    private func appendProof(to out: ByteBuffer, method: String, target: UpstreamTarget, origin: String) {
+        guard case .dpop(let binding) = kind else { return }
+        RequestWriter.appendField(
+            out, name: "DPoP", value: binding.proof(method: method, url: origin + target.pathPrefix + target.path, origin: origin))
     }
 }
 

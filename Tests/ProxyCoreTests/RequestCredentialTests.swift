@@ -50,7 +50,7 @@ import Testing
     {
         let out = ByteBuffer()
         let target = credential.upstreamTarget(basePath: "/v1", path: path, query: query)
-        credential.appendFields(to: out, method: method, target: target, origin: "https://api.example.com") { host }
+        credential.appendFields(to: out, method: method, target: { target }, origin: "https://api.example.com", sentHost: { host })
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
