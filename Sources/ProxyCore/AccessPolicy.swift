@@ -18,10 +18,9 @@ final class AccessPolicy {
     let requiredValue: [UInt8]
     let allowedPaths: [String]?
     let allowedMethods: [String]?
-    /// `client_authorization: reject`: a client's own credential where the token goes is refused.
-    let rejectClientAuthorization: Bool
-    /// Where the token goes: the field (or query parameter) that `reject` looks for.
-    let placement: CredentialPlacement
+    /// The route's credential, the one its `Forwarder` writes: with `client_authorization: reject`,
+    /// a client's own credential where the token goes is refused.
+    let credential: RouteCredential
     /// `forward.preserve_host`: the client's Host (or absolute-form authority) goes upstream.
     let preserveHost: Bool
     let maxBodyBytes: Int
@@ -34,7 +33,14 @@ final class AccessPolicy {
     /// the same one nearly always, and the lists above never change. Only this loop touches it.
     private var lastAllowedHost: [UInt8]? = nil
 
-    init(configuration c: Configuration) {
+    /// A policy with the route's own credential, as a test or the admin listener makes one.
+    convenience init(configuration c: Configuration) {
+        self.init(configuration: c, credential: RouteCredential(c.routes[0]))
+    }
+
+    /// `configuration`: the file reduced to this route; `credential`: the route's, shared with its
+    /// `Forwarder`.
+    init(configuration c: Configuration, credential: RouteCredential) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
         var allowed: [[UInt8]]
         if let hosts = c.access.allowHosts {
@@ -66,8 +72,7 @@ final class AccessPolicy {
         requiredValue = Array((c.access.requireValue?.value ?? "").utf8)
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
-        rejectClientAuthorization = c.forward.clientAuthorization == .reject
-        placement = CredentialPlacement(c.routes[0].inject)
+        self.credential = credential
         preserveHost = c.forward.preserveHost
         maxBodyBytes = c.limits.maxBodyBytes
         upstream = c.upstream
@@ -228,7 +233,7 @@ final class AccessPolicy {
             if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
         }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
-        if rejectClientAuthorization && placement.clientSends(head, query: query) { return .failure(.clientAuthorizationRejected) }
+        if credential.rejectsClientAuthorization(head, query: query) { return .failure(.clientAuthorizationRejected) }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
         return .success(CheckedTarget(path: path, query: query, authority: authority))
     }

@@ -4,12 +4,12 @@ import Foundation
 import HTTP1
 
 /// Where a route puts its token in each upstream request (CONTRACT.md "Where the credential goes"),
-/// chosen once when the route is built, never per request; `Forwarder.writeRequestHead` consults
-/// it. Every case's bytes are made once per token, not per request. The tokens themselves are visible
-/// ASCII: `TokenManager` publishes no token with a space, a line break or another control character
-/// (`BearerToken.isUsable`), so none of them can split a field or a query; a request meets 503
-/// `token_unavailable` instead. A request-signing step (SigV4) is one more case of the same kind:
-/// chosen from the route's configuration here, applied where `writeRequestHead` switches on it.
+/// chosen once when the route is built, never per request (`RouteCredential`); each request's
+/// `RequestCredential` is resolved from it and the token. Every case's bytes are made once per token,
+/// not per request. The tokens themselves are visible ASCII: `TokenManager` publishes no token with a
+/// space, a line break or another control character (`BearerToken.isUsable`), so none of them can
+/// split a field or a query; a request meets 503 `token_unavailable` instead. A request-signing step
+/// (SigV4) is one more case of the same kind.
 enum CredentialPlacement {
     /// `Authorization: Bearer <token>`: the line the snapshot made when the token was published
     /// (`TokenSnapshot.authorizationField`), so the usual request formats nothing.
@@ -18,9 +18,9 @@ enum CredentialPlacement {
     case field(InjectedField)
     /// The token as a query parameter of every request.
     case query(InjectedQueryParameter)
-    /// `type: aws` (or a Cognito identity pool): the token (AWS credentials) goes in no field; the request is signed (SigV4) by
-    /// this route's step, which `writeRequestHead` is handed per request (`SigV4RequestSigner.Step`).
-    /// The client's Authorization makes way for the signature's.
+    /// `type: aws` (or a Cognito identity pool): the token (AWS credentials) goes in no field; the
+    /// request is signed (SigV4) by this route's step (`RequestCredential.signed`). The client's
+    /// Authorization makes way for the signature's.
     case signed(SigV4RequestSigner)
 
     /// The route's placement: signed for `type: aws` and a Cognito identity pool (`inject` does not
@@ -32,10 +32,11 @@ enum CredentialPlacement {
         }
         self = .signed(
             SigV4RequestSigner(
-                region: aws.region, service: aws.service, unsignedPayload: aws.payload == .unsigned, refreshMargin: credentials.refreshMargin))
+                region: aws.region, rules: AWSServiceRules(service: aws.service, unsignedPayload: aws.payload == .unsigned),
+                refreshMargin: credentials.refreshMargin))
     }
 
-    init(_ inject: InjectConfiguration?) {
+    private init(_ inject: InjectConfiguration?) {
         guard let inject, !inject.isDefault else {
             self = .authorization
             return

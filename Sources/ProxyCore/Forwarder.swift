@@ -15,11 +15,11 @@ final class Forwarder {
     /// The Host field for the upstream: its host, with the port when it is not the scheme's default.
     let upstreamHost: String
     let preserveHost: Bool
-    let clientAuthorization: ForwardConfiguration.ClientAuthorization
-    /// Where the token goes (CONTRACT.md "Where the credential goes"), chosen once for the route.
-    let placement: CredentialPlacement
+    /// The route's credential (CONTRACT.md "Where the credential goes"), chosen once for the route;
+    /// each request's `RequestCredential` is resolved from it.
+    let credential: RouteCredential
     /// `inject.query`: an upstream 403 refuses the token too (`ExchangeRules.refusesToken`).
-    let tokenInQuery: Bool
+    var tokenInQuery: Bool { credential.tokenInQuery }
     let requiredHeaderLowercased: String?
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
@@ -29,15 +29,20 @@ final class Forwarder {
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
     private let hostFieldLine = ByteBuffer()
 
-    init(configuration c: Configuration) {
+    /// A forwarder with the route's own credential, as a test makes one.
+    convenience init(configuration c: Configuration) {
+        self.init(configuration: c, credential: RouteCredential(c.routes[0]))
+    }
+
+    /// `configuration`: the file reduced to this route; `credential`: the route's, shared with its
+    /// `AccessPolicy`.
+    init(configuration c: Configuration, credential: RouteCredential) {
         upstream = c.upstream
         urlPrefix = c.upstream.origin + c.upstream.basePath
         upstreamHost = Authority(host: c.upstream.host, port: c.upstream.port).omittingDefaultPort(of: c.upstream.scheme)
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
-        clientAuthorization = c.forward.clientAuthorization
-        placement = CredentialPlacement(c.routes[0].inject, credentials: c.routes[0].credentials)
-        if case .query = placement { tokenInQuery = true } else { tokenInQuery = false }
+        self.credential = credential
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
@@ -59,96 +64,66 @@ final class Forwarder {
     /// Whether a client's own credential goes upstream instead of the token: `client_authorization:
     /// keep` and the client sent the field (or query parameter) the token would go in.
     func keepsClientAuthorization(_ head: RequestHead, query: String?) -> Bool {
-        clientAuthorization == .keep && placement.clientSends(head, query: query)
+        credential.keepsClientAuthorization(head, query: query)
+    }
+
+    /// One request's facts for `writeRequestHead`, besides its head and credential. `forwardedFor`:
+    /// the client's lines from ``forwardedForLines(peerHost:https:)``; `forwardedHost`: the
+    /// X-Forwarded-Host line (``RepeatedFieldLine``). `absoluteAuthority`: an absolute-form target's
+    /// authority, which replaces the Host field when the client's Host is preserved (RFC 9112
+    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `upgrade`: the client
+    /// asks for one. `wholeBodyLength`: a chunked body that goes whole, with Content-Length
+    /// (CONTRACT point 8); nil: it goes chunked. `dropsExpect`: the proxy answered the client's
+    /// `Expect: 100-continue` itself (`ExchangeMachine.answersContinue`), so the field stays here.
+    struct RequestParts {
+        var path: String
+        var query: String?
+        var forwardedFor: ByteBuffer
+        var forwardedHost: ByteBuffer? = nil
+        var absoluteAuthority: String? = nil
+        var upgrade: Bool = false
+        var wholeBodyLength: Int? = nil
+        var dropsExpect: Bool = false
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
     /// upstream's base path, Host, the client's fields in order and byte for byte (hop-by-hop fields,
-    /// the proxy's own and the access header left out), Authorization, X-Forwarded-*, and for an
-    /// upgrade `Connection: upgrade` with the client's Upgrade field. `token` goes where `placement`
-    /// says (the usual `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied), or
-    /// nil: the client's own credential goes (keep mode); `forwardedFor` the client's lines from
-    /// ``forwardedForLines(peerHost:https:)``; `forwardedHost` the X-Forwarded-Host line
-    /// (``RepeatedFieldLine``). `wholeBodyLength`: a chunked body that goes whole, with
-    /// Content-Length (CONTRACT point 8); nil: it goes chunked. `absoluteAuthority`: an absolute-form
-    /// target's authority, which replaces the Host field when the client's Host is preserved (RFC 9112
-    /// §3.2.2; `AccessPolicy` has checked it against `access.allow_hosts`). `sigv4`: the signing of
-    /// this request on a `.signed` route. `dropsExpect`: the proxy answered the client's
-    /// `Expect: 100-continue` itself (`ExchangeMachine.answersContinue`), so the field stays here.
-    func writeRequestHead(
-        into out: ByteBuffer, for head: RequestHead, path: String, query: String?, token: TokenSnapshot?,
-        forwardedFor: ByteBuffer, forwardedHost: ByteBuffer?, upgrade: Bool, wholeBodyLength: Int? = nil, dpop: DPoPBinding? = nil,
-        absoluteAuthority: String? = nil, sigv4: SigV4RequestSigner.Step? = nil, dropsExpect: Bool = false
-    ) {
-        // What the token becomes: a field line, or a query parameter (a DPoP-bound token ignores
-        // `inject`, RFC 9449 §7.1). `dropsAuthorization`: the client's Authorization makes way for
-        // the token's; `droppedField`: another field whose client copy does.
-        var authorization: [UInt8]? = nil
-        var query = query
-        var droppedField: InjectedField? = nil
-        var dropsAuthorization = false
-        if let token {
-            switch placement {
-            case .authorization:
-                authorization = token.authorizationField
-                dropsAuthorization = true
-            case .field(let field):
-                if dpop != nil {
-                    authorization = token.authorizationField
-                    dropsAuthorization = true
-                } else {
-                    authorization = field.line(for: token)
-                    dropsAuthorization = field.isAuthorization
-                    if !field.isAuthorization { droppedField = field }
-                }
-            case .query(let parameter):
-                if dpop != nil {
-                    authorization = token.authorizationField
-                    dropsAuthorization = true
-                } else {
-                    query = parameter.query(query, with: token)
-                }
-            case .signed:
-                // `sigv4` appends the signature's fields after the client's.
-                dropsAuthorization = true
-            }
-        }
-        // A signed request goes in the one form an SDK sends, which is also the form signed
-        // (CONTRACT.md "AWS credentials and SigV4 signing"): upstream verifiers that read the path as
-        // sent and those that decode and encode it again then agree.
-        let signedPath = sigv4 == nil ? nil : SigV4.sdkPath(upstream.basePath + path)
-        if let signedPath {
-            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: "", path: signedPath, query: query)
+    /// the proxy's own and the access header left out), the credential's fields, X-Forwarded-*, and
+    /// for an upgrade `Connection: upgrade` with the client's Upgrade field. `credential` says which
+    /// client fields make way for it, how the target changes and what it appends (the usual
+    /// `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied). Inlined into its one
+    /// caller (`UpstreamLeg.send`): the request's parts and credential are then taken apart where
+    /// they are made, with no copy of either.
+    @inline(__always)
+    func writeRequestHead(into out: ByteBuffer, for head: RequestHead, _ request: RequestParts, credential: RequestCredential) {
+        // The usual target goes as it came, with no target value made.
+        let rewritten = credential.rewritesTarget ? credential.upstreamTarget(basePath: upstream.basePath, path: request.path, query: request.query) : nil
+        if let rewritten {
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: rewritten.pathPrefix, path: rewritten.path, query: rewritten.query)
         } else {
-            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: path, query: query)
+            RequestWriter.appendRequestLine(out, method: head.method, pathPrefix: upstream.basePath, path: request.path, query: request.query)
         }
         if !preserveHost {
             out.append(hostFieldLine)
-            sigv4?.noteHost(upstreamHost)
-        } else if let absoluteAuthority {
+        } else if let absoluteAuthority = request.absoluteAuthority {
             RequestWriter.appendField(out, name: "Host", value: absoluteAuthority)
-            sigv4?.noteHost(absoluteAuthority)
         }
-        let sendsClientHost = preserveHost && absoluteAuthority == nil
+        let sendsClientHost = preserveHost && request.absoluteAuthority == nil
+        let dropsAuthorization = credential.dropsClientAuthorization
+        let dropsExpect = request.dropsExpect
         let fields = head.fields
         var upgradeField: Int?
-        // A client's own Proxy-Authorization, hop-by-hop, still goes when it is kept (keep mode).
-        let keptHopByHop: InjectedField? =
-            if token == nil, case .field(let field) = placement, field.isHopByHop { field } else { nil }
         // The Bearer path's one test per field: most requests drop no field by its name.
-        let looksAtNames = requiredHeaderLowercased != nil || droppedField != nil || dpop != nil || sigv4 != nil || dropsExpect
+        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
-                if upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
-                if let kept = keptHopByHop, fields.nameEquals(i, lowercasedName: kept.lowercasedName) { fields.copyField(i, to: out) }
+                if request.upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
+                if credential.keepsHopByHop(i, of: fields) { fields.copyField(i, to: out) }
                 continue
             }
             switch Forwarder.role(of: i, in: fields) {
             case .host:
-                if sendsClientHost {
-                    fields.copyField(i, to: out)
-                    sigv4?.noteHost(fields.value(i))
-                }
+                if sendsClientHost { fields.copyField(i, to: out) }
                 continue
             case .authorization:
                 if !dropsAuthorization { fields.copyField(i, to: out) }
@@ -160,27 +135,21 @@ final class Forwarder {
             }
             if looksAtNames {
                 if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
-                if let droppedField, fields.nameEquals(i, lowercasedName: droppedField.lowercasedName) { continue }
-                // A proof the client sent would stand beside the proxy's (RFC 9449 §4.3: exactly one).
-                if dpop != nil, fields.nameEquals(i, "dpop") { continue }
-                if let sigv4, sigv4.drops(i, of: fields) { continue }
+                if credential.drops(i, of: fields) { continue }
                 if dropsExpect, fields.nameEquals(i, "expect") { continue }
             }
             fields.copyField(i, to: out)
         }
-        if let authorization { out.append(authorization) }
-        if let signedPath { sigv4?.appendSignature(to: out, method: head.method, path: signedPath, query: query) }
-        // RFC 9449 §7.1: a DPoP-bound token goes with a fresh proof for this method and URL. The one
-        // test a Bearer token pays.
-        if let dpop {
-            RequestWriter.appendField(
-                out, name: "DPoP", value: dpop.proof(method: head.method, url: upstream.origin + upstream.basePath + path, origin: upstream.origin))
-        }
-        out.append(forwardedFor)
-        if let forwardedHost { out.append(forwardedHost) }
+        // The Host that went: the upstream's, an absolute-form authority, or the client's own.
+        credential.appendFields(
+            to: out, method: head.method,
+            target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
+            origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
+        out.append(request.forwardedFor)
+        if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
         if head.framing == .chunked {
-            if let wholeBodyLength {
+            if let wholeBodyLength = request.wholeBodyLength {
                 RequestWriter.appendField(out, name: "Content-Length", value: String(wholeBodyLength))
             } else {
                 RequestWriter.appendField(out, name: "Transfer-Encoding", value: "chunked")
@@ -247,7 +216,7 @@ final class Forwarder {
         appendStatusLine(out, response)
         let fields = response.fields
         var tokenSpellings: [String]?
-        if case .query(let parameter) = placement, let sentToken { tokenSpellings = parameter.spellings(of: sentToken) }
+        if case .query(let parameter) = credential.placement, let sentToken { tokenSpellings = parameter.spellings(of: sentToken) }
         // Fields that go as they came are copied in runs (one copy for a run of a normalised block).
         var runStart = 0
         for i in 0..<fields.count {
@@ -372,7 +341,7 @@ final class Forwarder {
     /// `location` without the `inject.query` parameter in its query (a `?` left with nothing after
     /// it goes too); as it is on any other route.
     private func withoutInjectedParameter(_ location: String) -> String {
-        guard case .query(let parameter) = placement, let question = location.firstIndex(of: "?") else { return location }
+        guard case .query(let parameter) = credential.placement, let question = location.firstIndex(of: "?") else { return location }
         let queryStart = location.index(after: question)
         let queryEnd = location[queryStart...].firstIndex(of: "#") ?? location.endIndex
         let query = location[queryStart..<queryEnd]

@@ -52,7 +52,8 @@ final class LoopRoute {
     let spoolTotal: Int
     let retryMemory: Int
     let retryBodyLimit: Int
-    /// `type: aws`: the request writer's SigV4 step (`CredentialPlacement.signed`; nil for every other type).
+    /// `type: aws`: the route's SigV4 signer (`CredentialPlacement.signed`; nil for every other
+    /// type), for what comes before and after the head: holding a body to hash, reading a 403.
     let sigv4: SigV4RequestSigner?
     /// `type: aws` with a signed payload: a body up to this is read whole before its head goes.
     let signingBodyLimit: Int?
@@ -79,12 +80,13 @@ final class LoopRoute {
         metricsSlot = slot
         tlsIndex = route.upstream.urlScheme.isTLS ? 1 : 0
         upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
-        policy = AccessPolicy(configuration: configuration)
-        let forwarder = Forwarder(configuration: configuration)
-        self.forwarder = forwarder
+        // One credential for the check and the writer: both read the same placement.
+        let credential = RouteCredential(route)
+        policy = AccessPolicy(configuration: configuration, credential: credential)
+        forwarder = Forwarder(configuration: configuration, credential: credential)
+        dpopEnabled = credential.dpopEnabled
         tokenCanChange = route.credentials.type.tokenCanChange
         sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
-        dpopEnabled = route.credentials.source.oauth2Client?.dpop != nil
         errorName = named ? route.name : nil
         takesRequestHost = route.upstream.takesRequestHost
         requestBuffering = route.forward.requestBuffering
@@ -93,13 +95,8 @@ final class LoopRoute {
         spoolTotal = route.forward.requestBufferingDiskTotal
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
-        if case .signed(let signer) = forwarder.placement {
-            sigv4 = signer
-            signingBodyLimit = signer.holdsBodies ? retryBodyLimit : nil
-        } else {
-            sigv4 = nil
-            signingBodyLimit = nil
-        }
+        sigv4 = credential.signer
+        signingBodyLimit = credential.signer?.rules.holdsBodies == true ? route.forward.retryBodyLimit : nil
     }
 }
 

@@ -2,74 +2,46 @@ import Credentials
 import HTTP1
 
 /// The SigV4 step of the request writer for a `type: aws` route (CONTRACT.md "AWS credentials and
-/// SigV4 signing"), chosen once per route (`CredentialPlacement.signed`, `LoopRoute.sigv4`): routes
-/// with a token never meet it.
-/// `Forwarder.writeRequestHead` shows it each field it copies upstream, so the signature covers
-/// exactly the fields that go (never a field changed after signing), then appends what signs them.
-/// One per route and loop: its scratch list is reused request after request.
+/// SigV4 signing"), chosen once per route (`CredentialPlacement.signed`): routes with a token never
+/// meet it. Each request's `RequestCredential.signed` shows it each field `Forwarder.writeRequestHead`
+/// copies upstream, so the signature covers exactly the fields that go (never a field changed after
+/// signing), then appends what signs them. What the service wants beyond SigV4 (S3's path and
+/// payload rules) is its `AWSServiceRules`. One per route and loop: its scratch list is reused
+/// request after request.
 final class SigV4RequestSigner {
     let region: String
-    let service: String
-    /// `payload: unsigned`: every body goes `UNSIGNED-PAYLOAD`, streamed.
-    let unsignedPayload: Bool
+    /// The service's rules, decided once from its name.
+    let rules: AWSServiceRules
     /// `credentials.refresh_margin`: a 403 to a HEAD sent with credentials this close to their expiry
     /// counts as the 401 (`AWSRefusal`).
     let refreshMargin: Double
     /// The fields of the request being written that are signed (`SigV4.signsField`), as they go.
     private var signed: [(name: String, value: String)] = []
 
-    init(region: String, service: String, unsignedPayload: Bool, refreshMargin: Double = 0) {
+    init(region: String, rules: AWSServiceRules, refreshMargin: Double = 0) {
         self.refreshMargin = refreshMargin
         self.region = region
-        self.service = service
-        self.unsignedPayload = unsignedPayload
+        self.rules = rules
     }
 
-    /// Whether a body is read whole before the head goes, to be hashed: not with `payload: unsigned`
-    /// (it streams).
-    var holdsBodies: Bool { !unsignedPayload }
+    var service: String { rules.service }
+    /// S3's rule for a body that streams (`AWSServiceRules.mayStreamUnsigned`), which decides
+    /// whether a body is held before the head goes (`ExchangeMachine`).
+    var mayStreamUnsigned: Bool { rules.mayStreamUnsigned }
 
-    /// S3 takes `UNSIGNED-PAYLOAD` for a body that streams; other services want its hash.
-    static func mayStreamUnsigned(service: String) -> Bool { service == "s3" }
-    var mayStreamUnsigned: Bool { Self.mayStreamUnsigned(service: service) }
+    /// What the body is when the head is written (`Exchange.bodyToSign`).
+    typealias Body = AWSServiceRules.Body
+
+    /// Whether a request declares an `aws-chunked` body with a trailing checksum
+    /// (`AWSServiceRules.declaresUnsignedTrailer`).
+    static func declaresUnsignedTrailer(_ head: borrowing RequestHead) -> Bool {
+        AWSServiceRules.declaresUnsignedTrailer(head.first("x-amz-content-sha256"))
+    }
 
     /// What an upstream 403 to a request sent with `token` is (`AWSRefusal`).
     func verdict(on head: ResponseHead, isHEAD: Bool, token: TokenSnapshot) -> AWSRefusal.Verdict {
         let nearExpiry = token.expiresAt.map { $0 - wallClock() <= refreshMargin } ?? false
         return AWSRefusal.atHead(status: head.status, errorType: head.fields.first("x-amzn-errortype"), isHEAD: isHEAD, nearExpiry: nearExpiry)
-    }
-
-    /// What the body is when the head is written.
-    enum Body {
-        case none
-        /// All of it, as it goes up.
-        case whole([UInt8])
-        /// It streams: too large to hold (over `forward.retry_body_limit`), or not held.
-        case streaming
-        /// It streams as the client framed it: `aws-chunked` with a trailing checksum, declared by
-        /// `X-Amz-Content-Sha256: STREAMING-UNSIGNED-PAYLOAD-TRAILER` (`declaresUnsignedTrailer`).
-        case unsignedTrailer
-    }
-
-    /// What the SDKs send for an S3 upload over https: a body S3 decodes from `aws-chunked` only
-    /// when that is the payload value signed. On `s3` it goes as it came, unheld and signed so;
-    /// hashing its framed bytes instead would store the framing in the object.
-    static func declaresUnsignedTrailer(_ head: borrowing RequestHead) -> Bool {
-        head.first("x-amz-content-sha256") == SigV4.unsignedTrailer
-    }
-
-    /// The payload hash to sign (CONTRACT.md): the body's SHA-256 when it is at hand;
-    /// `UNSIGNED-PAYLOAD` with `payload: unsigned`, or for `s3` when the body streams; for `s3`, an
-    /// `aws-chunked` body with a trailing checksum as its client declared it; nil when a body that
-    /// streams must be signed (the request gets 413 `body_too_large`).
-    static func payload(_ body: Body, service: String, unsignedPayload: Bool) -> SigV4Request.Payload? {
-        if case .unsignedTrailer = body { return mayStreamUnsigned(service: service) ? .unsignedTrailer : nil }
-        if unsignedPayload { return .unsigned }
-        switch body {
-        case .none: return .hash(SigV4.emptyPayloadHash)
-        case .whole(let bytes): return .hash(SigV4.sha256Hex(bytes))
-        case .streaming, .unsignedTrailer: return mayStreamUnsigned(service: service) ? .unsigned : nil
-        }
     }
 
     /// A request's signing under way: the credentials and the payload to sign.
@@ -82,8 +54,9 @@ final class SigV4RequestSigner {
         let bodyHeld: Bool
     }
 
+    /// The step for one request, or nil when its body streams and must be signed (413).
     func step(credentials: AWSSigningCredentials, body: Body) -> Step? {
-        guard let payload = Self.payload(body, service: service, unsignedPayload: unsignedPayload) else { return nil }
+        guard let payload = rules.payload(body) else { return nil }
         signed.removeAll(keepingCapacity: true)
         let bodyHeld: Bool
         switch body {

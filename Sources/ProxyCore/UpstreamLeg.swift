@@ -40,25 +40,21 @@ struct UpstreamLeg {
         let wholeBody = connection.machine.exchange.bodyBuffering == .whole
         let wholeBodyLength = exchange.beginTry(
             wholeBody: wholeBody, bodyDone: connection.machine.exchange.requestBodyDone, bodyOnWire: connection.machine.exchange.bodyOnWire)
-        var sigv4: SigV4RequestSigner.Step? = nil
-        // A `type: aws` route signs instead (the one test the other routes pay).
-        if let signer = route.sigv4, let token {
-            guard let credentials = token.aws else {
-                connection.respond(.tokenUnavailable("the credentials hold no AWS keys", retryAfter: 1), to: exchange)
-                return
-            }
-            guard let step = signer.step(credentials: credentials, body: exchange.bodyToSign(wholeBody: wholeBody)) else {
-                connection.respond(.bodyTooLarge, to: exchange)
-                return
-            }
-            sigv4 = step
+        let credential: RequestCredential
+        do {
+            credential = try forwarder.credential.resolve(token: token) { exchange.bodyToSign(wholeBody: wholeBody) }
+        } catch {
+            connection.respond(error, to: exchange)
+            return
         }
         forwarder.writeRequestHead(
-            into: exchange.upOut, for: exchange.head, path: exchange.path, query: exchange.query,
-            token: token, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
-            upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength, dpop: route.dpopEnabled ? token?.dpop : nil,
-            absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
-            sigv4: sigv4, dropsExpect: connection.machine.exchange.answersContinue)
+            into: exchange.upOut, for: exchange.head,
+            Forwarder.RequestParts(
+                path: exchange.path, query: exchange.query, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
+                absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
+                upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength,
+                dropsExpect: connection.machine.exchange.answersContinue),
+            credential: credential)
         exchange.headWritten(token: token)
         connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)
         connection.responseParser.reset()

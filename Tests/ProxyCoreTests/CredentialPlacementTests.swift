@@ -33,8 +33,8 @@ import Testing
         let target = try AccessPolicy.parse(head)
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: head, path: target.path, query: target.query, token: token, forwardedFor: ByteBuffer(), forwardedHost: nil,
-            upgrade: false)
+            into: out, for: head, Forwarder.RequestParts(path: target.path, query: target.query, forwardedFor: ByteBuffer()),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: token))
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
@@ -67,7 +67,7 @@ import Testing
 
     @Test func theDefaultAndItsSpelledOutFormAreTheSnapshotsOwnLine() throws {
         for extra in ["", "inject: {header: Authorization, format: \"Bearer {token}\"}"] {
-            guard case .authorization = Forwarder(configuration: try Self.configuration(extra)).placement else {
+            guard case .authorization = Forwarder(configuration: try Self.configuration(extra)).credential.placement else {
                 Issue.record("\(extra) is not the snapshot's line")
                 continue
             }
@@ -216,8 +216,9 @@ import Testing
         let token = TokenSnapshot(accessToken: "tok", expiresAt: nil, issuedAt: 0, generation: 1, dpop: DPoPProver.generate())
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: ForwarderTests.request("GET /a?b=1 HTTP/1.1\r\nHost: h\r\n\r\n"), path: "/a", query: "b=1", token: token,
-            forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false, dpop: token.dpop)
+            into: out, for: ForwarderTests.request("GET /a?b=1 HTTP/1.1\r\nHost: h\r\n\r\n"),
+            Forwarder.RequestParts(path: "/a", query: "b=1", forwardedFor: ByteBuffer()),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: token, dpop: token.dpop))
         let text = String(decoding: out.bytes, as: UTF8.self)
         #expect(text.hasPrefix("GET /v1/a?b=1 HTTP/1.1\r\n"))
         #expect(text.contains("\r\nAuthorization: DPoP tok\r\n"))

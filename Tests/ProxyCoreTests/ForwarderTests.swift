@@ -39,11 +39,13 @@ import Testing
         wholeBodyLength: Int? = nil, upgrade: Bool = false, dpop: DPoPBinding? = nil
     ) throws -> String {
         let out = ByteBuffer()
-        try Self.forwarder().writeRequestHead(
-            into: out, for: head, path: "/items", query: "a=1", token: token,
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false),
-            forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)),
-            upgrade: upgrade, wholeBodyLength: wholeBodyLength, dpop: dpop)
+        let forwarder = try Self.forwarder()
+        forwarder.writeRequestHead(
+            into: out, for: head,
+            Forwarder.RequestParts(
+                path: "/items", query: "a=1", forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false),
+                forwardedHost: ByteBuffer(Array("X-Forwarded-Host: localhost:8080\r\n".utf8)), upgrade: upgrade, wholeBodyLength: wholeBodyLength),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: token, dpop: dpop))
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
@@ -197,9 +199,10 @@ import Testing
     @Test func anExpectTheProxyAnsweredStaysHere() throws {
         let head = Self.request("PUT /items HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nX-Last: z\r\nTransfer-Encoding: chunked\r\n\r\n")
         let out = ByteBuffer()
-        try Self.forwarder().writeRequestHead(
-            into: out, for: head, path: "/items", query: nil, token: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
-            wholeBodyLength: 5, dropsExpect: true)
+        let forwarder = try Self.forwarder()
+        forwarder.writeRequestHead(
+            into: out, for: head, Forwarder.RequestParts(path: "/items", query: nil, forwardedFor: ByteBuffer(), wholeBodyLength: 5, dropsExpect: true),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: nil))
         let text = String(decoding: out.bytes, as: UTF8.self)
         #expect(!text.lowercased().contains("expect"))
         #expect(text.contains("\r\nX-Last: z\r\n") && text.contains("\r\nContent-Length: 5\r\n"))
@@ -214,8 +217,8 @@ import Testing
         let head = Self.request("GET https://api.example.com:8443/x HTTP/1.1\r\nHost: attacker.example\r\n\r\n")
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: head, path: "/x", query: nil, token: nil, forwardedFor: ByteBuffer(), forwardedHost: nil, upgrade: false,
-            absoluteAuthority: "api.example.com:8443")
+            into: out, for: head, Forwarder.RequestParts(path: "/x", query: nil, forwardedFor: ByteBuffer(), absoluteAuthority: "api.example.com:8443"),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: nil))
         let text = String(decoding: out.bytes, as: UTF8.self)
         #expect(text.contains("\r\nHost: api.example.com:8443\r\n"))
         #expect(!text.contains("attacker"))

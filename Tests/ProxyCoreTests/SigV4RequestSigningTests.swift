@@ -27,7 +27,7 @@ import Testing
             \(extra)
             """
         let forwarder = Forwarder(configuration: try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: [:]).configuration)
-        guard case .signed(let signer) = forwarder.placement else {
+        guard case .signed(let signer) = forwarder.credential.placement else {
             Issue.record("a type: aws route's placement is not signed")
             return ""
         }
@@ -37,8 +37,9 @@ import Testing
         let step = try #require(signer.step(credentials: credentials, body: body))
         let out = ByteBuffer()
         forwarder.writeRequestHead(
-            into: out, for: ForwarderTests.request(request), path: "/items/a b", query: "z=1&a=2", token: token,
-            forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false), forwardedHost: nil, upgrade: false, sigv4: step)
+            into: out, for: ForwarderTests.request(request),
+            Forwarder.RequestParts(path: "/items/a b", query: "z=1&a=2", forwardedFor: Forwarder.forwardedForLines(peerHost: "127.0.0.1", https: false)),
+            credential: RequestCredential(placement: forwarder.credential.placement, token: token, signing: step))
         return String(decoding: out.bytes, as: UTF8.self)
     }
 
@@ -107,16 +108,16 @@ import Testing
     }
 
     @Test func thePayloadHashFollowsTheBodyAndTheService() {
-        #expect(SigV4RequestSigner.payload(.none, service: "es", unsignedPayload: false) == .hash(SigV4.emptyPayloadHash))
-        #expect(SigV4RequestSigner.payload(.whole(Array("x".utf8)), service: "es", unsignedPayload: false) == .hash(SigV4.sha256Hex(Array("x".utf8))))
-        #expect(SigV4RequestSigner.payload(.streaming, service: "s3", unsignedPayload: false) == .unsigned)
-        #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: false) == nil)
-        #expect(SigV4RequestSigner.payload(.streaming, service: "es", unsignedPayload: true) == .unsigned)
-        #expect(SigV4RequestSigner.payload(.whole([1]), service: "s3", unsignedPayload: true) == .unsigned)
+        #expect(AWSServiceRules(service: "es", unsignedPayload: false).payload(.none) == .hash(SigV4.emptyPayloadHash))
+        #expect(AWSServiceRules(service: "es", unsignedPayload: false).payload(.whole(Array("x".utf8))) == .hash(SigV4.sha256Hex(Array("x".utf8))))
+        #expect(AWSServiceRules(service: "s3", unsignedPayload: false).payload(.streaming) == .unsigned)
+        #expect(AWSServiceRules(service: "es", unsignedPayload: false).payload(.streaming) == nil)
+        #expect(AWSServiceRules(service: "es", unsignedPayload: true).payload(.streaming) == .unsigned)
+        #expect(AWSServiceRules(service: "s3", unsignedPayload: true).payload(.whole([1])) == .unsigned)
         // An aws-chunked body with a trailing checksum is signed as its client framed it, on s3 only.
-        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: false) == .unsignedTrailer)
-        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "s3", unsignedPayload: true) == .unsignedTrailer)
-        #expect(SigV4RequestSigner.payload(.unsignedTrailer, service: "es", unsignedPayload: false) == nil)
+        #expect(AWSServiceRules(service: "s3", unsignedPayload: false).payload(.unsignedTrailer) == .unsignedTrailer)
+        #expect(AWSServiceRules(service: "s3", unsignedPayload: true).payload(.unsignedTrailer) == .unsignedTrailer)
+        #expect(AWSServiceRules(service: "es", unsignedPayload: false).payload(.unsignedTrailer) == nil)
     }
 
     /// What the SDKs send over https: the payload value the client declared goes and is signed, once.

@@ -77,9 +77,7 @@ public enum SigV4 {
     ) -> [(name: String, value: String)] {
         let stamp = timestamp(time)
         var added: [(name: String, value: String)] = [("X-Amz-Date", stamp)]
-        if case .hash = request.payload, service != "s3" {
-            // The hash is in the canonical request only (every service but S3 reads it there).
-        } else {
+        if AWSServiceRules(service: service).sendsPayloadHash(request.payload) {
             added.append(("X-Amz-Content-Sha256", payloadHash(request.payload)))
         }
         if let token = credentials.sessionToken { added.append(("X-Amz-Security-Token", token)) }
@@ -185,7 +183,7 @@ public enum SigV4 {
     /// raw (not allowed in a request target, RFC 3986 §2) counts as not yet encoded, as in AWS's test
     /// suite. Every service but S3 also signs the path normalized: no `.` or `..` segment, no empty segment.
     static func canonicalURI(_ path: String, service: String) -> String {
-        let escapePercent = service != "s3"
+        let escapePercent = AWSServiceRules(service: service).encodesPathTwice
         let path = escapePercent ? normalizedPath(path) : path
         if path.isEmpty { return "/" }
         var out: [UInt8] = []
