@@ -45,7 +45,8 @@ final class Connection: EventHandler, LoopTask {
     /// (`machine.exchange`): every decision is its; this class performs them.
     var machine: ConnectionMachine
     /// The bytes and the upstream leg of the exchange in progress; set and cleared with
-    /// `machine.exchange`: by `open`, `finish` and `cutShort` (Connection+Exchange.swift) and `close`.
+    /// `machine.exchange`: by `open`, `finish` and `cutShort` (Connection+Exchange.swift), `close`
+    /// and `relinquishSocket`.
     var exchange: Exchange?
     var closed: Bool { machine.isClosed }
 
