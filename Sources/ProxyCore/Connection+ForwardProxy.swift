@@ -35,7 +35,7 @@ extension Connection {
                 respond(.forbiddenClient, to: exchange)
                 return
             }
-            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, early: relinquishSocket())
+            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, early: relinquishSocket().unread)
         case .intercept(let index, let host, let port):
             let route = ctx.routes.routes[index]
             let admitted = route.policy.admitsConnect(head)
@@ -66,17 +66,6 @@ extension Connection {
             appendOut(bytes)
             responseDone(exchange)
         }
-    }
-
-    /// The socket leaves this connection (for a `ByteTunnel`), open and still counted as a
-    /// connection; returns the bytes that came after the CONNECT head.
-    func relinquishSocket() -> [UInt8] {
-        let early = inBuf.withUnsafeBytes(from: inStart) { Array($0) }
-        inStart = inBuf.count
-        machine.onClosed()
-        ctx.loop.unregister(fd, self)
-        ctx.connections[fd] = nil
-        return early
     }
 
     /// A CONNECT's 200 has gone out and its exchange is over (`WrittenAction.startTunnelTLS`): the

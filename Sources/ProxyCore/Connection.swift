@@ -7,9 +7,9 @@ import Upstream
 
 /// One client connection: reads and parses requests, checks them, forwards each one upstream with
 /// the token and streams the answer back, one exchange at a time (pipelined requests wait their
-/// turn, so answers leave in order, RFC 9112 §9.3.2). After a 101 the connection is a byte tunnel.
+/// turn, so answers leave in order, RFC 9112 §9.3.2). After a 101 its socket goes to a `ByteRelay`.
 /// Everything here runs on its loop's thread. This class is the client side; the upstream half
-/// (sending, the answer, the tunnel) is its `UpstreamLeg`, the token side its `ExchangeTokens`.
+/// (sending, the answer, the 101) is its `UpstreamLeg`, the token side its `ExchangeTokens`.
 /// This file reads, parses, writes and closes; one exchange's life is in Connection+Exchange.swift,
 /// the TLS under it in Connection+TLS.swift, CONNECT and the tunnel's pin in
 /// Connection+ForwardProxy.swift.
@@ -45,7 +45,8 @@ final class Connection: EventHandler, LoopTask {
     /// (`machine.exchange`): every decision is its; this class performs them.
     var machine: ConnectionMachine
     /// The bytes and the upstream leg of the exchange in progress; set and cleared with
-    /// `machine.exchange`: by `open`, `finish` and `cutShort` (Connection+Exchange.swift) and `close`.
+    /// `machine.exchange`: by `open`, `finish` and `cutShort` (Connection+Exchange.swift), `close`
+    /// and `relinquishSocket`.
     var exchange: Exchange?
     var closed: Bool { machine.isClosed }
 
@@ -86,7 +87,7 @@ final class Connection: EventHandler, LoopTask {
     /// Scheduled by `finish` and `upstreamTookBody` (not from inside an upstream event): parse on.
     func runLoopTask() {
         guard !closed else { return }
-        if machine.isTunnel || (machine.speaksTLS && tls!.hasBufferedInput) {
+        if machine.speaksTLS && tls!.hasBufferedInput {
             readAvailable()
             return
         }
@@ -129,10 +130,6 @@ final class Connection: EventHandler, LoopTask {
         }
         // The client's next bytes after a CONNECT's 200 are TLS: they wait for the session.
         if machine.awaitsTunnel { return }
-        if machine.isTunnel, let exchange {
-            leg.readIntoTunnel(exchange, self)
-            return
-        }
         while !closed && inBuf.count - inStart < Connection.inHighWater {
             switch receive(ctx.readBuffer) {
             case .done(let n):
@@ -163,7 +160,6 @@ final class Connection: EventHandler, LoopTask {
         switch machine.onClientFinishedSending(pendingOut: pendingOut) {
         case .none: break
         case .close: close()
-        case .closeTunnel: if let exchange { leg.tunnelSideClosed(exchange, upstreamClosed: false, self) }
         }
     }
 
@@ -287,9 +283,7 @@ final class Connection: EventHandler, LoopTask {
     func updateInterest() {
         guard !closed, !machine.isLingering else { return }
         var wanted: Interest = []
-        if machine.isTunnel, let exchange {
-            if exchange.pendingUpstreamCount < Connection.bodyHighWater && !machine.peerHalfClosed { wanted.insert(.read) }
-        } else if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
+        if machine.readsRequests && inBuf.count - inStart < Connection.inHighWater {
             wanted.insert(.read)
         }
         if pendingOut > 0 { wanted.insert(.write) }
@@ -335,16 +329,11 @@ final class Connection: EventHandler, LoopTask {
             exchange.detachUpstream()?.retire()
             exchange.detach()
             if ending.responseStarted && !ending.responseDone { exchange.record.endedShort(status: 499) }
-            if ending.isTunnel { ctx.metrics.tunnelClosed() }
-            // Every request has its access-log line: a tunnel's end, or a client gone (or cut by
-            // `client_send_timeout`) before its answer's end, which `recordFinished` never saw.
-            if ctx.configuration.log.accessLog {
-                if ending.isTunnel {
-                    logAccess(exchange, event: "tunnel_closed", seconds: ctx.loop.now - exchange.startedAt)
-                } else if !exchange.record.recorded {
-                    exchange.record.endedShort(status: 499)
-                    logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
-                }
+            // Every request has its access-log line: a client gone (or cut by `client_send_timeout`)
+            // before its answer's end is one `recordFinished` never saw.
+            if ctx.configuration.log.accessLog && !exchange.record.recorded {
+                exchange.record.endedShort(status: 499)
+                logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
             }
             exchange.releaseReplay()
         }
@@ -355,6 +344,24 @@ final class Connection: EventHandler, LoopTask {
         Syscall.close(fd)
         ctx.connections[fd] = nil
         ctx.shared.openConnections.subtract(1, ordering: .relaxed)
+    }
+
+    /// The socket leaves this connection for a tunnel (`ByteTunnel`, `ByteRelay`), open and still
+    /// counted as a connection: it (under its TLS session, if it speaks TLS), the client bytes not
+    /// parsed, and the bytes not yet written to it.
+    func relinquishSocket() -> (end: ByteRelay.End, unread: [UInt8], unwritten: [UInt8], tlsWantsWrite: Bool) {
+        let unread = inBuf.withUnsafeBytes(from: inStart) { Array($0) }
+        inStart = inBuf.count
+        let unwritten = outBuf.withUnsafeBytes(from: outStart) { Array($0) }
+        outStart = outBuf.count
+        let end: ByteRelay.End = machine.speaksTLS ? .tls(fd, tls!) : .socket(fd)
+        let tlsWantsWrite = machine.tlsWantsWrite
+        exchange?.detach()
+        exchange = nil
+        machine.onClosed()
+        ctx.loop.unregister(fd, self)
+        ctx.connections[fd] = nil
+        return (end, unread, unwritten, tlsWantsWrite)
     }
 
     func setInterest(_ wanted: Interest) {

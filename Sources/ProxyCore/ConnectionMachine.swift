@@ -23,8 +23,6 @@ struct ConnectionMachine {
         case readingHead(since: Double)
         /// A request is being handled: its body read, its answer written.
         case exchange
-        /// After `101 Switching Protocols`: bytes both ways until either side closes.
-        case tunnel
         /// A CONNECT was answered 200 and its exchange is over: once the 200 is written, the
         /// connection switches into TLS (`WrittenAction.startTunnelTLS`). Nothing is read meanwhile:
         /// the client's next bytes are TLS.
@@ -83,11 +81,6 @@ struct ConnectionMachine {
         if case .closingAfterWrite = phase { return true }
         return false
     }
-    /// After `101 Switching Protocols`.
-    var isTunnel: Bool {
-        if case .tunnel = phase { return true }
-        return false
-    }
     var isHandshaking: Bool {
         if case .handshaking = phase { return true }
         return false
@@ -103,16 +96,16 @@ struct ConnectionMachine {
         switch phase {
         case .idle, .readingHead: return true
         case .exchange: return !requestEnded
-        case .handshaking, .connectAnswered, .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        case .handshaking, .connectAnswered, .closingAfterWrite, .lingering, .closed: return false
         }
     }
 
-    /// The client socket is read for requests (a tunnel reads by its own rule).
+    /// The client socket is read for requests.
     var readsRequests: Bool {
         guard !peerHalfClosed else { return false }
         switch phase {
         case .idle, .readingHead, .exchange: return true
-        case .handshaking, .connectAnswered, .tunnel, .closingAfterWrite, .lingering, .closed: return false
+        case .handshaking, .connectAnswered, .closingAfterWrite, .lingering, .closed: return false
         }
     }
 
@@ -145,17 +138,10 @@ struct ConnectionMachine {
         return hasExchange && exchange.responseDone
     }
 
-    /// 101 Switching Protocols: the connection is a tunnel.
-    mutating func onTunnel() {
-        phase = .tunnel
-    }
-
     enum HalfCloseAction: Equatable {
         /// Nothing now: the answer in progress (or queued) goes out, then the connection closes.
         case none
         case close
-        /// The tunnel's client side closed: what the upstream still has to get goes, then both close.
-        case closeTunnel
     }
 
     /// The client shut down its sending side (or its connection broke while reading). `pendingOut`:
@@ -163,8 +149,6 @@ struct ConnectionMachine {
     mutating func onClientFinishedSending(pendingOut: Int) -> HalfCloseAction {
         peerHalfClosed = true
         switch phase {
-        case .tunnel:
-            return .closeTunnel
         case .exchange:
             // Cut off mid-request: the upstream can never get it whole. Otherwise answer, then close.
             if hasExchange { return exchange.requestBodyDone ? .none : .close }
@@ -189,11 +173,11 @@ struct ConnectionMachine {
 
     /// The connection takes no further request: the answer queued now is its last (an error that
     /// leaves the framing in doubt, an answer cut short, an exchange that does not keep the
-    /// connection alive, the upstream's side of a tunnel closed).
+    /// connection alive).
     mutating func onLastAnswer() {
         switch phase {
         case .closed, .lingering: return
-        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .connectAnswered, .closingAfterWrite: phase = .closingAfterWrite
+        case .handshaking, .idle, .readingHead, .exchange, .connectAnswered, .closingAfterWrite: phase = .closingAfterWrite
         }
     }
 
@@ -236,14 +220,6 @@ struct ConnectionMachine {
         onLastAnswer()
     }
 
-    /// The upstream's side of a tunnel closed: what the client still has to get goes, then the
-    /// connection closes without lingering (nothing the client sends matters any more).
-    mutating func onTunnelUpstreamClosed() {
-        guard phase == .tunnel else { return }
-        peerHalfClosed = true
-        phase = .closingAfterWrite
-    }
-
     /// A forward-proxy CONNECT for a route's host is answered 200 (queued in the exchange in
     /// progress): when the exchange is over and the 200 written, the connection switches into TLS,
     /// and every request in the tunnel must name `pin`'s host.
@@ -265,7 +241,7 @@ struct ConnectionMachine {
     mutating func onExchangeFinished(now: Double, noMoreRequests: Bool) -> AfterExchange {
         hasExchange = false
         switch phase {
-        case .exchange, .tunnel: break
+        case .exchange: break
         case .handshaking, .idle, .readingHead, .connectAnswered, .closingAfterWrite, .lingering, .closed: return .closeAfterWrite
         }
         requestEnded = false
@@ -319,7 +295,7 @@ struct ConnectionMachine {
             phase = .handshaking
             speaksTLS = true
             return .startTunnelTLS
-        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .lingering, .closed:
+        case .handshaking, .idle, .readingHead, .exchange, .lingering, .closed:
             return .none
         }
     }
@@ -398,7 +374,7 @@ struct ConnectionMachine {
             return .none
         case .lingering(let until):
             return now >= until ? .close : .none
-        case .handshaking, .idle, .readingHead, .exchange, .tunnel, .connectAnswered, .closingAfterWrite:
+        case .handshaking, .idle, .readingHead, .exchange, .connectAnswered, .closingAfterWrite:
             break
         }
         if pendingOut > 0 && now - lastClientWrite > limits.clientSendTimeout { return .sendTimedOut }
@@ -415,7 +391,7 @@ struct ConnectionMachine {
             return .none
         case .handshaking, .idle, .connectAnswered:
             return pendingOut == 0 && now - lastClientByte > limits.clientIdleTimeout ? .close : .none
-        case .exchange, .tunnel, .closingAfterWrite, .lingering, .closed:
+        case .exchange, .closingAfterWrite, .lingering, .closed:
             return .none
         }
     }

@@ -333,12 +333,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         return true
     }
 
-    /// Tunnel bytes: queued for the upstream as they are.
-    func queueRaw(_ bytes: UnsafeRawBufferPointer) {
-        compactUpOut()
-        upOut.append(bytes)
-    }
-
     /// The body will not go up after all: what is queued of it goes.
     func dropQueuedBody() {
         if upOutStart <= upHeadEnd {

@@ -27,18 +27,15 @@ extension ExchangeMachine {
         case silentMidBody
         /// The client went silent mid-body before any answer: 408.
         case requestTimeout
-        /// The client went silent mid-body after the answer started, or a tunnel carried nothing
-        /// either way: close.
+        /// The client went silent mid-body after the answer started: close.
         case closeClient
     }
 
     /// `upstream_timeout` until the final head (counted from the last byte written up, so a long upload
     /// is not cut), `upstream_idle_timeout` between answer bytes while the client keeps up,
-    /// `client_idle_timeout` while the client's body is being read, and for a tunnel both ways.
+    /// `client_idle_timeout` while the client's body is being read (a 101's tunnel has its own
+    /// clocks: `RelayMachine`).
     func onTick(now: Double, _ client: ClientSide, _ limits: Timeouts) -> TimeoutAction {
-        if isTunnel {
-            return now - max(client.lastClientByte, lastUpstreamByte) > limits.clientIdleTimeout ? .closeClient : .none
-        }
         if client.upstreamActive {
             if !finalHeadArrived {
                 if now - max(tryStartedAt, lastUpstreamWrite) > limits.upstreamTimeout { return .gatewayTimeout }

@@ -38,10 +38,6 @@ extension UpstreamLeg {
     private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         var offset = 0
         while connection.exchange === exchange, !connection.closed, exchange.upstream != nil {
-            if connection.machine.isTunnel {
-                if offset < bytes.count { writeRaw(UnsafeRawBufferPointer(rebasing: bytes[offset...]), connection) }
-                return
-            }
             let base = offset
             let (consumed, event) = connection.responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
             offset += consumed
@@ -53,7 +49,7 @@ extension UpstreamLeg {
             case .informational(let head):
                 relayInformational(head, connection)
             case .head(let head, let framing):
-                upstreamHead(exchange, head, framing, connection)
+                upstreamHead(exchange, head, framing, rest: UnsafeRawBufferPointer(rebasing: bytes[offset...]), connection)
             case .body(let range):
                 let body = UnsafeRawBufferPointer(rebasing: bytes[(base + range.lowerBound)..<(base + range.upperBound)])
                 upstreamBody(exchange, body, connection)
@@ -69,10 +65,6 @@ extension UpstreamLeg {
 
     /// The upstream closed its side (or the connection broke).
     private func upstreamClosed(_ exchange: Exchange, _ connection: Connection) {
-        if connection.machine.isTunnel {
-            tunnelSideClosed(exchange, upstreamClosed: true, connection)
-            return
-        }
         switch connection.responseParser.finish() {
         case .end?:
             upstreamEnded(exchange, trailingBytes: false, connection)
@@ -129,7 +121,10 @@ extension UpstreamLeg {
         return DPoPChallenge.asksForNonce(challenge)
     }
 
-    private func upstreamHead(_ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming, _ connection: Connection) {
+    /// `rest`: the bytes read after the head (a 101's are the new protocol's).
+    private func upstreamHead(
+        _ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming, rest: UnsafeRawBufferPointer, _ connection: Connection
+    ) {
         ctx.metrics.upstreamLatency(ctx.loop.now - connection.machine.exchange.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
@@ -153,7 +148,7 @@ extension UpstreamLeg {
         case .broken(let why):
             upstreamBroken(exchange, why, connection)
         case .startTunnel:
-            startTunnel(exchange, head, connection)
+            startTunnel(exchange, head, rest: rest, connection)
         case .hold401:
             exchange.hold401(head, framing, dpopNonceDemanded: nonceDemanded)
             exchange.held401?.expiryInBody = verdict == .readBody

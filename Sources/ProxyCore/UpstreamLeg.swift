@@ -15,7 +15,8 @@ import Upstream
 /// leg is the connection's (`responseParser`, the exchange's machine). What it asks of the
 /// connection is its client side: the machine, the answer's output (`appendOut`, `outBuf`, `flush`)
 /// and the exchange's ends (`respond`, `responseDone`, `cutShort`). This file sends, times out and
-/// carries a 101's tunnel; reading and relaying the response is UpstreamLeg+Response.swift.
+/// hands a 101's connections to a `ByteRelay`; reading and relaying the response is
+/// UpstreamLeg+Response.swift.
 struct UpstreamLeg {
     /// unowned(unsafe): the loop's context outlives its connections (see `Connection.ctx`).
     unowned(unsafe) let ctx: LoopContext
@@ -195,59 +196,27 @@ struct UpstreamLeg {
 
     // MARK: the tunnel (docs/ENGINE.md, "Upgrade and WebSocket")
 
-    /// After `101 Switching Protocols` both connections are a byte tunnel, each direction through a
-    /// bounded buffer, until either side closes.
-    func startTunnel(_ exchange: Exchange, _ response: ResponseHead, _ connection: Connection) {
+    /// After `101 Switching Protocols` both connections are a byte tunnel: the 101 goes to the client,
+    /// and the client's socket and the upstream connection leave the exchange for a `ByteRelay`,
+    /// with what the client sent after its request head (already the new protocol's) and what the
+    /// upstream sent after the 101 (`rest`).
+    func startTunnel(_ exchange: Exchange, _ response: ResponseHead, rest: UnsafeRawBufferPointer, _ connection: Connection) {
         exchange.record.answered(status: 101)
         let out = ByteBuffer()
         Forwarder.writeSwitchingProtocolsHead(into: out, response)
         exchange.record.wroteOut(out.count)
-        connection.appendOut(out.bytes)
         connection.recordFinished(exchange)
-        ctx.metrics.tunnelOpened()
-        connection.machine.onTunnel()
-        // What the client sent after its request head already belongs to the new protocol.
-        if connection.inStart < connection.inBuf.count {
-            connection.inBuf.withUnsafeBytes(from: connection.inStart) { exchange.queueRaw($0) }
-            connection.inStart = connection.inBuf.count
-            connection.compactInput()
-        }
-        pumpUpstream(exchange, connection)
-        updateUpstreamInterest(exchange, connection)
-        connection.flush()
-    }
-
-    /// Client bytes of a tunnel go up as they are, while the upstream keeps up.
-    func readIntoTunnel(_ exchange: Exchange, _ connection: Connection) {
-        while !connection.closed && exchange.pendingUpstreamCount < Connection.bodyHighWater {
-            switch connection.receive(ctx.readBuffer) {
-            case .done(let n):
-                connection.machine.onClientBytes(now: ctx.loop.now)
-                exchange.queueRaw(UnsafeRawBufferPointer(rebasing: ctx.readBuffer[0..<n]))
-                pumpUpstream(exchange, connection)
-                if n < ctx.readBuffer.count { break }
-                continue
-            case .wouldBlock:
-                break
-            case .closed:
-                tunnelSideClosed(exchange, upstreamClosed: false, connection)
-                return
-            }
-            break
-        }
-        updateUpstreamInterest(exchange, connection)
-        connection.updateInterest()
-    }
-
-    /// Either side of a tunnel closed: what the other side still has to get is sent, then both close.
-    func tunnelSideClosed(_ exchange: Exchange, upstreamClosed: Bool, _ connection: Connection) {
-        if upstreamClosed {
-            exchange.detachUpstream()?.retire(.closedByUpstream)
-            connection.machine.onTunnelUpstreamClosed()
-            connection.flush()
-        } else {
-            pumpUpstream(exchange, connection)
-            connection.close()
-        }
+        let toUpstream = exchange.upOut.withUnsafeBytes(from: exchange.upOutStart) { Array($0) }
+        guard let upstream = exchange.detachUpstream() else { return }
+        let client = connection.relinquishSocket()
+        // Either side's end closes both, `client_idle_timeout` with no byte either way and
+        // `client_send_timeout` bound it, as they bound the connection it was.
+        let limits = ctx.configuration.limits
+        let configuration = ByteRelay.Configuration(
+            halfClose: .closeBoth, timeouts: .init(idle: limits.clientIdleTimeout, clientSend: limits.clientSendTimeout),
+            accessLine: .upgrade(exchange), metrics: .upgrade(routeSlot: exchange.metricsSlot))
+        ByteRelay.start(
+            ctx: ctx, client: client.end, upstream: .upstream(upstream), toClient: client.unwritten + out.bytes + Array(rest),
+            toUpstream: toUpstream + client.unread, tlsWantsWrite: client.tlsWantsWrite, configuration)
     }
 }

@@ -120,22 +120,6 @@ extension ConnectionMachine {
         #expect(writing.onOutputWritten(now: 1) == .close)
     }
 
-    @Test func aTunnelClosesWithEitherSide() {
-        var clientSide = ConnectionMachine(now: 0)
-        clientSide.onRequestHead(exchange())
-        clientSide.onTunnel()
-        #expect(!clientSide.parsesRequests)
-        #expect(clientSide.onTick(now: 1, pendingOut: 0, limits) == .none)
-        #expect(clientSide.onClientFinishedSending(pendingOut: 0) == .closeTunnel)
-
-        var upstreamSide = ConnectionMachine(now: 0)
-        upstreamSide.onRequestHead(exchange())
-        upstreamSide.onTunnel()
-        upstreamSide.onTunnelUpstreamClosed()
-        #expect(upstreamSide.isClosingAfterWrite)
-        #expect(upstreamSide.onOutputWritten(now: 1) == .close, "what the upstream sent goes out, then the connection closes")
-    }
-
     @Test func aDrainClosesOnlyAnIdleConnection() {
         var m = ConnectionMachine(now: 0)
         let drained1 = m.onDrain(parserIdle: true, unparsedInput: false)

@@ -264,16 +264,6 @@ extension ExchangeMachine {
         m.onRequestBodyEnded()
         #expect(m.onTick(now: 21, Self.side(), Self.limits) == .none)
     }
-
-    @Test func aTunnelClosesAfterSilenceBothWays() {
-        var m = machine(upgrade)
-        m.sendAll(now: 0)
-        #expect(m.head(101, .none) == .startTunnel)
-        m.onAnswerBytes(5, now: 10)
-        #expect(m.onTick(now: 25, Self.side(lastClientByte: 0), Self.limits) == .none)
-        #expect(m.onTick(now: 31, Self.side(lastClientByte: 0), Self.limits) == .closeClient)
-        #expect(m.onTick(now: 31, Self.side(lastClientByte: 30), Self.limits) == .none)
-    }
 }
 
 /// CONTRACT point 8, `forward.request_buffering`: a chunked body that ends within the limit goes up
