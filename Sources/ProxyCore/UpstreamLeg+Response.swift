@@ -140,7 +140,9 @@ extension UpstreamLeg {
         if head.status == 403, let signer = exchange.route!.sigv4, let token = exchange.sentToken {
             verdict = signer.verdict(on: head, isHEAD: connection.machine.exchange.isHEAD, token: token)
         }
-        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.tokenInQuery) || verdict != .passOn
+        let refusedByAWS: Bool
+        if case .passOn = verdict { refusedByAWS = false } else { refusedByAWS = true }
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.tokenInQuery) || refusedByAWS
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
             refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now), refusesToken: countsAs401)
@@ -157,7 +159,7 @@ extension UpstreamLeg {
             if startStormGuard { connection.tokens.startStormGuard(exchange) }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).
-            if (head.status == 401 || verdict != .passOn) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
+            if (head.status == 401 || refusedByAWS) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming, connection)
         }
     }
