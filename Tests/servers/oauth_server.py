@@ -433,23 +433,28 @@ def token_endpoint():
         return resp
 
 
+def unless_down(answer):
+    """`answer()` under the lock, or the injected failure while the server is down (/test/down)."""
+    with LOCK:
+        if STATE["down"]:
+            resp, _ = injected_failure()
+            if resp is not None:
+                return resp
+        return answer()
+
+
 @app.post("/oauth/device")
 def device_endpoint():
-    with LOCK:
-        resp, _ = (None, None) if not STATE["down"] else injected_failure()
-        if resp is not None:
-            return resp
+    def authorize():
         STATS["device_authorizations"] += 1
         return server.create_endpoint_response(DeviceEndpoint.ENDPOINT_NAME)
+
+    return unless_down(authorize)
 
 
 @app.post("/oauth/revoke")
 def revoke_endpoint():
-    with LOCK:
-        resp, _ = (None, None) if not STATE["down"] else injected_failure()
-        if resp is not None:
-            return resp
-        return server.create_endpoint_response(Revocation.ENDPOINT_NAME)
+    return unless_down(lambda: server.create_endpoint_response(Revocation.ENDPOINT_NAME))
 
 
 @app.post("/oauth/introspect")
