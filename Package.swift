@@ -118,7 +118,7 @@ let package = Package(
         .testTarget(
             name: "ProxyCoreTests",
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "UpstreamTests", dependencies: ["Upstream"]),
+        .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "TestSupport"]),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "Basics", "TestSupport"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Sockets", "TestSupport"]),

@@ -5,17 +5,13 @@ import Testing
 
 /// `type: aws` (CONTRACT.md "AWS credentials and SigV4 signing"): the keys and their checks.
 @Suite struct AWSConfigurationTests {
-    func credentials(_ lines: String) -> String {
-        "upstream: https://api.example.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
-    }
-
     func aws(_ loaded: LoadedConfiguration) -> AWSConfiguration? {
         if case .aws(let c) = loaded.configuration.credentials.source { c } else { nil }
     }
 
     @Test func theContractsExampleLoads() throws {
         let loaded = try parse(
-            credentials(
+            credentialsConfiguration(
                 """
                 type: aws
                 region: eu-west-1
@@ -38,7 +34,7 @@ import Testing
 
     @Test func defaultsAndEnvironmentKeys() throws {
         let c = try #require(
-            aws(try parse(credentials("type: aws\nregion: us-east-1\nservice: s3\naccess_key_id_env: MY_KEY\nsecret_access_key_file: ./secret"))))
+            aws(try parse(credentialsConfiguration("type: aws\nregion: us-east-1\nservice: s3\naccess_key_id_env: MY_KEY\nsecret_access_key_file: ./secret"))))
         #expect(c.source == .default && c.payload == .signed)
         #expect(c.accessKeyID == .env("MY_KEY"))
         #expect(c.secretAccessKey == .file("/etc/tokenproxy/secret"))
@@ -46,14 +42,14 @@ import Testing
     }
 
     @Test func badCombinationsAreNamed() {
-        #expect(parseError(credentials("type: aws\nservice: s3"))?.keyPath == "credentials.region")
-        #expect(parseError(credentials("type: aws\nregion: us-east-1"))?.keyPath == "credentials.service")
-        #expect(parseError(credentials("type: aws\nregion: r\nservice: s3\nsource: profile"))?.keyPath == "credentials.source")
-        #expect(parseError(credentials("type: aws\nregion: r\nservice: s3\npayload: maybe"))?.keyPath == "credentials.payload")
-        #expect(parseError(credentials("type: aws\nregion: r\nservice: s3\naccess_key_id_env: K"))?.keyPath == "credentials.access_key_id_env")
+        #expect(parseError(credentialsConfiguration("type: aws\nservice: s3"))?.keyPath == "credentials.region")
+        #expect(parseError(credentialsConfiguration("type: aws\nregion: us-east-1"))?.keyPath == "credentials.service")
+        #expect(parseError(credentialsConfiguration("type: aws\nregion: r\nservice: s3\nsource: profile"))?.keyPath == "credentials.source")
+        #expect(parseError(credentialsConfiguration("type: aws\nregion: r\nservice: s3\npayload: maybe"))?.keyPath == "credentials.payload")
+        #expect(parseError(credentialsConfiguration("type: aws\nregion: r\nservice: s3\naccess_key_id_env: K"))?.keyPath == "credentials.access_key_id_env")
         #expect(
-            parseError(credentials("type: aws\nregion: r\nservice: s3\naccess_key_id_env: K\naccess_key_id_file: ./k\nsecret_access_key_env: S"))?
+            parseError(credentialsConfiguration("type: aws\nregion: r\nservice: s3\naccess_key_id_env: K\naccess_key_id_file: ./k\nsecret_access_key_env: S"))?
                 .keyPath == "credentials.access_key_id_file")
-        #expect(parseError(credentials("type: aws\nregion: r\nservice: s3\nimds_endpoint: not a url"))?.keyPath == "credentials.imds_endpoint")
+        #expect(parseError(credentialsConfiguration("type: aws\nregion: r\nservice: s3\nimds_endpoint: not a url"))?.keyPath == "credentials.imds_endpoint")
     }
 }

@@ -6,20 +6,8 @@ import Testing
 /// CONTRACT.md "HTTPS for clients": `tls:` at the top and in a route with its own listener, and
 /// `forward_proxy:`, with every error `check` names by key and reason.
 @Suite struct ClientTLSConfigurationTests {
-    /// A folder holding a certificate and a key file (contents are not read by the loader), the key 0600.
-    func folder(keyMode: Int = 0o600) throws -> TemporaryFolder {
-        let folder = try TemporaryFolder()
-        try folder.write("tls/server.pem", "certificate\n")
-        try folder.write("tls/server-key.pem", "key\n")
-        try folder.write("tls/clients.pem", "client CA\n")
-        try FileManager.default.setAttributes([.posixPermissions: keyMode], ofItemAtPath: folder.path + "/tls/server-key.pem")
-        return folder
-    }
-
-    func errors(_ yaml: String, base: String) -> [ConfigurationError] { parseError(yaml, base: base)?.all ?? [] }
-
     @Test func topLevelTLSIsReadWithPathsResolvedAgainstTheFile() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         let yaml = minimalYAML + "\ntls: {cert_file: ./tls/server.pem, key_file: tls/server-key.pem, client_ca_file: ./tls/clients.pem}"
         let tls = try #require(try parse(yaml, base: folder.path).configuration.listenTLS)
@@ -30,7 +18,7 @@ import Testing
     }
 
     @Test func aKeyReadableByGroupOrOthersIsRefusedNamingFileAndMode() throws {
-        let folder = try folder(keyMode: 0o644)
+        let folder = try tlsFolder(keyMode: 0o644)
         defer { folder.remove() }
         let found = errors(minimalYAML + "\ntls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}", base: folder.path)
         #expect(found.map(\.keyPath) == ["tls.key_file"])
@@ -39,7 +27,7 @@ import Testing
     }
 
     @Test func missingFilesAndUnknownKeysAreNamed() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         #expect(errors(minimalYAML + "\ntls: {key_file: tls/server-key.pem}", base: folder.path).map(\.keyPath) == ["tls.cert_file"])
         #expect(
@@ -48,29 +36,20 @@ import Testing
         #expect(unknown.map(\.keyPath) == ["tls.ca_file"])
     }
 
-    func routes(_ route: String) -> String {
-        """
-        routes:
-          - name: billing
-            upstream: https://billing.example.com
-            credentials: {type: static, token_env: TOKEN}
-        \(route)
-        """
-    }
-
     @Test func aRouteWithItsOwnListenerHasItsOwnTLS() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
-        let yaml = routes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}")
+        let yaml = billingRoutes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}")
         let route = try parse(yaml, base: folder.path).configuration.routes[0]
         #expect(route.ownListenerTLS?.certFile == folder.resolved + "/tls/server.pem")
-        let shared = errors(routes("    match: {path_prefix: /b/}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}"), base: folder.path)
+        let shared = errors(
+            billingRoutes("    match: {path_prefix: /b/}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}"), base: folder.path)
         #expect(shared.map(\.keyPath) == ["routes[0].tls"])
         #expect(shared.first?.reason.contains("match.listen") == true)
     }
 
     @Test func theForwardProxyMakesItsCABesideTheStoreByDefault() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         let yaml = minimalYAML + "\nstore: {path: ./state/tokens.json}\nforward_proxy: {}"
         let forward = try #require(try parse(yaml, base: folder.path).configuration.forwardProxy)
@@ -83,7 +62,7 @@ import Testing
     }
 
     @Test func theForwardProxysOwnCAAndSettingsAreRead() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         let yaml = minimalYAML + "\nforward_proxy: {ca_cert_file: ca/ca.pem, ca_key_file: ca/ca-key.pem, leaf_lifetime: 6h, other_hosts: tunnel}"
         let forward = try #require(try parse(yaml, base: folder.path).configuration.forwardProxy)
@@ -94,7 +73,7 @@ import Testing
     }
 
     @Test func forwardProxyErrorsAreNamed() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         func keyPaths(_ body: String) -> [String] { errors(minimalYAML + "\nforward_proxy: " + body, base: folder.path).map(\.keyPath) }
         #expect(keyPaths("{ca_cert_file: ca.pem}") == ["forward_proxy.ca_key_file"])
@@ -102,7 +81,7 @@ import Testing
         #expect(keyPaths("{leaf_lifetime: 1h}") == ["forward_proxy.leaf_lifetime"])
         #expect(keyPaths("{other_hosts: allow}") == ["forward_proxy.other_hosts"])
         #expect(keyPaths("{ca: x}") == ["forward_proxy.ca"])
-        let inRoute = errors(routes("    match: {host: api.example.com}\n    forward_proxy: {}"), base: folder.path)
+        let inRoute = errors(billingRoutes("    match: {host: api.example.com}\n    forward_proxy: {}"), base: folder.path)
         #expect(inRoute.map(\.keyPath) == ["routes[0].forward_proxy"])
     }
 

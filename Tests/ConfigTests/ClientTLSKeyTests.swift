@@ -8,33 +8,8 @@ import Testing
 /// `forward_proxy:` by its error, the modes a key file may and may not have, where a made CA lives
 /// (routes, `store.backend: redis`), the key table for docs and what `check` prints.
 @Suite struct ClientTLSKeyTests {
-    /// A certificate, a key (mode `keyMode`) and a client CA under `tls/`, and a CA pair under `ca/`
-    /// (key mode `caKeyMode`). The loader does not read their contents.
-    func folder(keyMode: Int = 0o600, caKeyMode: Int = 0o600) throws -> TemporaryFolder {
-        let folder = try TemporaryFolder()
-        for name in Self.files { try folder.write(name, "contents of \(name)\n") }
-        try FileManager.default.setAttributes([.posixPermissions: keyMode], ofItemAtPath: folder.path + "/tls/server-key.pem")
-        try FileManager.default.setAttributes([.posixPermissions: caKeyMode], ofItemAtPath: folder.path + "/ca/ca-key.pem")
-        return folder
-    }
-
-    static let files = ["tls/server.pem", "tls/server-key.pem", "tls/clients.pem", "ca/ca.pem", "ca/ca-key.pem"]
-
-    func errors(_ yaml: String, base: String) -> [ConfigurationError] { parseError(yaml, base: base)?.all ?? [] }
-
-    func routes(_ route: String, top: String = "") -> String {
-        """
-        \(top)
-        routes:
-          - name: billing
-            upstream: https://billing.example.com
-            credentials: {type: static, token_env: TOKEN}
-        \(route)
-        """
-    }
-
     @Test func bothFilesOfTheListenerAreRequiredAndEachMissingOneIsNamed() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         #expect(errors(minimalYAML + "\ntls: {cert_file: tls/server.pem}", base: folder.path).map(\.keyPath) == ["tls.key_file"])
         #expect(Set(errors(minimalYAML + "\ntls: {client_ca_file: tls/clients.pem}", base: folder.path).map(\.keyPath)) == ["tls.cert_file", "tls.key_file"])
@@ -51,7 +26,7 @@ import Testing
 
     @Test(arguments: [0o640, 0o604, 0o666])
     func aKeyFileOthersCanReadIsRefusedWhateverTheBit(mode: Int) throws {
-        let folder = try folder(keyMode: mode)
+        let folder = try tlsFolder(keyMode: mode)
         defer { folder.remove() }
         try giveToNonRootOwner(folder.path + "/tls/server-key.pem")
         let found = errors(minimalYAML + "\ntls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}", base: folder.path)
@@ -61,7 +36,7 @@ import Testing
 
     @Test func aKeyFileOnlyItsOwnerReadsIsAccepted() throws {
         for mode in [0o400, 0o600] {
-            let folder = try folder(keyMode: mode)
+            let folder = try tlsFolder(keyMode: mode)
             defer { folder.remove() }
             let yaml = minimalYAML + "\ntls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}"
             #expect(try parse(yaml, base: folder.path).configuration.listenTLS?.keyFile == folder.resolved + "/tls/server-key.pem")
@@ -69,17 +44,18 @@ import Testing
     }
 
     @Test func aRoutesOwnTLSErrorsCarryTheRoutesPrefix() throws {
-        let folder = try folder(keyMode: 0o644)
+        let folder = try tlsFolder(keyMode: 0o644)
         defer { folder.remove() }
-        let found = errors(routes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}"), base: folder.path)
+        let found = errors(
+            billingRoutes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem}"), base: folder.path)
         #expect(found.map(\.keyPath) == ["routes[0].tls.key_file"])
         #expect(found.first?.reason.contains("0644") == true)
-        let unknown = errors(routes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert: x}"), base: folder.path)
+        let unknown = errors(billingRoutes("    match: {listen: 127.0.0.1:8443}\n    tls: {cert: x}"), base: folder.path)
         #expect(Set(unknown.map(\.keyPath)) == ["routes[0].tls.cert", "routes[0].tls.cert_file", "routes[0].tls.key_file"])
     }
 
     @Test func aConfiguredCAKeyIsModeCheckedAndMayNotExistYet() throws {
-        let open = try folder(caKeyMode: 0o644)
+        let open = try tlsFolder(caKeyMode: 0o644)
         defer { open.remove() }
         let found = errors(minimalYAML + "\nforward_proxy: {ca_cert_file: ca/ca.pem, ca_key_file: ca/ca-key.pem}", base: open.path)
         #expect(found.map(\.keyPath) == ["forward_proxy.ca_key_file"])
@@ -95,7 +71,7 @@ import Testing
     }
 
     @Test func theLeafLifetimeIsAtLeastTwoHoursAndADuration() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         func forward(_ body: String) throws -> ForwardProxyConfiguration? {
             try parse(minimalYAML + "\nforward_proxy: " + body, base: folder.path).configuration.forwardProxy
@@ -113,14 +89,14 @@ import Testing
     }
 
     @Test func aMadeCALivesInTheTopLevelStoresFolder() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         // No store: the default store path, <config folder>/state/tokens.json.
         let plain = try #require(try parse(minimalYAML + "\nforward_proxy: {}", base: folder.path).configuration.forwardProxy)
         #expect(plain.caCertFile == folder.resolved + "/state/forward-proxy-ca.pem")
         #expect(plain.caKeyFile == folder.resolved + "/state/forward-proxy-ca-key.pem")
         // With routes: the top-level store, not a route's.
-        let withRoutes = routes("    match: {host: billing.example.com}", top: "store: {path: /var/lib/tp/tokens.json}\nforward_proxy: {}")
+        let withRoutes = billingRoutes("    match: {host: billing.example.com}", top: "store: {path: /var/lib/tp/tokens.json}\nforward_proxy: {}")
         let routed = try #require(try parse(withRoutes, base: folder.path).configuration.forwardProxy)
         #expect(routed.caKeyFile == "/var/lib/tp/forward-proxy-ca-key.pem")
         // With Redis: store.path still names the local folder.
@@ -131,9 +107,9 @@ import Testing
     }
 
     @Test func aHostRouteSilencesTheWarning() throws {
-        let loaded = try parse(routes("    match: {host: billing.example.com}", top: "forward_proxy: {}"))
+        let loaded = try parse(billingRoutes("    match: {host: billing.example.com}", top: "forward_proxy: {}"))
         #expect(!loaded.warnings.contains { $0.contains("match.host") }, "\(loaded.warnings)")
-        let listenOnly = try parse(routes("    match: {path_prefix: /b/}", top: "forward_proxy: {}"))
+        let listenOnly = try parse(billingRoutes("    match: {path_prefix: /b/}", top: "forward_proxy: {}"))
         #expect(listenOnly.warnings.contains { $0.hasPrefix("forward_proxy:") })
     }
 
@@ -148,7 +124,7 @@ import Testing
     }
 
     @Test func checkPrintsPathsAndSettingsNeverContents() throws {
-        let folder = try folder()
+        let folder = try tlsFolder()
         defer { folder.remove() }
         let yaml =
             minimalYAML
@@ -171,7 +147,7 @@ import Testing
         #expect(!own.contains("contents of"))
         #expect(try parse(minimalYAML).configuration.resolvedDescription().contains("forward_proxy: none"))
 
-        let routed = routes(
+        let routed = billingRoutes(
             "    match: {listen: 127.0.0.1:8443}\n    tls: {cert_file: tls/server.pem, key_file: tls/server-key.pem, client_ca_file: tls/clients.pem}")
         let routeText = try parse(routed, base: folder.path).configuration.resolvedDescription()
         #expect(routeText.contains("routes.billing.tls.client_ca_file: \(folder.resolved)/tls/clients.pem"), "\(routeText)")

@@ -6,17 +6,13 @@ import Testing
 /// `credentials:` becomes one typed value per source: what each `client_auth` needs travels with it,
 /// and the grant of oauth2_jwt_bearer is a file or a key, never neither.
 @Suite struct CredentialsSourceTests {
-    func credentials(_ lines: String) -> String {
-        "upstream: https://api.example.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
-    }
-
     @Test func aJWTBearerWithoutAnAssertionFileSignsWithTheClientKeyWhichClientAuthSharesAndCheckPrintsOnce() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         try folder.write("key.pem", "not read at load time")
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.path + "/key.pem")
         let loaded = try parse(
-            credentials(
+            credentialsConfiguration(
                 "type: oauth2_jwt_bearer\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./key.pem\n"
                     + "client_key_id: k1\nassertion_subject: svc\nassertion_lifetime: 2m"),
             base: folder.path)
@@ -37,7 +33,8 @@ import Testing
 
     @Test func clientSecretJWTCarriesTheSecretItSignsWith() throws {
         let loaded = try parse(
-            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: client_secret_jwt\nclient_secret_env: S"),
+            credentialsConfiguration(
+                "type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: client_secret_jwt\nclient_secret_env: S"),
             environment: ["S": "shared-secret"])
         let secret = Secret(value: "shared-secret", origin: .env("S"))
         #expect(loaded.configuration.credentials.source.oauth2Client?.authentication == .clientSecretJWT(secret: secret, audience: nil))
@@ -46,7 +43,7 @@ import Testing
 
     @Test func aClientKeyThatClientAuthDoesNotUseIsWarnedAboutAndStillPrinted() throws {
         let loaded = try parse(
-            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
+            credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
         #expect(loaded.configuration.credentials.source.oauth2Client?.authentication == ClientAuthenticationConfiguration.none)
         #expect(loaded.warnings == ["credentials.client_assertion_file: not used with client_auth: none"])
         #expect(loaded.configuration.resolvedDescription().contains("\ncredentials.client_assertion_file: /etc/tokenproxy/t\n"))

@@ -6,7 +6,7 @@ import Testing
 /// `type: github_app` (CONTRACT.md "GitHub App installation tokens"): the keys and their checks.
 @Suite struct GitHubAppConfigurationTests {
     func credentials(_ lines: String) -> String {
-        "upstream: https://api.github.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+        credentialsConfiguration(lines, upstream: "https://api.github.com")
     }
 
     func app(_ loaded: LoadedConfiguration) -> GitHubAppConfiguration? {

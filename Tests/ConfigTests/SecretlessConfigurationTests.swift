@@ -6,15 +6,13 @@ import Testing
 
 /// The `credentials:` keys of CONTRACT.md "Secretless credentials".
 @Suite struct SecretlessConfigurationTests {
-    func credentials(_ lines: String) -> String {
-        "upstream: https://api.example.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
-    }
-
     @Test func privateKeyJWTNeedsAKeyFileThatExists() throws {
-        let missing = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt"))
+        let missing = parseError(
+            credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt"))
         #expect(missing?.keyPath == "credentials.client_key_file")
         let absent = parseError(
-            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./no.pem"))
+            credentialsConfiguration(
+                "type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: private_key_jwt\nclient_key_file: ./no.pem"))
         #expect(absent?.keyPath == "credentials.client_key_file")
         #expect(absent?.reason.contains("no such file") == true)
     }
@@ -22,15 +20,15 @@ import Testing
     /// Every private key file the configuration names, each with the key that names it (issue 39
     /// points 6 and 21: the one rule of `KeyFilePermissions` holds for each).
     static let everyPrivateKey: [(yaml: String, key: String)] = {
-        func credentials(_ lines: String) -> String {
-            "upstream: https://api.example.com\ncredentials:\n" + lines.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
-        }
         let client = "type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\n"
         return [
-            (credentials(client + "client_auth: private_key_jwt\nclient_key_file: ./key.pem"), "credentials.client_key_file"),
-            (credentials(client + "client_auth: tls_client_auth\nclient_cert_file: ./cert.pem\nclient_key_file: ./key.pem"), "credentials.client_key_file"),
-            (credentials(client + "client_secret_env: S\ndpop: {key_file: ./key.pem}"), "credentials.dpop.key_file"),
-            (credentials("type: github_app\napp_id: \"1\"\ninstallation_id: \"2\"\nprivate_key_file: ./key.pem"), "credentials.private_key_file"),
+            (credentialsConfiguration(client + "client_auth: private_key_jwt\nclient_key_file: ./key.pem"), "credentials.client_key_file"),
+            (
+                credentialsConfiguration(client + "client_auth: tls_client_auth\nclient_cert_file: ./cert.pem\nclient_key_file: ./key.pem"),
+                "credentials.client_key_file"
+            ),
+            (credentialsConfiguration(client + "client_secret_env: S\ndpop: {key_file: ./key.pem}"), "credentials.dpop.key_file"),
+            (credentialsConfiguration("type: github_app\napp_id: \"1\"\ninstallation_id: \"2\"\nprivate_key_file: ./key.pem"), "credentials.private_key_file"),
             (minimalYAML + "\nupstream_tls: {client_cert_file: ./cert.pem, client_key_file: ./key.pem}", "upstream_tls.client_key_file"),
             (minimalYAML + "\ntls: {cert_file: ./cert.pem, key_file: ./key.pem}", "tls.key_file"),
             (minimalYAML + "\nforward_proxy: {ca_cert_file: ./cert.pem, ca_key_file: ./key.pem}", "forward_proxy.ca_key_file"),
@@ -88,46 +86,47 @@ import Testing
     }
 
     @Test func anUnknownAlgorithmIsNamed() {
-        let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_key_alg: HS512"))
+        let error = parseError(credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_key_alg: HS512"))
         #expect(error?.keyPath == "credentials.client_key_alg")
     }
 
     @Test func anActorTokenNeedsItsType() {
         let error = parseError(
-            credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s\nactor_token_file: ./a"))
+            credentialsConfiguration("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s\nactor_token_file: ./a"))
         #expect(error?.keyPath == "credentials.actor_token_type")
     }
 
     @Test func tokenExchangeNeedsASubjectTokenAndJWTBearerAnAssertion() {
-        #expect(parseError(credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t"))?.keyPath == "credentials.subject_token_file")
-        #expect(parseError(credentials("type: oauth2_jwt_bearer\ntoken_url: https://idp/t"))?.keyPath == "credentials.assertion_file")
+        #expect(parseError(credentialsConfiguration("type: oauth2_token_exchange\ntoken_url: https://idp/t"))?.keyPath == "credentials.subject_token_file")
+        #expect(parseError(credentialsConfiguration("type: oauth2_jwt_bearer\ntoken_url: https://idp/t"))?.keyPath == "credentials.assertion_file")
     }
 
     @Test func azureTakesResourceOrScopeNotBoth() {
-        #expect(parseError(credentials("type: azure_managed_identity"))?.keyPath == "credentials.resource")
-        #expect(parseError(credentials("type: azure_managed_identity\nresource: r\nscope: s"))?.keyPath == "credentials.scope")
+        #expect(parseError(credentialsConfiguration("type: azure_managed_identity"))?.keyPath == "credentials.resource")
+        #expect(parseError(credentialsConfiguration("type: azure_managed_identity\nresource: r\nscope: s"))?.keyPath == "credentials.scope")
     }
 
     @Test func dpopIsAMappingOfKnownKeys() throws {
-        let error = parseError(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {keyfile: x}"))
+        let error = parseError(
+            credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {keyfile: x}"))
         #expect(error?.keyPath == "credentials.dpop.keyfile")
-        let loaded = try parse(credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {}"))
+        let loaded = try parse(credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\ndpop: {}"))
         #expect(loaded.configuration.credentials.source.oauth2Client?.dpop == DPoPConfiguration())
     }
 
     @Test func aKeyOfAnotherClientAuthIsAWarning() throws {
         let loaded = try parse(
-            credentials("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
+            credentialsConfiguration("type: oauth2_client_credentials\ntoken_url: https://idp/t\nclient_id: a\nclient_auth: none\nclient_assertion_file: ./t"))
         #expect(loaded.warnings.contains("credentials.client_assertion_file: not used with client_auth: none"))
     }
 
     @Test func theSecretlessTypesLoadWithTheirDefaults() throws {
-        let gce = try parse(credentials("type: gce_metadata")).configuration.credentials
+        let gce = try parse(credentialsConfiguration("type: gce_metadata")).configuration.credentials
         #expect(gce.asGCE?.serviceAccount == "default")
-        let exchange = try parse(credentials("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s"))
+        let exchange = try parse(credentialsConfiguration("type: oauth2_token_exchange\ntoken_url: https://idp/t\nsubject_token_file: ./s"))
         #expect(exchange.configuration.credentials.asTokenExchange?.subjectTokenType == "urn:ietf:params:oauth:token-type:jwt")
         #expect(exchange.configuration.credentials.asTokenExchange?.subjectTokenFile == "/etc/tokenproxy/s")
-        let bearer = try parse(credentials("type: oauth2_jwt_bearer\ntoken_url: https://idp/t\nassertion_file: ./a"))
+        let bearer = try parse(credentialsConfiguration("type: oauth2_jwt_bearer\ntoken_url: https://idp/t\nassertion_file: ./a"))
         #expect(bearer.configuration.credentials.asJWTBearer?.assertion == .file("/etc/tokenproxy/a"))
     }
 }

@@ -31,28 +31,24 @@ import Testing
     /// A route with a store of its own spools beside that store unless `forward` names a folder; a
     /// route that takes the top-level `forward` takes its folder too.
     @Test func eachRouteResolvesItsOwnFolder() throws {
-        let yaml = RouteTests.routesFile(
-            """
+        let own = """
               - name: own
                 match: {path_prefix: /own/}
                 upstream: https://own.internal
                 credentials: {type: static, token_env: TOKEN}
                 store: {path: /var/lib/own/tokens.json}
-              - name: shared
-                match: {path_prefix: /shared/}
-                upstream: https://shared.internal
-                credentials: {type: static, token_env: GH}
-            """)
+            """
+        let yaml = RouteTests.routesFile(
+            own + """
+
+                  - name: shared
+                    match: {path_prefix: /shared/}
+                    upstream: https://shared.internal
+                    credentials: {type: static, token_env: GH}
+                """)
         let routes = try parse(yaml, environment: RouteTests.environment).configuration.routes
         #expect(routes.map(\.spoolFolder) == ["/var/lib/own/spool", "/etc/tokenproxy/state/spool"])
-        let named = RouteTests.routesFile(
-            """
-              - name: own
-                match: {path_prefix: /own/}
-                upstream: https://own.internal
-                credentials: {type: static, token_env: TOKEN}
-                store: {path: /var/lib/own/tokens.json}
-            """, top: "forward: {request_buffering_disk: 8MiB, request_buffering_path: /srv/spool}")
+        let named = RouteTests.routesFile(own, top: "forward: {request_buffering_disk: 8MiB, request_buffering_path: /srv/spool}")
         #expect(try parse(named, environment: RouteTests.environment).configuration.routes.map(\.spoolFolder) == ["/srv/spool"])
     }
 }

@@ -33,6 +33,17 @@ private func configuration(_ source: AWSConfiguration.Source, _ change: (inout A
     return c
 }
 
+/// `source: environment` with the key `AKIAFILE1` and the secret `file/secret` in files of `folder`.
+private func keysFromFiles(in folder: TempDir, _ change: (inout AWSConfiguration) -> Void = { _ in }) throws -> AWSConfiguration {
+    let keyFile = try folder.write("key", "AKIAFILE1\n")
+    let secretFile = try folder.write("secret", "file/secret\n")
+    return configuration(.environment) {
+        $0.accessKeyID = .file(keyFile)
+        $0.secretAccessKey = .file(secretFile)
+        change(&$0)
+    }
+}
+
 @Suite("AWS credential sources", .serialized)
 struct AWSCredentialSourceTests {
     // MARK: environment
@@ -48,14 +59,8 @@ struct AWSCredentialSourceTests {
 
     @Test func environmentFilesAreReadAtEachFetch() throws {
         let folder = try TempDir(prefix: "aws-env")
-        let keyFile = try folder.write("key", "AKIAFILE1\n")
-        let secretFile = try folder.write("secret", "file/secret\n")
         let source = AWSEnvironmentCredentials(
-            configuration(.environment) {
-                $0.accessKeyID = .file(keyFile)
-                $0.secretAccessKey = .file(secretFile)
-                $0.sessionToken = .env("MY_TOKEN")
-            }, environment: ["MY_TOKEN": "tok", "AWS_ACCESS_KEY_ID": "ignored"])
+            try keysFromFiles(in: folder) { $0.sessionToken = .env("MY_TOKEN") }, environment: ["MY_TOKEN": "tok", "AWS_ACCESS_KEY_ID": "ignored"])
         #expect(try source.fetch() == AWSCredentials(accessKeyID: "AKIAFILE1", secretAccessKey: "file/secret", sessionToken: "tok"))
         _ = try folder.write("key", "AKIAFILE2")
         #expect(try source.fetch().accessKeyID == "AKIAFILE2")
@@ -262,13 +267,7 @@ struct AWSCredentialSourceTests {
     @Test("keys from files: read at each fetch, and a changed file is an input change")
     func keysTokenSourceWatchesItsFiles() throws {
         let folder = try TempDir(prefix: "aws-keys-source")
-        let keyFile = try folder.write("key", "AKIAFILE1\n")
-        let secretFile = try folder.write("secret", "file/secret\n")
-        let source = AWSKeysTokenSource(
-            configuration(.environment) {
-                $0.accessKeyID = .file(keyFile)
-                $0.secretAccessKey = .file(secretFile)
-            }, environment: [:])
+        let source = AWSKeysTokenSource(try keysFromFiles(in: folder), environment: [:])
         #expect(source.pollInterval == 1)
         #expect(try source.fetch(current: nil).accessToken == #"{"AccessKeyId":"AKIAFILE1","SecretAccessKey":"file/secret"}"#)
         #expect(!source.inputChanged())

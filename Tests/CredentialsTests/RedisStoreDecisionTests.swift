@@ -74,20 +74,6 @@ struct RedisStoreDecisionTests {
         #expect(RedisReplies.announcedGeneration(confirmation, channel: "k:changed") == nil)
     }
 
-    @Test("a sentinel's +switch-master message names the new primary of its own master only")
-    func switchMaster() {
-        func message(_ channel: String, _ payload: String) -> RedisValue {
-            .array([.string(Array("message".utf8)), .string(Array(channel.utf8)), .string(Array(payload.utf8))])
-        }
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens 127.0.0.1 6379 127.0.0.1 6380"), master: "tokens") == "127.0.0.1:6380")
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens ::1 6379 ::1 6380"), master: "tokens") == "[::1]:6380")
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "other 127.0.0.1 6379 127.0.0.1 6380"), master: "tokens") == nil)
-        #expect(RedisSentinels.switchedPrimary(message("+sdown", "tokens 127.0.0.1 6379 127.0.0.1 6380"), master: "tokens") == nil)
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens 127.0.0.1 6379"), master: "tokens") == nil)
-        let confirmation = RedisValue.array([.string(Array("subscribe".utf8)), .string(Array("+switch-master".utf8)), .integer(1)])
-        #expect(RedisSentinels.switchedPrimary(confirmation, master: "tokens") == nil)
-    }
-
     @Test("lease waits start short and grow to a ceiling")
     func leaseWaits() {
         let schedule = LeaseWaitSchedule(first: 0.02, ceiling: 0.25)

@@ -352,13 +352,7 @@ struct SessionTokenSourceTests {
         let provider = FakeProvider()
         provider.answers = [.success(IssuedToken(accessToken: "access-one", refreshToken: "refresh-two", expiresIn: 600)), .failure(.refused("invalid_grant"))]
         let source = makeSource(provider, seed: "seed-refresh-one")
-        let manager = TokenManager(
-            configuration: makeConfiguration(
-                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
-            logger: LogCapture().logger(),
-            source: source
-        )
-        manager.start()
+        let manager = startedRefreshManager(source, folder: folder)
         defer { manager.stop() }
         #expect(eventually { manager.current().snapshot?.accessToken == "access-one" })
         let box = OutcomeBox()

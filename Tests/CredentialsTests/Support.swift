@@ -50,6 +50,19 @@ func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
+/// A started `TokenManager` of an `oauth2_refresh` configuration in `folder` that asks `source`
+/// for its tokens; the caller stops it.
+func startedRefreshManager(_ source: any TokenSource, folder: TemporaryFolder) -> TokenManager {
+    let manager = TokenManager(
+        configuration: makeConfiguration(
+            CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
+        logger: LogCapture().logger(),
+        source: source
+    )
+    manager.start()
+    return manager
+}
+
 func makeConfiguration(_ credentials: CredentialsConfiguration, folder: TemporaryFolder, sink: String? = nil) -> Configuration {
     var configuration = Configuration(
         upstream: UpstreamURL(scheme: "http", host: "127.0.0.1", port: 9, explicitPort: true, basePath: "", original: "http://127.0.0.1:9"),

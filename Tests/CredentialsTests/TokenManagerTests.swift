@@ -131,13 +131,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         let source = ScriptedSource()
         source.answers = [.failure(.loginRequired("no session; run tokenproxy login"))]
-        let manager = TokenManager(
-            configuration: makeConfiguration(
-                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
-            logger: LogCapture().logger(),
-            source: source
-        )
-        manager.start()
+        let manager = startedRefreshManager(source, folder: folder)
         defer { manager.stop() }
         #expect(eventually { manager.stats.refusals == 1 })
         #expect(manager.current().session == .none)
@@ -159,13 +153,7 @@ struct TokenManagerTests {
         defer { folder.remove() }
         let source = ScriptedSource()
         source.answers = [.success(IssuedToken(accessToken: "first", expiresIn: 600)), .failure(.refused("invalid_grant"))]
-        let manager = TokenManager(
-            configuration: makeConfiguration(
-                CredentialsConfiguration(.oauth2Refresh(OAuth2RefreshConfiguration(client: OAuth2ClientConfiguration()))), folder: folder),
-            logger: LogCapture().logger(),
-            source: source
-        )
-        manager.start()
+        let manager = startedRefreshManager(source, folder: folder)
         defer { manager.stop() }
         #expect(eventually { manager.current().snapshot?.generation == 1 })
         let box = OutcomeBox()

@@ -42,45 +42,73 @@ func bothSides(_ body: String, trailerLimit: Int = 8192, sourceLocation: SourceL
     return (request, response)
 }
 
+/// Both parsers end `body` the same way: with `outcome`.
+func expectBothSides(_ body: String, trailerLimit: Int = 8192, end outcome: ChunkedOutcome, sourceLocation: SourceLocation = #_sourceLocation) {
+    let got = bothSides(body, trailerLimit: trailerLimit, sourceLocation: sourceLocation)
+    #expect(got.request == outcome, sourceLocation: sourceLocation)
+    #expect(got.response == outcome, sourceLocation: sourceLocation)
+}
+
 @Suite struct ChunkedBodyTests {
     /// The limit of RFC 9112 §7.1.1's chunk-ext, BWS and ";" included, the CR not.
     static let extensionLimit = 4096
 
+    /// Malformed chunked bodies and the reason each is refused for: the request parser answers 400
+    /// and the response parser refuses the answer, each with this reason (RequestParserTests,
+    /// ResponseParserTests).
+    static let malformedBodies: [(String, String)] = [
+        ("0x10\r\n", "invalid chunk size"),
+        ("-1\r\n", "invalid chunk size"),
+        ("\r\n", "invalid chunk size"),
+        (";ext\r\n", "invalid chunk size"),
+        (" 5\r\nhello\r\n", "invalid chunk size"),
+        ("5 \r\nhello\r\n", "invalid chunk size"),
+        ("5 x\r\nhello\r\n", "invalid chunk size"),
+        ("5g\r\nhello\r\n", "invalid chunk size"),
+        ("+5\r\nhello\r\n", "invalid chunk size"),
+        ("5\nhello\r\n", "invalid chunk size"),
+        ("5\r\rhello\r\n", "invalid chunk size line"),
+        ("8000000000000000\r\n", "chunk size too large"),
+        ("FFFFFFFFFFFFFFFFF\r\n", "chunk size too large"),
+        ("000000000000000000000000000000001\r\nx\r\n", "chunk size too large"),
+        ("5\r\nhelloX\r\n0\r\n\r\n", "missing CRLF after chunk data"),
+        ("5\r\nhello\n0\r\n\r\n", "missing CRLF after chunk data"),
+        ("5\r\nhello\rX0\r\n\r\n", "missing CRLF after chunk data"),
+        ("3\r\nhello\r\n", "missing CRLF after chunk data"),
+        ("5;a=\u{0}\r\nhello\r\n", "invalid chunk extension"),
+        ("5;a\nhello\r\n", "invalid chunk extension"),
+        ("0\r\nX-T: a\u{1}\r\n\r\n", "invalid trailer line"),
+        ("0\r\n folded\r\n\r\n", "obsolete line folding"),
+        ("0\r\nnocolon\r\n\r\n", "invalid trailer line"),
+        // The exact boundary, on both sides: the tests below.
+        ("1;" + String(repeating: "a", count: 5000) + "\r\nx\r\n0\r\n\r\n", "chunk extension too long"),
+    ]
+
     @Test func anExtensionOfExactlyTheLimitIsSkippedOnBothSides() {
         let ext = ";" + String(repeating: "a", count: Self.extensionLimit - 1)
-        let got = bothSides("1\(ext)\r\nx\r\n0\r\n\r\n")
-        #expect(got.request == .body(bytes("x")))
-        #expect(got.response == .body(bytes("x")))
+        expectBothSides("1\(ext)\r\nx\r\n0\r\n\r\n", end: .body(bytes("x")))
     }
 
     @Test func anExtensionOneByteOverTheLimitIsRefusedOnBothSides() {
         let ext = ";" + String(repeating: "a", count: Self.extensionLimit)
-        let got = bothSides("1\(ext)\r\nx\r\n0\r\n\r\n")
-        #expect(got.request == .malformed("chunk extension too long"))
-        #expect(got.response == .malformed("chunk extension too long"))
+        expectBothSides("1\(ext)\r\nx\r\n0\r\n\r\n", end: .malformed("chunk extension too long"))
     }
 
     @Test func whitespaceBeforeTheSemicolonCountsAsExtension() {
         let fits = bothSides("1 \t;" + String(repeating: "a", count: Self.extensionLimit - 3) + "\r\nx\r\n0\r\n\r\n")
         #expect(fits.request == .body(bytes("x")) && fits.response == .body(bytes("x")))
-        let over = bothSides("1 \t;" + String(repeating: "a", count: Self.extensionLimit - 2) + "\r\nx\r\n0\r\n\r\n")
-        #expect(over.request == .malformed("chunk extension too long"))
-        #expect(over.response == .malformed("chunk extension too long"))
+        expectBothSides("1 \t;" + String(repeating: "a", count: Self.extensionLimit - 2) + "\r\nx\r\n0\r\n\r\n", end: .malformed("chunk extension too long"))
     }
 
     @Test func theLimitAppliesToEachChunkSeparately() {
         let ext = ";" + String(repeating: "a", count: Self.extensionLimit - 1)
-        let got = bothSides("1\(ext)\r\nx\r\n1\(ext)\r\ny\r\n0\(ext)\r\n\r\n")
-        #expect(got.request == .body(bytes("xy")))
-        #expect(got.response == .body(bytes("xy")))
+        expectBothSides("1\(ext)\r\nx\r\n1\(ext)\r\ny\r\n0\(ext)\r\n\r\n", end: .body(bytes("xy")))
     }
 
     @Test func thirtyTwoSizeDigitsAreAcceptedAndThirtyThreeAreNot() {
         let fits = bothSides(String(repeating: "0", count: 31) + "1\r\nx\r\n0\r\n\r\n")
         #expect(fits.request == .body(bytes("x")) && fits.response == .body(bytes("x")))
-        let over = bothSides(String(repeating: "0", count: 32) + "1\r\nx\r\n0\r\n\r\n")
-        #expect(over.request == .malformed("chunk size too large"))
-        #expect(over.response == .malformed("chunk size too large"))
+        expectBothSides(String(repeating: "0", count: 32) + "1\r\nx\r\n0\r\n\r\n", end: .malformed("chunk size too large"))
     }
 
     @Test func aTrailerSectionOfExactlyTheLimitIsAcceptedAndOneByteMoreIsNot() {
@@ -96,9 +124,7 @@ func bothSides(_ body: String, trailerLimit: Int = 8192, sourceLocation: SourceL
     }
 
     @Test func aBadTrailerLineIsRefusedAsSoonAsItIsWholeNotAtTheEndOfTheSection() {
-        let got = bothSides("1\r\nx\r\n0\r\nno colon\r\nX-T: " + String(repeating: "a", count: 300), trailerLimit: 128)
-        #expect(got.request == .malformed("invalid trailer line"))
-        #expect(got.response == .malformed("invalid trailer line"))
+        expectBothSides("1\r\nx\r\n0\r\nno colon\r\nX-T: " + String(repeating: "a", count: 300), trailerLimit: 128, end: .malformed("invalid trailer line"))
     }
 
     @Test(arguments: [
@@ -113,9 +139,7 @@ func bothSides(_ body: String, trailerLimit: Int = 8192, sourceLocation: SourceL
         ("5\r\nhello\n0\r\n\r\n", "missing CRLF after chunk data"),
     ])
     func bothSidesRefuseTheSameBodiesWithTheSameReason(_ body: String, _ reason: String) {
-        let got = bothSides(body)
-        #expect(got.request == .malformed(reason))
-        #expect(got.response == .malformed(reason))
+        expectBothSides(body, end: .malformed(reason))
     }
 
     @Test func onlyTheRequestSideCapsTheBodyTotal() {

@@ -1,15 +1,24 @@
 import HTTP1
+import TestSupport
 import Testing
 
-/// A small seeded generator so failures reproduce (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+/// `rounds` inputs, the strings of `corpus` in turn, each changed in one to three random places: a
+/// byte of `interesting` written over one or inserted, or a byte removed. Seeded: every run makes the
+/// same inputs, so a failure reproduces.
+func mutations(of corpus: [String], interesting: [UInt8], seed: UInt64, rounds: Int = 400) -> [[UInt8]] {
+    var rng = SeededGenerator(state: seed)
+    return (0..<rounds).map { round in
+        var input = Array(corpus[round % corpus.count].utf8)
+        for _ in 0..<Int.random(in: 1...3, using: &rng) {
+            let at = Int.random(in: 0..<input.count, using: &rng)
+            let byte = interesting.randomElement(using: &rng) ?? 0
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0: input[at] = byte
+            case 1: input.insert(byte, at: at)
+            default: input.remove(at: at)
+            }
+        }
+        return input
     }
 }
 
@@ -23,19 +32,8 @@ struct SeededGenerator: RandomNumberGenerator {
     static let interesting: [UInt8] = Array("\r\n :\t;,0aF-".utf8) + [0x00, 0x7F, 0xFF]
 
     @Test func mutatedRequestsParseTheSameWhateverTheSplitsAndNeverCrash() {
-        var rng = SeededGenerator(state: 0x7E57)
         let limits = ParserLimits(maxHeaderBytes: 96, maxBodyBytes: 16)
-        for round in 0..<400 {
-            var input = Array(Self.corpus[round % Self.corpus.count].utf8)
-            for _ in 0..<Int.random(in: 1...3, using: &rng) {
-                let at = Int.random(in: 0..<input.count, using: &rng)
-                let byte = Self.interesting.randomElement(using: &rng)!
-                switch Int.random(in: 0..<3, using: &rng) {
-                case 0: input[at] = byte
-                case 1: input.insert(byte, at: at)
-                default: input.remove(at: at)
-                }
-            }
+        for input in mutations(of: Self.corpus, interesting: Self.interesting, seed: 0x7E57) {
             let events = dripFeed(input, limits: limits)
             // Whatever happened, a body never appears before a head and nothing follows an error.
             if let errorIndex = events.firstIndex(where: { if case .error = $0 { return true } else { return false } }) {

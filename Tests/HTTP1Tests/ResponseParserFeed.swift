@@ -1,4 +1,5 @@
 import HTTP1
+import TestSupport
 import Testing
 
 /// A response parser event in a form tests can compare: heads as text, body ranges as the bytes they

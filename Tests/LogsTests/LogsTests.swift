@@ -48,32 +48,33 @@ let sampleJWT =
         #expect(registry.redact("x secret-and-more y") == "x [REDACTED] y")
     }
 
-    @Test func bearerCredentialIsRedactedEvenWhenNotRegistered() {
-        let registry = SecretRegistry()
-        #expect(registry.redact("Authorization: Bearer abc.def-ghi") == "Authorization: Bearer [REDACTED]")
-        #expect(registry.redact("authorization: bearer xyz123 rest") == "authorization: bearer [REDACTED] rest")
-        #expect(registry.redact("{\"h\":\"Bearer tok42\"}") == "{\"h\":\"Bearer [REDACTED]\"}")
+    @Test(arguments: [
+        ("Authorization: Bearer abc.def-ghi", "Authorization: Bearer [REDACTED]"),
+        ("authorization: bearer xyz123 rest", "authorization: bearer [REDACTED] rest"),
+        ("{\"h\":\"Bearer tok42\"}", "{\"h\":\"Bearer [REDACTED]\"}"),
+    ])
+    func bearerCredentialIsRedactedEvenWhenNotRegistered(line: String, redacted: String) {
+        #expect(SecretRegistry().redact(line) == redacted)
     }
 
-    @Test func bearerWithoutValueAndTheWordAloneStayUntouched() {
-        let registry = SecretRegistry()
-        #expect(registry.redact("scheme Bearer") == "scheme Bearer")
-        #expect(registry.redact("Bearers are fine") == "Bearers are fine")
-    }
-
-    @Test func jwtShapedStringsAreRedacted() {
-        let registry = SecretRegistry()
-        #expect(registry.redact("token=\(sampleJWT) end") == "token=[REDACTED] end")
-        #expect(registry.redact("\(sampleJWT)") == "[REDACTED]")
+    @Test(arguments: [
+        ("token=\(sampleJWT) end", "token=[REDACTED] end"),
+        ("\(sampleJWT)", "[REDACTED]"),
         // Unsigned JWT (alg none) has an empty third part.
-        #expect(registry.redact("t eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0. u") == "t [REDACTED] u")
+        ("t eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0. u", "t [REDACTED] u"),
+    ])
+    func jwtShapedStringsAreRedacted(line: String, redacted: String) {
+        #expect(SecretRegistry().redact(line) == redacted)
     }
 
-    @Test func stringsThatOnlyResembleAJWTAreKept() {
-        let registry = SecretRegistry()
-        #expect(registry.redact("eyJ only") == "eyJ only")
-        #expect(registry.redact("file.name.txt") == "file.name.txt")
-        #expect(registry.redact("version 1.2.3") == "version 1.2.3")
+    @Test(arguments: ["scheme Bearer", "Bearers are fine"])
+    func bearerWithoutValueAndTheWordAloneStayUntouched(line: String) {
+        #expect(SecretRegistry().redact(line) == line)
+    }
+
+    @Test(arguments: ["eyJ only", "file.name.txt", "version 1.2.3"])
+    func stringsThatOnlyResembleAJWTAreKept(line: String) {
+        #expect(SecretRegistry().redact(line) == line)
     }
 
     @Test func unicodeAroundSecretsSurvives() {

@@ -15,6 +15,17 @@ private func exchange(_ head: String, upOut: ByteBuffer = ByteBuffer()) -> Excha
 private let chunkedPost = "POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 private let lengthPost = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
 
+/// The exchange of `lengthPost` in its first try: `head` written, then the body `hello` queued
+/// behind it.
+private func lengthPostInItsFirstTry(head: String) -> Exchange {
+    let e = exchange(lengthPost)
+    _ = e.beginTry(wholeBody: false, bodyDone: false, bodyOnWire: false)
+    e.upOut.append(Array(head.utf8))
+    e.headWritten(token: nil)
+    e.queueBody("hello")
+    return e
+}
+
 private func text(_ buffer: ByteBuffer) -> String { String(decoding: buffer.bytes, as: UTF8.self) }
 
 extension Exchange {
@@ -55,11 +66,7 @@ extension Exchange {
     }
 
     @Test func sentBytesReachTheBodyOnlyPastTheHead() {
-        let e = exchange(lengthPost)
-        _ = e.beginTry(wholeBody: false, bodyDone: false, bodyOnWire: false)
-        e.upOut.append(Array("HEAD\r\n\r\n".utf8))
-        e.headWritten(token: nil)
-        e.queueBody("hello")
+        let e = lengthPostInItsFirstTry(head: "HEAD\r\n\r\n")
         #expect(e.pendingUpstreamCount == 13)
         #expect(!e.sent(8), "the head alone went")
         #expect(e.sent(2), "two body bytes went")
@@ -67,11 +74,7 @@ extension Exchange {
     }
 
     @Test func aNewTryKeepsTheBodyBytesNeverSentAfterItsNewHead() {
-        let e = exchange(lengthPost)
-        _ = e.beginTry(wholeBody: false, bodyDone: false, bodyOnWire: false)
-        e.upOut.append(Array("HEAD1\r\n\r\n".utf8))
-        e.headWritten(token: nil)
-        e.queueBody("hello")
+        let e = lengthPostInItsFirstTry(head: "HEAD1\r\n\r\n")
         // Nothing went: the next try sends a new head, then the same body.
         #expect(e.beginTry(wholeBody: false, bodyDone: true, bodyOnWire: false) == nil)
         #expect(e.pendingUpstreamCount == 0)

@@ -5,11 +5,23 @@ import Upstream
 
 @testable import ProxyCore
 
+/// The metrics of two loops of one process.
+private func twoLoops() -> (SharedProxyState, LoopMetrics, LoopMetrics) {
+    let shared = SharedProxyState()
+    return (shared, LoopMetrics(shared: shared), LoopMetrics(shared: shared))
+}
+
+/// The counters of both loops added up, as `/metrics` shows them.
+private func summed(_ first: LoopMetrics, _ second: LoopMetrics) -> LoopMetrics.Counters {
+    var sum = LoopMetrics.Counters()
+    sum.add(first.counters)
+    sum.add(second.counters)
+    return sum
+}
+
 @Suite struct UpstreamRetirementCountTests {
     @Test func closedUpstreamConnectionsAreCountedByReasonAndSummedOverTheLoops() {
-        let shared = SharedProxyState()
-        let first = LoopMetrics(shared: shared)
-        let second = LoopMetrics(shared: shared)
+        let (_, first, second) = twoLoops()
         let a = first.slot(for: "a")
         let b = second.slot(for: "b")
         let a2 = second.slot(for: "a")
@@ -18,9 +30,7 @@ import Upstream
         first.counters.routes[a].retirements[UpstreamRetirement.closedByUpstream.rawValue] += 1
         second.counters.routes[a2].retirements[UpstreamRetirement.idleTimeout.rawValue] += 1
         second.counters.routes[b].retirements[UpstreamRetirement.drain.rawValue] += 1
-        var sum = LoopMetrics.Counters()
-        sum.add(first.counters)
-        sum.add(second.counters)
+        let sum = summed(first, second)
         #expect(sum.routes[a].retirements[UpstreamRetirement.idleTimeout.rawValue] == 2)
         #expect(sum.upstreamRetirements(.idleTimeout) == 2)
         #expect(sum.upstreamRetirements(.closedByUpstream) == 1)
@@ -32,9 +42,7 @@ import Upstream
 
 @Suite struct RequestAndLatencyCountTests {
     @Test func requestsByStatusAndLatencyBucketsAreSummedOverTheLoopsAndRenderedCumulative() {
-        let shared = SharedProxyState()
-        let first = LoopMetrics(shared: shared)
-        let second = LoopMetrics(shared: shared)
+        let (_, first, second) = twoLoops()
         first.requestFinished(status: 200, bytesIn: 10, bytesOut: 100)
         second.requestFinished(status: 200, bytesIn: 0, bytesOut: 50)
         second.requestFinished(status: 502, bytesIn: 0, bytesOut: 0)
@@ -43,9 +51,7 @@ import Upstream
         first.upstreamLatency(0.003)
         second.upstreamLatency(0.1)
         second.upstreamLatency(100)
-        var sum = LoopMetrics.Counters()
-        sum.add(first.counters)
-        sum.add(second.counters)
+        let sum = summed(first, second)
         #expect(sum.requestsByCode[200] == 2)
         #expect(sum.requestsByCode[502] == 1)
         #expect(sum.requestsByCode.reduce(0, +) == 3)
@@ -63,17 +69,13 @@ import Upstream
 
 @Suite struct RouteHistogramTests {
     @Test func aRoutesHistogramsAreSummedOverTheLoopsAndRenderedCumulativeWithTheRouteLabel() {
-        let shared = SharedProxyState()
-        let first = LoopMetrics(shared: shared)
-        let second = LoopMetrics(shared: shared)
+        let (shared, first, second) = twoLoops()
         let slot = first.slot(for: "orders")
         _ = second.slot(for: "orders")
         first.counters.routes[slot].requestFinished(status: 200, seconds: 0.0002)
         second.counters.routes[slot].requestFinished(status: 204, seconds: 0.004)
         second.counters.routes[slot].requestFinished(status: 503, seconds: 45)
-        var sum = LoopMetrics.Counters()
-        sum.add(first.counters)
-        sum.add(second.counters)
+        let sum = summed(first, second)
         var registry = MetricRegistry()
         MetricsRenderer.routeSeries(sum.routes, names: shared.routeNames, into: &registry)
         let text = registry.text

@@ -49,15 +49,30 @@ struct RedisValueTests {
         #expect(RedisValue.string(Array("message".utf8)).publishedMessage == nil)
     }
 
-    @Test("a sentinel's +switch-master names the new primary of its master only")
-    func switchedPrimary() {
-        func message(_ channel: String, _ payload: String) -> RedisValue {
-            .array([.string(Array("message".utf8)), .string(Array(channel.utf8)), .string(Array(payload.utf8))])
-        }
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens 10.0.0.1 6379 10.0.0.2 6380"), master: "tokens") == "10.0.0.2:6380")
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens ::1 6379 ::2 6380"), master: "tokens") == "[::2]:6380")
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "other 10.0.0.1 6379 10.0.0.2 6380"), master: "tokens") == nil)
-        #expect(RedisSentinels.switchedPrimary(message("+switch-master", "tokens 10.0.0.1 6379 10.0.0.2 port"), master: "tokens") == nil)
-        #expect(RedisSentinels.switchedPrimary(message("+sdown", "tokens 10.0.0.1 6379 10.0.0.2 6380"), master: "tokens") == nil)
+    /// Messages on a sentinel's channels (channel, payload) and the primary each names for the
+    /// master `tokens`.
+    static let sentinelMessages: [(String, String, String?)] = [
+        ("+switch-master", "tokens 10.0.0.1 6379 10.0.0.2 6380", "10.0.0.2:6380"),
+        ("+switch-master", "tokens 127.0.0.1 6379 127.0.0.1 6380", "127.0.0.1:6380"),
+        ("+switch-master", "tokens ::1 6379 ::2 6380", "[::2]:6380"),
+        ("+switch-master", "tokens ::1 6379 ::1 6380", "[::1]:6380"),
+        ("+switch-master", "other 10.0.0.1 6379 10.0.0.2 6380", nil),
+        ("+switch-master", "other 127.0.0.1 6379 127.0.0.1 6380", nil),
+        ("+switch-master", "tokens 10.0.0.1 6379 10.0.0.2 port", nil),
+        ("+switch-master", "tokens 127.0.0.1 6379", nil),
+        ("+sdown", "tokens 10.0.0.1 6379 10.0.0.2 6380", nil),
+        ("+sdown", "tokens 127.0.0.1 6379 127.0.0.1 6380", nil),
+    ]
+
+    @Test("a sentinel's +switch-master names the new primary of its master only", arguments: sentinelMessages)
+    func switchedPrimary(channel: String, payload: String, primary: String?) {
+        let message = RedisValue.array([.string(Array("message".utf8)), .string(Array(channel.utf8)), .string(Array(payload.utf8))])
+        #expect(RedisSentinels.switchedPrimary(message, master: "tokens") == primary)
+    }
+
+    @Test("the confirmation of a subscription to +switch-master names no primary")
+    func subscriptionConfirmationNamesNoPrimary() {
+        let confirmation = RedisValue.array([.string(Array("subscribe".utf8)), .string(Array("+switch-master".utf8)), .integer(1)])
+        #expect(RedisSentinels.switchedPrimary(confirmation, master: "tokens") == nil)
     }
 }

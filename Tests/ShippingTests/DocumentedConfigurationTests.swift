@@ -45,22 +45,7 @@ import Testing
     /// Every ```yaml block of `documents`, in order.
     static let blocks: [Block] = documents.flatMap { name -> [Block] in
         guard let text = try? String(contentsOf: RepositoryPaths.root.appendingPathComponent(name), encoding: .utf8) else { return [] }
-        var found: [Block] = []
-        var open: Block?
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if var block = open {
-                if line.hasPrefix("```") {
-                    found.append(block)
-                    open = nil
-                } else {
-                    block.yaml += line + "\n"
-                    open = block
-                }
-            } else if line == "```yaml" {
-                open = Block(file: name, line: index + 1, yaml: "")
-            }
-        }
-        return found
+        return fencedBlocks(in: text).filter { $0.language == "yaml" }.map { Block(file: name, line: $0.line, yaml: $0.text) }
     }
 
     @Test func theDocumentsHoldWholeConfigurationsAndFragments() {

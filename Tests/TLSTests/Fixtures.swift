@@ -1,4 +1,5 @@
 import Foundation
+import TLS
 import TestSupport
 
 /// Certificates made by the `openssl` command (independent of the module under test): a server CA
@@ -16,6 +17,11 @@ struct Fixtures {
     var clientKey: String { directory.file("client-key.pem") }
     var strangerCertificate: String { directory.file("stranger.pem") }
     var strangerKey: String { directory.file("stranger-key.pem") }
+
+    /// A test server with the server certificate and key, and no more settings.
+    func server() throws -> TLSTestServer {
+        try TLSTestServer(context: TLSServerContext(certificateFile: serverCertificate, keyFile: serverKey))
+    }
 
     init() throws {
         directory = try TempDir(prefix: "tls-fixtures")

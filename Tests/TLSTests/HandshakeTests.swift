@@ -10,11 +10,10 @@ struct HandshakeTests {
     @Test("curl over TLS 1.2 and 1.3 negotiates ALPN http/1.1, also when it offers h2")
     func versionsAndALPN() throws {
         let fixtures = try Fixtures()
-        let server = try TLSTestServer(context: TLSServerContext(certificateFile: fixtures.serverCertificate, keyFile: fixtures.serverKey))
+        let server = try fixtures.server()
         defer { server.stop() }
-        let url = "https://localhost:\(server.port)/"
         for (flags, version) in [(["--tlsv1.2", "--tls-max", "1.2"], "tls12"), (["--tlsv1.3"], "tls13")] {
-            let result = try curl(["-v", "--cacert", fixtures.caFile, "--http2"] + flags, url: url)
+            let result = try curl(["-v", "--cacert", fixtures.caFile, "--http2"] + flags, url: server.localhostURL)
             #expect(result.status == 0, "\(result.output)")
             #expect(result.stdout == "version=\(version) alpn=http/1.1 sni=localhost\n")
             #expect(result.stderr.contains("ALPN: server accepted http/1.1"), "\(result.stderr)")
@@ -24,10 +23,10 @@ struct HandshakeTests {
     @Test("keep-alive: two requests on one connection take one handshake")
     func keepAlive() throws {
         let fixtures = try Fixtures()
-        let server = try TLSTestServer(context: TLSServerContext(certificateFile: fixtures.serverCertificate, keyFile: fixtures.serverKey))
+        let server = try fixtures.server()
         defer { server.stop() }
-        let url = "https://localhost:\(server.port)/"
-        let result = try runCommand("curl", arguments: ["-sS", "--max-time", "10", "--cacert", fixtures.caFile, url, url], timeout: 20)
+        let result = try runCommand(
+            "curl", arguments: ["-sS", "--max-time", "10", "--cacert", fixtures.caFile, server.localhostURL, server.localhostURL], timeout: 20)
         #expect(result.status == 0, "\(result.output)")
         #expect(result.stdout.components(separatedBy: "alpn=http/1.1").count == 3)
         #expect(server.events.filter { if case .handshake = $0 { true } else { false } }.count == 1)
@@ -36,7 +35,7 @@ struct HandshakeTests {
     @Test("a client below TLS 1.2, and plain HTTP on the TLS port, fail with typed reasons")
     func refusedClients() throws {
         let fixtures = try Fixtures()
-        let server = try TLSTestServer(context: TLSServerContext(certificateFile: fixtures.serverCertificate, keyFile: fixtures.serverKey))
+        let server = try fixtures.server()
         defer { server.stop() }
         let old = try runCommand(
             "openssl", arguments: ["s_client", "-connect", "127.0.0.1:\(server.port)", "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"], stdin: Data(),
@@ -83,7 +82,7 @@ struct HandshakeTests {
         #expect(context.requiresClientCertificate)
         let server = try TLSTestServer(context: context)
         defer { server.stop() }
-        let url = "https://localhost:\(server.port)/"
+        let url = server.localhostURL
         for version in ["1.2", "1.3"] {
             let pinned = ["--cacert", fixtures.caFile, "--tlsv\(version)", "--tls-max", version]
             let accepted = try curl(pinned + ["--cert", fixtures.clientCertificate, "--key", fixtures.clientKey], url: url)
@@ -143,13 +142,13 @@ struct HandshakeTests {
     @Test("a client that connects and sends nothing, or half a ClientHello, does not delay another client's handshake")
     func stalledHandshake() throws {
         let fixtures = try Fixtures()
-        let server = try TLSTestServer(context: TLSServerContext(certificateFile: fixtures.serverCertificate, keyFile: fixtures.serverKey))
+        let server = try fixtures.server()
         defer { server.stop() }
         let silent = try RawSocket(port: server.port)
         let partial = try RawSocket(port: server.port)
         partial.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])  // a record header and the start of a ClientHello
         let started = Date()
-        let result = try curl(["--cacert", fixtures.caFile], url: "https://localhost:\(server.port)/")
+        let result = try curl(["--cacert", fixtures.caFile], url: server.localhostURL)
         #expect(result.status == 0, "\(result.output)")
         #expect(Date().timeIntervalSince(started) < 5)
         #expect(server.events.count == 1)
@@ -157,7 +156,7 @@ struct HandshakeTests {
         // (CONTRACT.md: nothing to log).
         silent.close()
         partial.close()
-        #expect(try curl(["--cacert", fixtures.caFile], url: "https://localhost:\(server.port)/").status == 0)
+        #expect(try curl(["--cacert", fixtures.caFile], url: server.localhostURL).status == 0)
         #expect(server.waitFor(seconds: 1) { if case .handshake = $0 { false } else { true } } == nil, "\(server.events)")
     }
 }

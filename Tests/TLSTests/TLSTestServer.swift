@@ -15,6 +15,8 @@ enum ServerEvent: Equatable {
 final class TLSTestServer: @unchecked Sendable {
     let context: TLSServerContext
     let port: Int
+    /// `https://localhost:PORT/`: the name the server certificate is for.
+    var localhostURL: String { "https://localhost:\(port)/" }
     private let listener: ListeningSocket
     private let loop: EventLoop
     private let finished = DispatchSemaphore(value: 0)

@@ -29,3 +29,7 @@ public func proxyConfig(upstream: String, credentials: String, more: String = ""
     let lines = ["listen: 127.0.0.1:0", "upstream: \(upstream)", "workers: 1", "credentials:"] + credentialLines + (more.isEmpty ? [] : [more])
     return lines.joined(separator: "\n") + "\n"
 }
+
+/// The top-level lines of a configuration whose routes say the rest: `listen` on a free port, one
+/// worker, `drain_timeout: 2s`, debug logs with the access log.
+public let routesProxyTop = "listen: 127.0.0.1:0\nworkers: 1\ndrain_timeout: 2s\nlog: {level: debug, access_log: true}"

@@ -192,6 +192,26 @@ public func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable 
     return results.withLock { dict in (0..<count).map { dict[$0]! } }
 }
 
+/// `concurrently` on a thread of its own, so that the test goes on while the requests wait; `wait()`
+/// gives their results once all are answered.
+public final class BackgroundRequests<T: Sendable>: Sendable {
+    private let results = Mutex<[Result<T, Error>]>([])
+    private let done = DispatchGroup()
+
+    public init(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) {
+        done.enter()
+        Thread.detachNewThread { [self] in
+            results.withLock { $0 = concurrently(count, body) }
+            done.leave()
+        }
+    }
+
+    public func wait() -> [Result<T, Error>] {
+        done.wait()
+        return results.withLock { $0 }
+    }
+}
+
 /// Polls `condition` until it holds or the deadline passes.
 public func within(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Date().addingTimeInterval(seconds)

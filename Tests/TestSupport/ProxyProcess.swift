@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -165,5 +166,13 @@ public final class ProxyProcess: Sendable {
         if address.hasPrefix("unix:") { return 0 }
         guard let colon = address.lastIndex(of: ":") else { return 0 }
         return Int(address[address.index(after: colon)...]) ?? 0
+    }
+}
+
+extension ProxyProcess {
+    /// SIGTERM, then the exit status 0 of a clean stop (CONTRACT.md "Signals, admin, logs").
+    public func stopAndExpectCleanExit(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        terminate()
+        #expect(try waitForExit() == 0, sourceLocation: sourceLocation)
     }
 }

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import Upstream
@@ -43,6 +44,13 @@ extension UpstreamPool.Release where Connection == Fake {
 
 private func pool(maxIdle: Int = 8, idleTimeout: Double = 60) -> UpstreamPool<Fake> {
     UpstreamPool(maxIdle: maxIdle, idleTimeout: idleTimeout)
+}
+
+/// A pool that holds `connections` idle, released in turn: the first at time 1, the next at 2, and so on.
+private func poolHolding(_ connections: Fake...) -> UpstreamPool<Fake> {
+    var p = pool()
+    for (index, connection) in connections.enumerated() { _ = p.release(connection, now: Double(index + 1)) }
+    return p
 }
 
 @Suite struct UpstreamPoolLIFOTests {
@@ -141,21 +149,16 @@ private func pool(maxIdle: Int = 8, idleTimeout: Double = 60) -> UpstreamPool<Fa
 
 @Suite struct UpstreamPoolStirredTests {
     @Test func anIdleConnectionTheUpstreamClosedIsNeverHandedOut() {
-        var p = pool()
         let (a, b) = (Fake("a"), Fake("b"))
-        _ = p.release(a, now: 1)
-        _ = p.release(b, now: 2)
+        var p = poolHolding(a, b)
         #expect(p.stirred(b, hungUp: true) == .closedByUpstream)
         #expect(p.lease(now: 3).using == a)
         #expect(p.lease(now: 3).connectRetiring == [])
     }
 
     @Test func bytesNobodyAskedForRetireAnIdleConnectionAsUnread() {
-        var p = pool()
         let (a, b, c) = (Fake("a"), Fake("b"), Fake("c"))
-        _ = p.release(a, now: 1)
-        _ = p.release(b, now: 2)
-        _ = p.release(c, now: 3)
+        var p = poolHolding(a, b, c)
         #expect(p.stirred(b, hungUp: false) == .unreadBytes)
         #expect(p.lease(now: 4).using == c)
         #expect(p.lease(now: 4).using == a)
@@ -181,10 +184,8 @@ private func pool(maxIdle: Int = 8, idleTimeout: Double = 60) -> UpstreamPool<Fa
 
 @Suite struct UpstreamPoolDrainTests {
     @Test func drainingClosesEveryIdleConnectionOldestFirst() {
-        var p = pool()
         let (a, b) = (Fake("a"), Fake("b"))
-        _ = p.release(a, now: 1)
-        _ = p.release(b, now: 2)
+        var p = poolHolding(a, b)
         #expect(p.drain() == [a, b])
         #expect(p.isDraining)
         #expect(p.idleCount == 0)
@@ -218,21 +219,9 @@ private func pool(maxIdle: Int = 8, idleTimeout: Double = 60) -> UpstreamPool<Fa
 /// idle, in use or closed, never two of these; what is handed out is the most recently released
 /// idle connection within its timeout; what closes is exactly what the model says.
 @Suite struct UpstreamPoolModelTests {
-    /// SplitMix64: the same runs every time.
-    private struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test(arguments: [(1, 0), (2, 1), (4, 7), (16, 42)])
     func randomEventsKeepEveryPromise(maxIdle: Int, seed: UInt64) {
-        var random = Seeded(state: seed)
+        var random = SeededGenerator(state: seed)
         let timeout = 30.0
         var p = pool(maxIdle: maxIdle, idleTimeout: timeout)
         var idle: [(connection: Fake, since: Double)] = []  // the model, oldest first

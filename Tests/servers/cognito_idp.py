@@ -68,6 +68,8 @@ from werkzeug.serving import make_server
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from moto.cognitoidp import models as cognito_models
 
+import serving
+
 REGION = "us-east-1"
 TARGET_PREFIX = "AWSCognitoIdentityProviderService."
 LOCK = threading.Lock()
@@ -133,10 +135,7 @@ class Front:
         except ValueError:
             request = {}
         flow = str(request.get("AuthFlow") or "(none)")
-        with LOCK:
-            STATE["inflight"] += 1
-            STATS["max_concurrent"] = max(STATS["max_concurrent"], STATE["inflight"])
-        try:
+        with serving.counting_in_flight(LOCK, STATE, "inflight", STATS):
             if OPTS.token_delay_ms:
                 time.sleep(OPTS.token_delay_ms / 1000.0)
             status_box = {}
@@ -160,9 +159,6 @@ class Front:
                 by[outcome] = by.get(outcome, 0) + 1
                 STATS["token_calls"] += 1
             return result
-        finally:
-            with LOCK:
-                STATE["inflight"] -= 1
 
     def initiate_auth(self, environ, request, body, start_response):
         """(iterable, outcome or None for 'look at the answer')."""

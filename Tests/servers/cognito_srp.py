@@ -52,15 +52,11 @@ MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", 
 
 def padded(n):
     """Big-endian bytes, a leading zero byte when the top bit is set (Cognito's rule)."""
-    text = format(n, "x")
-    if len(text) % 2:
-        text = "0" + text
-    elif text[0] in "89abcdef":
-        text = "00" + text
-    return bytes.fromhex(text)
+    return padded_hex_bytes(format(n, "x"))
 
 
 def padded_hex_bytes(text):
+    """The same of a number written in hex."""
     if len(text) % 2:
         text = "0" + text
     elif text[0] in "89abcdefABCDEF":

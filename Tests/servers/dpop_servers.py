@@ -239,10 +239,7 @@ def api(rest):
     return jsonify(jkt=jkt, htu=own_url()), 200, ({"DPoP-Nonce": api_nonce()} if OPTS.api_nonce else {})
 
 
-@app.route("/test/stats")
-def stats():
-    with LOCK:
-        return jsonify(STATS)
+serving.add_test_controls(app, LOCK, stats=STATS)
 
 
 def main():

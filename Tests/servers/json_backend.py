@@ -270,11 +270,7 @@ def test_stats():
         return jsonify(json.loads(json.dumps(STATS)))
 
 
-@app.post("/test/reset-stats")
-def test_reset():
-    with LOCK:
-        reset_stats()
-    return jsonify({"ok": True})
+serving.add_test_controls(app, LOCK, reset_stats, STATE)
 
 
 @app.post("/test/fail")
@@ -283,18 +279,6 @@ def test_fail():
         STATE["fail_status"] = int(request.args.get("status", "503"))
         STATE["fail_count"] = int(request.args.get("count", "1"))
         STATE["fail_raw"] = request.args.get("raw")
-    return jsonify({"ok": True})
-
-
-@app.post("/test/down")
-def test_down():
-    STATE["down"] = True
-    return jsonify({"ok": True})
-
-
-@app.post("/test/up")
-def test_up():
-    STATE["down"] = False
     return jsonify({"ok": True})
 
 

@@ -76,7 +76,6 @@ from joserfc.jwk import OctKey
 from authlib.common.security import generate_token
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.models import ClientMixin, TokenMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7662 import IntrospectionEndpoint
@@ -89,6 +88,7 @@ from authlib.oauth2.rfc8628 import (
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 
 import serving
+from authlib_models import IssuedToken, RegisteredClient
 
 ALL_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
 
@@ -107,22 +107,10 @@ class User:
         return self.name
 
 
-class Client(ClientMixin):
+class Client(RegisteredClient):
     def __init__(self, client_id, secret):
-        self.client_id = client_id
+        super().__init__(client_id)
         self.secret = secret  # None: public client
-
-    def get_client_id(self):
-        return self.client_id
-
-    def get_default_redirect_uri(self):
-        return None
-
-    def get_allowed_scope(self, scope):
-        return scope or ""
-
-    def check_redirect_uri(self, redirect_uri):
-        return False
 
     def check_client_secret(self, client_secret):
         return self.secret is not None and client_secret == self.secret
@@ -132,50 +120,25 @@ class Client(ClientMixin):
             return method == "none"
         return method in ("client_secret_basic", "client_secret_post")
 
-    def check_response_type(self, response_type):
-        return False
-
-    def check_grant_type(self, grant_type):
-        return True
 
 
-class Token(TokenMixin):
+class Token(IssuedToken):
     """One token response: an access token and, maybe, a refresh token. `family` links every
     token descending from one login; `rotated` marks a refresh token that was already used."""
 
     def __init__(self, data, client_id, user, family):
-        self.access_token = data["access_token"]
-        self.refresh_token = data.get("refresh_token")
+        super().__init__(data, client_id, user, OPTS.access_ttl, CLIENTS)
         self.scope = data.get("scope", "")
-        self.client_id = client_id
-        self.user = user
         self.family = family
-        self.issued_at = time.time()
-        self.expires_in = OPTS.access_ttl
         self.access_revoked = False
         self.refresh_revoked = False
         self.rotated = False
 
-    def check_client(self, client):
-        return client.get_client_id() == self.client_id
-
     def get_scope(self):
         return self.scope
 
-    def get_expires_in(self):
-        return self.expires_in
-
-    def is_expired(self):
-        return time.time() >= self.issued_at + self.expires_in
-
     def is_revoked(self):
         return self.access_revoked
-
-    def get_user(self):
-        return self.user
-
-    def get_client(self):
-        return CLIENTS.get(self.client_id)
 
     def refresh_expired(self):
         return OPTS.refresh_ttl > 0 and time.time() >= self.issued_at + OPTS.refresh_ttl
@@ -448,10 +411,7 @@ def wait_for_release(watch_client):
 @app.post("/oauth/token")
 def token_endpoint():
     grant_type = request.form.get("grant_type")
-    with LOCK:
-        INFLIGHT["now"] += 1
-        STATS["max_concurrent"] = max(STATS["max_concurrent"], INFLIGHT["now"])
-    try:
+    with serving.counting_in_flight(LOCK, INFLIGHT, "now", STATS):
         if OPTS.token_delay_ms:
             time.sleep(OPTS.token_delay_ms / 1000.0)
         hold = take_hold(grant_type)
@@ -471,28 +431,30 @@ def token_endpoint():
         if hold == "after":
             wait_for_release(watch_client=False)
         return resp
-    finally:
-        with LOCK:
-            INFLIGHT["now"] -= 1
+
+
+def unless_down(answer):
+    """`answer()` under the lock, or the injected failure while the server is down (/test/down)."""
+    with LOCK:
+        if STATE["down"]:
+            resp, _ = injected_failure()
+            if resp is not None:
+                return resp
+        return answer()
 
 
 @app.post("/oauth/device")
 def device_endpoint():
-    with LOCK:
-        resp, _ = (None, None) if not STATE["down"] else injected_failure()
-        if resp is not None:
-            return resp
+    def authorize():
         STATS["device_authorizations"] += 1
         return server.create_endpoint_response(DeviceEndpoint.ENDPOINT_NAME)
+
+    return unless_down(authorize)
 
 
 @app.post("/oauth/revoke")
 def revoke_endpoint():
-    with LOCK:
-        resp, _ = (None, None) if not STATE["down"] else injected_failure()
-        if resp is not None:
-            return resp
-        return server.create_endpoint_response(Revocation.ENDPOINT_NAME)
+    return unless_down(lambda: server.create_endpoint_response(Revocation.ENDPOINT_NAME))
 
 
 @app.post("/oauth/introspect")
@@ -532,11 +494,7 @@ def test_stats():
     return jsonify(out)
 
 
-@app.post("/test/reset-stats")
-def test_reset_stats():
-    with LOCK:
-        reset_stats()
-    return jsonify({"ok": True})
+serving.add_test_controls(app, LOCK, reset_stats, STATE)
 
 
 @app.post("/test/fail")
@@ -564,18 +522,6 @@ def test_release():
     with LOCK:
         HOLD["count"] = 0
     RELEASE.set()
-    return jsonify({"ok": True})
-
-
-@app.post("/test/down")
-def test_down():
-    STATE["down"] = True
-    return jsonify({"ok": True})
-
-
-@app.post("/test/up")
-def test_up():
-    STATE["down"] = False
     return jsonify({"ok": True})
 
 

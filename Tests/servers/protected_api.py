@@ -169,17 +169,7 @@ def handle():
     })
 
 
-@app.get("/test/stats")
-def test_stats():
-    with LOCK:
-        return jsonify(STATS)
-
-
-@app.post("/test/reset-stats")
-def test_reset():
-    with LOCK:
-        reset_stats()
-    return jsonify({"ok": True})
+serving.add_test_controls(app, LOCK, reset_stats, stats=STATS)
 
 
 @app.post("/test/reject")

@@ -49,12 +49,12 @@ from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
 from authlib.oauth2.rfc6749.errors import InvalidClientError, InvalidGrantError, InvalidRequestError
 from authlib.oauth2.rfc6749.grants import BaseGrant, TokenEndpointMixin
-from authlib.oauth2.rfc6749.models import ClientMixin, TokenMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7523 import JWTBearerClientAssertion, JWTBearerGrant
 
 import serving
+from authlib_models import IssuedToken, RegisteredClient
 
 LOCK = threading.RLock()
 OPTS = None
@@ -88,9 +88,9 @@ class User:
         return self.name
 
 
-class Client(ClientMixin):
+class Client(RegisteredClient):
     def __init__(self, client_id, kind, arg):
-        self.client_id = client_id
+        super().__init__(client_id)
         self.kind = kind
         self.secret = arg if kind in ("secret", "client_secret_jwt") else None
         self.subject = arg if kind == "federated" else None
@@ -104,18 +104,6 @@ class Client(ClientMixin):
             public["kid"] = "key-1"
             self.jwks = KeySet.import_key_set({"keys": [public]})
 
-    def get_client_id(self):
-        return self.client_id
-
-    def get_default_redirect_uri(self):
-        return None
-
-    def get_allowed_scope(self, scope):
-        return scope or ""
-
-    def check_redirect_uri(self, redirect_uri):
-        return False
-
     def check_client_secret(self, client_secret):
         return self.secret is not None and self.kind == "secret" and client_secret == self.secret
 
@@ -126,44 +114,19 @@ class Client(ClientMixin):
             return method == "none"
         return method == JWT_METHOD
 
-    def check_response_type(self, response_type):
-        return False
-
-    def check_grant_type(self, grant_type):
-        return True
 
 
-class Token(TokenMixin):
+class Token(IssuedToken):
     def __init__(self, data, client_id, user, grant):
-        self.access_token = data["access_token"]
-        self.refresh_token = data.get("refresh_token")
-        self.client_id = client_id
-        self.user = user
+        super().__init__(data, client_id, user, OPTS.access_ttl, CLIENTS)
         self.grant = grant
-        self.issued_at = time.time()
-        self.expires_in = OPTS.access_ttl
         self.revoked = False
-
-    def check_client(self, client):
-        return client.get_client_id() == self.client_id
 
     def get_scope(self):
         return ""
 
-    def get_expires_in(self):
-        return self.expires_in
-
-    def is_expired(self):
-        return time.time() >= self.issued_at + self.expires_in
-
     def is_revoked(self):
         return self.revoked
-
-    def get_user(self):
-        return self.user
-
-    def get_client(self):
-        return CLIENTS.get(self.client_id)
 
 
 def query_client(client_id):
@@ -427,10 +390,7 @@ def revoke_all():
     return jsonify(ok=True)
 
 
-@app.route("/test/stats")
-def stats():
-    with LOCK:
-        return jsonify(STATS)
+serving.add_test_controls(app, LOCK, stats=STATS)
 
 
 def main():

@@ -1,5 +1,6 @@
 """How the test servers run under the Swift test process: READY <port> on stdout once listening, a
 clean stop on SIGTERM, and an exit when the parent test process is gone."""
+import contextlib
 import json
 import os
 import signal
@@ -33,6 +34,50 @@ def wsgi_server(app, port, verbose=False):
     if not verbose:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
     return make_server("127.0.0.1", port, app, threaded=True)
+
+
+def add_test_controls(app, lock, reset_stats=None, state=None, stats=None):
+    """The control endpoints the Flask test servers share, each under `lock`: with `stats`, GET
+    /test/stats answers it; with `reset_stats`, POST /test/reset-stats calls it; with `state`, POST
+    /test/down and /test/up set `state["down"]`, which the server's own endpoints read to answer 503."""
+    from flask import jsonify
+
+    if stats is not None:
+        def answer_stats():
+            with lock:
+                return jsonify(stats)
+
+        app.add_url_rule("/test/stats", "test_stats", answer_stats)
+    if reset_stats is not None:
+        def reset():
+            with lock:
+                reset_stats()
+            return jsonify({"ok": True})
+
+        app.add_url_rule("/test/reset-stats", "test_reset_stats", reset, methods=["POST"])
+    if state is not None:
+        def setting_down(down):
+            def handler():
+                state["down"] = down
+                return jsonify({"ok": True})
+            return handler
+
+        app.add_url_rule("/test/down", "test_down", setting_down(True), methods=["POST"])
+        app.add_url_rule("/test/up", "test_up", setting_down(False), methods=["POST"])
+
+
+@contextlib.contextmanager
+def counting_in_flight(lock, gauge, key, stats):
+    """Counts a request in `gauge[key]` while it runs (under `lock`), and the most at once in
+    stats["max_concurrent"]: how the tests see concurrent calls."""
+    with lock:
+        gauge[key] += 1
+        stats["max_concurrent"] = max(stats["max_concurrent"], gauge[key])
+    try:
+        yield
+    finally:
+        with lock:
+            gauge[key] -= 1
 
 
 def announce_and_serve(httpd):

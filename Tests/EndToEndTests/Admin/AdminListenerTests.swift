@@ -38,8 +38,7 @@ import Testing
         func tokenCalls() throws -> Int { try idp.stats().count(OAuthGrant.clientCredentials) }
 
         func finish() throws {
-            proxy.terminate()
-            #expect(try proxy.waitForExit() == 0)
+            try proxy.stopAndExpectCleanExit()
             idp.stop()
         }
     }

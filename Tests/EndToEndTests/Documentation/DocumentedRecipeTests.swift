@@ -70,31 +70,13 @@ import Testing
     /// Every ```sh and ```python block of `documents`, with the marker before its fence.
     static let recipes: [Recipe] = documents.flatMap { name -> [Recipe] in
         guard let text = try? String(contentsOf: RepositoryPaths.root.appendingPathComponent(name), encoding: .utf8) else { return [] }
-        var found: [Recipe] = []
-        var open: Recipe?
-        var previous = ""
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if var recipe = open {
-                if line.hasPrefix("```") {
-                    found.append(recipe)
-                    open = nil
-                } else {
-                    recipe.text += line + "\n"
-                    open = recipe
-                }
-            } else if line == "```sh" || line == "```python" {
-                var marker: String?
-                if previous.hasPrefix("<!-- recipe"), previous.hasSuffix(" -->") {
-                    marker = String(previous.dropFirst("<!-- recipe".count).dropLast(" -->".count))
-                }
-                open = Recipe(file: name, line: index + 1, language: String(line.dropFirst(3)), text: "", marker: marker)
-            } else if line.hasPrefix("```") {
-                // Another language's block: skip to its end so its lines are not taken for fences.
-                open = nil
+        return fencedBlocks(in: text).filter { $0.language == "sh" || $0.language == "python" }.map { block in
+            var marker: String?
+            if block.lineBefore.hasPrefix("<!-- recipe"), block.lineBefore.hasSuffix(" -->") {
+                marker = String(block.lineBefore.dropFirst("<!-- recipe".count).dropLast(" -->".count))
             }
-            if !line.trimmingCharacters(in: .whitespaces).isEmpty { previous = String(line) }
+            return Recipe(file: name, line: block.line, language: block.language, text: block.text, marker: marker)
         }
-        return found
     }
 
     @Test func theDocumentsHaveClientRecipes() {
@@ -162,8 +144,9 @@ import Testing
                 """, environment: ["E2E_TOKEN": e2eToken])
     }
 
-    /// docs/HOW-DO-I.md: a GET and a JSON POST with curl reach the upstream's base path with the token.
-    @Test func howDoICurl() throws {
+    /// The recipe `name` run against a proxy with a static token in front of the echo upstream's
+    /// base path `/v1`.
+    static func runWithEchoUpstream(_ name: String) throws -> CommandResult {
         let upstream = try PythonServer("echo_upstream")
         let proxy = try Self.staticProxy(upstream: upstream.baseURL + "/v1")
         defer {
@@ -171,7 +154,12 @@ import Testing
             upstream.stop()
         }
         let work = try TempDir(prefix: "recipe")
-        let result = try Self.run(try Self.recipe("how-do-i-curl"), proxy: proxy, in: work.path)
+        return try Self.run(try Self.recipe(name), proxy: proxy, in: work.path)
+    }
+
+    /// docs/HOW-DO-I.md: a GET and a JSON POST with curl reach the upstream's base path with the token.
+    @Test func howDoICurl() throws {
+        let result = try Self.runWithEchoUpstream("how-do-i-curl")
         #expect(result.status == 0, "\(result.stderr)")
         let echoes = result.stdout.components(separatedBy: "}{")
         #expect(echoes.count == 2, "\(result.stdout)")
@@ -183,14 +171,7 @@ import Testing
 
     /// docs/HOW-DO-I.md: requests through the proxy; the script prints the upstream's JSON answer.
     @Test func howDoIPython() throws {
-        let upstream = try PythonServer("echo_upstream")
-        let proxy = try Self.staticProxy(upstream: upstream.baseURL + "/v1")
-        defer {
-            proxy.terminate()
-            upstream.stop()
-        }
-        let work = try TempDir(prefix: "recipe")
-        let result = try Self.run(try Self.recipe("how-do-i-python"), proxy: proxy, in: work.path)
+        let result = try Self.runWithEchoUpstream("how-do-i-python")
         #expect(result.status == 0, "\(result.stderr)")
         // print() of the decoded JSON: a Python dict.
         #expect(result.stdout.contains("'path': '/v1/users/me'"), "\(result.stdout)")
@@ -452,26 +433,9 @@ final class BearerGitServer {
     private let fcgi: ChildProcess
 
     init(token: String) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/fcgiwrap") else { throw HarnessError("no fcgiwrap: run scripts/setup.sh") }
         root = try TempDir(prefix: "git-bearer")
         try Self.makeRepository(in: root)
-        let socket = root.file("fcgi.sock")
-        fcgi = try ChildProcess("/usr/sbin/fcgiwrap", arguments: ["-s", "unix:\(socket)"], environment: childEnvironment([:]))
-        let deadline = Date().addingTimeInterval(15)
-        while !FileManager.default.fileExists(atPath: socket) && Date() < deadline { usleep(20_000) }
-        nginx = try Nginx(
-            server: """
-                location / {
-                    if ($http_authorization != "Bearer \(token)") { return 401; }
-                    client_max_body_size 0;
-                    include /etc/nginx/fastcgi_params;
-                    fastcgi_param SCRIPT_FILENAME /usr/lib/git-core/git-http-backend;
-                    fastcgi_param GIT_PROJECT_ROOT \(root.path);
-                    fastcgi_param GIT_HTTP_EXPORT_ALL "";
-                    fastcgi_param PATH_INFO $uri;
-                    fastcgi_pass unix:\(socket);
-                }
-                """)
+        (fcgi, nginx) = try GitHTTPServer.serve(root, access: "if ($http_authorization != \"Bearer \(token)\") { return 401; }")
     }
 
     /// `team/repo.git` in `root`, bare, pushable over HTTP, with a first commit on main.
@@ -479,11 +443,7 @@ final class BearerGitServer {
         let bare = root.file("team/repo.git")
         try GitHTTPServer.git(["init", "--quiet", "--bare", "--initial-branch=main", bare])
         try GitHTTPServer.git(["-C", bare, "config", "http.receivepack", "true"])
-        let seed = root.file("seed")
-        try GitHTTPServer.git(["init", "--quiet", seed])
-        _ = try root.write("seed/README", "hello\n")
-        try GitHTTPServer.git(["add", "README"], in: seed)
-        try GitHTTPServer.git(["commit", "--quiet", "-m", "first"], in: seed)
+        let seed = try GitHTTPServer.repository("seed", in: root, readme: "hello\n")
         try GitHTTPServer.git(["push", "--quiet", bare, "HEAD:refs/heads/main"], in: seed)
     }
 

@@ -42,8 +42,7 @@ struct SealedStoreTests {
             try eventually(timeout: 30) { try Self.kid(stored()).map { $0 != kid1 } ?? false },
             "still sealed under the previous key: \(proxy.stderr)")
         #expect(try life.idpCalls("refresh_token") == refreshes, "no refresh")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         life.record("serve with the previous key", proxy.stderr)
 
         // The previous key dropped: the session still opens, without a login.
@@ -52,8 +51,7 @@ struct SealedStoreTests {
         let response = try send(proxy)
         #expect(response.status == 200, "\(response)")
         #expect(try life.idpCalls("password") == logins, "no new login")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(try life.command(["token"]).status == 0)
         life.assertNoLeaks([proxy])
     }
@@ -95,8 +93,7 @@ struct SealedStoreTests {
         #expect(Self.kid(life.store()) == kid)
         #expect(try life.idpCalls("refresh_token") == refreshes, "no refresh")
         #expect(try life.idpCalls("password") == logins, "no login")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         life.assertNoLeaks([proxy])
     }
 
@@ -162,8 +159,7 @@ struct SealedStoreTests {
         let admin = try #require(proxy.adminURL)
         #expect(try curl([admin + "/readyz?route=a"]).status == 503)
         #expect(try curl([admin + "/readyz?route=b"]).status == 200)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(try place("a") == sealedB, "the copied session was changed or deleted")
         #expect(try place("b") == sealedB, "route b's session was changed")
         #expect(try life.command(["token", "--route", "b"]).status == 0)
@@ -193,8 +189,7 @@ struct SealedStoreTests {
         let raw = try String(contentsOfFile: life.storePath, encoding: .utf8)
         #expect(!raw.contains(token), "the access token is readable in the store")
         #expect(Set(life.store()?.keys.map { $0 } ?? []) == ["sealed", "version"])
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
 
         // Key B current, A previous: no login, and the next write is sealed under B.
         _ = try dir.write("b.key", Self.newKey() + "\n", mode: 0o600)
@@ -206,8 +201,7 @@ struct SealedStoreTests {
         #expect(try eventually { ((life.store()?["sealed"] as? [String: Any])?["kid"] as? String).map { $0 != kidA } ?? false })
         let kidB = try #require((life.store()?["sealed"] as? [String: Any])?["kid"] as? String)
         #expect(try life.idpCalls("password") == passwordLogins, "no new login")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
 
         // Only a key that never sealed it: 401 login_required naming B's id, /readyz 503, the file untouched.
         _ = try dir.write("c.key", Self.newKey() + "\n", mode: 0o600)
@@ -217,8 +211,7 @@ struct SealedStoreTests {
         expectProxyError(refused, status: 401, code: "login_required")
         #expect((refused.json?["message"] as? String)?.contains(kidB) == true, "\(refused)")
         #expect(try curl([try #require(proxy.adminURL) + "/readyz"]).status == 503)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(try Data(contentsOf: URL(fileURLWithPath: life.storePath)) == before, "the sealed session was changed")
         life.assertNoLeaks([])
     }

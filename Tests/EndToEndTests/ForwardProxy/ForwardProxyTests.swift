@@ -153,11 +153,7 @@ import Testing
         let env = ["HTTPS_PROXY": f.proxyURL, CAVariable.git: f.caFile]
         let url = "https://git.example.test/repo.git"
         let work = try TempDir(prefix: "git-tunnel")
-        let source = work.file("source")
-        try GitHTTPServer.git(["init", "--quiet", source])
-        _ = try work.write("source/README", "first line\n")
-        try GitHTTPServer.git(["add", "README"], in: source)
-        try GitHTTPServer.git(["commit", "--quiet", "-m", "first"], in: source)
+        let source = try GitHTTPServer.repository("source", in: work, readme: "first line\n")
         try GitHTTPServer.git(["push", "--quiet", url, "HEAD:refs/heads/main"], in: source, environment: env)
 
         let clone = work.file("clone")
@@ -338,10 +334,7 @@ struct OtherHostsTunnelTests {
             RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
         let proxy = try ProxyProcess(
             config: """
-                listen: 127.0.0.1:0
-                workers: 1
-                drain_timeout: 2s
-                log: {level: debug, access_log: true}
+                \(routesProxyTop)
                 forward_proxy:
                   other_hosts: tunnel
                 routes:

@@ -85,8 +85,7 @@ import Testing
         let r = try curl(["--unix-socket", socketPath, "http://localhost/over-unix"])
         #expect(r.status == 200)
         #expect(try Echo(r.body).values("Authorization") == ["Bearer \(e2eToken)"])
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test func environmentOverridesListenAndUpstream() throws {
@@ -101,8 +100,7 @@ import Testing
         let r = try curl([proxy.baseURL + "/ridden"])
         #expect(r.status == 200)
         #expect(try Echo(r.body).path == "/over/ridden")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test func tokenFileIsReadRelativeToTheConfigFolder() throws {
@@ -115,8 +113,7 @@ import Testing
             directory: dir)
         let r = try curl([proxy.baseURL + "/f"])
         #expect(try Echo(r.body).values("Authorization") == ["Bearer \(fileToken)"])
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(!proxy.stderr.contains(fileToken))
     }
 

@@ -12,11 +12,8 @@ import Testing
         let f = try RequestBufferingTests.DjangoFixture(
             extra: "forward: {request_buffering: 64KiB, request_buffering_disk: 8MiB, request_buffering_path: uploads/spool}")
         let body = testBytes(count: 3_000_000, seed: 21)
-        let (r, echo) = try f.putChunked(body)
-        #expect(r.status == 200, "\(r.bodyString)")
-        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        let seen = try f.upload(body)
+        try seen.expectWhole(body)
         #expect(seen.content_length == String(body.count))
         let spool = f.proxy.directory.file("uploads/spool")
         let attributes = try FileManager.default.attributesOfItem(atPath: spool)
@@ -57,14 +54,7 @@ import Testing
         let dir = try TempDir()
         defer { dir.remove() }
         let config = try dir.write(
-            "tokenproxy.yaml",
-            """
-            listen: 127.0.0.1:0
-            upstream: http://127.0.0.1:9
-            credentials: {type: static, token_env: E2E_TOKEN}
-            forward: {request_buffering_disk: 8MiB}
-            \(store)
-            """)
+            "tokenproxy.yaml", staticTokenConfig(upstream: "http://127.0.0.1:9", workers: nil, more: "forward: {request_buffering_disk: 8MiB}\n\(store)"))
         let result = try ProxyProcess.run(args: ["check", "--config", config], env: ["E2E_TOKEN": e2eToken], timeout: 30)
         #expect(result.stdout.contains("forward.request_buffering_path: \(dir.file("state/spool"))\n"), "\(result.output)")
     }

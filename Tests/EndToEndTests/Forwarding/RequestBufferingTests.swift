@@ -10,6 +10,19 @@ struct DjangoEcho: Decodable {
     let content_length: String?
     let transfer_encoding: String?
     let x_forwarded_for: String?
+
+    /// Django read `body` whole: as many bytes, the same digest.
+    func expectWhole(_ body: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        #expect(body_len == body.count, sourceLocation: sourceLocation)
+        #expect(body_sha256 == (try sha256Hex(body)), sourceLocation: sourceLocation)
+    }
+
+    /// Django read `body` whole, and it came with Content-Length, not chunked.
+    func expectWholeWithContentLength(_ body: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectWhole(body, sourceLocation: sourceLocation)
+        #expect(content_length == String(body.count), sourceLocation: sourceLocation)
+        #expect(transfer_encoding == nil, sourceLocation: sourceLocation)
+    }
 }
 
 struct DjangoStats: Decodable {
@@ -54,6 +67,13 @@ struct DjangoStats: Decodable {
             return (r, try? JSONDecoder().decode(DjangoEcho.self, from: Data(r.body)))
         }
 
+        /// `putChunked`, answered 200 by Django: what Django says it received.
+        func upload(_ body: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) throws -> DjangoEcho {
+            let (r, echo) = try putChunked(body)
+            #expect(r.status == 200, "\(r.bodyString)", sourceLocation: sourceLocation)
+            return try #require(echo, "not Django's echo: \(r.bodyString)", sourceLocation: sourceLocation)
+        }
+
         func stats() throws -> DjangoStats {
             let r = try curl([django.baseURL + "/test/stats"])
             return try JSONDecoder().decode(DjangoStats.self, from: Data(r.body))
@@ -70,14 +90,9 @@ struct DjangoStats: Decodable {
     @Test func aChunkedUploadReachesDjangoWholeWithContentLength() throws {
         let f = try DjangoFixture()
         let body = testBytes(count: 200_000, seed: 11)
-        let (r, echo) = try f.putChunked(body)
-        #expect(r.status == 200, "\(r.bodyString)")
-        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
+        let seen = try f.upload(body)
         #expect(seen.method == "PUT")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
-        #expect(seen.content_length == String(body.count))
-        #expect(seen.transfer_encoding == nil)
+        try seen.expectWholeWithContentLength(body)
         try f.finish()
     }
 
@@ -92,13 +107,8 @@ struct DjangoStats: Decodable {
         try TestControlledServer.post(f.django.baseURL + "/test/reject-seen")
 
         let body = testBytes(count: 200_000, seed: 12)
-        let (r, echo) = try f.putChunked(body)
-        #expect(r.status == 200, "\(r.bodyString)")
-        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
-        #expect(seen.content_length == String(body.count))
-        #expect(seen.transfer_encoding == nil)
+        let seen = try f.upload(body)
+        try seen.expectWholeWithContentLength(body)
         let stats = try f.stats()
         #expect(stats.unauthorized == 1, "one 401, then the retry")
         #expect(stats.requests == 3)
@@ -160,10 +170,7 @@ struct DjangoStats: Decodable {
             timeout: 90)
         #expect(r.status == 200, "\(r.bodyString)")
         let seen = try #require(try? JSONDecoder().decode(DjangoEcho.self, from: Data(r.body)), "not Django's echo: \(r.bodyString)")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
-        #expect(seen.content_length == String(body.count))
-        #expect(seen.transfer_encoding == nil)
+        try seen.expectWholeWithContentLength(body)
         try f.finish()
     }
 
@@ -173,13 +180,8 @@ struct DjangoStats: Decodable {
     @Test func aChunkedUploadBeyondMemoryIsSpooledAndReachesDjangoWhole() throws {
         let f = try DjangoFixture(extra: "forward: {request_buffering: 64KiB, request_buffering_disk: 8MiB}")
         let body = testBytes(count: 3_000_000, seed: 16)
-        let (r, echo) = try f.putChunked(body)
-        #expect(r.status == 200, "\(r.bodyString)")
-        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
-        #expect(seen.content_length == String(body.count))
-        #expect(seen.transfer_encoding == nil)
+        let seen = try f.upload(body)
+        try seen.expectWholeWithContentLength(body)
         // The spool folder is 0700 beside the store and holds nothing once the request has ended.
         let spool = f.proxy.directory.file("state/spool")
         let attributes = try FileManager.default.attributesOfItem(atPath: spool)
@@ -195,11 +197,8 @@ struct DjangoStats: Decodable {
         #expect(warm.status == 200)
         try TestControlledServer.post(f.django.baseURL + "/test/reject-seen")
         let body = testBytes(count: 1_000_000, seed: 17)
-        let (r, echo) = try f.putChunked(body)
-        #expect(r.status == 200, "\(r.bodyString)")
-        let seen = try #require(echo, "not Django's echo: \(r.bodyString)")
-        #expect(seen.body_len == body.count)
-        #expect(seen.body_sha256 == (try sha256Hex(body)))
+        let seen = try f.upload(body)
+        try seen.expectWhole(body)
         #expect(try f.stats().unauthorized == 1, "one 401, then the retry")
         try f.finish()
     }
@@ -253,13 +252,7 @@ struct DjangoStats: Decodable {
             expected = "\(spool) is owned by uid 65534"
         }
         let config = try dir.write(
-            "tokenproxy.yaml",
-            """
-            listen: 127.0.0.1:0
-            upstream: http://127.0.0.1:9
-            credentials: {type: static, token_env: E2E_TOKEN}
-            forward: {request_buffering_disk: 8MiB}
-            """)
+            "tokenproxy.yaml", staticTokenConfig(upstream: "http://127.0.0.1:9", workers: nil, more: "forward: {request_buffering_disk: 8MiB}"))
         for command in ["check", "serve"] {
             let result = try ProxyProcess.run(args: [command, "--config", config], env: ["E2E_TOKEN": e2eToken], timeout: 30)
             #expect(result.status == 2, "\(command): \(result.output)")

@@ -126,18 +126,11 @@ struct GitHubAppTests {
         try world.control("/test/ttl?seconds=3600")
         #expect(try within(30) { try world.stats()["valid_tokens"] as? Int == 0 }, "the first token expired")
 
-        let results = Mutex<[Result<HTTPResponse, Error>]>([])
-        let done = DispatchGroup()
-        done.enter()
-        Thread.detachNewThread {
-            results.withLock { $0 = concurrently(50) { _ in try send(proxy, "GET", "/rate_limit", timeout: 90) } }
-            done.leave()
-        }
+        let requests = BackgroundRequests(50) { _ in try send(proxy, "GET", "/rate_limit", timeout: 90) }
         // Every request is in the proxy, waiting for the one mint in flight.
         #expect(try within(60) { (try metric(proxy, "tokenproxy_open_connections") ?? 0) >= 50 })
         try world.control("/test/release")
-        done.wait()
-        let answers = results.withLock { $0.map { try? $0.get() } }
+        let answers = requests.wait().map { try? $0.get() }
         #expect(answers.map { $0?.status ?? -1 } == Array(repeating: 200, count: 50), "\(proxy.stderr.suffix(3000))")
         #expect(answers.allSatisfy { $0?.json?["token_number"] as? Int == 2 })
         #expect(try world.mints() == 2, "one mint at start, one for the 50 requests")
@@ -185,8 +178,7 @@ struct GitHubAppTests {
             #expect(!proxy.stderr.contains(secret), "a JWT or installation token is in the log")
         }
         #expect(!proxy.stderr.contains("eyJ"), "no JWT, whole or in part")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("a GitHub whose clock is behind ours refuses the first JWT (iat in its future); the next is signed on its time, read from its Date")
@@ -229,8 +221,7 @@ struct GitHubAppTests {
             #expect(iat <= latest, "a JWT issued \(iat - latest) s in the future")
         }
         #expect(proxy.waitForStderr(containing: "not followed"), "\(proxy.stderr.suffix(2000))")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("a replaced key file signs the next mint")

@@ -50,8 +50,7 @@ import Testing
         #expect(proxy.address == "unix:\(socketPath)")
         try expectEveryConnectionServed(socketPath, count: 8)
         #expect(!proxy.stderr.contains("cannot watch"), "\(proxy.stderr)")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(!FileManager.default.fileExists(atPath: socketPath), "the socket file outlived the proxy")
     }
 
@@ -62,8 +61,7 @@ import Testing
         let proxy = try ProxyProcess(config: unixConfig(socketPath, upstream: upstream, workers: 4), directory: dir, environment: ["E2E_TOKEN": e2eToken])
         #expect(proxy.stderr.contains("4 event loop(s)"), "\(proxy.stderr)")
         try expectEveryConnectionServed(socketPath, count: 16)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test func aSecondProxyOnALiveUnixSocketFailsAndLeavesTheFirstServing() throws {

@@ -35,10 +35,7 @@ import Testing
         let port = try freePort()
         let proxy = try ProxyProcess(
             config: """
-                listen: 127.0.0.1:0
-                workers: 1
-                drain_timeout: 2s
-                log: {level: debug, access_log: true}
+                \(routesProxyTop)
                 routes:
                   - name: shared
                     upstream: \(upstream.baseURL)/shared

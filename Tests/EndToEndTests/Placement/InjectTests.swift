@@ -31,9 +31,7 @@ import Testing
 
     @Test func xServerlessAuthorizationLeavesTheClientsAuthorizationAsItCame() throws {
         let f = try Fixture(extra: "inject: {header: X-Serverless-Authorization}")
-        let r = try curl(["-H", "Authorization: Bearer the-users-own-id-token", f.url("/run")])
-        #expect(r.status == 200)
-        let echo = try Echo(r.body)
+        let echo = try f.echo(["-H", "Authorization: Bearer the-users-own-id-token", f.url("/run")])
         #expect(echo.values("X-Serverless-Authorization") == ["Bearer \(e2eToken)"])
         #expect(echo.values("Authorization") == ["Bearer the-users-own-id-token"])
         try f.finish()
@@ -41,9 +39,7 @@ import Testing
 
     @Test func basicUsernameSendsTheTokenAsTheBasicPassword() throws {
         let f = try Fixture(extra: "inject: {basic_username: x-access-token}")
-        let r = try curl(["-u", "someone:else", f.url("/repo.git/info/refs")])
-        #expect(r.status == 200)
-        let echo = try Echo(r.body)
+        let echo = try f.echo(["-u", "someone:else", f.url("/repo.git/info/refs")])
         #expect(echo.values("Authorization") == [Self.basic("x-access-token", e2eToken)])
         #expect(!f.proxy.stderr.contains(Self.basic("x-access-token", e2eToken).dropFirst(6)))
         try f.finish()
@@ -263,6 +259,15 @@ import Testing
     }
 }
 
+extension Fixture {
+    /// curl with `arguments`, answered 200 by the echo upstream: what it saw.
+    fileprivate func echo(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> Echo {
+        let r = try curl(arguments)
+        #expect(r.status == 200, sourceLocation: sourceLocation)
+        return try Echo(r.body)
+    }
+}
+
 /// nginx in front of `git http-backend`, refusing any request without the Basic credentials of its
 /// one user (`auth_basic`, whose password file holds the token's hash). nginx runs no CGI program
 /// itself: fcgiwrap runs git http-backend for it over FastCGI, as on a Debian git server.
@@ -273,32 +278,55 @@ final class GitHTTPServer {
 
     /// `tls`: nginx serves https with this certificate (issue 32's TLS git server).
     init(user: String, password: String, tls: TestCA.Issued? = nil) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/fcgiwrap") else { throw HarnessError("no fcgiwrap: run scripts/setup.sh") }
         root = try TempDir(prefix: "git-server")
         try GitHTTPServer.git(["init", "--quiet", "--bare", "--initial-branch=main", root.file("repo.git")])
         try GitHTTPServer.git(["-C", root.file("repo.git"), "config", "http.receivepack", "true"])
         let hash = try runCommand("openssl", arguments: ["passwd", "-apr1", "-stdin"], stdin: Data(password.utf8))
         guard hash.status == 0 else { throw HarnessError("openssl passwd: \(hash.stderr)") }
         let passwords = try root.write("htpasswd", "\(user):\(hash.stdout.trimmingCharacters(in: .whitespacesAndNewlines))\n")
+        (fcgi, nginx) = try Self.serve(
+            root,
+            access: """
+                auth_basic "git";
+                auth_basic_user_file \(passwords);
+                """,
+            parameters: "fastcgi_param REMOTE_USER $remote_user;", tls: tls)
+    }
+
+    /// fcgiwrap on a socket in `root`, and nginx in front of it that runs git http-backend for the
+    /// repositories under `root` for each request its `access` lines let through; `parameters`: more
+    /// FastCGI parameters.
+    static func serve(_ root: TempDir, access: String, parameters: String = "", tls: TestCA.Issued? = nil) throws -> (ChildProcess, Nginx) {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/fcgiwrap") else { throw HarnessError("no fcgiwrap: run scripts/setup.sh") }
         let socket = root.file("fcgi.sock")
-        fcgi = try ChildProcess("/usr/sbin/fcgiwrap", arguments: ["-s", "unix:\(socket)"], environment: childEnvironment([:]))
+        let fcgi = try ChildProcess("/usr/sbin/fcgiwrap", arguments: ["-s", "unix:\(socket)"], environment: childEnvironment([:]))
         let deadline = Date().addingTimeInterval(15)
         while !FileManager.default.fileExists(atPath: socket) && Date() < deadline { usleep(20_000) }
-        nginx = try Nginx(
+        let nginx = try Nginx(
             server: """
                 location / {
-                    auth_basic "git";
-                    auth_basic_user_file \(passwords);
+                    \(access)
                     client_max_body_size 0;
                     include /etc/nginx/fastcgi_params;
                     fastcgi_param SCRIPT_FILENAME /usr/lib/git-core/git-http-backend;
                     fastcgi_param GIT_PROJECT_ROOT \(root.path);
                     fastcgi_param GIT_HTTP_EXPORT_ALL "";
                     fastcgi_param PATH_INFO $uri;
-                    fastcgi_param REMOTE_USER $remote_user;
+                    \(parameters)
                     fastcgi_pass unix:\(socket);
                 }
                 """, tls: tls)
+        return (fcgi, nginx)
+    }
+
+    /// A new repository `name` in `folder` whose one commit, "first", adds README with `readme`; its path.
+    static func repository(_ name: String, in folder: TempDir, readme: String) throws -> String {
+        let path = folder.file(name)
+        try git(["init", "--quiet", path])
+        _ = try folder.write(name + "/README", readme)
+        try git(["add", "README"], in: path)
+        try git(["commit", "--quiet", "-m", "first"], in: path)
+        return path
     }
 
     deinit {
@@ -336,21 +364,12 @@ final class GitHTTPServer {
         #expect(try curl(["-u", "x-access-token:wrong", server.nginx.baseURL + refs]).status == 401)
         #expect(try curl(["-u", "x-access-token:\(e2eToken)", server.nginx.baseURL + refs]).status == 200)
 
+        let upstream = "http://localhost:\(server.nginx.port)"
         let proxy = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: http://localhost:\(server.nginx.port)
-                workers: 1
-                credentials: {type: static, token_env: E2E_TOKEN}
-                inject: {basic_username: x-access-token}
-                log: {level: debug, access_log: true}
-                """, environment: ["E2E_TOKEN": e2eToken])
+            config: staticTokenConfig(upstream: upstream, logLevel: "debug", more: "inject: {basic_username: x-access-token}"),
+            environment: ["E2E_TOKEN": e2eToken])
         let work = try TempDir(prefix: "git-work")
-        let source = work.file("source")
-        try GitHTTPServer.git(["init", "--quiet", source])
-        _ = try work.write("source/README", "first line\n")
-        try GitHTTPServer.git(["add", "README"], in: source)
-        try GitHTTPServer.git(["commit", "--quiet", "-m", "first"], in: source)
+        let source = try GitHTTPServer.repository("source", in: work, readme: "first line\n")
         try GitHTTPServer.git(["push", "--quiet", proxy.baseURL + "/repo.git", "HEAD:refs/heads/main"], in: source)
 
         let clone = work.file("clone")
@@ -363,13 +382,7 @@ final class GitHTTPServer {
         #expect(log.stdout == "second\nfirst\n")
 
         // The same through a proxy that sends the token as Bearer: nginx refuses it.
-        let bearer = try ProxyProcess(
-            config: """
-                listen: 127.0.0.1:0
-                upstream: http://localhost:\(server.nginx.port)
-                workers: 1
-                credentials: {type: static, token_env: E2E_TOKEN}
-                """, environment: ["E2E_TOKEN": e2eToken])
+        let bearer = try ProxyProcess(config: staticTokenConfig(upstream: upstream), environment: ["E2E_TOKEN": e2eToken])
         #expect(try curl([bearer.baseURL + refs]).status == 401)
 
         for p in [proxy, bearer] {

@@ -60,8 +60,7 @@ import Testing
         }
 
         func finish(_ proxy: ProxyProcess) throws {
-            proxy.terminate()
-            #expect(try proxy.waitForExit() == 0)
+            try proxy.stopAndExpectCleanExit()
             one.stop()
             two.stop()
         }

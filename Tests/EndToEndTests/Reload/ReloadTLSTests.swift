@@ -65,8 +65,7 @@ import Testing
         #expect(tunnelled.status == 200, "\(tunnelled.stderr)")
         #expect(try Echo(tunnelled.body).path == "/api/through")
 
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         upstream.stop()
     }
 }

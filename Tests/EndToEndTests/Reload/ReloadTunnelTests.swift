@@ -88,8 +88,7 @@ struct ReloadTunnelTests {
         let stats = try #require(try curl([server.baseURL + "/_stats"]).json)
         let authorizations = stats["authorizations"] as? [String] ?? []
         #expect(!authorizations.isEmpty && authorizations.allSatisfy { $0 == "Bearer tunnel-reload-token" }, "\(stats)")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(!proxy.stderr.contains("tunnel-reload-token"))
         server.stop()
     }

@@ -143,13 +143,7 @@ struct RoutesTests {
         try apis.a.idp("/test/hold?count=1&when=before")
         let proxy = try apis.serve(apis.config())
 
-        let aResults = Mutex<[Result<HTTPResponse, Error>]>([])
-        let aDone = DispatchGroup()
-        aDone.enter()
-        Thread.detachNewThread {
-            aResults.withLock { $0 = concurrently(50) { _ in try send(proxy, "GET", "/a/data", timeout: 60) } }
-            aDone.leave()
-        }
+        let aRequests = BackgroundRequests(50) { _ in try send(proxy, "GET", "/a/data", timeout: 60) }
         #expect(within(20) { (try? apis.a.idpStats()["held_now"] as? Int) == 1 }, "provider a holds the refresh")
 
         // Meanwhile route b: 50 requests on its expired token, all served while a is still held.
@@ -160,8 +154,7 @@ struct RoutesTests {
         #expect(try apis.b.idpCalls("refresh_token") == 1, "\(statsB)")
 
         try apis.a.idp("/test/release")
-        aDone.wait()
-        let aStatuses = aResults.withLock { $0.map { (try? $0.get().status) ?? -1 } }
+        let aStatuses = aRequests.wait().map { (try? $0.get().status) ?? -1 }
         #expect(aStatuses == Array(repeating: 200, count: 50), "\(aStatuses)")
         let statsA = try apis.a.idpStats()
         #expect(try apis.a.idpCalls("refresh_token") == 1, "\(statsA)")
@@ -176,8 +169,7 @@ struct RoutesTests {
         #expect(metrics.contains(#"tokenproxy_refreshes_total{route="b",source="oauth2_refresh",outcome="success"} 1"#))
         #expect(metrics.contains(#"tokenproxy_requests_total{route="a",code="200"} 50"#))
         #expect(metrics.contains(#"tokenproxy_requests_total{route="b",code="200"} 50"#))
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("http_proxy clients reach a host route; unknown hosts, paths and CONNECT are refused; token errors name the route")
@@ -238,8 +230,7 @@ struct RoutesTests {
         #expect(try curl([admin + "/readyz?route=a"]).status == 200)
         #expect(try curl([admin + "/readyz?route=nologin"]).status == 503)
         #expect(try curl([admin + "/readyz"]).status == 503)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("reload: a route whose credentials did not change keeps its token (no refresh, no login); an invalid file changes nothing")
@@ -283,8 +274,7 @@ struct RoutesTests {
         let metrics = try curl([admin + "/metrics"]).bodyString
         #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="failed"} 1"#), "\(metrics)")
         #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="success"} 2"#))
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("20 reloads under a steady load, alternating two valid files and an invalid one: no request fails, no connection is reset")
@@ -353,8 +343,7 @@ struct RoutesTests {
         #expect(statuses == (0..<20).map { $0 % 3 == 2 ? 422 : 200 })
         #expect(try apis.a.idpCalls("refresh_token") == 0, "route a kept its token through every reload")
         #expect(try apis.a.idpCalls("password") == 1)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test("an http_proxy client's plain-http request goes upstream over TLS when its host route's upstream is https")
@@ -391,8 +380,7 @@ struct RoutesTests {
         defer { client.close() }
         try client.send(rawRequest("GET", "/hello", host: "API.example.test", headers: [("Connection", "close")]))
         #expect(try client.readResponse(method: "GET").status == 200)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(!proxy.stderr.contains(token))
     }
 
@@ -425,7 +413,6 @@ struct RoutesTests {
         #expect(client.waitForClose(timeout: 10), "the idle kept-alive connection of the removed listener is closed")
         #expect(throws: (any Error).self) { _ = try RawHTTPClient(port: port, timeout: 2) }
         #expect(try curl([proxy.baseURL + "/x"]).status == 200)
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 }

@@ -88,8 +88,7 @@ struct FileRotationTests {
         #expect(try request(key: "key-two") == 200)
         #expect(try life.idpCalls("client_credentials") == 1, "the token in use is kept")
         #expect(!proxy.stderr.contains("configuration reloaded"), "a secret file is not a reload")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         #expect(!proxy.stderr.contains(life.clientSecret))
     }
 
@@ -133,7 +132,6 @@ struct FileRotationTests {
         let metrics = try curl(["http://\(try #require(proxy.adminAddress))/metrics"]).bodyString
         #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="failed"} 1"#))
         #expect(metrics.contains(#"tokenproxy_config_reloads_total{outcome="success"} 1"#))
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 }

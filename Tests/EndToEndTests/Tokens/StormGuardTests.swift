@@ -43,7 +43,6 @@ import Testing
         let count = try fetches()
         #expect(count >= 2 && count <= 2 + allowance, "\(count) credential fetches for 20 refused requests")
         #expect(try upstreamRequests() == 20, "a request was retried with the keys the upstream had refused")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 }

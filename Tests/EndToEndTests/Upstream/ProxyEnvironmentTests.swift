@@ -58,8 +58,7 @@ import Testing
         let r = try curl([proxy.baseURL + "/x"])
         #expect(r.status == 200, "\(r.bodyString)")
         #expect(try Echo(r.body).tunnel == "upstream.invalid:8080")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     /// Issue 39 point 11: `export HTTPS_PROXY=http://127.0.0.1:8080` in the shell that starts the
@@ -108,8 +107,7 @@ import Testing
         #expect(warnings.count == 2, "\(warnings)")
         #expect(!stderr.contains("go through the proxy"))
         #expect(!stderr.contains("proxy-secret"))
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
     }
 
     @Test func noProxyListingTheUpstreamHostGoesDirect() throws {

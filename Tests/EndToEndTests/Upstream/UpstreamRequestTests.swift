@@ -197,8 +197,7 @@ import Testing
         #expect(records.last?["status"] as? Int == 200)
         let tokens = records.compactMap { $0["auth"] as? String }
         #expect(tokens.count == 2 && tokens[0] != tokens[1] && tokens.allSatisfy { $0.hasPrefix("Bearer ") }, "the retry did not carry a new token")
-        proxy.terminate()
-        #expect(try proxy.waitForExit() == 0)
+        try proxy.stopAndExpectCleanExit()
         // Every upstream connection is closed now: the refused attempt's count is final.
         let refused = try #require(try curl([upstream.baseURL + "/_wait?tag=auth"], timeout: 30).json?["entries"] as? [[String: Any]])
         #expect(refused.first?["post_final_bytes"] as? Int == 0, "the first attempt's body went upstream: \(refused)")
