@@ -1,0 +1,50 @@
+import Testing
+
+/// An `Upgrade` request answered 101 turns both connections into a tunnel until either side closes
+/// (CONTRACT.md "What the proxy does with a request", point 1). Only what the two ends see is
+/// asserted, whichever relay carries the bytes.
+@Suite(.timeLimit(.minutes(2))) struct TunnelEngineTests {
+    /// The client's upgrade, the upstream's 101, and both ends of the tunnel.
+    private func openTunnel(_ harness: EngineHarness) throws -> (client: SocketEnd, upstream: SocketEnd) {
+        let client = try harness.connect()
+        try client.write(get("/socket", fields: ["Connection: Upgrade", "Upgrade: websocket"]))
+        let (upstream, request) = try harness.upstream.nextRequest()
+        #expect(request.field("upgrade") == "websocket")
+        #expect(request.field("authorization") == "Bearer token-1")
+        try upstream.write("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+        let switched = try #require(try client.readMessage())
+        #expect(switched.status == 101)
+        #expect(switched.field("upgrade") == "websocket")
+        return (client, upstream)
+    }
+
+    @Test func bytesGoBothWaysAndTheClientsEndReachesTheUpstreamAfterItsLastBytes() throws {
+        let harness = try EngineHarness()
+        defer { harness.stop() }
+        let (client, upstream) = try openTunnel(harness)
+
+        try client.write("ping")
+        #expect(try upstream.read(count: 4) == Array("ping".utf8))
+        try upstream.write("pong")
+        #expect(try client.read(count: 4) == Array("pong".utf8))
+        try client.write("last")
+        client.shutdownWrite()
+
+        #expect(try upstream.readToEnd() == Array("last".utf8))
+        upstream.close()
+        #expect(try client.readToEnd() == [])
+    }
+
+    @Test func theUpstreamsLastBytesReachTheClientBeforeItsEnd() throws {
+        let harness = try EngineHarness()
+        defer { harness.stop() }
+        let (client, upstream) = try openTunnel(harness)
+
+        try client.write("ping")
+        #expect(try upstream.read(count: 4) == Array("ping".utf8))
+        try upstream.write("goodbye")
+        upstream.close()
+
+        #expect(try client.readToEnd() == Array("goodbye".utf8))
+    }
+}
