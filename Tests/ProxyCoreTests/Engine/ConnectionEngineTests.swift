@@ -74,4 +74,19 @@ func get(_ path: String, fields: [String] = []) -> String {
         #expect(try upstream.readToEnd() == Array("abc".utf8))
         #expect(try client.readToEnd() == [])
     }
+
+    @Test func aRequestBodyLargerThanEveryBufferGoesUpWholeThroughTheProxysPauses() throws {
+        let harness = try EngineHarness()
+        defer { harness.stop() }
+        let client = try harness.connect()
+        let body = SocketEnd.pattern(4 << 20)
+
+        let writing = client.writeInBackground(Array("PUT /blob HTTP/1.1\r\nHost: localhost\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body)
+        let request = try harness.upstream.answerNext(status: 204)
+        try writing.wait()
+
+        #expect(request.requestLine == "PUT /blob HTTP/1.1")
+        #expect(request.body == body)
+        #expect(try client.readMessage()?.status == 204)
+    }
 }

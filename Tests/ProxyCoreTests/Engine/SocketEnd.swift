@@ -244,3 +244,47 @@ enum LoopbackListener {
 
     static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 }
+
+extension SocketEnd {
+    /// `count` bytes that repeat with a period no buffer size divides, so a lost, doubled or
+    /// reordered piece shows.
+    static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8($0 % 251) } }
+
+    /// Writes `bytes` on another thread, for a transfer larger than the sockets and the proxy hold:
+    /// the test reads the other end meanwhile, then `wait()`s for the writer.
+    func writeInBackground(_ bytes: [UInt8]) -> BackgroundWrite {
+        let write = BackgroundWrite()
+        let me = UncheckedEnd(end: self)
+        DispatchQueue.global().async {
+            let outcome = Result { try me.end.write(bytes) }
+            write.finish(outcome)
+        }
+        return write
+    }
+}
+
+/// A `SocketEnd` handed to the one writer thread of `writeInBackground`; @unchecked Sendable: the
+/// test's thread only reads the other end of the connection until `BackgroundWrite.wait()` returns.
+private struct UncheckedEnd: @unchecked Sendable {
+    let end: SocketEnd
+}
+
+/// A write running on another thread, and how it ended.
+final class BackgroundWrite: @unchecked Sendable {
+    // @unchecked: `outcome` is written once before `done` is signalled and read only after.
+    private let done = DispatchSemaphore(value: 0)
+    private var outcome: Result<Void, any Error>?
+
+    fileprivate func finish(_ outcome: Result<Void, any Error>) {
+        self.outcome = outcome
+        done.signal()
+    }
+
+    /// Returns when the write ended; throws what it threw.
+    func wait() throws {
+        guard done.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success else {
+            throw SocketEndError(description: "the background write did not end within \(SocketEnd.patience) s")
+        }
+        try outcome!.get()
+    }
+}

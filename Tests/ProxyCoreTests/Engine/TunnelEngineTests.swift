@@ -47,4 +47,19 @@ import Testing
 
         #expect(try client.readToEnd() == Array("goodbye".utf8))
     }
+
+    @Test func aTunnelCarriesMoreThanEveryBufferHoldsEachWay() throws {
+        let harness = try EngineHarness()
+        defer { harness.stop() }
+        let (client, upstream) = try openTunnel(harness)
+        let down = SocketEnd.pattern(2 << 20)
+        let up = Array(SocketEnd.pattern(2 << 20 + 7).reversed())
+
+        let writingDown = upstream.writeInBackground(down)
+        #expect(try client.read(count: down.count) == down)
+        try writingDown.wait()
+        let writingUp = client.writeInBackground(up)
+        #expect(try upstream.read(count: up.count) == up)
+        try writingUp.wait()
+    }
 }

@@ -52,4 +52,21 @@ import Testing
         #expect(second.requestLine == "GET /second HTTP/1.1")
         #expect(try client.readMessage()?.bodyText == "two")
     }
+
+    @Test func anAnswerLargerThanEveryBufferArrivesWholeThroughTheProxysPauses() throws {
+        let harness = try EngineHarness()
+        defer { harness.stop() }
+        let client = try harness.connect()
+        let body = SocketEnd.pattern(4 << 20)
+
+        try client.write(get("/large"))
+        let (upstream, _) = try harness.upstream.nextRequest()
+        let writing = upstream.writeInBackground(Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body)
+        let answer = try #require(try client.readMessage())
+        try writing.wait()
+
+        #expect(answer.status == 200)
+        #expect(answer.body.count == body.count)
+        #expect(answer.body == body)
+    }
 }
