@@ -129,3 +129,15 @@ private final class LoopCall<T>: @unchecked Sendable {
 
     func run() { result = Result { try body(context) } }
 }
+
+/// Runs `body` with a new harness (over `source`) and a client connected to it; stops the harness after.
+func withEngine(source: ScriptedTokenSource = ScriptedTokenSource(), _ body: (EngineHarness, SocketEnd) throws -> Void) throws {
+    let harness = try EngineHarness(source: source)
+    defer { harness.stop() }
+    try body(harness, try harness.connect())
+}
+
+/// A GET as a client sends it, for the harness's proxy (Host: a loopback name, CONTRACT point 9).
+func getRequest(_ path: String, fields: [String] = []) -> String {
+    "GET \(path) HTTP/1.1\r\nHost: localhost\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"
+}

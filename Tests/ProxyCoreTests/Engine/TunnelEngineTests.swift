@@ -4,10 +4,9 @@ import Testing
 /// (CONTRACT.md "What the proxy does with a request", point 1). Only what the two ends see is
 /// asserted, whichever relay carries the bytes.
 @Suite(.timeLimit(.minutes(2))) struct TunnelEngineTests {
-    /// The client's upgrade, the upstream's 101, and both ends of the tunnel.
-    private func openTunnel(_ harness: EngineHarness) throws -> (client: SocketEnd, upstream: SocketEnd) {
-        let client = try harness.connect()
-        try client.write(get("/socket", fields: ["Connection: Upgrade", "Upgrade: websocket"]))
+    /// The client's upgrade, the upstream's 101 and a first message up the tunnel; the upstream's end.
+    private func openTunnel(_ harness: EngineHarness, _ client: SocketEnd) throws -> SocketEnd {
+        try client.write(getRequest("/socket", fields: ["Connection: Upgrade", "Upgrade: websocket"]))
         let (upstream, request) = try harness.upstream.nextRequest()
         #expect(request.field("upgrade") == "websocket")
         #expect(request.field("authorization") == "Bearer token-1")
@@ -15,51 +14,49 @@ import Testing
         let switched = try #require(try client.readMessage())
         #expect(switched.status == 101)
         #expect(switched.field("upgrade") == "websocket")
-        return (client, upstream)
+        try client.write("ping")
+        #expect(try upstream.read(count: 4) == Array("ping".utf8))
+        return upstream
     }
 
     @Test func bytesGoBothWaysAndTheClientsEndReachesTheUpstreamAfterItsLastBytes() throws {
-        let harness = try EngineHarness()
-        defer { harness.stop() }
-        let (client, upstream) = try openTunnel(harness)
+        try withEngine { harness, client in
+            let upstream = try openTunnel(harness, client)
 
-        try client.write("ping")
-        #expect(try upstream.read(count: 4) == Array("ping".utf8))
-        try upstream.write("pong")
-        #expect(try client.read(count: 4) == Array("pong".utf8))
-        try client.write("last")
-        client.shutdownWrite()
+            try upstream.write("pong")
+            #expect(try client.read(count: 4) == Array("pong".utf8))
+            try client.write("last")
+            client.shutdownWrite()
 
-        #expect(try upstream.readToEnd() == Array("last".utf8))
-        upstream.close()
-        #expect(try client.readToEnd() == [])
+            #expect(try upstream.readToEnd() == Array("last".utf8))
+            upstream.close()
+            #expect(try client.readToEnd() == [])
+        }
     }
 
     @Test func theUpstreamsLastBytesReachTheClientBeforeItsEnd() throws {
-        let harness = try EngineHarness()
-        defer { harness.stop() }
-        let (client, upstream) = try openTunnel(harness)
+        try withEngine { harness, client in
+            let upstream = try openTunnel(harness, client)
 
-        try client.write("ping")
-        #expect(try upstream.read(count: 4) == Array("ping".utf8))
-        try upstream.write("goodbye")
-        upstream.close()
+            try upstream.write("goodbye")
+            upstream.close()
 
-        #expect(try client.readToEnd() == Array("goodbye".utf8))
+            #expect(try client.readToEnd() == Array("goodbye".utf8))
+        }
     }
 
     @Test func aTunnelCarriesMoreThanEveryBufferHoldsEachWay() throws {
-        let harness = try EngineHarness()
-        defer { harness.stop() }
-        let (client, upstream) = try openTunnel(harness)
-        let down = SocketEnd.pattern(2 << 20)
-        let up = Array(SocketEnd.pattern(2 << 20 + 7).reversed())
+        try withEngine { harness, client in
+            let upstream = try openTunnel(harness, client)
+            let down = SocketEnd.pattern(2 << 20)
+            let up = Array(SocketEnd.pattern(2 << 20 + 7).reversed())
 
-        let writingDown = upstream.writeInBackground(down)
-        #expect(try client.read(count: down.count) == down)
-        try writingDown.wait()
-        let writingUp = client.writeInBackground(up)
-        #expect(try upstream.read(count: up.count) == up)
-        try writingUp.wait()
+            let writingDown = upstream.writeInBackground(down)
+            #expect(try client.read(count: down.count) == down)
+            try writingDown.wait()
+            let writingUp = client.writeInBackground(up)
+            #expect(try upstream.read(count: up.count) == up)
+            try writingUp.wait()
+        }
     }
 }
