@@ -108,7 +108,7 @@ final class EngineHarness {
             for route in ctx.routes.withConnections { route.upstream.closeIdle() }
         }
         context.loop.stop()
-        _ = loopEnded.wait(timeout: .now() + .seconds(SocketEnd.patience))
+        if loopEnded.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success { context.loop.releaseAfterRun() }
         source.holdNothing()
         tokens.stop()
         upstream.close()
