@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",
-            dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", "Sockets", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "TestSupport"]),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "Basics", "TestSupport"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),

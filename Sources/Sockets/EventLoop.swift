@@ -216,6 +216,17 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
+    /// Drops the handlers, timers and tasks of a loop whose `run()` has returned, on the thread that
+    /// waited for that. They hold their owners, which hold the loop: a loop let go before the process
+    /// ends (the engine harness's, one per test) is freed only so. Not on the request path.
+    public func releaseAfterRun() {
+        handlers = []
+        timers = TimerHeap()
+        immediate = []
+        immediateRunning = []
+        tasks = []
+    }
+
     private func runPending() {
         pendingLock.lock()
         let tasks = pending

@@ -1,0 +1,143 @@
+import Config
+import Credentials
+import Dispatch
+import Logging
+import Sockets
+
+@testable import ProxyCore
+
+/// The request engine in the test's process (Tests/README.md, "The engine harness"): one real
+/// `EventLoop` with its `LoopContext` on its own thread, as `Server` makes them, and client
+/// connections that are `Connection`s over a socketpair, so a test writes raw request bytes on its
+/// end and reads what the proxy answers. The upstream is a `ScriptedUpstream`, the token source a
+/// `ScriptedTokenSource` behind a real `TokenManager`. Call `stop()` at the end of every test.
+final class EngineHarness {
+    let upstream: ScriptedUpstream
+    let source: ScriptedTokenSource
+    let tokens: TokenManager
+    private let context: LoopContext
+    /// The admin listener's service: a `Server` that was never started, whose one loop is ours.
+    private let server: Server
+    private let loopEnded = DispatchSemaphore(value: 0)
+    private var stopped = false
+
+    /// `yaml` is added to a configuration whose upstream is `upstream` and whose credential the
+    /// token source is (`type: exec`, so that a 401 asks for another token).
+    init(source: ScriptedTokenSource = ScriptedTokenSource(), yaml: String = "") throws {
+        let upstream = try ScriptedUpstream()
+        self.upstream = upstream
+        self.source = source
+        let text = """
+            upstream: \(upstream.url)
+            credentials:
+              type: exec
+              command: [/bin/true]
+            \(yaml)
+            """
+        let configuration = try ConfigurationLoader.parse(yaml: text, baseDirectory: "/tmp", environment: [:]).configuration
+        let logger = Logger(label: "engine-harness") { _ in SwiftLogNoOpLogHandler() }
+        tokens = TokenManager(configuration: configuration, logger: logger, source: source)
+        let states = [RouteState(name: configuration.routes[0].name, tokens: tokens)]
+        server = Server(configuration: configuration, states: states, logger: logger)
+        let loop = try EventLoop(index: 0)
+        context = LoopContext(
+            loop: loop, configuration: configuration, states: states, forwardProxy: nil, metrics: LoopMetrics(shared: server.shared),
+            shared: server.shared, logger: logger)
+        server.perLoop = [LoopAcceptors(ctx: context)]
+        tokens.start()
+        let ended = loopEnded
+        try OSThread.start(name: "tp-loop-test") { [loop] in
+            loop.run()
+            ended.signal()
+        }
+    }
+
+    /// A new client connection to the proxy; the test's end of it.
+    func connect() throws -> SocketEnd {
+        let (end, fd) = try SocketEnd.pair()
+        try onLoop { ctx in
+            ctx.shared.openConnections.add(1, ordering: .relaxed)
+            let connection = Connection(fd: fd, peer: .ipv4("127.0.0.1", port: 50_000), ctx: ctx)
+            try ctx.loop.register(fd, .read, connection)
+            ctx.connections[fd] = connection
+        }
+        return end
+    }
+
+    /// A new connection to the admin listener (`AdminConnection`); the test's end of it.
+    func connectAdmin() throws -> SocketEnd {
+        let (end, fd) = try SocketEnd.pair()
+        let server = self.server
+        try onLoop { ctx in
+            try ctx.loop.register(fd, .read, AdminConnection(fd: fd, ctx: ctx, service: server))
+        }
+        return end
+    }
+
+    /// Waits until `condition`, asked on the loop's thread between its events, holds (a state of the
+    /// engine that no byte shows). Fails after `SocketEnd.patience` seconds, never sooner.
+    func waitUntil(_ condition: @escaping (LoopContext) -> Bool) throws {
+        for _ in 0..<(SocketEnd.patience * 100) {
+            if try onLoop(condition) { return }
+            Syscall.sleep(0.01)
+        }
+        throw SocketEndError(description: "the engine never reached the state waited for")
+    }
+
+    /// Runs `body` on the loop's thread and returns what it returns.
+    @discardableResult
+    func onLoop<T>(_ body: @escaping (LoopContext) throws -> T) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let box = LoopCall(context: context, body: body)
+        context.loop.execute { [box] in
+            box.run()
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success else {
+            throw SocketEndError(description: "the loop did not run a task within \(SocketEnd.patience) s")
+        }
+        return try box.result!.get()
+    }
+
+    /// Closes every connection, stops the loop and the token thread, closes the upstream.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        _ = try? onLoop { ctx in
+            for connection in Array(ctx.connections.values) { connection.close() }
+            for route in ctx.routes.withConnections { route.upstream.closeIdle() }
+        }
+        context.loop.stop()
+        if loopEnded.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success { context.loop.releaseAfterRun() }
+        source.holdNothing()
+        tokens.stop()
+        upstream.close()
+    }
+}
+
+/// A call handed to the loop's thread and its result handed back. @unchecked Sendable: the test's
+/// thread writes nothing while the loop runs it, and reads `result` only after the loop signalled.
+private final class LoopCall<T>: @unchecked Sendable {
+    let context: LoopContext
+    let body: (LoopContext) throws -> T
+    var result: Result<T, any Error>?
+
+    init(context: LoopContext, body: @escaping (LoopContext) throws -> T) {
+        self.context = context
+        self.body = body
+    }
+
+    func run() { result = Result { try body(context) } }
+}
+
+/// Runs `body` with a new harness (over `source`) and a client connected to it; stops the harness after.
+func withEngine(source: ScriptedTokenSource = ScriptedTokenSource(), _ body: (EngineHarness, SocketEnd) throws -> Void) throws {
+    let harness = try EngineHarness(source: source)
+    defer { harness.stop() }
+    try body(harness, try harness.connect())
+}
+
+/// A GET as a client sends it, for the harness's proxy (Host: a loopback name, CONTRACT point 9).
+func getRequest(_ path: String, fields: [String] = []) -> String {
+    "GET \(path) HTTP/1.1\r\nHost: localhost\r\n" + fields.map { $0 + "\r\n" }.joined() + "\r\n"
+}
