@@ -144,7 +144,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         query = target.query
         forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
-        keepsClientAuthorization = route.forwarder.keepsClientAuthorization(head, query: target.query)
+        keepsClientAuthorization = route.forwarder.credential.keepsClientAuthorization(head, query: target.query)
         if route.requestBufferingDisk > 0 { self.shared = shared }
         prepareReplay(
             enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,

@@ -18,8 +18,6 @@ final class Forwarder {
     /// The route's credential (CONTRACT.md "Where the credential goes"), chosen once for the route;
     /// each request's `RequestCredential` is resolved from it.
     let credential: RouteCredential
-    /// `inject.query`: an upstream 403 refuses the token too (`ExchangeRules.refusesToken`).
-    var tokenInQuery: Bool { credential.tokenInQuery }
     let requiredHeaderLowercased: String?
     /// Location values starting with this (lowercased scheme and host) point into the upstream.
     let locationPrefixes: [String]
@@ -59,12 +57,6 @@ final class Forwarder {
         } else {
             strippedPrefix = ""
         }
-    }
-
-    /// Whether a client's own credential goes upstream instead of the token: `client_authorization:
-    /// keep` and the client sent the field (or query parameter) the token would go in.
-    func keepsClientAuthorization(_ head: RequestHead, query: String?) -> Bool {
-        credential.keepsClientAuthorization(head, query: query)
     }
 
     /// One request's facts for `writeRequestHead`, besides its head and credential. `forwardedFor`:

@@ -142,7 +142,7 @@ extension UpstreamLeg {
         }
         let refusedByAWS: Bool
         if case .passOn = verdict { refusedByAWS = false } else { refusedByAWS = true }
-        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.tokenInQuery) || refusedByAWS
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.credential.tokenInQuery) || refusedByAWS
         let action = connection.machine.exchange.onFinalHead(
             status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
             refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now), refusesToken: countsAs401)
@@ -173,7 +173,7 @@ extension UpstreamLeg {
             into: connection.outBuf, response, framing: framing,
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
-            sentToken: exchange.route!.forwarder.tokenInQuery ? exchange.sentToken : nil)
+            sentToken: exchange.route!.forwarder.credential.tokenInQuery ? exchange.sentToken : nil)
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.

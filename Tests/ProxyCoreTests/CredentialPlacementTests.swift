@@ -109,14 +109,14 @@ import Testing
             let extra = "inject: \(inject)\nforward: {client_authorization: keep}"
             let request = "GET / HTTP/1.1\r\nHost: localhost\r\n\(field)\r\n\r\n"
             let forwarder = Forwarder(configuration: try Self.configuration(extra))
-            #expect(forwarder.keepsClientAuthorization(ForwarderTests.request(request), query: nil), "\(inject)")
+            #expect(forwarder.credential.keepsClientAuthorization(ForwarderTests.request(request), query: nil), "\(inject)")
             let text = try Self.upstreamHead(extra, request, token: nil)
             #expect(text.contains("\r\n\(field)\r\n"), "\(inject)")
             #expect(!text.contains("tok"), "\(inject)")
         }
         // A client's Authorization is not the X-API-Key: the token still goes.
         let forwarder = Forwarder(configuration: try Self.configuration("inject: {header: X-API-Key}\nforward: {client_authorization: keep}"))
-        #expect(!forwarder.keepsClientAuthorization(ForwarderTests.request("GET / HTTP/1.1\r\nHost: h\r\nAuthorization: x\r\n\r\n"), query: nil))
+        #expect(!forwarder.credential.keepsClientAuthorization(ForwarderTests.request("GET / HTTP/1.1\r\nHost: h\r\nAuthorization: x\r\n\r\n"), query: nil))
     }
 
     @Test func theQueryParameterIsReplacedWhereItStandsOrAppended() throws {
