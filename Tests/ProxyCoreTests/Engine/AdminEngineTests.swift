@@ -2,7 +2,7 @@ import Testing
 
 /// The admin listener's connections (`AdminConnection`) over the harness's loop, answered by a
 /// `Server` whose one loop is the harness's (CONTRACT.md "Signals, admin, logs").
-@Suite(.timeLimit(.minutes(2))) struct AdminEngineTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct AdminEngineTests {
     @Test func healthzAnswersOkAndCloses() throws {
         try withEngine { harness, _ in
             let admin = try harness.connectAdmin()

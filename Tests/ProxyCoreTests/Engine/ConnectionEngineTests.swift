@@ -3,7 +3,7 @@ import Testing
 /// The client side of `Connection`: keep-alive, pipelining, heads however they are cut, clients
 /// that go away (CONTRACT.md "What the proxy does with a request", point 8). Each test asserts
 /// what the client's end of the socketpair receives.
-@Suite(.timeLimit(.minutes(2))) struct ConnectionEngineTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct ConnectionEngineTests {
     @Test func twoRequestsOneAfterTheOtherAreAnsweredOnOneKeptAliveConnection() throws {
         try withEngine { harness, client in
             try client.write(getRequest("/first"))

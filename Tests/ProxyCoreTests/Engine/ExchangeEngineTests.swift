@@ -5,7 +5,7 @@ import Testing
 /// One exchange's token side through the engine: a 401 answered with one refresh and one retry,
 /// the body kept for it, a request that waits for the first token (CONTRACT.md "What the proxy
 /// does with a request", points 2, 3 and 8).
-@Suite(.timeLimit(.minutes(2))) struct ExchangeEngineTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct ExchangeEngineTests {
     @Test func a401IsRetriedOnceWithTheNextTokenAndTheClientSeesOnlyTheRetrysAnswer() throws {
         try withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
             try client.write(getRequest("/private"))

@@ -3,7 +3,7 @@ import Testing
 /// An `Upgrade` request answered 101 turns both connections into a tunnel until either side closes
 /// (CONTRACT.md "What the proxy does with a request", point 1). Only what the two ends see is
 /// asserted, whichever relay carries the bytes.
-@Suite(.timeLimit(.minutes(2))) struct TunnelEngineTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct TunnelEngineTests {
     /// The client's upgrade, the upstream's 101 and a first message up the tunnel; the upstream's end.
     private func openTunnel(_ harness: EngineHarness, _ client: SocketEnd) throws -> SocketEnd {
         try client.write(getRequest("/socket", fields: ["Connection: Upgrade", "Upgrade: websocket"]))

@@ -2,7 +2,7 @@ import Testing
 
 /// The upstream side of an exchange (`UpstreamLeg`): an upstream that goes away before its answer,
 /// an answer in chunks (CONTRACT.md "What the proxy does with a request", point 8; the errors' table).
-@Suite(.timeLimit(.minutes(2))) struct UpstreamSideEngineTests {
+@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct UpstreamSideEngineTests {
     @Test func anUpstreamThatClosesBeforeItsHeadOnANewConnectionIsA502() throws {
         try withEngine { harness, client in
             try client.write(getRequest("/gone"))
