@@ -92,6 +92,8 @@ extension Configuration {
                 add(p + "forward.request_buffering_path", route.spoolFolder)
             }
             add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
+            add(p + "placeholder", route.placeholder?.resolvedDescription ?? "none")
+            add(p + "scrub", String(route.scrub))
 
         }
         if hasRoutes {

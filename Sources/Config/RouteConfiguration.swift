@@ -23,6 +23,13 @@ public struct RouteConfiguration: Sendable, Equatable {
     /// `tls:` of a route with its own `match.listen`: that listener speaks TLS. (Not `listenTLS`,
     /// which is the shared listener's, at the top of `Configuration`.)
     public var ownListenerTLS: ListenerTLSConfiguration? = nil
+    /// `placeholder`: the values a sandbox holds instead of the credential (nil: none asked for).
+    public var placeholder: PlaceholderConfiguration? = nil
+    /// `scrub` as written (nil: not written).
+    public var scrubSetting: Bool? = nil
+    /// `scrub`: the route's credential values are scrubbed from its responses; default true when
+    /// `placeholder` is set (CONTRACT.md "Programs in a sandbox").
+    public var scrub: Bool { scrubSetting ?? (placeholder != nil) }
 
     /// Where bodies spooled under `forward.request_buffering_disk` are kept, resolved once at load:
     /// `forward.request_buffering_path`, or `defaultSpoolFolder`.
@@ -171,6 +178,7 @@ extension Configuration {
         for route in routes {
             for secret in route.credentials.source.secrets { add(secret) }
             add(route.access.requireValue)
+            if case .value(let secret)? = route.placeholder?.source { add(secret) }
             add(route.store.redis?.password)
             add(route.store.redis?.caFile)
             add(route.store.redis?.clientCertFile)
@@ -186,7 +194,9 @@ extension Configuration {
 
 extension Keys {
     /// The keys of one entry of `routes:`.
-    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls"]
+    static let route = [
+        "name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls", "placeholder", "scrub",
+    ]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
 
@@ -235,6 +245,7 @@ extension RouteConfiguration {
             route.access = defaults.access
             route.forward = defaults.forward
             route.inject = defaults.inject
+            route.scrubSetting = defaults.scrubSetting
         }
         load.found.collect {
             guard let tls = try s.section("upstream_tls") else { return }
@@ -251,6 +262,7 @@ extension RouteConfiguration {
         if let access = load.found.collect({ try s.section("access") }) { route.access = AccessConfiguration.parse(access, in: load) }
         if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
         if let inject = load.found.collect({ try s.section("inject") }) { route.inject = InjectConfiguration.parse(inject, in: load) }
+        parseSandbox(s, into: &route, in: load)
         // Once both are known: the store is the route's own or the defaults', `forward` too.
         route.spoolFolder = route.forward.requestBufferingPath ?? Self.defaultSpoolFolder(beside: route.store)
         // RFC 9449 §7.1 fixes a DPoP-bound token's field: `inject` is ignored for it.

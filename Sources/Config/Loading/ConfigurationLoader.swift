@@ -123,6 +123,7 @@ enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
         "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy",
+        "placeholder", "scrub",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -143,6 +144,7 @@ enum Keys {
         "log": ["level", "format", "access_log"],
         "tls": ListenerTLSConfiguration.keys,
         "forward_proxy": ForwardProxyConfiguration.keys,
+        "placeholder": Keys.placeholder,
     ]
 }
 
@@ -212,7 +214,7 @@ struct Builder {
         // The top-level store.path: its folder keeps the forward proxy's CA when the file names none.
         let topStorePath: String
         if hasRoutes {
-            for key in ["upstream", "credentials"] where root.has(key) {
+            for key in ["upstream", "credentials", "placeholder"] where root.has(key) {
                 load.found.record(ConfigurationError(keyPath: key, reason: "a file with routes: sets \(key) in each route, not at the top"))
             }
             if load.env(ConfigurationLoader.upstreamEnvironmentKey) != nil {
@@ -242,6 +244,7 @@ struct Builder {
         if hasRoutes {
             for problem in Configuration.routeProblems(routes, sharedListen: config.listen) { load.found.record(problem) }
         }
+        for problem in Configuration.placeholderProblems(routes, hasRoutes: hasRoutes, environment: load.environment) { load.found.record(problem) }
         if let value = load.found.collect({ try root.bool("watch_config") }) { config.watchConfig = value }
 
         if let value = load.found.collect({ try root.duration("drain_timeout") }) { config.drainTimeout = value }
