@@ -21,6 +21,8 @@ final class AccessPolicy {
     /// The route's credential, the one its `Forwarder` writes: with `client_authorization: reject`,
     /// a client's own credential where the token goes is refused.
     let credential: RouteCredential
+    /// `placeholder`: the route's placeholders (nil: none; CONTRACT.md "Programs in a sandbox").
+    let placeholders: PlaceholderGate?
     /// `forward.preserve_host`: the client's Host (or absolute-form authority) goes upstream.
     let preserveHost: Bool
     let maxBodyBytes: Int
@@ -73,6 +75,7 @@ final class AccessPolicy {
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
         self.credential = credential
+        placeholders = PlaceholderGate(c.routes[0])
         preserveHost = c.forward.preserveHost
         maxBodyBytes = c.limits.maxBodyBytes
         upstream = c.upstream
@@ -86,6 +89,7 @@ final class AccessPolicy {
         adminOnly.listen = admin.listen
         adminOnly.routes[0].match = nil
         adminOnly.routes[0].access = AccessConfiguration()
+        adminOnly.routes[0].placeholder = nil
         return AccessPolicy(configuration: adminOnly)
     }
 
@@ -97,6 +101,8 @@ final class AccessPolicy {
         /// An absolute-form target's authority (host, and port when given): the X-Forwarded-Host,
         /// since such a request's Host field was not checked.
         var authority: String?
+        /// The caller whose placeholder the request carried (nil: the route has no `placeholder`).
+        var caller: String? = nil
     }
 
     /// A request target read once: what the route table and the checks both need.
@@ -233,9 +239,17 @@ final class AccessPolicy {
             if !prefixes.contains(where: { path.hasPrefix($0) }) { return .failure(.forbiddenPath) }
         }
         if !targetMatchesUpstream { return .failure(.forbiddenTarget) }
-        if credential.rejectsClientAuthorization(head, query: query) { return .failure(.clientAuthorizationRejected) }
+        var caller: String? = nil
+        if let placeholders {
+            switch placeholders.admit(head, query: query) {
+            case .success(let name): caller = name
+            case .failure(let refusal): return .failure(refusal)
+            }
+        } else if credential.rejectsClientAuthorization(head, query: query) {
+            return .failure(.clientAuthorizationRejected)
+        }
         if maxBodyBytes > 0, case .contentLength(let n) = head.framing, n > maxBodyBytes { return .failure(.bodyTooLarge) }
-        return .success(CheckedTarget(path: path, query: query, authority: authority))
+        return .success(CheckedTarget(path: path, query: query, authority: authority, caller: caller))
     }
 
     /// Host header value without its port, compared case-insensitively (RFC 9110 §7.2).

@@ -145,6 +145,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
         forwardedHost = target.authority ?? head.first("host")
         self.maxBodyBytes = maxBodyBytes
         keepsClientAuthorization = route.forwarder.credential.keepsClientAuthorization(head, query: target.query)
+        record.identified(caller: target.caller)
         if route.requestBufferingDisk > 0 { self.shared = shared }
         prepareReplay(
             enabled: route.tokenCanChange && !keepsClientAuthorization, limit: route.retryBodyLimit, shared: shared,

@@ -19,6 +19,9 @@ struct ExchangeRecord {
     private(set) var tokenWaitSeconds = 0.0
     /// When the current wait for a token started (0: not waiting).
     private var tokenWaitStartedAt = 0.0
+    /// The caller whose placeholder the request carried (CONTRACT.md "Programs in a sandbox": a
+    /// `callers_file` name, or `default`); nil on a route without `placeholder`.
+    private(set) var caller: String?
     /// The request was counted and logged (`Connection.recordFinished`).
     private(set) var recorded = false
 
@@ -42,6 +45,10 @@ struct ExchangeRecord {
     mutating func upstreamAnswered(status: Int, seconds: Double) {
         upstreamSeconds = seconds
         if upstreamStatus == 0 { upstreamStatus = status }
+    }
+
+    mutating func identified(caller: String?) {
+        self.caller = caller
     }
 
     mutating func retriedAfter401Sent() {

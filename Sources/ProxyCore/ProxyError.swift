@@ -12,6 +12,9 @@ public enum ProxyError: Error, Equatable {
     case forbiddenClient
     case forbiddenPath
     case forbiddenTarget
+    /// A route with `placeholder` and a request without one of its placeholders where the
+    /// credential goes (403); `challenge`: a Basic route's request with no Authorization (401).
+    case placeholderRequired(challenge: Bool)
     /// A CONNECT the forward proxy refuses (403 `forbidden_target`), with why.
     case refusedConnect(String)
     /// A request in a forward-proxy tunnel for another host than the tunnel's (RFC 9110 §15.5.20).
@@ -31,6 +34,7 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest, .clientAuthorizationRejected: return 400
         case .loginRequired: return 401
+        case .placeholderRequired(let challenge): return challenge ? 401 : 403
         case .forbiddenHost, .forbiddenOrigin, .forbiddenClient, .forbiddenPath, .forbiddenTarget, .refusedConnect: return 403
         case .noRoute: return 404
         case .methodNotAllowed: return 405
@@ -55,6 +59,7 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenClient: return "forbidden_client"
         case .forbiddenPath: return "forbidden_path"
         case .forbiddenTarget, .refusedConnect: return "forbidden_target"
+        case .placeholderRequired: return "placeholder_required"
         case .misdirectedRequest: return "misdirected_request"
         case .noRoute: return "no_route"
         case .methodNotAllowed: return "method_not_allowed"
@@ -80,6 +85,7 @@ public enum ProxyError: Error, Equatable {
         case .forbiddenClient: return "the request lacks the proxy's access header or its value is wrong"
         case .forbiddenPath: return "this path or method is not allowed through the proxy"
         case .forbiddenTarget: return "this proxy forwards only to its upstream"
+        case .placeholderRequired: return "this route takes a request only with one of its placeholders where its credential goes"
         case .refusedConnect(let why): return why
         case .misdirectedRequest: return "this tunnel was opened for another host; open one for this host"
         case .noRoute: return "no route of this proxy matches the request"
@@ -100,7 +106,7 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .badRequest, .requestTimeout, .bodyTooLarge, .headersTooLarge, .notImplemented, .overloaded: return true
         case .clientAuthorizationRejected, .loginRequired, .forbiddenHost, .forbiddenOrigin, .forbiddenClient,
-            .forbiddenPath, .forbiddenTarget, .refusedConnect, .misdirectedRequest, .noRoute, .methodNotAllowed, .badGateway,
+            .forbiddenPath, .forbiddenTarget, .placeholderRequired, .refusedConnect, .misdirectedRequest, .noRoute, .methodNotAllowed, .badGateway,
             .tokenUnavailable, .upstreamTimeout:
             return false
         }
@@ -137,6 +143,8 @@ public enum ProxyError: Error, Equatable {
         switch self {
         case .loginRequired:
             ResponseWriter.appendField(out, name: "WWW-Authenticate", value: #"Bearer realm="tokenproxy""#)
+        case .placeholderRequired(challenge: true):
+            ResponseWriter.appendField(out, name: "WWW-Authenticate", value: #"Basic realm="tokenproxy""#)
         case .tokenUnavailable(_, let retryAfter):
             ResponseWriter.appendField(out, name: "Retry-After", value: String(max(1, retryAfter)))
         case .overloaded:

@@ -18,7 +18,9 @@ struct RouteCredential {
     init(_ route: RouteConfiguration) {
         placement = CredentialPlacement(route.inject, credentials: route.credentials)
         dpopEnabled = route.credentials.source.oauth2Client?.dpop != nil
-        clientAuthorization = route.forward.clientAuthorization
+        // A placeholder stands where the credential goes and is always replaced (CONTRACT.md
+        // "Programs in a sandbox"): `client_authorization` does not apply to that field.
+        clientAuthorization = route.placeholder == nil ? route.forward.clientAuthorization : .replace
         if case .query = placement { tokenInQuery = true } else { tokenInQuery = false }
     }
 
