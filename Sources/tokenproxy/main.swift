@@ -63,6 +63,7 @@ func registerConfiguredSecrets(_ configuration: Configuration) {
     for route in configuration.routes {
         let secrets = route.credentials.source.secrets + [route.access.requireValue, route.store.redis?.password].compactMap { $0 }
         for secret in secrets { SecretRegistry.shared.register(secret.value) }
+        for caller in route.placeholder?.callers ?? [] { SecretRegistry.shared.register(caller.value) }
     }
 }
 
@@ -114,7 +115,7 @@ struct Tokenproxy: ParsableCommand {
         commandName: "tokenproxy",
         abstract: "An authenticating HTTP/1.1 reverse proxy: it keeps an access token fresh and adds it to every request.",
         version: Version.description,
-        subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self, CA.self])
+        subcommands: [Serve.self, Login.self, Token.self, Status.self, Logout.self, Check.self, CA.self, Placeholder.self])
 
     static func main() {
         do {
