@@ -108,6 +108,41 @@ import Testing
         upstream.stop()
     }
 
+    /// The sandbox's usual way out: `HTTPS_PROXY` to the forward proxy, the SDK's own https URL.
+    @Test func throughTheForwardProxyAPlaceholderOpensOnlyItsOwnHost() throws {
+        let anthropic = try Self.placeholder("sk-ant-api03-{random:64}")
+        let openai = try Self.placeholder("sk-proj-{random:48}")
+        let upstream = try PythonServer("echo_upstream")
+        let f = try ForwardProxyFixture(
+            routes: [
+                .init(
+                    name: "anthropic", host: "api.anthropic.test", upstream: upstream.baseURL + "/a",
+                    extra: "    inject: {header: x-api-key, format: \"{token}\"}\n    placeholder: {value_env: ANTHROPIC_PLACEHOLDER}"),
+                .init(name: "openai", host: "api.openai.test", upstream: upstream.baseURL + "/o", extra: "    placeholder: {value_env: OPENAI_PLACEHOLDER}"),
+            ], environment: ["ANTHROPIC_PLACEHOLDER": anthropic, "OPENAI_PLACEHOLDER": openai])
+        let script = """
+            import requests, sys
+            answer = requests.post("https://api.anthropic.test/v1/messages", headers={"x-api-key": sys.argv[1]}, json={}, timeout=30)
+            print(answer.status_code, [v for k, v in answer.json().get("headers", []) if k.lower() == "x-api-key"] == [sys.argv[2]])
+            answer = requests.post("https://api.anthropic.test/v1/messages", headers={"x-api-key": sys.argv[3]}, json={}, timeout=30)
+            print(answer.status_code, answer.json()["error"])
+            """
+        let python = try runCommand(
+            ProcessInfo.processInfo.environment["PYTHON"] ?? "python3", arguments: ["-c", script, anthropic, e2eToken, openai],
+            environment: childEnvironment(["HTTPS_PROXY": f.proxyURL, "REQUESTS_CA_BUNDLE": f.caFile]), timeout: 60)
+        #expect(python.status == 0, "\(python.output)")
+        #expect(python.stdout == "200 True\n403 placeholder_required\n", "\(python.output)")
+        let chat = try f.curl(["-H", "Authorization: Bearer \(openai)", "https://api.openai.test/v1/chat/completions"])
+        #expect(try Echo(chat.body).values("Authorization") == ["Bearer \(e2eToken)"])
+        expectProxyError(
+            try f.curl(["-H", "Authorization: Bearer \(anthropic)", "https://api.openai.test/v1/chat/completions"]), status: 403,
+            code: "placeholder_required")
+        #expect(try curl([upstream.baseURL + "/count?path=/o/v1/chat/completions"]).json?["count"] as? Int == 1)
+        try Self.expectNoneLeaked([anthropic, openai, e2eToken], proxy: f.proxy)
+        try f.finish()
+        upstream.stop()
+    }
+
     @Test func aCallersFileLineRemovedWhileServingRevokesThatCaller() throws {
         let first = try Self.placeholder("ph-agent-one-{random:40}")
         let second = try Self.placeholder("ph-agent-two-{random:40}")
