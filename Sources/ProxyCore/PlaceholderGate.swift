@@ -88,7 +88,7 @@ struct PlaceholderCallers {
     /// The caller whose placeholder is `candidate`. Every placeholder is compared, in constant time
     /// each (Basics/ConstantTime.swift), with no early exit: the time taken tells neither how much of
     /// a value was right nor which caller matched.
-    func caller(of candidate: [UInt8]) -> String? {
+    func caller(of candidate: ArraySlice<UInt8>) -> String? {
         var found = -1
         for i in values.indices {
             let same = constantTimeEquals(values[i], candidate)

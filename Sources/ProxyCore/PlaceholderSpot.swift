@@ -27,8 +27,8 @@ enum PlaceholderSpot: Equatable {
         case absent
         /// Something there that cannot hold a placeholder in the spot's form.
         case malformed
-        /// The bytes that must equal a placeholder.
-        case candidate([UInt8])
+        /// The bytes that must equal a placeholder (a slice of what was read: no copy).
+        case candidate(ArraySlice<UInt8>)
     }
 
     init(inject: InjectConfiguration?, signsRequests: Bool) {
@@ -63,7 +63,7 @@ enum PlaceholderSpot: Equatable {
             return Self.basicPassword(Array(value.utf8))
         case .query(let name):
             guard let query, let value = Self.firstParameter(name, in: query) else { return .absent }
-            return .candidate(Array(value.utf8))
+            return .candidate(Array(value.utf8)[...])
         case .sigV4AccessKey:
             guard let value = head.fields.first("authorization") else { return .absent }
             return Self.sigV4AccessKey(Array(value.utf8))
@@ -75,7 +75,7 @@ enum PlaceholderSpot: Equatable {
         guard value.count > prefix.count + suffix.count else { return .malformed }
         for i in prefix.indices where asciiLower(value[i]) != asciiLower(prefix[i]) { return .malformed }
         guard value.suffix(suffix.count).elementsEqual(suffix) else { return .malformed }
-        return .candidate(Array(value[prefix.count..<(value.count - suffix.count)]))
+        return .candidate(value[prefix.count..<(value.count - suffix.count)])
     }
 
     /// RFC 7617 §2: `Basic base64(user-id ":" password)`; the password is what follows the first colon.
@@ -84,7 +84,7 @@ enum PlaceholderSpot: Equatable {
         guard value.count > scheme.count, value[0..<scheme.count].map(asciiLower) == scheme else { return .malformed }
         let encoded = value[scheme.count...].drop { $0 == 0x20 }
         guard let decoded = Data(base64Encoded: Data(encoded)), let colon = decoded.firstIndex(of: UInt8(ascii: ":")) else { return .malformed }
-        return .candidate(Array(decoded[(colon + 1)...]))
+        return .candidate(Array(decoded[(colon + 1)...])[...])
     }
 
     /// AWS SigV4: `AWS4-HMAC-SHA256 Credential=<key id>/<date>/<region>/<service>/aws4_request, …`.
@@ -97,7 +97,7 @@ enum PlaceholderSpot: Equatable {
             if value[i..<(i + marker.count)].elementsEqual(marker) {
                 let start = i + marker.count
                 guard let slash = value[start...].firstIndex(of: UInt8(ascii: "/")), slash > start else { return .malformed }
-                return .candidate(Array(value[start..<slash]))
+                return .candidate(value[start..<slash])
             }
             i += 1
         }

@@ -76,6 +76,16 @@ import Testing
         #expect(!constantTimeEquals([0x61], [0x61, 0]))
         #expect(!constantTimeEquals([], [0]))
     }
+
+    @Test func aSliceComparesByItsOwnBytesWhateverItsIndices() {
+        let read = Array("Bearer placeholder-value".utf8)
+        #expect(constantTimeEquals(Array("placeholder-value".utf8), read[7...]))
+        #expect(!constantTimeEquals(Array("placeholder-valuE".utf8), read[7...]))
+        #expect(!constantTimeEquals(Array("placeholder-value".utf8), read[6...]))
+        #expect(!constantTimeEquals(Array("placeholder-value0".utf8), read[7...]))
+        #expect(constantTimeEquals([UInt8](), read[read.endIndex...]))
+        #expect(!constantTimeEquals([0], read[read.endIndex...]))
+    }
 }
 
 @Suite struct ASCIILowerTests {
