@@ -103,6 +103,35 @@ import Testing
         #expect(!described.contains(Self.value))
     }
 
+    @Test func valueFileIsReadWithoutItsNewline() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        try folder.write("placeholder", Self.value + "\n")
+        let route = try parse(minimalYAML + "\nplaceholder: {value_file: \(folder.path)/placeholder}").configuration.routes[0]
+        #expect(route.placeholder?.callers == [PlaceholderCaller(name: "default", value: Self.value)])
+        #expect(
+            try parse(minimalYAML + "\nplaceholder: {value_file: \(folder.path)/placeholder}").configuration.watchedFiles.contains(
+                folder.resolved + "/placeholder"))
+    }
+
+    @Test func aTopLevelScrubIsEveryRoutesDefault() throws {
+        let yaml = """
+            scrub: false
+            routes:
+              - name: one
+                match: {path_prefix: /one/}
+                upstream: https://one.example.com
+                credentials: {type: static, token_env: TOKEN}
+                placeholder: {value_env: PLACEHOLDER}
+              - name: two
+                match: {path_prefix: /two/}
+                upstream: https://two.example.com
+                credentials: {type: static, token_env: TOKEN}
+                scrub: true
+            """
+        #expect(try parse(yaml, environment: Self.environment).configuration.routes.map(\.scrub) == [false, true])
+    }
+
     @Test func aCallersFileIsReadWithItsCallers() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
