@@ -74,13 +74,14 @@ public enum CallersFile {
                 problem("expected CALLER-NAME VALUE (two words), found \(fields.count)")
                 continue
             }
+            // Neither word of a bad line is echoed: with the columns swapped, it would be the value.
             let name = String(decoding: fields[0], as: UTF8.self)
             guard isCallerName(fields[0]) else {
-                problem("\"\(name.prefix(64))\" is not a caller name: 1 to 64 of A-Z a-z 0-9 _ . @ -")
+                problem("the first word is not a caller name: 1 to 64 of A-Z a-z 0-9 _ . @ -")
                 continue
             }
             if let reason = valueProblem(fields[1]) {
-                problem("caller \(name): \(reason)")
+                problem("the second word: \(reason)")
                 continue
             }
             let value = String(decoding: fields[1], as: UTF8.self)
