@@ -59,6 +59,7 @@ import Testing
     /// The tests below, by the names the documents use.
     static let runNames: Set<String> = [
         "how-do-i-curl", "how-do-i-python", "how-do-i-git", "api-keys-git", "aws-s3", "several-apis-http-proxy", "readme-tour",
+        "sandbox-curl",
     ]
 
     static let documents: [String] = {
