@@ -95,6 +95,7 @@ extension Configuration {
                 add(p + "forward.request_buffering_path", route.spoolFolder)
             }
             add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
+            add(p + "budget", route.budget?.resolvedDescription ?? "none")
 
         }
         if hasRoutes {

@@ -23,6 +23,8 @@ public struct RouteConfiguration: Sendable, Equatable {
     /// `tls:` of a route with its own `match.listen`: that listener speaks TLS. (Not `listenTLS`,
     /// which is the shared listener's, at the top of `Configuration`.)
     public var ownListenerTLS: ListenerTLSConfiguration? = nil
+    /// `budget:`: requests in flight and a rate per caller (nil: none).
+    public var budget: BudgetConfiguration? = nil
 
     /// Where bodies spooled under `forward.request_buffering_disk` are kept, resolved once at load:
     /// `forward.request_buffering_path`, or `defaultSpoolFolder`.
@@ -186,7 +188,7 @@ extension Configuration {
 
 extension Keys {
     /// The keys of one entry of `routes:`.
-    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls"]
+    static let route = ["name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls", "budget"]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
 
@@ -235,6 +237,7 @@ extension RouteConfiguration {
             route.access = defaults.access
             route.forward = defaults.forward
             route.inject = defaults.inject
+            route.budget = defaults.budget
         }
         load.found.collect {
             guard let tls = try s.section("upstream_tls") else { return }
@@ -251,6 +254,7 @@ extension RouteConfiguration {
         if let access = load.found.collect({ try s.section("access") }) { route.access = AccessConfiguration.parse(access, in: load) }
         if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
         if let inject = load.found.collect({ try s.section("inject") }) { route.inject = InjectConfiguration.parse(inject, in: load) }
+        if let budget = load.found.collect({ try s.section("budget") }) { route.budget = BudgetConfiguration.parse(budget, in: load) }
         // Once both are known: the store is the route's own or the defaults', `forward` too.
         route.spoolFolder = route.forward.requestBufferingPath ?? Self.defaultSpoolFolder(beside: route.store)
         // RFC 9449 §7.1 fixes a DPoP-bound token's field: `inject` is ignored for it.
