@@ -99,4 +99,78 @@ import Testing
         proxy.terminate(signal: SIGTERM)
         #expect(try proxy.waitForExit(timeout: 15) == 0)
     }
+
+    /// pip's settings from the environment replaced by a clean slate that trusts only `ca`: this
+    /// machine's PIP_CERT, PIP_FIND_LINKS and REQUESTS_CA_BUNDLE would otherwise win over `--cert`.
+    static func pipEnvironment(trusting ca: String) -> [String: String] {
+        var environment = ["PIP_CONFIG_FILE": "/dev/null", "PYTHONDONTWRITEBYTECODE": "1", "PIP_CERT": ca, "REQUESTS_CA_BUNDLE": ca, "PIP_FIND_LINKS": ""]
+        for (name, _) in ProcessInfo.processInfo.environment where name.hasPrefix("PIP_") && environment[name] == nil { environment[name] = "" }
+        return environment
+    }
+
+    /// pip, unmodified, through the forward proxy to a listed host (`tunnel_hosts: [pypi.org]`): it
+    /// fetches a PEP 503 index and a wheel over its own TLS (the proxy sees only bytes) and checks
+    /// the wheel's hash. In a network namespace where `pypi.org` is 10.77.0.10, a private address,
+    /// so `deny_addresses: []`; a name not in the list is refused on the same proxy.
+    @Test(.enabled(if: NetworkNamespace.isAvailable, "needs root, unshare and nsenter"), .tags(.root))
+    func pipDownloadsAWheelThroughATunnelToAListedHost() throws {
+        let namespace = try NetworkNamespace(hosts: [("pypi.org", "10.77.0.10")], names: [("files.example.test", "10.77.0.10")])
+        let serverCA = try TestCA(name: "index CA")
+        let pair = try serverCA.issue(["pypi.org", "files.example.test"])
+        let folder = try TempDir(prefix: "simple-index")
+        let script = RepositoryPaths.servers.appendingPathComponent("simple_index.py").path
+        let serverCommand = namespace.command(
+            "python3",
+            [
+                "-u", script, "--host", "10.77.0.10", "--port", "443", "--folder", folder.path, "--wheel", "tpdemo==1.0", "--tls-cert",
+                pair.certificate, "--tls-key", pair.key,
+            ])
+        let server = try ChildProcess(
+            serverCommand.executable, arguments: serverCommand.arguments, environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]))
+        defer { server.stop(grace: 1) }
+        try #require(server.stdout.wait(until: Date().addingTimeInterval(30)) { $0.contains("READY") ? true : nil } == true, "\(server.stderr.text)")
+
+        let directory = try TempDir(prefix: "egress-pip")
+        let proxyCommand = namespace.command(RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
+        let proxy = try ProxyProcess(
+            config: """
+                \(routesProxyTop)
+                forward_proxy:
+                  other_hosts: tunnel
+                  tunnel_hosts: [pypi.org]
+                  deny_addresses: []
+                routes:
+                  - name: api
+                    match: {host: api.example.test}
+                    upstream: http://127.0.0.1:9/never
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: proxyCommand.arguments,
+            binary: URL(fileURLWithPath: proxyCommand.executable))
+
+        func pip(index: String, into destination: TempDir) throws -> CommandResult {
+            let command = namespace.command(
+                "python3",
+                [
+                    "-m", "pip", "download", "tpdemo==1.0", "--no-deps", "--dest", destination.path, "--index-url", index, "--cert",
+                    serverCA.certificate, "--proxy", proxy.baseURL, "--no-cache-dir", "--disable-pip-version-check", "--retries", "0",
+                    "--timeout", "30",
+                ])
+            return try runCommand(
+                command.executable, arguments: command.arguments,
+                environment: childEnvironment(Self.pipEnvironment(trusting: serverCA.certificate)), timeout: 180)
+        }
+        let downloads = try TempDir(prefix: "pip-downloads")
+        let run = try pip(index: "https://pypi.org/simple/", into: downloads)
+        #expect(run.status == 0, "\(run.output) \(proxy.stderr.suffix(2000))")
+        #expect(FileManager.default.fileExists(atPath: downloads.file("tpdemo-1.0-py3-none-any.whl")), "\(run.output)")
+        // The same index under a name the list does not hold: refused at the CONNECT.
+        let elsewhere = try TempDir(prefix: "pip-refused")
+        let refused = try pip(index: "https://files.example.test/simple/", into: elsewhere)
+        #expect(refused.status != 0, "\(refused.output)")
+        #expect(!FileManager.default.fileExists(atPath: elsewhere.file("tpdemo-1.0-py3-none-any.whl")))
+        let connects = proxy.stderr.split(separator: "\n").filter { $0.contains("method=CONNECT") }
+        #expect(connects.contains { $0.contains("files.example.test") && $0.contains("status=403") }, "\(connects)")
+        proxy.terminate(signal: SIGTERM)
+        #expect(try proxy.waitForExit(timeout: 15) == 0)
+    }
 }
