@@ -70,7 +70,7 @@ import Testing
 
                 forward_proxy:
                   other_hosts: tunnel
-                  tunnel_hosts: [pypi.org, "bad host", "10.0.0.1", "x.test:0", "x.test:99999", "*", "-a.test", "ok.test:443"]
+                  tunnel_hosts: [pypi.org, "bad host", "10.0.0.1", "x.test:0", "x.test:99999", "*", "-a.test", "ok.test:443", "y.test:+443", "z.test:0443"]
                   deny_addresses: [10.0.0.0/8, 10.0.0.1/8, "fc00::/200", example.com]
                 """
         let error = try #require(parseError(yaml))
@@ -78,7 +78,8 @@ import Testing
         #expect(
             Set(reasons.keys).isSuperset(of: [
                 "forward_proxy.tunnel_hosts[1]", "forward_proxy.tunnel_hosts[2]", "forward_proxy.tunnel_hosts[3]", "forward_proxy.tunnel_hosts[4]",
-                "forward_proxy.tunnel_hosts[5]", "forward_proxy.tunnel_hosts[6]", "forward_proxy.deny_addresses[1]",
+                "forward_proxy.tunnel_hosts[5]", "forward_proxy.tunnel_hosts[6]", "forward_proxy.tunnel_hosts[8]", "forward_proxy.tunnel_hosts[9]",
+                "forward_proxy.deny_addresses[1]",
                 "forward_proxy.deny_addresses[2]", "forward_proxy.deny_addresses[3]",
             ]), "\(reasons)")
         #expect(reasons["forward_proxy.tunnel_hosts[0]"] == nil && reasons["forward_proxy.tunnel_hosts[7]"] == nil)

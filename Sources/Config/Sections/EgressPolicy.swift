@@ -134,7 +134,8 @@ extension EgressPolicy.TunnelHost {
         var port: Int?
         if let colon = rest.lastIndex(of: ":") {
             let digits = rest[rest.index(after: colon)...]
-            guard let n = Int(digits), (1...65535).contains(n), digits.first != "0", digits.allSatisfy(\.isASCII) else {
+            let decimal = !digits.isEmpty && digits.count <= 5 && digits.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+            guard decimal, let n = Int(digits), (1...65535).contains(n), digits.first != "0" else {
                 return .failure(ParseError(description: "\"\(text)\": the port after : must be a number from 1 to 65535"))
             }
             port = n
