@@ -142,4 +142,31 @@ import Testing
         try left.stopAndExpectCleanExit()
         upstream.stop()
     }
+
+    /// A request retried after an upstream 401 holds one place and took one token: with
+    /// `max_concurrent: 1` its retry is not refused, and a burst of 2 serves exactly two requests.
+    @Test func aRetryAfter401CountsOnce() throws {
+        let idp = try OAuthServer.start()
+        let upstream = try PythonServer("refusing_upstream")
+        let proxy = try ProxyProcess(
+            config: """
+                \(routesProxyTop)
+                admin: {listen: "127.0.0.1:0"}
+                routes:
+                  - name: api
+                    upstream: \(upstream.baseURL)
+                    credentials: {type: oauth2_client_credentials, token_url: "\(idp.tokenURL)", client_id: app, client_secret_env: BUDGET_SECRET}
+                    budget: {max_concurrent: 1, rate: 1/m, burst: 2}
+                """, environment: ["BUDGET_SECRET": "secret"])
+        #expect(try curl([proxy.baseURL + "/first"]).status == 200)
+        _ = try curl(["-X", "POST", upstream.baseURL + "/test/refuse?count=1&status=401"])
+        let retried = try curl([proxy.baseURL + "/second"])
+        #expect(retried.status == 200, "\(retried.bodyString)")
+        #expect(try idp.stats().count(OAuthGrant.clientCredentials) == 2, "the 401 cost one refresh and one retry")
+        expectProxyError(try curl([proxy.baseURL + "/third"]), status: 429, code: "rate_limited")
+        #expect(try Self.metric(proxy, #"tokenproxy_budget_refusals_total{route="api",caller="default",reason="rate"}"#) == 1)
+        #expect(try Self.metric(proxy, #"tokenproxy_budget_refusals_total{route="api",caller="default",reason="concurrency"}"#) == 0)
+        try proxy.stopAndExpectCleanExit()
+        upstream.stop()
+    }
 }
