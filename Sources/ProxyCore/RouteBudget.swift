@@ -54,11 +54,10 @@ final class RouteBudget: Sendable {
 }
 
 extension Exchange {
-    /// Admits the request under its route's budget, holding its place until the exchange ends; the
-    /// 429 to answer when it is over the budget (nothing goes upstream then).
-    func admitUnderBudget(_ budget: RouteBudget, now: Double) -> ProxyError? {
-        // The placeholder's caller, once requests carry one, goes here in place of the route's.
-        let caller = RouteBudget.defaultCaller
+    /// Admits the request of `caller` (its placeholder's caller, else `RouteBudget.defaultCaller`)
+    /// under its route's budget, holding its place until the exchange ends; the 429 to answer when
+    /// it is over the budget (nothing goes upstream then).
+    func admitUnderBudget(_ budget: RouteBudget, caller: String, now: Double) -> ProxyError? {
         switch budget.admit(caller: caller, now: now) {
         case .admitted:
             budgetHold = RouteBudget.Hold(budget: budget, caller: caller)
