@@ -27,6 +27,9 @@ extension Configuration {
             add("forward_proxy.ca_key_file", forward.caKeyFile)
             add("forward_proxy.leaf_lifetime", Units.formatDuration(forward.leafLifetime))
             add("forward_proxy.other_hosts", forward.otherHosts.rawValue)
+            let tunnelHosts = forward.egress.tunnelHosts.map { "[" + $0.map(\.description).joined(separator: ", ") + "]" }
+            add("forward_proxy.tunnel_hosts", tunnelHosts ?? "any name (port 443)")
+            add("forward_proxy.deny_addresses", forward.egress.denyDescription)
         } else {
             add("forward_proxy", "none (CONNECT is 405)")
         }
@@ -94,6 +97,7 @@ extension Configuration {
             add(p + "inject", route.inject?.resolvedDescription ?? "Authorization: Bearer {token} (the default)")
             add(p + "placeholder", route.placeholder?.resolvedDescription ?? "none")
             add(p + "scrub", String(route.scrub))
+            add(p + "budget", route.budget?.resolvedDescription ?? "none")
 
         }
         if hasRoutes {

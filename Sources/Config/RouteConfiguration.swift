@@ -30,6 +30,8 @@ public struct RouteConfiguration: Sendable, Equatable {
     /// `scrub`: the route's credential values are scrubbed from its responses; default true when
     /// `placeholder` is set (CONTRACT.md "Programs in a sandbox").
     public var scrub: Bool { scrubSetting ?? (placeholder != nil) }
+    /// `budget:`: requests in flight and a rate per caller (nil: none).
+    public var budget: BudgetConfiguration? = nil
 
     /// Where bodies spooled under `forward.request_buffering_disk` are kept, resolved once at load:
     /// `forward.request_buffering_path`, or `defaultSpoolFolder`.
@@ -196,6 +198,7 @@ extension Keys {
     /// The keys of one entry of `routes:`.
     static let route = [
         "name", "match", "upstream", "credentials", "upstream_tls", "sink", "store", "access", "forward", "inject", "tls", "placeholder", "scrub",
+        "budget",
     ]
     static let match = ["listen", "host", "path_prefix", "strip_prefix"]
 }
@@ -246,6 +249,7 @@ extension RouteConfiguration {
             route.forward = defaults.forward
             route.inject = defaults.inject
             route.scrubSetting = defaults.scrubSetting
+            route.budget = defaults.budget
         }
         load.found.collect {
             guard let tls = try s.section("upstream_tls") else { return }
@@ -263,6 +267,7 @@ extension RouteConfiguration {
         if let forward = load.found.collect({ try s.section("forward") }) { route.forward = ForwardConfiguration.parse(forward, in: load) }
         if let inject = load.found.collect({ try s.section("inject") }) { route.inject = InjectConfiguration.parse(inject, in: load) }
         parseSandbox(s, into: &route, in: load)
+        if let budget = load.found.collect({ try s.section("budget") }) { route.budget = BudgetConfiguration.parse(budget, in: load) }
         // Once both are known: the store is the route's own or the defaults', `forward` too.
         route.spoolFolder = route.forward.requestBufferingPath ?? Self.defaultSpoolFolder(beside: route.store)
         // RFC 9449 §7.1 fixes a DPoP-bound token's field: `inject` is ignored for it.

@@ -42,6 +42,9 @@ public enum MetricCatalog {
         name: "tokenproxy_tunnels_total", type: .counter, labels: [],
         help: "Connections that became a tunnel after 101 Switching Protocols (WebSocket).")
     public static let openTunnels = MetricFamily(name: "tokenproxy_open_tunnels", type: .gauge, labels: [], help: "Tunnels open now.")
+    public static let budgetRefusalsTotal = MetricFamily(
+        name: "tokenproxy_budget_refusals_total", type: .counter, labels: ["route", "caller", "reason"],
+        help: "Requests answered 429 rate_limited over a route's budget, by caller and reason: concurrency, rate.")
     public static let forwardProxyConnectsTotal = MetricFamily(
         name: "tokenproxy_forward_proxy_connects_total", type: .counter, labels: ["route", "outcome"],
         help: "CONNECT requests to the forward proxy, by route (\"\" when none) and outcome: intercepted, tunnelled, refused.")
@@ -138,6 +141,7 @@ public enum MetricCatalog {
         clientSentBytesTotal,
         tunnelsTotal,
         openTunnels,
+        budgetRefusalsTotal,
         droppedHeaderFieldsTotal,
         openConnections,
         ready,

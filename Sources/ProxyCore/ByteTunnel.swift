@@ -1,3 +1,4 @@
+import Basics
 import Config
 import HTTP1
 import Logging
@@ -5,9 +6,9 @@ import Sockets
 
 /// `forward_proxy.other_hosts: tunnel`: a CONNECT to a host no route names, carried byte for byte to
 /// its port 443 (CONTRACT "HTTPS for clients"; no TLS ends here, nothing is injected). The name is
-/// resolved off the loop; any address that is loopback, link-local or a metadata address refuses the
-/// tunnel (`ForwardProxyRules.tunnelRefusal`), and the connection goes to an address that was
-/// checked, never to the name again (no second lookup a DNS answer could change).
+/// resolved off the loop; any address in `deny_addresses` refuses the tunnel
+/// (`ForwardProxyRules.tunnelRefusal`), and the connection goes to an address that was checked,
+/// never to the name again (no second lookup a DNS answer could change).
 ///
 /// The client's socket is handed over by its `Connection` after the CONNECT head; this object answers
 /// it (403/502 here, or 200 with both sockets handed to a `ByteRelay`, which relays until the end).
@@ -19,6 +20,7 @@ final class ByteTunnel {
     private let host: String
     private let port: Int
     private let startedAt: Double
+    private let egress: EgressPolicy
     private var candidates: [ResolvedAddress] = []
     private var finished = false
     /// Client bytes that came right after the CONNECT head: the first bytes for the upstream.
@@ -35,8 +37,9 @@ final class ByteTunnel {
         func handleEvents(_ events: UInt32) { tunnel?.handle(self, events) }
     }
 
-    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8]) {
+    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8]) {
         self.ctx = ctx
+        self.egress = egress
         client = Side(fd: clientFD)
         self.host = host
         self.port = port
@@ -46,8 +49,8 @@ final class ByteTunnel {
     }
 
     /// Takes over `clientFD` (no longer any connection's) and resolves `host` on a thread of its own.
-    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8]) {
-        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, early: early)
+    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8]) {
+        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, egress: egress, early: early)
         // The loop's handler table holds the tunnel from here on; no interest until it is answered.
         do {
             try ctx.loop.register(clientFD, [], tunnel.client)
@@ -69,12 +72,11 @@ final class ByteTunnel {
 
     private func resolved(_ addresses: [ResolvedAddress]) {
         guard !finished else { return }
-        if addresses.isEmpty {
-            refuse(.badGateway("\(host) does not resolve"))
-            return
-        }
-        if let why = ForwardProxyRules.tunnelRefusal(resolved: addresses.map(\.bytes)) {
-            refuse(.refusedConnect(why))
+        if let refusal = ForwardProxyRules.tunnelRefusal(resolved: addresses.map(\.bytes), egress: egress) {
+            if case .deniedAddress(let address, let block) = refusal {
+                ctx.logger.info("forward proxy: no tunnel to \(host): it resolves to \(IPAddressText.format(address)), in deny_addresses (\(block))")
+            }
+            refuse(refusal.error)
             return
         }
         candidates = addresses

@@ -1,3 +1,4 @@
+import Config
 import HTTP1
 
 /// One exchange on its client connection (docs/ARCHITECTURE.md, "A request"): a request head begins
@@ -55,6 +56,10 @@ extension Connection {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
+            if let budget = route.budget, let refusal = exchange.admitUnderBudget(budget, caller: target.caller ?? PlaceholderConfiguration.defaultCaller, now: ctx.loop.now) {
+                respond(refusal, to: exchange)
+                return
+            }
             exchange.accept(target, route: route, maxBodyBytes: ctx.configuration.limits.maxBodyBytes, shared: ctx.shared)
             if exchange.keepsReplay { machine.exchange.onReplayKept(true) }
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends);

@@ -18,7 +18,8 @@ extension Connection {
         let target = head.target
         // The tunnel outlives this exchange whatever the CONNECT's HTTP version said.
         head.keepAlive = true
-        switch ForwardProxyRules.decide(connectTarget: target, table: ctx.routes.table, otherHosts: forward.settings.otherHosts) {
+        let settings = forward.settings
+        switch ForwardProxyRules.decide(connectTarget: target, table: ctx.routes.table, otherHosts: settings.otherHosts, egress: settings.egress) {
         case .refuse(let why):
             ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
             let exchange = open(head, route: nil)
@@ -35,7 +36,7 @@ extension Connection {
                 respond(.forbiddenClient, to: exchange)
                 return
             }
-            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, early: relinquishSocket().unread)
+            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, egress: settings.egress, early: relinquishSocket().unread)
         case .intercept(let index, let host, let port):
             let route = ctx.routes.routes[index]
             let admitted = route.policy.admitsConnect(head)

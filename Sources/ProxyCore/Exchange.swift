@@ -34,6 +34,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private(set) var forwardedHost: String?
     /// What the metrics and the access log report of it.
     var record = ExchangeRecord()
+    /// The place the route's `budget` holds for it until it ends (RouteBudget.swift).
+    var budgetHold: RouteBudget.Hold?
 
     // For the metrics and the access log (docs/OBSERVABILITY.md).
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
@@ -134,6 +136,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     deinit {
         // The spool file's space is given back when its descriptor closes, with this exchange.
         if spoolReserved > 0 { shared?.releaseSpool(spoolReserved) }
+        releaseBudget()
     }
 
     /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
@@ -445,6 +448,7 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     func detach() {
         connection = nil
         waitingForToken = false
+        releaseBudget()
     }
 
     // MARK: tokens and the held 401

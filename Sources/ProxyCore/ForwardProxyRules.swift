@@ -7,7 +7,7 @@ enum ConnectDecision: Equatable, Sendable {
     /// route's requests in the tunnel.
     case intercept(route: Int, host: String, port: Int)
     /// `other_hosts: tunnel`: bytes both ways to `host:port`, once its addresses pass
-    /// ``ForwardProxyRules/tunnelRefusal(resolved:)``.
+    /// ``ForwardProxyRules/tunnelRefusal(resolved:egress:)``.
     case tunnel(host: String, port: Int)
     /// 403 `forbidden_target` with this message; it names the host only once the host is a valid
     /// name (at most 253 bytes of letters, digits, `-` and `.`), never the raw target.
@@ -34,8 +34,11 @@ enum ForwardProxyRules {
     ///   label is a number (`127.1`, `0x7f.1`, `2130706433`), which resolvers read as IPv4;
     /// - a name a `host` route gives is intercepted when the port is the route's (443 when the
     ///   route gives none), else refused;
-    /// - any other name follows `otherHosts`; a tunnel goes to port 443 only.
-    static func decide(connectTarget: String, table: RouteTable, otherHosts: ForwardProxyConfiguration.OtherHosts) -> ConnectDecision {
+    /// - any other name follows `otherHosts`; a tunnel goes to a name and port `egress.tunnelHosts`
+    ///   allows, or without that list to port 443 only.
+    static func decide(
+        connectTarget: String, table: RouteTable, otherHosts: ForwardProxyConfiguration.OtherHosts, egress: EgressPolicy = EgressPolicy()
+    ) -> ConnectDecision {
         let target = Array(connectTarget.utf8)
         let span: Authority.Span<Int>
         switch Authority.parse(target, port: portRule) {
@@ -68,7 +71,10 @@ enum ForwardProxyRules {
         case .refuse:
             return .refuse("no route names \(host)")
         case .tunnel:
-            guard port == httpsPort else { return .refuse("a tunnel to a host no route names goes to port \(httpsPort) only") }
+            guard egress.allowsTunnel(host: host, port: port) else {
+                guard egress.tunnelHosts != nil else { return .refuse("a tunnel to a host no route names goes to port \(httpsPort) only") }
+                return .refuse("\(host):\(port) is not in forward_proxy.tunnel_hosts")
+            }
             return .tunnel(host: host, port: port)
         }
     }
@@ -176,64 +182,41 @@ enum ForwardProxyRules {
 
     // MARK: Where a tunnel may go
 
-    /// Whether a tunnel may not connect to `address` (4 or 16 raw bytes, network order): it is
-    /// loopback (127.0.0.0/8, ::1), unspecified (0.0.0.0/8, ::), link-local (169.254.0.0/16,
-    /// fe80::/10: where cloud metadata servers answer) or EC2's IPv6 metadata address
-    /// `fd00:ec2::254`, also when an IPv6 address carries an IPv4 one (::ffff:a.b.c.d, RFC 4291
-    /// §2.5.5). Any other length is refused too.
-    static func isForbiddenTunnelAddress(_ address: [UInt8]) -> Bool {
-        forbiddenKind(address) != nil
+    /// Why a tunnel to a resolved name is not made (`ByteTunnel`): the CONNECT's answer, and the
+    /// reason an audit record gives (CONTRACT "Programs in a sandbox": `deny_address`).
+    enum TunnelRefusal: Equatable, Sendable {
+        /// The name resolves to no address: 502.
+        case noAddress
+        /// `address` is in `block` of `deny_addresses`: 403 `forbidden_target`.
+        case deniedAddress(address: [UInt8], block: AddressBlock)
+
+        var error: ProxyError {
+            switch self {
+            case .noAddress: return .badGateway("the host resolves to no address")
+            // The address stays out of the answer: the sandbox learns no internal address from it.
+            case .deniedAddress: return .refusedConnect("the host resolves to an address where a tunnel may not go (deny_addresses)")
+            }
+        }
+
+        /// The audit log's `reason`.
+        var auditReason: String {
+            switch self {
+            case .noAddress: return error.code
+            case .deniedAddress: return "deny_address"
+            }
+        }
     }
 
-    /// A refusal message when any of a host's resolved addresses is forbidden, or it has none
-    /// (CONTRACT.md: "refused when any address it resolves to is loopback, link-local …"): the
-    /// caller connects only to the addresses it checked here, never resolving again, so that a
-    /// second answer cannot point somewhere else (DNS rebinding).
-    static func tunnelRefusal(resolved: [[UInt8]]) -> String? {
-        guard !resolved.isEmpty else { return "the host resolves to no address" }
+    /// The refusal when a host has no address or **any** of its addresses is denied (CONTRACT.md:
+    /// "refused when any address it resolves to is in deny_addresses"): the caller connects only to
+    /// the addresses it checked here, never resolving again, so that a second answer cannot point
+    /// somewhere else (DNS rebinding); and "any", not "the first", so that a name answering with a
+    /// public address and a link-local one cannot reach the metadata server.
+    static func tunnelRefusal(resolved: [[UInt8]], egress: EgressPolicy) -> TunnelRefusal? {
+        guard !resolved.isEmpty else { return .noAddress }
         for address in resolved {
-            if let kind = forbiddenKind(address) { return "the host resolves to \(kind), where a tunnel may not go" }
+            if let block = egress.deniedBlock(address) { return .deniedAddress(address: address, block: block) }
         }
         return nil
-    }
-
-    /// What makes `address` forbidden, in words; nil when a tunnel may go there.
-    static func forbiddenKind(_ address: [UInt8]) -> String? {
-        switch address.count {
-        case 4:
-            return forbiddenIPv4Kind(address[0], address[1])
-        case 16:
-            let zeroPrefix = address[0..<10].allSatisfy { $0 == 0 }
-            // ::ffff:a.b.c.d, IPv4-mapped (RFC 4291 §2.5.5.2): the socket reaches a.b.c.d.
-            if zeroPrefix, address[10] == 0xFF, address[11] == 0xFF { return forbiddenIPv4Kind(address[12], address[13]) }
-            if zeroPrefix, address[10] == 0, address[11] == 0 {
-                if address[12..<15].allSatisfy({ $0 == 0 }), address[15] <= 1 {
-                    return address[15] == 0 ? "an unspecified address" : "a loopback address"
-                }
-                // ::a.b.c.d, IPv4-compatible (RFC 4291 §2.5.5.1, deprecated): judged as a.b.c.d.
-                return forbiddenIPv4Kind(address[12], address[13])
-            }
-            // 64:ff9b::a.b.c.d, the NAT64 well-known prefix (RFC 6052 §2.1): judged as a.b.c.d.
-            if address[0..<12].elementsEqual([0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]) { return forbiddenIPv4Kind(address[12], address[13]) }
-            if address[0] == 0xFE, address[1] & 0xC0 == 0x80 { return "a link-local address" }
-            if address.elementsEqual(ec2MetadataIPv6) { return "a cloud metadata address" }
-            return nil
-        default:
-            return "an address that is neither IPv4 nor IPv6"
-        }
-    }
-
-    /// `fd00:ec2::254`.
-    static let ec2MetadataIPv6: [UInt8] = [0xFD, 0x00, 0x0E, 0xC2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02, 0x54]
-
-    /// An IPv4 address's first two bytes decide (RFC 6890: 0.0.0.0/8 "this network", 127.0.0.0/8
-    /// loopback, 169.254.0.0/16 link-local).
-    static func forbiddenIPv4Kind(_ first: UInt8, _ second: UInt8) -> String? {
-        switch (first, second) {
-        case (0, _): return "an unspecified address"
-        case (127, _): return "a loopback address"
-        case (169, 254): return "a link-local address"
-        case (_, _): return nil
-        }
     }
 }

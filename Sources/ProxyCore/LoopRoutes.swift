@@ -13,9 +13,15 @@ public final class RouteState: Sendable {
     public let tokens: TokenManager
     /// Monotonic time until which upstream 401s are passed through without a refresh (CONTRACT point 3).
     private let stormGuardUntil = Mutex<Double>(0)
-    public init(name: String, tokens: TokenManager) {
+    /// `budget:` (nil: none), shared by every loop.
+    let budget: RouteBudget?
+    public convenience init(name: String, tokens: TokenManager) {
+        self.init(name: name, tokens: tokens, budget: nil)
+    }
+    init(name: String, tokens: TokenManager, budget: RouteBudget?) {
         self.name = name
         self.tokens = tokens
+        self.budget = budget
     }
 
     func refusingGoodTokens(now: Double) -> Bool { stormGuardUntil.withLock { now < $0 } }
@@ -60,12 +66,15 @@ final class LoopRoute {
     /// `upstream: "https://{host}"`: this is the route's template; each request goes through the
     /// `LoopRoute` of its own host (`LoopRoutes.requestHostRoute`).
     let takesRequestHost: Bool
+    /// The route's `budget` (RouteBudget.swift), read by each request; nil on a route without one.
+    let budget: RouteBudget?
 
     var tokens: TokenManager { state.tokens }
 
     /// `configuration`: the file reduced to this route (`Configuration.selecting(route:)`).
     init(state: RouteState, configuration: Configuration, named: Bool, loop: EventLoop, metrics: LoopMetrics) {
         self.state = state
+        budget = state.budget
         let route = configuration.routes[0]
         let tls = route.upstreamTLS
         upstream = UpstreamConnector(
@@ -235,11 +244,13 @@ public struct RouteStatePlan {
                 created.append(tokens)
                 known.append((route, tokens))
             }
-            // A route whose manager did not change keeps its storm guard too.
-            if let previous, let old = previous.states.first(where: { $0.name == route.name && $0.tokens === tokens }) {
+            // A route whose manager and budget did not change keeps its storm guard and budget's counts too.
+            if let previous,
+                let old = previous.states.first(where: { $0.name == route.name && $0.tokens === tokens && $0.budget?.configuration == route.budget })
+            {
                 states.append(old)
             } else {
-                states.append(RouteState(name: route.name, tokens: tokens))
+                states.append(RouteState(name: route.name, tokens: tokens, budget: route.budget.map(RouteBudget.init)))
             }
         }
         let used = Set(states.map { ObjectIdentifier($0.tokens) })

@@ -53,6 +53,8 @@ enum MetricsRenderer {
             state.tokens.collectMetrics(into: &registry, now: now)
         }
         registry.leadingLabels = []
+        registry.declare(MetricCatalog.budgetRefusalsTotal)
+        for state in routes { state.budget?.collect(route: state.name, into: &registry) }
     }
 
     /// The per-route series of issue 22; every sample carries `route`.

@@ -27,6 +27,8 @@ public enum ProxyError: Error, Equatable {
     case notImplemented(String)
     case badGateway(String)
     case tokenUnavailable(String, retryAfter: Int)
+    /// Over the route's `budget` (CONTRACT "Budgets"): 429 with `Retry-After`.
+    case rateLimited(BudgetRefusal, retryAfter: Int)
     case overloaded
     case upstreamTimeout
 
@@ -39,6 +41,7 @@ public enum ProxyError: Error, Equatable {
         case .noRoute: return 404
         case .methodNotAllowed: return 405
         case .misdirectedRequest: return 421
+        case .rateLimited: return 429
         case .requestTimeout: return 408
         case .bodyTooLarge: return 413
         case .headersTooLarge: return 431
@@ -69,6 +72,7 @@ public enum ProxyError: Error, Equatable {
         case .notImplemented: return "not_implemented"
         case .badGateway: return "bad_gateway"
         case .tokenUnavailable: return "token_unavailable"
+        case .rateLimited: return "rate_limited"
         case .overloaded: return "overloaded"
         case .upstreamTimeout: return "upstream_timeout"
         }
@@ -96,6 +100,8 @@ public enum ProxyError: Error, Equatable {
         case .notImplemented(let why): return why
         case .badGateway(let why): return why
         case .tokenUnavailable(let why, _): return why
+        case .rateLimited(.concurrency, _): return "too many requests of this caller are in flight on this route (budget.max_concurrent)"
+        case .rateLimited(.rate, _): return "this caller is over this route's request rate (budget.rate)"
         case .overloaded: return "too many connections"
         case .upstreamTimeout: return "the upstream did not answer in time"
         }
@@ -107,7 +113,7 @@ public enum ProxyError: Error, Equatable {
         case .badRequest, .requestTimeout, .bodyTooLarge, .headersTooLarge, .notImplemented, .overloaded: return true
         case .clientAuthorizationRejected, .loginRequired, .forbiddenHost, .forbiddenOrigin, .forbiddenClient,
             .forbiddenPath, .forbiddenTarget, .placeholderRequired, .refusedConnect, .misdirectedRequest, .noRoute, .methodNotAllowed, .badGateway,
-            .tokenUnavailable, .upstreamTimeout:
+            .tokenUnavailable, .upstreamTimeout, .rateLimited:
             return false
         }
     }
@@ -149,6 +155,8 @@ public enum ProxyError: Error, Equatable {
             ResponseWriter.appendField(out, name: "Retry-After", value: String(max(1, retryAfter)))
         case .overloaded:
             ResponseWriter.appendField(out, name: "Retry-After", value: "1")
+        case .rateLimited(_, let retryAfter):
+            ResponseWriter.appendField(out, name: "Retry-After", value: String(max(1, retryAfter)))
         case .methodNotAllowed:
             ResponseWriter.appendField(out, name: "Allow", value: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS")
         default:

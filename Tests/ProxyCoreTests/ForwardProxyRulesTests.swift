@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Testing
 
@@ -305,81 +306,76 @@ import Testing
 
     // MARK: Where a tunnel may go
 
-    static func v4(_ a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) -> [UInt8] { [a, b, c, d] }
-
-    static func v6(_ groups: UInt16...) -> [UInt8] {
-        precondition(groups.count == 8)
-        return groups.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
+    static func egress(tunnelHosts: [String]? = nil, deny: [String]? = nil) throws -> EgressPolicy {
+        var yaml = minimalForwardProxyYAML + "\n  other_hosts: tunnel"
+        if let tunnelHosts { yaml += "\n  tunnel_hosts: [" + tunnelHosts.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+        if let deny { yaml += "\n  deny_addresses: [" + deny.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+        let loaded = try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: ["TOKEN": "t"])
+        return try #require(loaded.configuration.forwardProxy).egress
     }
 
-    /// `prefix` (12 bytes as 6 groups) followed by an IPv4 address.
-    static func embedding(_ prefix: [UInt16], _ address: [UInt8]) -> [UInt8] {
-        prefix.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } + address
+    static let minimalForwardProxyYAML = """
+        upstream: https://api.example.com
+        credentials: {type: static, token_env: TOKEN}
+        forward_proxy:
+          leaf_lifetime: 24h
+        """
+
+    @Test func withoutTunnelHostsAnyUnnamedHostIsTunnelledToPort443Only() throws {
+        let egress = try Self.egress()
+        let decide = { (target: String) in ForwardProxyRules.decide(connectTarget: target, table: Self.table, otherHosts: .tunnel, egress: egress) }
+        #expect(decide("pypi.org:443") == .tunnel(host: "pypi.org", port: 443))
+        #expect(Self.isRefusal(decide("pypi.org:8443"), saying: "port 443 only"))
     }
 
-    @Test func loopbackUnspecifiedAndLinkLocalIPv4AreForbiddenAndTheirNeighboursAreNot() {
-        let forbidden = [
-            Self.v4(127, 0, 0, 1), Self.v4(127, 255, 255, 255), Self.v4(127, 0, 1, 1), Self.v4(0, 0, 0, 0), Self.v4(0, 255, 255, 255),
-            Self.v4(169, 254, 169, 254), Self.v4(169, 254, 0, 0), Self.v4(169, 254, 255, 255),
+    @Test func tunnelHostsAllowOnlyTheirNamesSuffixesAndPorts() throws {
+        let egress = try Self.egress(tunnelHosts: ["pypi.org", "*.githubusercontent.com", "registry.test:8443", "*.pkg.test:9000"])
+        let decide = { (target: String) in ForwardProxyRules.decide(connectTarget: target, table: Self.table, otherHosts: .tunnel, egress: egress) }
+        let allowed: [(String, String, Int)] = [
+            ("pypi.org:443", "pypi.org", 443), ("PyPI.org.:443", "pypi.org", 443),
+            ("raw.githubusercontent.com:443", "raw.githubusercontent.com", 443),
+            ("a.b.githubusercontent.com:443", "a.b.githubusercontent.com", 443),
+            ("registry.test:8443", "registry.test", 8443), ("x.pkg.test:9000", "x.pkg.test", 9000),
         ]
-        for address in forbidden {
-            #expect(ForwardProxyRules.isForbiddenTunnelAddress(address), "\(address)")
+        for (target, host, port) in allowed {
+            #expect(decide(target) == .tunnel(host: host, port: port), "\(target)")
         }
-        let allowed = [
-            Self.v4(126, 255, 255, 255), Self.v4(128, 0, 0, 0), Self.v4(1, 0, 0, 0), Self.v4(169, 253, 255, 255), Self.v4(169, 255, 0, 0),
-            Self.v4(168, 254, 169, 254), Self.v4(8, 8, 8, 8), Self.v4(10, 0, 0, 1), Self.v4(192, 168, 1, 1), Self.v4(255, 255, 255, 254),
+        let refused = [
+            "files.pythonhosted.org:443", "pypi.org:8443", "githubusercontent.com:443", "xgithubusercontent.com:443", "evilpypi.org:443",
+            "pypi.org.evil.test:443", "registry.test:443", "x.pkg.test:443", "pkg.test:9000",
         ]
-        for address in allowed {
-            #expect(!ForwardProxyRules.isForbiddenTunnelAddress(address), "\(address)")
+        for target in refused {
+            #expect(Self.isRefusal(decide(target), saying: "tunnel_hosts"), "\(target)")
         }
+        // The routes' own hosts are intercepted whatever the list says; an IP literal never tunnels.
+        #expect(decide("api.example.com:443") == .intercept(route: 0, host: "api.example.com", port: 443))
+        #expect(Self.isRefusal(decide("127.0.0.1:443"), saying: "IP address"))
+        // With other_hosts: refuse the list opens nothing.
+        let refusing = ForwardProxyRules.decide(connectTarget: "pypi.org:443", table: Self.table, otherHosts: .refuse, egress: egress)
+        #expect(Self.isRefusal(refusing, saying: "no route"))
     }
 
-    @Test func loopbackUnspecifiedLinkLocalAndEC2MetadataIPv6AreForbiddenAlsoWhenTheyCarryIPv4() {
-        let mapped: [UInt16] = [0, 0, 0, 0, 0, 0xFFFF]
-        let compatible: [UInt16] = [0, 0, 0, 0, 0, 0]
-        let nat64: [UInt16] = [0x64, 0xFF9B, 0, 0, 0, 0]
-        let forbidden = [
-            Self.v6(0, 0, 0, 0, 0, 0, 0, 1), Self.v6(0, 0, 0, 0, 0, 0, 0, 0), Self.v6(0xFE80, 0, 0, 0, 0, 0, 0, 1),
-            Self.v6(0xFEBF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF), Self.v6(0xFE80, 0, 0, 0, 0x1, 0x2, 0x3, 0x4),
-            Self.v6(0xFD00, 0x0EC2, 0, 0, 0, 0, 0, 0x0254),
-            Self.embedding(mapped, Self.v4(127, 0, 0, 1)), Self.embedding(mapped, Self.v4(169, 254, 169, 254)),
-            Self.embedding(mapped, Self.v4(0, 0, 0, 0)), Self.embedding(compatible, Self.v4(127, 0, 0, 1)),
-            Self.embedding(compatible, Self.v4(169, 254, 169, 254)), Self.embedding(nat64, Self.v4(127, 0, 0, 1)),
-            Self.embedding(nat64, Self.v4(169, 254, 169, 254)),
-        ]
-        for address in forbidden {
-            #expect(ForwardProxyRules.isForbiddenTunnelAddress(address), "\(address)")
-        }
-        let allowed = [
-            Self.v6(0x2001, 0x4860, 0x4860, 0, 0, 0, 0, 0x8888), Self.v6(0xFEC0, 0, 0, 0, 0, 0, 0, 1),
-            Self.v6(0xFE7F, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF), Self.v6(0xFEC0, 0, 0, 0, 0, 0, 0, 0),
-            Self.v6(0xFD00, 0x0EC2, 0, 0, 0, 0, 0, 0x0253), Self.v6(0xFD00, 0x0EC2, 0, 0, 0, 0, 0, 0x0255),
-            Self.v6(0xFD00, 0x0EC3, 0, 0, 0, 0, 0, 0x0254), Self.v6(0xFD00, 0x0EC2, 0, 0, 0, 0, 1, 0x0254),
-            Self.v6(0xFD00, 0, 0, 0, 0, 0, 0, 1), Self.embedding(mapped, Self.v4(8, 8, 8, 8)),
-            Self.embedding(compatible, Self.v4(8, 8, 8, 8)), Self.embedding(nat64, Self.v4(8, 8, 8, 8)),
-            Self.embedding([0, 0, 0, 0, 0xFFFF, 0], Self.v4(127, 0, 0, 1)),
-        ]
-        for address in allowed {
-            #expect(!ForwardProxyRules.isForbiddenTunnelAddress(address), "\(address)")
-        }
-    }
-
-    @Test func anAddressOfAnotherLengthIsForbidden() {
-        for count in [0, 1, 3, 5, 6, 15, 17, 32] {
-            #expect(ForwardProxyRules.isForbiddenTunnelAddress([UInt8](repeating: 8, count: count)), "\(count)")
-        }
-    }
-
-    @Test func aTunnelIsRefusedWhenAnyResolvedAddressIsForbiddenOrThereIsNone() {
-        let good = Self.v4(93, 184, 215, 14)
-        let goodV6 = Self.v6(0x2606, 0x2800, 0x21F, 0xCB07, 0x6820, 0x80DA, 0xAF6B, 0x8B2C)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good]) == nil)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, goodV6]) == nil)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [])?.contains("no address") == true)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, Self.v4(127, 0, 0, 1)])?.contains("loopback") == true)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [Self.v4(169, 254, 169, 254), good])?.contains("link-local") == true)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [goodV6, Self.v6(0xFD00, 0x0EC2, 0, 0, 0, 0, 0, 0x0254)])?.contains("metadata") == true)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [goodV6, Self.v6(0, 0, 0, 0, 0, 0, 0, 0)])?.contains("unspecified") == true)
-        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, [1, 2, 3]]) != nil)
+    @Test func aTunnelIsRefusedWhenAnyResolvedAddressIsDeniedOrThereIsNone() throws {
+        let egress = try Self.egress()
+        let good: [UInt8] = [93, 184, 215, 14]
+        let goodV6 = try #require(IPAddressText.parse("2606:2800:21f:cb07:6820:80da:af6b:8b2c"))
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good], egress: egress) == nil)
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, goodV6], egress: egress) == nil)
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [], egress: egress) == .noAddress)
+        let metadata: [UInt8] = [169, 254, 169, 254]
+        let refusal = ForwardProxyRules.tunnelRefusal(resolved: [good, metadata], egress: egress)
+        #expect(refusal == .deniedAddress(address: metadata, block: try AddressBlock("169.254.0.0/16")))
+        #expect(refusal?.auditReason == "deny_address")
+        #expect(refusal?.error.code == "forbidden_target" && refusal?.error.status == 403)
+        #expect(refusal?.error.message.contains("169.254") == false, "the answer names no address")
+        let mapped = try #require(IPAddressText.parse("::ffff:127.0.0.1"))
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [goodV6, mapped], egress: egress) != nil)
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, [1, 2, 3]], egress: egress) != nil)
+        // `deny_addresses: []` allows every address; a list of its own denies only its blocks.
+        let open = try Self.egress(deny: [])
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [metadata, mapped, [10, 0, 0, 1]], egress: open) == nil)
+        let own = try Self.egress(deny: ["203.0.113.0/24"])
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [[10, 0, 0, 1]], egress: own) == nil)
+        #expect(ForwardProxyRules.tunnelRefusal(resolved: [good, [203, 0, 113, 9]], egress: own) != nil)
     }
 }

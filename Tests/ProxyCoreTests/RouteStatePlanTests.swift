@@ -57,6 +57,27 @@ import Testing
         #expect(plan.retired[0] === first.states[1].tokens)
     }
 
+    /// A route's budget (its counts and places) is kept while its `budget` stays as it was; a
+    /// changed one starts afresh, with the same token manager.
+    @Test func aBudgetIsKeptWhileItStaysTheSame() throws {
+        let budgeted = """
+              - {name: a, match: {path_prefix: /a/}, upstream: "https://a.example.com", credentials: {type: static, token_env: T1}, budget: {max_concurrent: 2}}
+              - {name: b, match: {path_prefix: /b/}, upstream: "https://b.example.com", credentials: {type: static, token_env: T2}}
+            """
+        let old = try Self.configuration(budgeted)
+        let first = try RouteStatePlan(old, previous: nil, make: Self.make)
+        #expect(first.states[0].budget?.configuration.maxConcurrent == 2)
+        #expect(first.states[1].budget == nil)
+        let same = try RouteStatePlan(try Self.configuration(budgeted), previous: (old, first.states), make: Self.make)
+        #expect(same.states[0] === first.states[0] && same.states[0].budget === first.states[0].budget)
+        let changed = try RouteStatePlan(
+            try Self.configuration(budgeted.replacing("max_concurrent: 2", with: "max_concurrent: 3")), previous: (old, first.states),
+            make: Self.make)
+        #expect(changed.states[0].budget?.configuration.maxConcurrent == 3)
+        #expect(changed.states[0].tokens === first.states[0].tokens, "the session is kept")
+        #expect(changed.states[1] === first.states[1])
+    }
+
     @Test func aRemovedRouteRetiresItsManager() throws {
         let old = try Self.configuration(Self.two)
         let first = try RouteStatePlan(old, previous: nil, make: Self.make)

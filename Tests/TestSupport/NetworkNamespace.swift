@@ -21,17 +21,18 @@ public final class NetworkNamespace: Sendable {
         return (try? runCommand("/usr/bin/unshare", arguments: ["--net", "--mount", "/bin/true"], timeout: 20))?.status == 0
     }()
 
-    /// - Parameter hosts: names and the addresses they resolve to inside (each address is added to `lo`).
-    public init(hosts: [(name: String, address: String)]) throws {
+    /// - Parameters:
+    ///   - hosts: names and the IPv4 addresses they resolve to inside (each address is added to `lo`).
+    ///   - names: more names and addresses (IPv4 or IPv6) for `/etc/hosts` only: nothing listens there.
+    public init(hosts: [(name: String, address: String)], names: [(name: String, address: String)] = []) throws {
         hostsFolder = try TempDir(prefix: "netns")
         let hostsFile = try hostsFolder.write(
-            "hosts", "127.0.0.1 localhost\n" + hosts.map { "\($0.address) \($0.name)\n" }.joined())
-        let addresses = hosts.map { "ip addr add \($0.address)/32 dev lo" }.joined(separator: " && ")
+            "hosts", "127.0.0.1 localhost\n" + (hosts + names).map { "\($0.address) \($0.name)\n" }.joined())
+        let steps = ["ip link set lo up"] + hosts.map { "ip addr add \($0.address)/32 dev lo" } + ["mount --bind \(hostsFile) /etc/hosts"]
         holder = try ChildProcess(
             "/usr/bin/unshare",
             arguments: [
-                "--net", "--mount", "/bin/sh", "-c",
-                "ip link set lo up && \(addresses) && mount --bind \(hostsFile) /etc/hosts && echo READY && exec sleep 3600",
+                "--net", "--mount", "/bin/sh", "-c", steps.joined(separator: " && ") + " && echo READY && exec sleep 3600",
             ], environment: childEnvironment([:]))
         let ready = holder.stdout.wait(until: Date().addingTimeInterval(20)) { $0.contains("READY\n") ? true : nil }
         guard ready == true else {

@@ -8,7 +8,8 @@ work under any base path, e.g. `/base/big`):
   anything else        200 JSON {"method", "path" (raw target), "headers" [[name, value], ...] in
                        order, "body_len", "body_sha256", "body" (when < 64 KiB)}; bodies are read
                        with Content-Length or chunked
-  /status/N            status N with a small JSON body (204 and 304 without body)
+  /status/N            status N with a small JSON body (204 and 304 without body); with
+                       ?retry_after=S, a `Retry-After: S` field
   /big?bytes=N         N bytes of a repeating pattern, with Content-Length
   /stream?bytes=N      the same, chunked
   /redirect?to=URL     302 with Location: URL
@@ -17,6 +18,8 @@ work under any base path, e.g. `/base/big`):
                        URL on the request's Host)
   /target-header       200 with the raw request target in an `X-Request-Target` field
   /slow-head?ms=N      answers after N ms
+  /slow-stats          {"slow_heads": requests /slow-head has had, "max_in_flight": the most it
+                       held at once}
   /stall-body          sends the head and 1000 of 100000 bytes, then hangs (?ms=N to end sooner)
   /garbage             writes bytes that are not HTTP and closes
   /close               closes without answering
@@ -44,6 +47,7 @@ BODY_ECHO_LIMIT = 64 * 1024
 _count_lock = threading.Lock()
 _counts = {}
 _connections = 0
+_slow = {"in_flight": 0, "max_in_flight": 0, "slow_heads": 0}
 VERBOSE = False
 
 
@@ -54,7 +58,10 @@ def pattern_bytes(offset, length):
     return (PATTERN * reps)[start:start + length]
 
 
-ENDPOINTS = {"big", "stream", "redirect", "redirect-slash", "target-header", "slow-head", "stall-body", "garbage", "close", "auth", "count", "connections"}
+ENDPOINTS = {
+    "big", "stream", "redirect", "redirect-slash", "target-header", "slow-head", "slow-stats", "stall-body", "garbage", "close", "auth", "count",
+    "connections",
+}
 
 
 def route(path):
@@ -153,7 +160,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_response(status)
                 self.end_headers()
                 return
-            self.send_json(status, {"status": status})
+            retry_after = query.get("retry_after")
+            self.send_json(status, {"status": status}, [("Retry-After", retry_after[0])] if retry_after else [])
             return
         if path == "/big" or path == "/stream":
             total = qint("bytes", 0)
@@ -195,8 +203,21 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"echoed": True}, [("X-Request-Target", self.raw_target())])
             return
         if path == "/slow-head":
-            time.sleep(qint("ms", 1000) / 1000.0)
+            with _count_lock:
+                _slow["in_flight"] += 1
+                _slow["slow_heads"] += 1
+                _slow["max_in_flight"] = max(_slow["max_in_flight"], _slow["in_flight"])
+            try:
+                time.sleep(qint("ms", 1000) / 1000.0)
+            finally:
+                with _count_lock:
+                    _slow["in_flight"] -= 1
             self.send_json(200, {"slept_ms": qint("ms", 1000)})
+            return
+        if path == "/slow-stats":
+            with _count_lock:
+                stats = {"slow_heads": _slow["slow_heads"], "max_in_flight": _slow["max_in_flight"]}
+            self.send_json(200, stats)
             return
         if path == "/stall-body":
             self.send_response(200)

@@ -122,7 +122,7 @@ public enum ConfigurationLoader {
 enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
-        "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy",
+        "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy", "budget",
         "placeholder", "scrub",
     ]
     static let sections: [String: [String]] = [
@@ -140,6 +140,7 @@ enum Keys {
             "request_buffering_disk_total", "request_buffering_path",
         ],
         "inject": InjectConfiguration.keys,
+        "budget": BudgetConfiguration.keys,
         "limits": Limits.keys.map(\.name),
         "log": ["level", "format", "access_log"],
         "tls": ListenerTLSConfiguration.keys,

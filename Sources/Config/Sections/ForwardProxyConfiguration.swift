@@ -19,6 +19,8 @@ public struct ForwardProxyConfiguration: Sendable, Equatable {
     /// Seconds; at least 2 h (default 24 h).
     public var leafLifetime: Double = 24 * 3600
     public var otherHosts: OtherHosts = .refuse
+    /// `tunnel_hosts` and `deny_addresses`: where `other_hosts: tunnel` may go.
+    public var egress = EgressPolicy()
     public init(caCertFile: String, caKeyFile: String) {
         self.caCertFile = caCertFile
         self.caKeyFile = caKeyFile
@@ -26,7 +28,7 @@ public struct ForwardProxyConfiguration: Sendable, Equatable {
 }
 
 extension ForwardProxyConfiguration {
-    static let keys = ["ca_cert_file", "ca_key_file", "leaf_lifetime", "other_hosts"]
+    static let keys = ["ca_cert_file", "ca_key_file", "leaf_lifetime", "other_hosts"] + EgressPolicy.keys
     /// CONTRACT.md: a host certificate lives at least 2 h.
     static let shortestLeafLifetime: Double = 2 * 3600
 
@@ -62,6 +64,7 @@ extension ForwardProxyConfiguration {
             forward.leafLifetime = lifetime
         }
         if let choice = load.found.collect({ try s.choice("other_hosts", OtherHosts.self) }) { forward.otherHosts = choice }
+        forward.egress = EgressPolicy.parse(s, otherHosts: forward.otherHosts, in: load)
         return forward
     }
 }

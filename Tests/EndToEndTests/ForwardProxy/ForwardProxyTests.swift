@@ -312,9 +312,10 @@ import Testing
     }
 }
 
-/// `other_hosts: tunnel` for real (CONTRACT.md "HTTPS for clients"): a name that no route has and
-/// that resolves to an address which is not loopback, with a TLS server on its port 443. Run in a
-/// network namespace of its own (root only), where `real.example.test` is 10.77.0.10.
+/// `other_hosts: tunnel` for real (CONTRACT.md "HTTPS for clients"): a name that no route has, with
+/// a TLS server on its port 443. Run in a network namespace of its own (root only), where
+/// `real.example.test` is 10.77.0.10: a private address, so `deny_addresses: []` lets it through
+/// (EndToEndTests/Sandbox/SandboxEgressTests.swift has the default list refuse it).
 @Suite(.enabled(if: NetworkNamespace.isAvailable, "needs root, unshare and nsenter"), .tags(.endToEnd, .root), .timeLimit(.minutes(35)))
 struct OtherHostsTunnelTests {
     @Test func anUnknownHostIsTunnelledByteForByteToItsPort443() throws {
@@ -337,6 +338,7 @@ struct OtherHostsTunnelTests {
                 \(routesProxyTop)
                 forward_proxy:
                   other_hosts: tunnel
+                  deny_addresses: []
                 routes:
                   - name: api
                     match: {host: api.example.test}
