@@ -56,7 +56,9 @@ extension Connection {
         case .failure(let error):
             respond(error, to: exchange)
         case .success(let target):
-            if let budget = route.budget, let refusal = exchange.admitUnderBudget(budget, caller: target.caller ?? PlaceholderConfiguration.defaultCaller, now: ctx.loop.now) {
+            if let budget = route.budget,
+                let refusal = exchange.admitUnderBudget(budget, caller: target.caller ?? PlaceholderConfiguration.defaultCaller, now: ctx.loop.now)
+            {
                 respond(refusal, to: exchange)
                 return
             }
