@@ -23,6 +23,8 @@ final class ByteTunnel {
     private var finished = false
     /// Client bytes that came right after the CONNECT head: the first bytes for the upstream.
     private var early: [UInt8]
+    /// The client as the audit log names it; nil without `audit:`.
+    private let auditClient: String?
 
     /// A socket of the tunnel while it is made. The loop's handler table holds the sides, and the
     /// sides hold the tunnel, until it is answered.
@@ -35,8 +37,9 @@ final class ByteTunnel {
         func handleEvents(_ events: UInt32) { tunnel?.handle(self, events) }
     }
 
-    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8]) {
+    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8], auditClient: String?) {
         self.ctx = ctx
+        self.auditClient = auditClient
         client = Side(fd: clientFD)
         self.host = host
         self.port = port
@@ -46,8 +49,8 @@ final class ByteTunnel {
     }
 
     /// Takes over `clientFD` (no longer any connection's) and resolves `host` on a thread of its own.
-    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8]) {
-        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, early: early)
+    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, early: [UInt8], auditClient: String? = nil) {
+        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, early: early, auditClient: auditClient)
         // The loop's handler table holds the tunnel from here on; no interest until it is answered.
         do {
             try ctx.loop.register(clientFD, [], tunnel.client)
@@ -105,6 +108,7 @@ final class ByteTunnel {
         finished = true
         ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
         log(status: error.status, error: error.code)
+        ByteTunnel.audit(ctx, client: auditClient, host: host, port: port, status: error.status, reason: error.code)
         ctx.loop.unregister(client.fd, client)
         client.tunnel = nil
         if let upstream {
@@ -151,6 +155,7 @@ final class ByteTunnel {
         client.tunnel = nil
         side.tunnel = nil
         ctx.metrics.forwardProxyConnect(route: nil, outcome: .tunnelled)
+        ByteTunnel.audit(ctx, client: auditClient, host: host, port: port, status: 200, reason: nil)
         // TCP's half-close carried through, no timeout but the idle one (CONTRACT "HTTPS for clients").
         let configuration = ByteRelay.Configuration(
             halfClose: .propagate, timeouts: .init(idle: ctx.configuration.limits.clientIdleTimeout, clientSend: nil),

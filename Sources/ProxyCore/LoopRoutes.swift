@@ -60,6 +60,8 @@ final class LoopRoute {
     /// `upstream: "https://{host}"`: this is the route's template; each request goes through the
     /// `LoopRoute` of its own host (`LoopRoutes.requestHostRoute`).
     let takesRequestHost: Bool
+    /// What the audit log says of the route's credential.
+    let audit: RouteAudit
 
     var tokens: TokenManager { state.tokens }
 
@@ -89,6 +91,7 @@ final class LoopRoute {
         sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
         errorName = named ? route.name : nil
         takesRequestHost = route.upstream.takesRequestHost
+        audit = RouteAudit(route)
         requestBuffering = route.forward.requestBuffering
         requestBufferingDisk = route.forward.requestBufferingDisk
         spoolFolder = route.spoolFolder

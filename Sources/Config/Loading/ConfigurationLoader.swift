@@ -123,6 +123,7 @@ enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
         "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy",
+        "audit",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -143,6 +144,7 @@ enum Keys {
         "log": ["level", "format", "access_log"],
         "tls": ListenerTLSConfiguration.keys,
         "forward_proxy": ForwardProxyConfiguration.keys,
+        "audit": AuditConfiguration.keys,
     ]
 }
 
@@ -273,6 +275,8 @@ struct Builder {
                 load.warnings.append("forward_proxy: no route has match.host, so every CONNECT is refused or tunnelled (other_hosts)")
             }
         }
+
+        if let audit = load.found.collect({ try root.section("audit") }) { config.audit = AuditConfiguration.parse(audit, in: load) }
 
         if let error = ConfigurationError(every: load.found.errors) { throw error }
         return config

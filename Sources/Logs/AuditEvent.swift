@@ -1,0 +1,135 @@
+import Basics
+
+/// One line of the audit log (CONTRACT.md "Programs in a sandbox", "Audit log"): a request, a
+/// CONNECT decision or a credential event, as one JSON object with the contract's members in the
+/// contract's order, only those that apply. It holds no token, secret, placeholder or query: its
+/// fields are names, addresses, paths without their query and counts.
+public struct AuditEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case request, connect, credential
+    }
+
+    public enum Decision: String, Sendable {
+        case forwarded, refused, intercepted, tunnelled
+    }
+
+    /// A credential event's `action`: a session renewed with its refresh token, or a credential made anew.
+    public enum Action: String, Sendable {
+        case refresh, mint
+    }
+
+    public enum Outcome: String, Sendable {
+        case success, failure
+    }
+
+    public var kind: Kind
+    /// Seconds and milliseconds since 1970 (UTC), as `Syscall.wallClockParts` gives them.
+    public var seconds: Int
+    public var milliseconds: Int
+    public var decision: Decision?
+    /// The error code of a refusal (`forbidden_path`, `deny_address` …), or why a credential event failed.
+    public var reason: String?
+    public var route: String?
+    /// The placeholder's caller (`callers_file`), else `default`.
+    public var caller: String?
+    /// The peer address, or the subject of the client certificate on an mTLS listener.
+    public var client: String?
+    public var method: String?
+    public var host: String?
+    /// The client's path before `strip_prefix`, without its query.
+    public var path: String?
+    public var status: Int?
+    /// 0: none came.
+    public var upstreamStatus = 0
+    /// The route's `credentials.type`.
+    public var credential: String?
+    public var placement: String?
+    public var placeholder: Bool?
+    public var scrubbed: Int?
+    /// A tunnel's checked address.
+    public var address: String?
+    public var traceID: String?
+    public var action: Action?
+    public var outcome: Outcome?
+
+    public init(kind: Kind, seconds: Int, milliseconds: Int) {
+        self.kind = kind
+        self.seconds = seconds
+        self.milliseconds = milliseconds
+    }
+
+    /// A credential event: one refresh or mint of `route`'s credential of type `credential`.
+    public static func credential(
+        route: String, credential: String, action: Action, outcome: Outcome, reason: String?, seconds: Int, milliseconds: Int
+    ) -> AuditEvent {
+        var event = AuditEvent(kind: .credential, seconds: seconds, milliseconds: milliseconds)
+        event.route = route
+        event.credential = credential
+        event.action = action
+        event.outcome = outcome
+        event.reason = outcome == .failure ? reason : nil
+        return event
+    }
+
+    /// Appends the line, newline included, to `out`.
+    public func append(to out: inout [UInt8]) {
+        var first = true
+        func key(_ name: StaticString) {
+            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
+            first = false
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        }
+        func string(_ name: StaticString, _ value: String?) {
+            guard let value else { return }
+            key(name)
+            out.append(UInt8(ascii: "\""))
+            JSONString.appendEscaped(value, to: &out)
+            out.append(UInt8(ascii: "\""))
+        }
+        func number(_ name: StaticString, _ value: Int?) {
+            guard let value else { return }
+            key(name)
+            out.append(contentsOf: String(value).utf8)
+        }
+        string("ts", TokenproxyLogHandler.timestamp(epochSeconds: seconds, milliseconds: milliseconds))
+        string("event", kind.rawValue)
+        switch kind {
+        case .request, .connect:
+            string("decision", decision?.rawValue)
+            string("reason", reason)
+            string("route", route)
+            string("caller", caller)
+            string("client", client)
+            string("method", method)
+            string("host", host)
+            string("path", path)
+            number("status", status)
+            number("upstream_status", upstreamStatus > 0 ? upstreamStatus : nil)
+            string("credential", credential)
+            string("placement", placement)
+            if let placeholder {
+                key("placeholder")
+                out.append(contentsOf: (placeholder ? "true" : "false").utf8)
+            }
+            number("scrubbed", scrubbed)
+            string("address", address)
+            string("trace_id", traceID)
+        case .credential:
+            string("route", route)
+            string("credential", credential)
+            string("action", action?.rawValue)
+            string("outcome", outcome?.rawValue)
+            string("reason", reason)
+        }
+        out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
+    }
+
+    /// The line as text, for tests and messages.
+    public var line: String {
+        var out: [UInt8] = []
+        append(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
