@@ -57,7 +57,8 @@ extension Exchange {
         event.status = record.status
         event.upstreamStatus = record.upstreamStatus
         if isConnect {
-            event.host = tunnelHost
+            // The CONNECT's authority as it came (host and port), as the access log shows it.
+            event.host = TunnelPin.loggable(head.target)
         } else {
             let target = AuditTarget.split(head.target)
             event.host = target.host ?? head.first("host")
