@@ -166,6 +166,19 @@ import Testing
         try proxy.stopAndExpectCleanExit()
     }
 
+    /// On a listener that asks for client certificates, `client` is the certificate's subject.
+    @Test func theClientOfAnMTLSListenerIsItsCertificatesSubject() throws {
+        let clients = try TestCA(name: "audit test clients")
+        let f = try TLSListenerFixture(clientCA: clients.certificate, more: "audit: {path: ./audit.jsonl}")
+        let agent = try clients.issue(["agent-7"], purpose: .client)
+        let answered = try f.curl(["--cert", agent.certificate, "--key", agent.key, f.url("/who")])
+        #expect(answered.status == 200, "\(answered.stderr)")
+        let line = try #require(try Self.lines(f.proxy.directory.file("audit.jsonl")).last)
+        #expect(line["client"] as? String == "CN=agent-7", "\(line)")
+        #expect(line["path"] as? String == "/who")
+        try f.finish()
+    }
+
     /// `check` refuses an audit file that is a symbolic link or that others may read, naming the key.
     @Test(arguments: ["symlink", "0644"])
     func checkRefusesAnAuditFileOthersCouldReadOrRedirect(_ kind: String) throws {
