@@ -23,6 +23,7 @@ WORK=$(mktemp -d /tmp/audit-cost.XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
+[[ -n ${KEEP:-} ]] && cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; echo "kept $WORK" >&2; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 UPSTREAM_PORT=$(free_port)
 mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"

@@ -71,7 +71,8 @@ public struct AuditEvent: Sendable, Equatable {
         return event
     }
 
-    /// Appends the line, newline included, to `out`.
+    /// Appends the line, newline included, to `out`: bytes appended in place, no intermediate
+    /// strings (it runs once per request on the loop).
     public func append(to out: inout [UInt8]) {
         var first = true
         func key(_ name: StaticString) {
@@ -79,7 +80,8 @@ public struct AuditEvent: Sendable, Equatable {
             first = false
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
         }
         func string(_ name: StaticString, _ value: String?) {
             guard let value else { return }
@@ -91,9 +93,10 @@ public struct AuditEvent: Sendable, Equatable {
         func number(_ name: StaticString, _ value: Int?) {
             guard let value else { return }
             key(name)
-            out.append(contentsOf: String(value).utf8)
+            AuditEvent.appendDecimal(value, width: 1, to: &out)
         }
-        string("ts", TokenproxyLogHandler.timestamp(epochSeconds: seconds, milliseconds: milliseconds))
+        key("ts")
+        AuditEvent.appendTimestamp(seconds: seconds, milliseconds: milliseconds, to: &out)
         string("event", kind.rawValue)
         switch kind {
         case .request, .connect:
@@ -111,7 +114,7 @@ public struct AuditEvent: Sendable, Equatable {
             string("placement", placement)
             if let placeholder {
                 key("placeholder")
-                out.append(contentsOf: (placeholder ? "true" : "false").utf8)
+                out.append(contentsOf: placeholder ? Self.trueBytes : Self.falseBytes)
             }
             number("scrubbed", scrubbed)
             string("address", address)
@@ -123,7 +126,51 @@ public struct AuditEvent: Sendable, Equatable {
             string("outcome", outcome?.rawValue)
             string("reason", reason)
         }
-        out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
+        out.append(UInt8(ascii: "}"))
+        out.append(UInt8(ascii: "\n"))
+    }
+
+    private static let trueBytes: [UInt8] = Array("true".utf8)
+    private static let falseBytes: [UInt8] = Array("false".utf8)
+
+    /// `"2026-11-22T03:00:00.042Z"` (RFC 3339, UTC, milliseconds), quotes included, as the log
+    /// handler's timestamps (`CivilTime`).
+    static func appendTimestamp(seconds: Int, milliseconds: Int, to out: inout [UInt8]) {
+        let time = CivilTime(epochSeconds: seconds)
+        out.append(UInt8(ascii: "\""))
+        appendDecimal(time.year, width: 4, to: &out)
+        out.append(UInt8(ascii: "-"))
+        appendDecimal(time.month, width: 2, to: &out)
+        out.append(UInt8(ascii: "-"))
+        appendDecimal(time.day, width: 2, to: &out)
+        out.append(UInt8(ascii: "T"))
+        appendDecimal(time.secondOfDay / 3600, width: 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDecimal(time.secondOfDay / 60 % 60, width: 2, to: &out)
+        out.append(UInt8(ascii: ":"))
+        appendDecimal(time.secondOfDay % 60, width: 2, to: &out)
+        out.append(UInt8(ascii: "."))
+        appendDecimal(milliseconds, width: 3, to: &out)
+        out.append(UInt8(ascii: "Z"))
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `value` in decimal, padded with zeros to `width` digits.
+    static func appendDecimal(_ value: Int, width: Int, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var power: UInt = 1
+        var digits = 1
+        while magnitude / power >= 10 {
+            power *= 10
+            digits += 1
+        }
+        for _ in digits..<max(width, digits) { out.append(UInt8(ascii: "0")) }
+        while power > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(magnitude / power))
+            magnitude %= power
+            power /= 10
+        }
     }
 
     /// The line as text, for tests and messages.

@@ -47,13 +47,21 @@ struct RouteAudit {
 /// The client's request target as the audit log shows it: the host of an absolute-form target
 /// (without userinfo) and the path without its query or fragment, before `strip_prefix`.
 enum AuditTarget {
+    /// Read as bytes (the target is ASCII by the parser's rules), once per request.
     static func split(_ target: String) -> (host: String?, path: String) {
-        let shown = target.prefix { $0 != "?" && $0 != "#" }
-        guard let scheme = shown.range(of: "://") else { return (nil, String(shown)) }
-        let rest = shown[scheme.upperBound...]
-        let authority = rest.prefix { $0 != "/" }
-        let host = authority.lastIndex(of: "@").map { authority[authority.index(after: $0)...] } ?? authority
-        let path = rest.dropFirst(authority.count)
-        return (String(host), path.isEmpty ? "/" : String(path))
+        let bytes = target.utf8
+        let end = bytes.firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        let shown = bytes[..<end]
+        // Origin-form (nearly every request): the path as it is.
+        guard shown.first != UInt8(ascii: "/") else { return (nil, end == bytes.endIndex ? target : String(decoding: shown, as: UTF8.self)) }
+        guard let colon = shown.firstIndex(of: UInt8(ascii: ":")), shown[colon...].starts(with: "://".utf8) else {
+            return (nil, String(decoding: shown, as: UTF8.self))
+        }
+        let rest = shown[shown.index(colon, offsetBy: 3)...]
+        let authorityEnd = rest.firstIndex(of: UInt8(ascii: "/")) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let hostStart = authority.lastIndex(of: UInt8(ascii: "@")).map { authority.index(after: $0) } ?? authority.startIndex
+        let path = rest[authorityEnd...]
+        return (String(decoding: authority[hostStart...], as: UTF8.self), path.isEmpty ? "/" : String(decoding: path, as: UTF8.self))
     }
 }

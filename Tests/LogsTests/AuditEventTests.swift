@@ -67,3 +67,19 @@ import Testing
         try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
 }
+
+@Suite struct AuditTimestampTests {
+    @Test(arguments: [(0, 0), (951_782_400, 7), (1_795_316_400, 999), (4_102_444_799, 120)])
+    func theTimestampIsTheLogHandlersToTheMillisecond(seconds: Int, milliseconds: Int) {
+        var out: [UInt8] = []
+        AuditEvent.appendTimestamp(seconds: seconds, milliseconds: milliseconds, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "\"" + TokenproxyLogHandler.timestamp(epochSeconds: seconds, milliseconds: milliseconds) + "\"")
+    }
+
+    @Test(arguments: [(0, 1, "0"), (7, 3, "007"), (1234, 2, "1234"), (-5, 1, "-5"), (Int.max, 1, String(Int.max))])
+    func numbersAreWrittenInDecimal(value: Int, width: Int, expected: String) {
+        var out: [UInt8] = []
+        AuditEvent.appendDecimal(value, width: width, to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == expected)
+    }
+}
