@@ -6,6 +6,8 @@ import Synchronization
 /// file keeps lines whole (docs/ARCHITECTURE.md, "The audit log").
 public final class AuditLog: Sendable {
     private let file = AppendOnlyFile()
+    /// Lines that could not be written (`tokenproxy_audit_lines_lost_total`).
+    public let lost = Atomic<Int>(0)
     /// What `open` last opened: nil before, `.some(nil)` for stderr.
     private let opened = Mutex<String??>(nil)
 
@@ -35,7 +37,9 @@ public final class AuditLog: Sendable {
     public func write(_ event: AuditEvent, buffer: inout [UInt8]) -> Bool {
         buffer.removeAll(keepingCapacity: true)
         event.append(to: &buffer)
-        return buffer.withUnsafeBytes { file.append($0) }
+        let written = buffer.withUnsafeBytes { file.append($0) }
+        if !written { lost.add(1, ordering: .relaxed) }
+        return written
     }
 }
 

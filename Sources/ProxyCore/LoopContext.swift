@@ -22,7 +22,7 @@ final class LoopContext {
     /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.
     var timeouts: ExchangeMachine.Timeouts
     var connections: [Int32: Connection] = [:]
-    /// `audit:` is set (`Connection+Audit.swift`), and the loop's buffer its lines are formatted in.
+    /// `audit:` is set (`AuditLines.swift`), and the loop's buffer its lines are formatted in.
     private(set) var auditing: Bool
     var auditBuffer: [UInt8] = []
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Logs
@@ -81,5 +82,14 @@ import Testing
         var out: [UInt8] = []
         AuditEvent.appendDecimal(value, width: width, to: &out)
         #expect(String(decoding: out, as: UTF8.self) == expected)
+    }
+}
+
+@Suite struct AuditLogCountTests {
+    @Test func aLineThatCannotBeWrittenIsCountedAsLost() {
+        let log = AuditLog()
+        var buffer: [UInt8] = []
+        #expect(!log.write(AuditEvent(kind: .request, seconds: 0, milliseconds: 0), buffer: &buffer), "nothing is open")
+        #expect(log.lost.load(ordering: .relaxed) == 1)
     }
 }
