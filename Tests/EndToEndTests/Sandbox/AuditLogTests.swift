@@ -166,6 +166,34 @@ import Testing
         try proxy.stopAndExpectCleanExit()
     }
 
+    /// `"-"` writes the lines to stderr; a reload that names a file moves them there from the next
+    /// request on, and one that names no audit stops them.
+    @Test func stderrFirstThenAFileAfterAReloadThenNone() throws {
+        let upstream = try PythonServer("echo_upstream")
+        defer { upstream.stop() }
+        let base = staticTokenConfig(upstream: upstream.baseURL, logLevel: "info")
+        let proxy = try ProxyProcess(config: base + "audit: {path: \"-\"}\n", environment: ["E2E_TOKEN": e2eToken])
+        #expect(try curl([proxy.baseURL + "/to-stderr"]).status == 200)
+        #expect(proxy.waitForStderr(containing: #""event":"request","decision":"forwarded""#), "\(proxy.stderr.suffix(2000))")
+        #expect(proxy.stderr.contains(#""path":"/to-stderr""#))
+
+        try proxy.directory.write("tokenproxy.yaml", base + "audit: {path: ./audit.jsonl}\n")
+        proxy.terminate(signal: SIGUSR2)
+        #expect(proxy.waitForStderr(containing: "configuration reloaded"), "\(proxy.stderr.suffix(2000))")
+        #expect(try curl([proxy.baseURL + "/to-file"]).status == 200)
+        let audit = proxy.directory.file("audit.jsonl")
+        #expect(try Self.lines(audit).map { $0["path"] as? String } == ["/to-file"])
+        #expect(!proxy.stderr.contains(#""path":"/to-file""#))
+
+        try proxy.directory.write("tokenproxy.yaml", base)
+        proxy.terminate(signal: SIGUSR2)
+        let deadline = Date().addingTimeInterval(15)
+        while proxy.stderr.components(separatedBy: "configuration reloaded").count < 3 && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(try curl([proxy.baseURL + "/no-audit"]).status == 200)
+        #expect(try Self.lines(audit).count == 1, "a line after audit: was removed")
+        try proxy.stopAndExpectCleanExit()
+    }
+
     /// On a listener that asks for client certificates, `client` is the certificate's subject.
     @Test func theClientOfAnMTLSListenerIsItsCertificatesSubject() throws {
         let clients = try TestCA(name: "audit test clients")
