@@ -71,63 +71,78 @@ public struct AuditEvent: Sendable, Equatable {
         return event
     }
 
-    /// Appends the line, newline included, to `out`: bytes appended in place, no intermediate
-    /// strings (it runs once per request on the loop).
+    /// Appends the line, newline included, to `out`: bytes appended in place, each member's name
+    /// copied from a constant, no intermediate strings (it runs once per request on the loop).
     public func append(to out: inout [UInt8]) {
-        var first = true
-        func key(_ name: StaticString) {
-            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
-            first = false
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-        }
-        func string(_ name: StaticString, _ value: String?) {
+        func string(_ name: [UInt8], _ value: String?) {
             guard let value else { return }
-            key(name)
-            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: name)
             JSONString.appendEscaped(value, to: &out)
             out.append(UInt8(ascii: "\""))
         }
-        func number(_ name: StaticString, _ value: Int?) {
+        func number(_ name: [UInt8], _ value: Int?) {
             guard let value else { return }
-            key(name)
+            out.append(contentsOf: name)
             AuditEvent.appendDecimal(value, width: 1, to: &out)
         }
-        key("ts")
+        out.append(contentsOf: Member.ts)
         AuditEvent.appendTimestamp(seconds: seconds, milliseconds: milliseconds, to: &out)
-        string("event", kind.rawValue)
+        string(Member.event, kind.rawValue)
         switch kind {
         case .request, .connect:
-            string("decision", decision?.rawValue)
-            string("reason", reason)
-            string("route", route)
-            string("caller", caller)
-            string("client", client)
-            string("method", method)
-            string("host", host)
-            string("path", path)
-            number("status", status)
-            number("upstream_status", upstreamStatus > 0 ? upstreamStatus : nil)
-            string("credential", credential)
-            string("placement", placement)
+            string(Member.decision, decision?.rawValue)
+            string(Member.reason, reason)
+            string(Member.route, route)
+            string(Member.caller, caller)
+            string(Member.client, client)
+            string(Member.method, method)
+            string(Member.host, host)
+            string(Member.path, path)
+            number(Member.status, status)
+            number(Member.upstreamStatus, upstreamStatus > 0 ? upstreamStatus : nil)
+            string(Member.credential, credential)
+            string(Member.placement, placement)
             if let placeholder {
-                key("placeholder")
+                out.append(contentsOf: Member.placeholder)
                 out.append(contentsOf: placeholder ? Self.trueBytes : Self.falseBytes)
             }
-            number("scrubbed", scrubbed)
-            string("address", address)
-            string("trace_id", traceID)
+            number(Member.scrubbed, scrubbed)
+            string(Member.address, address)
+            string(Member.traceID, traceID)
         case .credential:
-            string("route", route)
-            string("credential", credential)
-            string("action", action?.rawValue)
-            string("outcome", outcome?.rawValue)
-            string("reason", reason)
+            string(Member.route, route)
+            string(Member.credential, credential)
+            string(Member.action, action?.rawValue)
+            string(Member.outcome, outcome?.rawValue)
+            string(Member.reason, reason)
         }
         out.append(UInt8(ascii: "}"))
         out.append(UInt8(ascii: "\n"))
+    }
+
+    /// Each member's name as it is written: after the first, a comma before it; a string's opening
+    /// quote after it.
+    private enum Member {
+        static let ts = Array(#"{"ts":"#.utf8)
+        static let event = Array(#","event":""#.utf8)
+        static let decision = Array(#","decision":""#.utf8)
+        static let reason = Array(#","reason":""#.utf8)
+        static let route = Array(#","route":""#.utf8)
+        static let caller = Array(#","caller":""#.utf8)
+        static let client = Array(#","client":""#.utf8)
+        static let method = Array(#","method":""#.utf8)
+        static let host = Array(#","host":""#.utf8)
+        static let path = Array(#","path":""#.utf8)
+        static let status = Array(#","status":"#.utf8)
+        static let upstreamStatus = Array(#","upstream_status":"#.utf8)
+        static let credential = Array(#","credential":""#.utf8)
+        static let placement = Array(#","placement":""#.utf8)
+        static let placeholder = Array(#","placeholder":"#.utf8)
+        static let scrubbed = Array(#","scrubbed":"#.utf8)
+        static let address = Array(#","address":""#.utf8)
+        static let traceID = Array(#","trace_id":""#.utf8)
+        static let action = Array(#","action":""#.utf8)
+        static let outcome = Array(#","outcome":""#.utf8)
     }
 
     private static let trueBytes: [UInt8] = Array("true".utf8)
