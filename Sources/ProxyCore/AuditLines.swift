@@ -49,6 +49,8 @@ extension Exchange {
     func auditEvent(client: String, seconds: Int, milliseconds: Int) -> AuditEvent {
         let isConnect = AccessPolicy.isConnect(head.method)
         var event = AuditEvent(kind: isConnect ? .connect : .request, seconds: seconds, milliseconds: milliseconds)
+        // Refused: the proxy answered with its error code before a request went up (none was sent
+        // with a token); one that failed upstream (502, 504) was forwarded and keeps its code as reason.
         let refused = record.refusal != nil && sentToken == nil
         event.decision = refused ? .refused : (isConnect ? .intercepted : .forwarded)
         event.reason = record.refusal
