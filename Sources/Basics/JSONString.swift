@@ -14,6 +14,15 @@ public enum JSONString {
 
     /// Appends `text` escaped, without quotes.
     public static func appendEscaped(_ text: String, to out: inout [UInt8]) {
+        // Most texts (names, paths, addresses) need no escape: one scan, one copy.
+        let copied = text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for byte in bytes where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0xE2 {
+                return false
+            }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true { return }
         append(text, to: &out, onlyControlCharacters: false)
     }
 

@@ -34,6 +34,8 @@ static inline int tp_x509_stack_push(STACK_OF(X509) *s, X509 *cert) { return sk_
 static inline void tp_x509_stack_free(STACK_OF(X509) *s) { sk_X509_pop_free(s, X509_free); }
 // BIO_get_mem_data is a macro.
 static inline long tp_bio_mem_data(BIO *b, char **data) { return BIO_get_mem_data(b, data); }
+// A name as RFC 2253 writes it; XN_FLAG_RFC2253 is a macro of flags Swift does not import.
+static inline int tp_x509_name_print_rfc2253(BIO *b, const X509_NAME *n) { return X509_NAME_print_ex(b, n, 0, XN_FLAG_RFC2253); }
 // X509_NAME_add_entry_by_txt with MBSTRING_UTF8, a macro Swift does not import.
 static inline int tp_x509_name_add(X509_NAME *n, const char *field, const char *value) {
     return X509_NAME_add_entry_by_txt(n, field, MBSTRING_UTF8, (const unsigned char *)value, -1, -1, 0);

@@ -126,6 +126,7 @@ extension Configuration {
         add("log.level", log.level.rawValue)
         add("log.format", log.format.rawValue)
         add("log.access_log", String(log.accessLog))
+        add("audit.path", audit?.destination.description ?? "none (no audit log)")
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -180,6 +180,18 @@ public struct ResponseParser: Sendable {
         return false
     }
 
+    /// The body of the response in progress has been reported whole (its `.end` may still be due),
+    /// or the response has ended: no more of its body will come. False while a chunked or
+    /// close-delimited body goes on.
+    public var bodyComplete: Bool {
+        switch state {
+        case .endPending: return true
+        case .body: return body.isComplete
+        case .head: return isIdle
+        case .untilClose, .upgraded, .closed, .failed: return false
+        }
+    }
+
     /// The last final head's HTTP version was 1.0 (RFC 9112 §2.3); a higher 1.x minor counts as 1.1
     /// (RFC 9110 §2.5).
     public var isHTTP10: Bool { finalIsHTTP10 }

@@ -16,6 +16,11 @@ public struct MetricFamily: Sendable, Equatable {
 }
 
 public enum MetricCatalog {
+    // The audit log
+    public static let auditLinesLostTotal = MetricFamily(
+        name: "tokenproxy_audit_lines_lost_total", type: .counter, labels: [],
+        help: "Audit lines that could not be written (a full disk, a closed stderr).")
+
     // Requests and clients
     public static let requestsTotal = MetricFamily(
         name: "tokenproxy_requests_total", type: .counter, labels: ["route", "code"], help: "Requests answered, by HTTP status code.")
@@ -170,5 +175,6 @@ public enum MetricCatalog {
         storeLeaseWaitSecondsTotal,
         refreshRacesTotal,
         configReloadsTotal,
+        auditLinesLostTotal,
     ]
 }

@@ -22,9 +22,13 @@ final class ByteTunnel {
     private let startedAt: Double
     private let egress: EgressPolicy
     private var candidates: [ResolvedAddress] = []
+    /// The checked address being connected to (the audit line's `address` once connected).
+    private var connectingTo: ResolvedAddress?
     private var finished = false
     /// Client bytes that came right after the CONNECT head: the first bytes for the upstream.
     private var early: [UInt8]
+    /// The client as the audit log names it; nil without `audit:`.
+    private let auditClient: String?
 
     /// A socket of the tunnel while it is made. The loop's handler table holds the sides, and the
     /// sides hold the tunnel, until it is answered.
@@ -37,9 +41,10 @@ final class ByteTunnel {
         func handleEvents(_ events: UInt32) { tunnel?.handle(self, events) }
     }
 
-    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8]) {
+    private init(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8], auditClient: String?) {
         self.ctx = ctx
         self.egress = egress
+        self.auditClient = auditClient
         client = Side(fd: clientFD)
         self.host = host
         self.port = port
@@ -49,8 +54,8 @@ final class ByteTunnel {
     }
 
     /// Takes over `clientFD` (no longer any connection's) and resolves `host` on a thread of its own.
-    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8]) {
-        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, egress: egress, early: early)
+    static func start(ctx: LoopContext, clientFD: Int32, host: String, port: Int, egress: EgressPolicy, early: [UInt8], auditClient: String? = nil) {
+        let tunnel = ByteTunnel(ctx: ctx, clientFD: clientFD, host: host, port: port, egress: egress, early: early, auditClient: auditClient)
         // The loop's handler table holds the tunnel from here on; no interest until it is answered.
         do {
             try ctx.loop.register(clientFD, [], tunnel.client)
@@ -76,7 +81,7 @@ final class ByteTunnel {
             if case .deniedAddress(let address, let block) = refusal {
                 ctx.logger.info("forward proxy: no tunnel to \(host): it resolves to \(IPAddressText.format(address)), in deny_addresses (\(block))")
             }
-            refuse(refusal.error)
+            refuse(refusal.error, auditReason: refusal.auditReason)
             return
         }
         candidates = addresses
@@ -86,6 +91,7 @@ final class ByteTunnel {
     private func connectNext() {
         while !candidates.isEmpty {
             let address = candidates.removeFirst()
+            connectingTo = address
             do {
                 let fd = try OutboundSocket.connect(to: address)
                 let side = Side(fd: fd)
@@ -102,11 +108,13 @@ final class ByteTunnel {
     }
 
     /// The CONNECT's answer when no tunnel comes of it; the socket lingers as any refused one does.
-    private func refuse(_ error: ProxyError) {
+    /// `auditReason`: the audit line's reason when it is not the error's code (`deny_address`).
+    private func refuse(_ error: ProxyError, auditReason: String? = nil) {
         guard !finished else { return }
         finished = true
         ctx.metrics.forwardProxyConnect(route: nil, outcome: .refused)
         log(status: error.status, error: error.code)
+        ByteTunnel.audit(ctx, client: auditClient, host: host, port: port, status: error.status, reason: auditReason ?? error.code, address: nil)
         ctx.loop.unregister(client.fd, client)
         client.tunnel = nil
         if let upstream {
@@ -153,6 +161,8 @@ final class ByteTunnel {
         client.tunnel = nil
         side.tunnel = nil
         ctx.metrics.forwardProxyConnect(route: nil, outcome: .tunnelled)
+        ByteTunnel.audit(
+            ctx, client: auditClient, host: host, port: port, status: 200, reason: nil, address: connectingTo.map { IPAddressText.format($0.bytes) })
         // TCP's half-close carried through, no timeout but the idle one (CONTRACT "HTTPS for clients").
         let configuration = ByteRelay.Configuration(
             halfClose: .propagate, timeouts: .init(idle: ctx.configuration.limits.clientIdleTimeout, clientSend: nil),

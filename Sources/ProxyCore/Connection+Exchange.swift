@@ -158,6 +158,7 @@ extension Connection {
             if let exchange { respond(error, to: exchange) }
         case .answerAlone:
             let bytes = error.response(keepAlive: false, isHead: false)
+            if ctx.auditing { auditUnparsed(error) }
             appendOut(bytes)
             ctx.metrics.requestFinished(status: error.status, bytesIn: 0, bytesOut: bytes.count)
             flush()
@@ -181,6 +182,7 @@ extension Connection {
             ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.record.status, seconds: seconds)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
+        if ctx.auditing { audit(exchange) }
     }
 
     /// One access-log line (docs/OBSERVABILITY.md "Access log").

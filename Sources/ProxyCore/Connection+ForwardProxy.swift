@@ -36,7 +36,9 @@ extension Connection {
                 respond(.forbiddenClient, to: exchange)
                 return
             }
-            ByteTunnel.start(ctx: ctx, clientFD: fd, host: host, port: port, egress: settings.egress, early: relinquishSocket().unread)
+            let auditClient = ctx.auditing ? self.auditClient : nil
+            ByteTunnel.start(
+                ctx: ctx, clientFD: fd, host: host, port: port, egress: settings.egress, early: relinquishSocket().unread, auditClient: auditClient)
         case .intercept(let index, let host, let port):
             let route = ctx.routes.routes[index]
             let admitted = route.policy.admitsConnect(head)

@@ -335,6 +335,7 @@ final class Connection: EventHandler, LoopTask {
                 exchange.record.endedShort(status: 499)
                 logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
             }
+            if ctx.auditing { audit(exchange) }
             exchange.releaseReplay()
         }
         exchange = nil

@@ -24,6 +24,8 @@ struct ExchangeRecord {
     private(set) var caller: String?
     /// The request was counted and logged (`Connection.recordFinished`).
     private(set) var recorded = false
+    /// Its audit line was written (`Connection.audit`).
+    private(set) var audited = false
 
     /// The client gets this status (a head written, or one of the proxy's own answers).
     mutating func answered(status: Int, refusal: String? = nil) {
@@ -66,6 +68,13 @@ struct ExchangeRecord {
         tokenWaitStartedAt = 0
         tokenWaitSeconds += waited
         return waited
+    }
+
+    /// True the first time: the request has one audit line.
+    mutating func markAudited() -> Bool {
+        guard !audited else { return false }
+        audited = true
+        return true
     }
 
     /// True the first time: the request is counted and logged once.

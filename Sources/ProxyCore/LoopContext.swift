@@ -22,6 +22,9 @@ final class LoopContext {
     /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.
     var timeouts: ExchangeMachine.Timeouts
     var connections: [Int32: Connection] = [:]
+    /// `audit:` is set (`AuditLines.swift`), and the loop's buffer its lines are formatted in.
+    private(set) var auditing: Bool
+    var auditBuffer: [UInt8] = []
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
     /// One read buffer for every upstream connection of the loop; large, so that a big download
@@ -41,6 +44,7 @@ final class LoopContext {
         self.logger = logger
         routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
         timeouts = LoopContext.timeouts(configuration)
+        auditing = configuration.audit != nil
     }
 
     static func timeouts(_ configuration: Configuration) -> ExchangeMachine.Timeouts {
@@ -57,6 +61,7 @@ final class LoopContext {
         self.forwardProxy = forwardProxy
         routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
         timeouts = LoopContext.timeouts(configuration)
+        auditing = configuration.audit != nil
         for route in old.withConnections { route.upstream.closeIdle() }
     }
 

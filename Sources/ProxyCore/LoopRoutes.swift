@@ -68,6 +68,8 @@ final class LoopRoute {
     let takesRequestHost: Bool
     /// The route's `budget` (RouteBudget.swift), read by each request; nil on a route without one.
     let budget: RouteBudget?
+    /// What the audit log says of the route's credential.
+    let audit: RouteAudit
 
     var tokens: TokenManager { state.tokens }
 
@@ -98,6 +100,7 @@ final class LoopRoute {
         sessionNeedsLogin = route.credentials.type.sessionNeedsLogin
         errorName = named ? route.name : nil
         takesRequestHost = route.upstream.takesRequestHost
+        audit = RouteAudit(route)
         requestBuffering = route.forward.requestBuffering
         requestBufferingDisk = route.forward.requestBufferingDisk
         spoolFolder = route.spoolFolder

@@ -207,6 +207,8 @@ final class SharedProxyState: Sendable {
     /// Bytes of request bodies in spool files, all routes together.
     let spoolBytesInUse = Atomic<Int>(0)
     let draining = Atomic<Bool>(false)
+    /// `audit:`'s file (AuditLines.swift); written only while the loops' `auditing` is set.
+    let audit = AuditLog()
     /// Failed client handshakes are logged once a minute per client address (CONTRACT "HTTPS for clients").
     let handshakeFailureLog = FailureLogLimit()
     /// Route names in the order their metrics slots were given (slots outlive reloads, so a route

@@ -56,6 +56,7 @@ extension Server: AdminService {
             ready: isReady, named: configuration.hasRoutes, into: &registry)
         registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "success")], succeeded)
         registry.add(MetricCatalog.configReloadsTotal, [MetricLabel("outcome", "failed")], failed)
+        registry.add(MetricCatalog.auditLinesLostTotal, [], shared.audit.lost.load(ordering: .relaxed))
         return registry.text
     }
 

@@ -211,6 +211,8 @@ extension UpstreamLeg {
             connection.flush()
         case .length, .close:
             exchange.record.wroteOut(bytes.count)
+            // The body's last bytes may leave at once: the audit line goes first.
+            if ctx.auditing && connection.responseParser.bodyComplete { connection.audit(exchange) }
             writeRaw(bytes, connection)
         }
     }

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Small files read whole (the configuration and its `*_file` secrets, token files, the session
 /// store, cgroup limits): the one reader, with a size limit.
@@ -339,5 +340,103 @@ public final class SpoolFile {
         }
         if done < wanted { out.removeLast(wanted - done) }
         return out
+    }
+}
+
+/// A log file lines are appended to from several threads (the audit log, CONTRACT.md "Programs in a
+/// sandbox"): opened `O_APPEND` (each write(2) lands whole at the file's end, whichever thread
+/// makes it), never through a symbolic link, made 0600. `open`
+/// again puts the new file under the same descriptor number (dup2), so a writer on another thread
+/// never holds a number that was closed and given to something else (log rotation: `mv`, then
+/// SIGUSR1).
+public final class AppendOnlyFile: Sendable {
+    /// -1 until `open` succeeded.
+    private let fd = Atomic<Int32>(-1)
+
+    public init() {}
+
+    /// Why an audit-like file at `status` is refused (nil: accepted). A security reviewer's rule: a
+    /// symbolic link could lead the lines anywhere; another owner, or a group or others who may
+    /// write it, could change what was recorded; others who may read it learn every client's
+    /// requests. Its group may read it (0640, as logrotate's `create 0640 user adm` leaves it).
+    public static func refusal(_ status: PathStatus, isRegularFile: Bool, processOwner: UInt32) -> String? {
+        let rule =
+            "it must be a regular file of the user tokenproxy runs as (uid \(processOwner)) that only it may write and others may not read (0600 or 0640)"
+        if status.isSymbolicLink { return "is a symbolic link: \(rule)" }
+        if !isRegularFile { return "is not a regular file: \(rule)" }
+        if status.owner != processOwner { return "is owned by uid \(status.owner): \(rule)" }
+        if status.permissions & 0o037 != 0 { return "has mode 0\(String(status.permissions & 0o777, radix: 8)): \(rule)" }
+        return nil
+    }
+
+    /// What `check` finds wrong with `path` before `serve` opens it: the file as `refusal` judges
+    /// it, or, when it is not there yet, a folder that does not exist or takes no new file.
+    public static func problem(at path: String) -> String? {
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            let kind = info.st_mode & S_IFMT
+            let status = PathStatus(isSymbolicLink: kind == S_IFLNK, isFolder: kind == S_IFDIR, owner: info.st_uid, permissions: info.st_mode & 0o7777)
+            return refusal(status, isRegularFile: kind == S_IFREG, processOwner: geteuid()).map { "\(path) \($0)" }
+        }
+        let folder = AtomicFile.parentFolder(of: path)
+        guard FileKind.of(folder) == .folder else { return "the folder \(folder) does not exist" }
+        guard access(folder, W_OK | X_OK) != 0 else { return nil }
+        return "cannot create files in \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+    }
+
+    /// Opens `path` (nil: a copy of stderr) and puts it under this file's descriptor; the file it
+    /// had before (if any) is closed by that. Throws the reason when the file is refused or cannot
+    /// be opened; then nothing changes.
+    public func open(_ path: String?) throws(AtomicFile.Failure) {
+        let opened: Int32
+        if let path {
+            let (r, code) = Syscall.uninterrupted {
+                Int(Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600)))
+            }
+            if r < 0 {
+                let why = code == ELOOP ? "is a symbolic link" : Syscall.describe(errno: code)
+                throw AtomicFile.Failure(description: "cannot open \(path): \(why)")
+            }
+            opened = Int32(r)
+            var info = stat()
+            guard fstat(opened, &info) == 0 else {
+                Syscall.close(opened)
+                throw AtomicFile.Failure(description: "cannot stat \(path)")
+            }
+            let kind = info.st_mode & S_IFMT
+            let status = PathStatus(isSymbolicLink: false, isFolder: kind == S_IFDIR, owner: info.st_uid, permissions: info.st_mode & 0o7777)
+            if let refusal = AppendOnlyFile.refusal(status, isRegularFile: kind == S_IFREG, processOwner: geteuid()) {
+                Syscall.close(opened)
+                throw AtomicFile.Failure(description: "\(path) \(refusal)")
+            }
+        } else {
+            let (r, code) = Syscall.uninterrupted { Int(fcntl(2, F_DUPFD_CLOEXEC, Int32(3))) }
+            guard r >= 0 else { throw AtomicFile.Failure(description: "cannot use stderr: \(Syscall.describe(errno: code))") }
+            opened = Int32(r)
+        }
+        let current = fd.load(ordering: .acquiring)
+        guard current >= 0 else {
+            fd.store(opened, ordering: .releasing)
+            return
+        }
+        // The same number from now on: a writer that loaded it writes to the old file or the new one.
+        let (r, code) = Syscall.uninterrupted { Int(dup2(opened, current)) }
+        Syscall.close(opened)
+        if r < 0 { throw AtomicFile.Failure(description: "cannot reopen: \(Syscall.describe(errno: code))") }
+        // dup2 clears close-on-exec (Glibc's Swift module has no dup3); a command started in between keeps it open.
+        try? Syscall.setCloseOnExec(current)
+    }
+
+    /// Appends `line` with one write(2) (a second one only after a short write, as on a full disk).
+    /// False when it could not be written (or nothing is open).
+    public func append(_ line: UnsafeRawBufferPointer) -> Bool {
+        let descriptor = fd.load(ordering: .relaxed)
+        guard descriptor >= 0 else { return false }
+        do {
+            try Syscall.writeAll(descriptor, line)
+            return true
+        } catch {
+            return false
+        }
     }
 }

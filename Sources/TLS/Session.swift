@@ -119,6 +119,21 @@ public final class TLSSession {
         return String(decoding: UnsafeBufferPointer(start: data, count: Int(length)), as: UTF8.self)
     }
 
+    /// The subject of the certificate the client presented and the context verified (a listener
+    /// with `client_ca_file`), as RFC 2253 writes a distinguished name (`CN=agent-1,O=Example`); nil
+    /// without one. For the audit log's `client`.
+    public var peerSubject: String? {
+        guard let certificate = SSL_get1_peer_certificate(ssl) else { return nil }
+        defer { X509_free(certificate) }
+        guard let name = X509_get_subject_name(certificate), let bio = BIO_new(BIO_s_mem()) else { return nil }
+        defer { BIO_free(bio) }
+        guard tp_x509_name_print_rfc2253(bio, name) >= 0 else { return nil }
+        var data: UnsafeMutablePointer<CChar>?
+        let length = tp_bio_mem_data(bio, &data)
+        guard let data, length > 0 else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+    }
+
     /// The negotiated version, after the handshake.
     public var version: TLSVersion? {
         switch SSL_version(ssl) {

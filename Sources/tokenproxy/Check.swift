@@ -23,7 +23,7 @@ struct Check: ParsableCommand {
             }
         }
         problems += listenerTLSProblems(configuration) + spoolFolderProblems(configuration)
-        problems += storeFolderProblems(configuration) + forwardProxyCAProblems(configuration)
+        problems += storeFolderProblems(configuration) + forwardProxyCAProblems(configuration) + auditFileProblems(configuration)
         var seen: Set<String> = []
         problems = problems.filter { seen.insert($0).inserted }  // a file the loader and a check below both name
         if problems.count == 1 { fail("configuration error: \(problems[0])", status: Exit.badConfiguration) }
@@ -35,6 +35,13 @@ struct Check: ParsableCommand {
         print("workers: \(Server.workerCount(configuration.workers)) (resolved)")
         print("configuration ok")
     }
+}
+
+/// The audit file as `serve` will open it (`AppendOnlyFile.refusal`): not a symbolic link, the
+/// process's own, written by it alone and read by no other user; or, not there yet, a folder to make it in.
+func auditFileProblems(_ configuration: Configuration) -> [String] {
+    guard case .file(let path)? = configuration.audit?.destination, let problem = AppendOnlyFile.problem(at: path) else { return [] }
+    return ["audit.path: \(problem)"]
 }
 
 /// A file store's folder must take the session file (made 0700 when missing), as the user `check`

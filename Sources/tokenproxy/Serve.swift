@@ -17,7 +17,7 @@ struct Serve: ParsableCommand {
         // Signals are taken by one thread with sigwait; block them before any other thread exists.
         var signals = sigset_t()
         sigemptyset(&signals)
-        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR2] { sigaddset(&signals, s) }
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2] { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -29,9 +29,16 @@ struct Serve: ParsableCommand {
         } catch {
             fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
         }
+        let server = Server(configuration: configuration, states: plan.states, logger: logger)
+        // The audit log is open before the first fetch, whose credential event it records.
+        server.observeCredentials(configuration, states: plan.states)
+        do {
+            try server.openAuditLog(configuration, previous: nil)
+        } catch {
+            fail("configuration error: \(error)", status: Exit.badConfiguration)
+        }
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
-        let server = Server(configuration: configuration, states: plan.states, logger: logger)
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
         do {
@@ -62,6 +69,14 @@ struct Serve: ParsableCommand {
                             logger.warning(
                                 "SIGHUP: forced refreshes back off like failed ones: deferred\(routes(result.deferred)), done in \(result.retryAfter) s")
                         }
+                    }
+                case SIGUSR1:
+                    // Log rotation (CONTRACT "Audit log"): the audit file at its path, made again.
+                    do {
+                        try server.reopenAuditLog()
+                        logger.info("SIGUSR1: audit log reopened")
+                    } catch {
+                        logger.error("SIGUSR1: \(error)")
                     }
                 case SIGUSR2:
                     logger.info("SIGUSR2: reloading the configuration")

@@ -92,7 +92,7 @@ private let errorCases: [ErrorCase] = [
         reason: "not a loopback address"),
     ErrorCase(
         name: "a key that belongs to several sections at the top level", yaml: minimalYAML + "\npath: x", keyPath: "path",
-        reason: "belongs under credentials:, sink: or store:"),
+        reason: "belongs under credentials:, sink:, store: or audit:"),
     ErrorCase(
         name: "an admin listen equal to listen", yaml: "listen: 127.0.0.1:9000\nadmin: {listen: 127.0.0.1:9000}\n" + minimalYAML, keyPath: "admin.listen",
         reason: "same address as listen"),

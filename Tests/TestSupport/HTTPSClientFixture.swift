@@ -13,7 +13,8 @@ public final class TLSListenerFixture: Sendable {
     /// - Parameters:
     ///   - clientCA: the listener's `client_ca_file` (mTLS), when set.
     ///   - logLevel: `info` where a test counts log lines.
-    public init(clientCA: String? = nil, logLevel: String = "debug") throws {
+    ///   - more: more top-level YAML (e.g. `audit:`).
+    public init(clientCA: String? = nil, logLevel: String = "debug", more: String = "") throws {
         ca = try TestCA()
         upstream = try PythonServer("echo_upstream")
         let directory = try TempDir(prefix: "tls-listener")
@@ -21,7 +22,8 @@ public final class TLSListenerFixture: Sendable {
         proxy = try ProxyProcess(
             config: staticTokenConfig(
                 upstream: "\(upstream.baseURL)/base", drainTimeout: "2s", logLevel: logLevel,
-                more: "tls:\n  cert_file: ./tls/server.pem\n  key_file: ./tls/server-key.pem" + (clientCA.map { "\n  client_ca_file: \($0)" } ?? "")),
+                more: "tls:\n  cert_file: ./tls/server.pem\n  key_file: ./tls/server-key.pem" + (clientCA.map { "\n  client_ca_file: \($0)" } ?? "")
+                    + (more.isEmpty ? "" : "\n" + more)),
             directory: directory, environment: ["E2E_TOKEN": e2eToken])
     }
 

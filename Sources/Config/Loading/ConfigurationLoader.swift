@@ -123,7 +123,7 @@ enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
         "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy", "budget",
-        "placeholder", "scrub",
+        "placeholder", "scrub", "audit",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -146,6 +146,7 @@ enum Keys {
         "tls": ListenerTLSConfiguration.keys,
         "forward_proxy": ForwardProxyConfiguration.keys,
         "placeholder": Keys.placeholder,
+        "audit": AuditConfiguration.keys,
     ]
 }
 
@@ -277,6 +278,8 @@ struct Builder {
                 load.warnings.append("forward_proxy: no route has match.host, so every CONNECT is refused or tunnelled (other_hosts)")
             }
         }
+
+        if let audit = load.found.collect({ try root.section("audit") }) { config.audit = AuditConfiguration.parse(audit, in: load) }
 
         if let error = ConfigurationError(every: load.found.errors) { throw error }
         return config

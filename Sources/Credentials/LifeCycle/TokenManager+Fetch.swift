@@ -161,6 +161,9 @@ extension TokenManager {
         control.waiters = []
         condition.unlock()
 
+        if result != .reused, let observer = fetchObserver.withLock({ $0 }) {
+            observer(FetchReport(succeeded: result == .success, failureReason: result == .success ? nil : failureReason?.rawValue ?? "failure"))
+        }
         for waiter in waiters { waiter(outcome) }
 
         if view.snapshot !== before.snapshot || view.session != before.session {

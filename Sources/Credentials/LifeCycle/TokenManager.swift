@@ -30,6 +30,7 @@ public final class TokenManager: @unchecked Sendable {
     let published: Mutex<TokenView>
     let statistics = Mutex(TokenStats())
     let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
+    let fetchObserver = Mutex<(@Sendable (FetchReport) -> Void)?>(nil)
 
     /// Guards `control` and wakes the token thread.
     let condition = OSCondition()
@@ -97,6 +98,20 @@ public final class TokenManager: @unchecked Sendable {
     public var onChange: (@Sendable (TokenView) -> Void)? {
         get { changeHandler.withLock { $0 } }
         set { changeHandler.withLock { $0 = newValue } }
+    }
+
+    /// Called on the token thread after every call to the source that was made (not a token picked
+    /// up from the store): the audit log's credential events.
+    public var onFetched: (@Sendable (FetchReport) -> Void)? {
+        get { fetchObserver.withLock { $0 } }
+        set { fetchObserver.withLock { $0 = newValue } }
+    }
+
+    /// One call to the token source, as the audit log tells it: no token, no answer's text.
+    public struct FetchReport: Sendable {
+        public var succeeded: Bool
+        /// `tokenproxy_token_fetch_failures_total`'s reason (`network`, `refused` …) of a failure.
+        public var failureReason: String?
     }
 
     /// The session store's counters (operations, lease waits, refresh races), for `/metrics`; nil

@@ -97,6 +97,7 @@ public final class Reloader: Sendable {
             logger.error("reload refused: cannot set up credentials: \(error)")
             return .failure(["cannot set up credentials: \(error)"])
         }
+        server.observeCredentials(new, states: plan.states)
         for tokens in plan.created { tokens.start() }
         do {
             try server.reload(configuration: new, states: plan.states)

@@ -30,6 +30,7 @@ extension Server {
             do {
                 freshTLS = try Server.listenerTLS(new, for: fresh)
                 newForwardProxy = try Server.forwardProxy(new, keeping: forwardProxy)
+                try openAuditLog(new, previous: configuration)
             } catch {
                 for group in fresh where !old.contains(where: { $0.sharesSockets(with: group) }) { group.close() }
                 throw error
