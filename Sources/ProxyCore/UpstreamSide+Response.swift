@@ -3,17 +3,18 @@ import HTTP1
 import Sockets
 import Upstream
 
-/// The response side of `UpstreamLeg` (docs/ENGINE.md): the upstream's bytes are read, parsed by
+/// The response side of `UpstreamSide` (docs/ENGINE.md): the upstream's bytes are read, parsed by
 /// `HTTP1.ResponseParser` and framed again for the client as the exchange's machine decides (relay,
 /// hold a 401 for a retry, a tunnel on 101, 502 or a cut on a broken answer); at its end the
 /// upstream connection goes back to the pool or is retired.
-extension UpstreamLeg {
+extension UpstreamSide {
     func readUpstream(_ exchange: Exchange, _ connection: Connection) {
         // One read at a time: the loop's buffer holds the bytes being passed on.
-        guard exchange.beginReading() else { return }
-        defer { exchange.endReading() }
+        guard !reading else { return }
+        reading = true
+        defer { reading = false }
         let buffer = ctx.upstreamBuffer
-        while let upstream = exchange.upstream, connection.exchange === exchange,
+        while let upstream = self.upstream, connection.exchange === exchange,
             !connection.machine.exchange.receivePaused || connection.machine.exchange.sendStopped
         {
             switch upstream.receive(into: buffer) {
@@ -37,9 +38,9 @@ extension UpstreamLeg {
 
     private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         var offset = 0
-        while connection.exchange === exchange, !connection.closed, exchange.upstream != nil {
+        while connection.exchange === exchange, !connection.closed, self.upstream != nil {
             let base = offset
-            let (consumed, event) = connection.responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
+            let (consumed, event) = responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
             offset += consumed
             guard let event else {
                 if consumed == 0 || offset >= bytes.count { return }
@@ -65,7 +66,7 @@ extension UpstreamLeg {
 
     /// The upstream closed its side (or the connection broke).
     private func upstreamClosed(_ exchange: Exchange, _ connection: Connection) {
-        switch connection.responseParser.finish() {
+        switch responseParser.finish() {
         case .end?:
             upstreamEnded(exchange, trailingBytes: false, connection)
         case .error(let error)?:
@@ -74,7 +75,7 @@ extension UpstreamLeg {
             // (`finish` answers only nil, `.end` or `.error`.) Nothing of an answer came. On a reused
             // connection that is the upstream closing it as the request arrived (RFC 9112 §9.3.1):
             // send again once on a fresh one when that is safe.
-            let upstream = exchange.detachUpstream()
+            let upstream = detachUpstream()
             upstream?.retire(.closedByUpstream)
             let why = "the upstream closed the connection without answering"
             act(on: connection.machine.exchange.onClosedBeforeAnswer(connectionWasReused: upstream?.reused == true), exchange, why, connection)
@@ -83,7 +84,7 @@ extension UpstreamLeg {
 
     /// The upstream's answer cannot be used: a 502 when nothing went to the client yet, else a cut.
     func upstreamBroken(_ exchange: Exchange, _ why: String, _ connection: Connection) {
-        exchange.detachUpstream()?.retire()
+        detachUpstream()?.retire()
         act(on: connection.machine.exchange.onBroken(), exchange, why, connection)
     }
 
@@ -156,10 +157,10 @@ extension UpstreamLeg {
             exchange.held401?.expiryInBody = verdict == .readBody
         case .relay(let clientFraming, let startStormGuard):
             // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
-            if startStormGuard { connection.tokens.startStormGuard(exchange) }
+            if startStormGuard { self.startStormGuard(exchange) }
             // A 401 to a token that goes to the client as it came: a static token, the storm guard,
             // or the retry's own 401 (each upstream 401 counts once).
-            if (head.status == 401 || refusedByAWS) && exchange.sentToken != nil { connection.tokens.count401(exchange, .passedThrough) }
+            if (head.status == 401 || refusedByAWS) && exchange.sentToken != nil { count401(exchange, .passedThrough) }
             writeHead(exchange, head, framing: clientFraming, connection)
         }
     }
@@ -190,7 +191,7 @@ extension UpstreamLeg {
         case .releaseHeldThenRelay:
             // Too big to hold for a retry: give up the retry and pass the answer on as it came.
             if let held = exchange.takeHeld401() {
-                if !held.expiryInBody { connection.tokens.count401(exchange, .passedThrough) }
+                if !held.expiryInBody { count401(exchange, .passedThrough) }
                 let framing = connection.machine.exchange.startAnswering(status: held.head.status, upstreamFraming: held.framing)
                 writeHead(exchange, held.head, framing: framing, connection)
                 held.body.withUnsafeBytes { writeBody(exchange, $0, connection) }
@@ -218,10 +219,10 @@ extension UpstreamLeg {
     /// The answer is complete. The upstream connection goes back to the pool when the exchange left
     /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
     private func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool, _ connection: Connection) {
-        let upstreamCloses = connection.responseParser.connectionMustClose
+        let upstreamCloses = responseParser.connectionMustClose
         let (reuse, next) = connection.machine.exchange.onAnswerEnded(
             trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
-        if let upstream = exchange.detachUpstream() {
+        if let upstream = detachUpstream() {
             if reuse {
                 exchange.route!.upstream.putIdle(upstream)
             } else {
@@ -230,17 +231,17 @@ extension UpstreamLeg {
         }
         switch next {
         case .releaseHeld401:
-            connection.tokens.releaseHeld401(exchange, connection)
+            releaseHeld401(exchange, connection)
         case .retryWithNewToken(let stale):
             if let held = exchange.held401, held.expiryInBody, !AWSRefusal.bodyNamesExpiredCredentials(held.body) {
                 // An AWS 403 for another reason (AccessDenied, a bad signature): it goes on as it came.
-                connection.tokens.releaseHeld401(exchange, connection)
+                releaseHeld401(exchange, connection)
             } else if exchange.held401?.dpopNonceDemanded == true {
                 // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
                 ctx.metrics.retriedAfter401()
-                connection.tokens.acquire(for: exchange, staleGeneration: nil, connection)
+                acquire(for: exchange, staleGeneration: nil, connection)
             } else {
-                connection.tokens.acquire(for: exchange, staleGeneration: stale, connection)
+                acquire(for: exchange, staleGeneration: stale, connection)
             }
         case .complete(let refusedBody):
             if case .chunked = connection.machine.exchange.framing { ResponseWriter.appendLastChunk(connection.outBuf) }
