@@ -118,6 +118,23 @@ final class Connection: EventHandler, LoopTask {
 
     var pendingOut: Int { outBuf.count - outStart }
 
+    /// Client bytes: from the socket, or decrypted from the TLS session over it.
+    @inline(__always)
+    func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        guard machine.speaksTLS else { return Syscall.read(fd, buffer) }
+        var wantsWrite = false
+        let result = ClientTLSIO.read(tls!, buffer, wantsWrite: &wantsWrite)
+        if wantsWrite { machine.onTLSWantsWrite() }
+        return result
+    }
+
+    /// Bytes to the client: to the socket, or encrypted through the TLS session.
+    @inline(__always)
+    func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        guard machine.speaksTLS else { return Syscall.write(fd, bytes) }
+        return ClientTLSIO.write(tls!, bytes)
+    }
+
     func readAvailable() {
         if machine.isLingering {
             discardInput()

@@ -8,8 +8,9 @@ import Upstream
 /// attempt, the upstream connection (taken from the route's pool and given back to it), and the
 /// parser of the answer; the upstream connection's events come here directly (it is their owner and
 /// connect delegate). The request goes up as the proxy writes it, with the current token or after a
-/// wait for one; the answer is framed again for the client (UpstreamSide+Response.swift); a 401 may
-/// be held for one retry; a 101 turns both connections into a tunnel. What happens is reported to
+/// wait for one; the answer is framed again for the client; a 401 may be held for one retry; a 101
+/// turns both connections into a tunnel. This file is the plain course of a request; what leaves it
+/// (failures, retries, timeouts, the tunnel) is UpstreamSide+Exceptional.swift. What happens is reported to
 /// the exchange's `ExchangeMachine` (in the connection's machine), and what it decides is done here.
 /// The `Exchange` holds the request's bytes only.
 ///
@@ -207,15 +208,6 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
         }
     }
 
-    /// Moves the next part of a spooled body into the exchange's buffer for the upstream.
-    func refillFromSpool(_ exchange: Exchange, _ connection: Connection) {
-        // A spool that cannot be read sends nothing more; the upstream answers what it has, or its
-        // timeout ends the exchange.
-        if !exchange.refillFromSpool(whole: connection.machine.exchange.bodyBuffering == .whole) {
-            connection.machine.exchange.onSendFailed()
-        }
-    }
-
     func updateUpstreamInterest(_ exchange: Exchange, _ connection: Connection) {
         guard let upstream else { return }
         let paused = connection.machine.exchange.receivePaused
@@ -236,66 +228,18 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
         readUpstream(exchange, connection)
         updateUpstreamInterest(exchange, connection)
     }
-
-    // MARK: timeouts
-
-    /// The exchange's part of the connection's tick (`ExchangeMachine.onTick`).
-    func timedOut(_ exchange: Exchange, _ timeout: ExchangeMachine.TimeoutAction, _ connection: Connection) {
-        switch timeout {
-        case .none:
-            break
-        case .gatewayTimeout:
-            detachUpstream()?.retire()
-            connection.respond(.upstreamTimeout, to: exchange)
-        case .silentMidBody:
-            // `upstream_idle_timeout` ran out mid-body.
-            let seconds = ctx.configuration.limits.upstreamIdleTimeout
-            upstreamBroken(exchange, "the upstream went silent mid-body for \(Int(seconds))s", connection)
-        case .requestTimeout:
-            connection.fail(.requestTimeout)
-        case .closeClient:
-            connection.close()
-        }
-    }
-
-    // MARK: the tunnel (docs/ENGINE.md, "Upgrade and WebSocket")
-
-    /// After `101 Switching Protocols` both connections are a byte tunnel: the 101 goes to the client,
-    /// and the client's socket and the upstream connection leave the exchange for a `ByteRelay`,
-    /// with what the client sent after its request head (already the new protocol's) and what the
-    /// upstream sent after the 101 (`rest`).
-    func startTunnel(_ exchange: Exchange, _ response: ResponseHead, rest: UnsafeRawBufferPointer, _ connection: Connection) {
-        exchange.record.answered(status: 101)
-        let out = ByteBuffer()
-        Forwarder.writeSwitchingProtocolsHead(into: out, response)
-        exchange.record.wroteOut(out.count)
-        connection.recordFinished(exchange)
-        let toUpstream = exchange.upOut.withUnsafeBytes(from: exchange.upOutStart) { Array($0) }
-        guard let upstream = detachUpstream() else { return }
-        let client = connection.relinquishSocket()
-        // Either side's end closes both, `client_idle_timeout` with no byte either way and
-        // `client_send_timeout` bound it, as they bound the connection it was.
-        let limits = ctx.configuration.limits
-        let configuration = ByteRelay.Configuration(
-            halfClose: .closeBoth, timeouts: .init(idle: limits.clientIdleTimeout, clientSend: limits.clientSendTimeout),
-            accessLine: .upgrade(exchange), metrics: .upgrade(routeSlot: exchange.metricsSlot))
-        ByteRelay.start(
-            ctx: ctx, client: client.end, upstream: .upstream(upstream), toClient: client.unwritten + out.bytes + Array(rest),
-            toUpstream: toUpstream + client.unread, tlsWantsWrite: client.tlsWantsWrite, configuration)
-    }
 }
 
-// MARK: the token (CONTRACT point 3)
+// MARK: the token (CONTRACT point 3) and the answer
 
-/// A request goes with the current token, or waits (bounded by `limits.refresh_wait`) for a refresh;
-/// a held 401 is retried once with another token or passed on as it came. What the exchange's
-/// machine decides (`ExchangeMachine.onTokenArrived`) is done here.
+/// A request goes with the current token, or waits (bounded by `limits.refresh_wait`) for a refresh
+/// (its end, and the 401 retry, are in UpstreamSide+Exceptional.swift); then the answer is relayed.
 extension UpstreamSide {
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquire(for exchange: Exchange, staleGeneration: UInt64?, _ connection: Connection) {
         let route = exchange.route!
         let view = route.tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
+        if let snapshot = view.snapshot, snapshot.isValid(at: Syscall.wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
             if staleGeneration != nil {
                 ctx.metrics.retriedAfter401()
@@ -336,70 +280,214 @@ extension UpstreamSide {
         }
     }
 
-    func waitEnded(_ exchange: Exchange, outcome: RefreshOutcome?, _ connection: Connection) {
-        if let waited = exchange.record.tokenWaitEnded(now: ctx.loop.now) {
-            ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
-        }
-        // A held 401 means this wait was for its retry (CONTRACT point 3).
-        let after401 = exchange.held401 != nil
-        let arrived: ExchangeMachine.TokenArrived
-        var token: TokenSnapshot?
-        var loginWhy = ""
-        switch outcome {
-        case .token(let snapshot) where snapshot.isValid(at: wallClock()):
-            arrived = .valid(generation: snapshot.generation)
-            token = snapshot
-        case .loginRequired(let why):
-            arrived = .loginRequired
-            loginWhy = why
-        case .token, .unavailable, nil:
-            arrived = .none
-        }
-        switch connection.machine.exchange.onTokenArrived(arrived) {
-        case .send(let isRetryAfter401):
-            if isRetryAfter401 {
-                ctx.metrics.retriedAfter401()
-                count401(exchange, .retried)
+    // MARK: the answer (docs/ENGINE.md): the upstream's bytes read, parsed by `HTTP1.ResponseParser`
+    // and framed again for the client as the machine decides (relay, hold a 401 for a retry, a tunnel
+    // on 101, 502 or a cut on a broken answer); at its end the connection is pooled or retired.
+
+    func readUpstream(_ exchange: Exchange, _ connection: Connection) {
+        // One read at a time: the loop's buffer holds the bytes being passed on.
+        guard !reading else { return }
+        reading = true
+        defer { reading = false }
+        let buffer = ctx.upstreamBuffer
+        while let upstream = self.upstream, connection.exchange === exchange,
+            !connection.machine.exchange.receivePaused || connection.machine.exchange.sendStopped
+        {
+            switch upstream.receive(into: buffer) {
+            case .done(let n):
+                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
+                connection.machine.exchange.onAnswerBytes(n, now: ctx.loop.now)
+                feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), connection)
+                if connection.pendingOut >= Connection.outHighWater, let e = connection.exchange, e === exchange {
+                    connection.machine.exchange.onClientBacklogged()
+                }
+                // Plain TCP: a short read means the socket is empty (epoll tells when there is more).
+                if n < buffer.count && !upstream.buffersInternally { return }
+            case .wouldBlock:
+                return
+            case .closed:
+                upstreamClosed(exchange, connection)
+                return
             }
-            send(exchange, token: token, connection)
-        case .releaseHeld401(let startStormGuard):
-            // No other token (or the one the upstream refused): its 401 goes on as it came.
-            if startStormGuard { self.startStormGuard(exchange) }
-            releaseHeld401(exchange, connection)
-        case .loginRequired:
-            if after401 { count401(exchange, .loginRequired) }
-            connection.respond(.loginRequired(loginWhy), to: exchange)
-        case .unavailable:
-            if after401 { count401(exchange, .unavailable) }
-            let view = exchange.route!.tokens.current()
-            let why: String
-            if case .unavailable(let message, _) = outcome { why = message } else { why = view.failure ?? "no valid token yet" }
-            connection.respond(.tokenUnavailable("no valid token: \(why)", retryAfter: view.retryAfter), to: exchange)
         }
     }
 
-    /// The upstream refused a freshly refreshed token, or a refresh handed back the very one it
-    /// refused (CONTRACT point 3): for the next 30 s the route's 401s pass on without a refresh.
-    func startStormGuard(_ exchange: Exchange) {
-        exchange.route!.state.upstreamRefusedFreshToken(now: ctx.loop.now)
-        ctx.metrics.counters.routes[exchange.metricsSlot].stormGuardActivations += 1
+    private func feedResponse(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        var offset = 0
+        while connection.exchange === exchange, !connection.closed, self.upstream != nil {
+            let base = offset
+            let (consumed, event) = responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[base...]))
+            offset += consumed
+            guard let event else {
+                if consumed == 0 || offset >= bytes.count { return }
+                continue
+            }
+            switch event {
+            case .informational(let head):
+                relayInformational(head, connection)
+            case .head(let head, let framing):
+                upstreamHead(exchange, head, framing, rest: UnsafeRawBufferPointer(rebasing: bytes[offset...]), connection)
+            case .body(let range):
+                let body = UnsafeRawBufferPointer(rebasing: bytes[(base + range.lowerBound)..<(base + range.upperBound)])
+                upstreamBody(exchange, body, connection)
+            case .end:
+                upstreamEnded(exchange, trailingBytes: offset < bytes.count, connection)
+                return
+            case .error(let error):
+                upstreamBroken(exchange, "the upstream's answer is not valid HTTP/1.1: \(error)", connection)
+                return
+            }
+        }
     }
 
-    /// No other token (or the one the upstream refused): the held 401 goes on as it came.
-    func releaseHeld401(_ exchange: Exchange, _ connection: Connection) {
-        guard let held = exchange.takeHeld401() else { return }
-        if !held.expiryInBody { count401(exchange, .passedThrough) }
-        // The framing of what we hold is known exactly now.
-        let response = Forwarder.heldAnswer(held.head, bodyLength: held.body.count)
-        let framing = connection.machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
-        writeHead(exchange, response, framing: framing, connection)
-        held.body.withUnsafeBytes { writeBody(exchange, $0, connection) }
-        connection.responseDone(exchange)
+    /// `rest`: the bytes read after the head (a 101's are the new protocol's).
+    private func upstreamHead(
+        _ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming, rest: UnsafeRawBufferPointer, _ connection: Connection
+    ) {
+        ctx.metrics.upstreamLatency(ctx.loop.now - connection.machine.exchange.tryStartedAt)
+        // From the request's last byte written (its head, for most) to the answer's head.
+        let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
+        ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
+        // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
+        var nonceDemanded = false
+        if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop {
+            nonceDemanded = noteDPoPNonce(head, dpop, origin: exchange.route!.forwarder.upstream.origin)
+        }
+        // A `type: aws` route's 403 may be the 401 (CONTRACT.md "AWS credentials and SigV4 signing").
+        var verdict = AWSRefusal.Verdict.passOn
+        if head.status == 403, let signer = exchange.route!.sigv4, let token = exchange.sentToken {
+            verdict = signer.verdict(on: head, isHEAD: connection.machine.exchange.isHEAD, token: token)
+        }
+        let refusedByAWS: Bool
+        if case .passOn = verdict { refusedByAWS = false } else { refusedByAWS = true }
+        let countsAs401 = ExchangeRules.refusesToken(status: head.status, tokenInQuery: exchange.route!.forwarder.credential.tokenInQuery) || refusedByAWS
+        let action = connection.machine.exchange.onFinalHead(
+            status: head.status, upstreamFraming: framing, tokenCanChange: exchange.route!.tokenCanChange,
+            refusingGoodTokens: countsAs401 && exchange.route!.state.refusingGoodTokens(now: ctx.loop.now), refusesToken: countsAs401)
+        switch action {
+        case .broken(let why):
+            upstreamBroken(exchange, why, connection)
+        case .startTunnel:
+            startTunnel(exchange, head, rest: rest, connection)
+        case .hold401:
+            exchange.hold401(head, framing, dpopNonceDemanded: nonceDemanded)
+            exchange.held401?.expiryInBody = verdict == .readBody
+        case .relay(let clientFraming, let startStormGuard):
+            // A freshly refreshed token was refused too (CONTRACT point 3): no refresh storm.
+            if startStormGuard { self.startStormGuard(exchange) }
+            // A 401 to a token that goes to the client as it came: a static token, the storm guard,
+            // or the retry's own 401 (each upstream 401 counts once).
+            if (head.status == 401 || refusedByAWS) && exchange.sentToken != nil { count401(exchange, .passedThrough) }
+            writeHead(exchange, head, framing: clientFraming, connection)
+        }
     }
 
-    /// `tokenproxy_upstream_401_total{result}`; a retry also marks the access log's line.
-    func count401(_ exchange: Exchange, _ result: Upstream401Result) {
-        ctx.metrics.counters.routes[exchange.metricsSlot].upstream401[result.rawValue] += 1
-        if result == .retried { exchange.record.retriedAfter401Sent() }
+    /// Writes the answer's head for the client, framed as the machine decided.
+    func writeHead(_ exchange: Exchange, _ response: ResponseHead, framing: ExchangeRules.ClientFraming, _ connection: Connection) {
+        exchange.record.answered(status: response.status)
+        if connection.pendingOut == 0 { connection.machine.onOutputWaiting(now: ctx.loop.now) }
+        let before = connection.outBuf.count
+        exchange.route!.forwarder.writeResponseHead(
+            into: connection.outBuf, response, framing: framing,
+            closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
+            clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
+            sentToken: exchange.route!.forwarder.credential.tokenInQuery ? exchange.sentToken : nil)
+        exchange.record.wroteOut(connection.outBuf.count - before)
+        // Not flushed here: the body usually follows in the same read, and head and body then leave
+        // in one write; the body, the end, or `readUpstream`'s caller flushes.
+        if connection.machine.exchange.bodyRefused { exchange.dropQueuedBody() }
+    }
+
+    private func upstreamBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        switch connection.machine.exchange.onAnswerBody(count: bytes.count) {
+        case .relay:
+            break
+        case .hold:
+            exchange.holdMore(bytes)
+            return
+        case .releaseHeldThenRelay:
+            // Too big to hold for a retry: give up the retry and pass the answer on as it came.
+            if let held = exchange.takeHeld401() {
+                if !held.expiryInBody { count401(exchange, .passedThrough) }
+                let framing = connection.machine.exchange.startAnswering(status: held.head.status, upstreamFraming: held.framing)
+                writeHead(exchange, held.head, framing: framing, connection)
+                held.body.withUnsafeBytes { writeBody(exchange, $0, connection) }
+            }
+        }
+        writeBody(exchange, bytes, connection)
+    }
+
+    func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        guard bytes.count > 0, !connection.closed else { return }
+        switch connection.machine.exchange.framing {
+        case .none:
+            return
+        case .chunked:
+            exchange.record.wroteOut(bytes.count)
+            if connection.pendingOut == 0 { connection.machine.onOutputWaiting(now: ctx.loop.now) }
+            ResponseWriter.appendChunk(connection.outBuf, bytes)
+            connection.flush()
+        case .length, .close:
+            exchange.record.wroteOut(bytes.count)
+            writeRaw(bytes, connection)
+        }
+    }
+
+    /// The answer is complete. The upstream connection goes back to the pool when the exchange left
+    /// it clean: the whole request written, the whole answer read, nothing after it, no `close`.
+    func upstreamEnded(_ exchange: Exchange, trailingBytes: Bool, _ connection: Connection) {
+        let upstreamCloses = responseParser.connectionMustClose
+        let (reuse, next) = connection.machine.exchange.onAnswerEnded(
+            trailingBytes: trailingBytes, parserSaysClose: upstreamCloses, bytesWaitingToGoUp: exchange.bytesWaitingToGoUp)
+        if let upstream = detachUpstream() {
+            if reuse {
+                exchange.route!.upstream.putIdle(upstream)
+            } else {
+                upstream.retire(.afterResponse(unreadBytes: trailingBytes, upstreamCloses: upstreamCloses))
+            }
+        }
+        switch next {
+        case .releaseHeld401:
+            releaseHeld401(exchange, connection)
+        case .retryWithNewToken(let stale):
+            if let held = exchange.held401, held.expiryInBody, !AWSRefusal.bodyNamesExpiredCredentials(held.body) {
+                // An AWS 403 for another reason (AccessDenied, a bad signature): it goes on as it came.
+                releaseHeld401(exchange, connection)
+            } else if exchange.held401?.dpopNonceDemanded == true {
+                // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
+                ctx.metrics.retriedAfter401()
+                acquire(for: exchange, staleGeneration: nil, connection)
+            } else {
+                acquire(for: exchange, staleGeneration: stale, connection)
+            }
+        case .complete(let refusedBody):
+            if case .chunked = connection.machine.exchange.framing { ResponseWriter.appendLastChunk(connection.outBuf) }
+            // The client is still sending a body the upstream did not wait for: answer, then close.
+            if refusedBody { exchange.dropQueuedBody() }
+            connection.responseDone(exchange)
+        }
+    }
+
+    /// Straight from the read buffer to the client's socket when nothing waits before it; keeps what did not fit.
+    private func writeRaw(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        guard !connection.closed else { return }
+        if connection.pendingOut == 0 {
+            switch connection.send(bytes) {
+            case .done(let n):
+                connection.machine.onClientTook(now: ctx.loop.now)
+                if n < bytes.count { connection.outBuf.append(UnsafeRawBufferPointer(rebasing: bytes[n...])) }
+            case .wouldBlock:
+                connection.machine.onOutputWaiting(now: ctx.loop.now)
+                connection.outBuf.append(bytes)
+            case .closed:
+                connection.close()
+                return
+            }
+            connection.updateInterest()
+            return
+        }
+        connection.outBuf.append(bytes)
+        connection.flush()
     }
 }
