@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// `byte` with an ASCII capital made small; every other byte as it is (UTF-8's bytes of other
 /// letters are all above 0x7F). Host names, field names and schemes compare this way (RFC 9110
 /// §4.2.3, §5.1).
@@ -118,4 +126,54 @@ public func isValidFieldName(_ s: String) -> Bool {
         count += 1
     }
     return count > 0
+}
+
+// MARK: HTTP's byte classes
+
+// Shared by HTTP1's parsers, serializers and field rules. Nothing here allocates; libc's `memchr`
+// and `memcmp` are its only C (no system call).
+
+/// The index of the first LF in `range` of `buffer`, found with libc's vectorised `memchr`.
+@inlinable @inline(__always)
+public func indexOfLF(_ buffer: UnsafeRawBufferPointer, _ range: Range<Int>) -> Int? {
+    guard let base = buffer.baseAddress, !range.isEmpty,
+        let hit = memchr(base + range.lowerBound, Int32(asciiLF), range.count)
+    else { return nil }
+    return base.distance(to: UnsafeRawPointer(hit))
+}
+
+/// Whether the `count` bytes at `a` and at `b` are equal, compared by libc's `memcmp` (a word at a time).
+@inlinable @inline(__always)
+public func memoryEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+    memcmp(a, b, count) == 0
+}
+
+// Computed rather than stored: a global `let` costs a lazy-initialisation check on every use.
+@inlinable public var asciiCR: UInt8 { 0x0D }
+@inlinable public var asciiLF: UInt8 { 0x0A }
+@inlinable public var asciiSP: UInt8 { 0x20 }
+@inlinable public var asciiHTAB: UInt8 { 0x09 }
+@inlinable public var asciiColon: UInt8 { 0x3A }
+@inlinable public var asciiUnderscore: UInt8 { 0x5F }
+
+/// A byte allowed inside a field value: field-vchar, obs-text, SP or HTAB (RFC 9110 §5.5).
+/// Every CTL except HTAB, and DEL, is refused.
+@inlinable
+public func isFieldValueByte(_ b: UInt8) -> Bool {
+    b == asciiHTAB || (b >= 0x20 && b != 0x7F)
+}
+
+@inlinable
+public func isOWS(_ b: UInt8) -> Bool {
+    b == asciiSP || b == asciiHTAB
+}
+
+@inlinable
+public func hexValue(_ b: UInt8) -> Int? {
+    switch b {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return Int(b &- UInt8(ascii: "0"))
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return Int(b &- UInt8(ascii: "a") &+ 10)
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return Int(b &- UInt8(ascii: "A") &+ 10)
+    default: return nil
+    }
 }

@@ -1,3 +1,5 @@
+import Basics
+
 // The chunked transfer coding (RFC 9112 §7.1) decoded once for both directions: RequestParser uses it
 // for a client's body, ResponseParser for an upstream's. Bytes in, data ranges out, no I/O.
 

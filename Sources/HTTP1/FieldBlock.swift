@@ -427,3 +427,12 @@ func mayHoldControlByte(_ word: UInt64) -> Bool {
     let isDel = (del &- ones) & ~del & highs
     return below20 | isDel != 0
 }
+
+/// A field value holds no CTL except HTAB, and no DEL (RFC 9110 §5.5). Leading and trailing
+/// whitespace is not checked: the parser has already removed it from values it produced.
+public func isValidFieldValue(_ s: String) -> Bool {
+    for b in s.utf8 where !isFieldValueByte(b) {
+        return false
+    }
+    return true
+}

@@ -1,3 +1,5 @@
+import Basics
+
 /// One line of an upstream response head, as libcurl hands them over (RFC 9112 §4, §5).
 public enum ResponseHeadLine: Sendable, Equatable {
     /// The status line. `HTTP/2` and later are reported as `.http1_1`: the proxy answers its client in

@@ -1,3 +1,5 @@
+import Basics
+
 // An incremental HTTP/1.1 response parser (RFC 9112) for the upstream side: bytes in, events out, no I/O.
 // The mirror of RequestParser: same push shape, same byte-at-a-time verification in the tests.
 

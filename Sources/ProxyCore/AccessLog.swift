@@ -1,3 +1,4 @@
+import HTTP1
 import Logging
 
 /// One line of the access log (`log.access_log: true`; fields in docs/OBSERVABILITY.md), as
@@ -86,5 +87,27 @@ struct AccessRecord {
         if parts[0].elementsEqual("00".utf8) && parts.count != 4 { return nil }
         guard parts[1].contains(where: { $0 != UInt8(ascii: "0") }) else { return nil }
         return String(decoding: parts[1], as: UTF8.self)
+    }
+}
+
+extension Exchange {
+    /// Its access-log line (docs/OBSERVABILITY.md "Access log"): the request, or a tunnel's end, or a
+    /// client gone before its answer's end.
+    func accessRecord(event: String, seconds: Double) -> AccessRecord {
+        var line = AccessRecord(
+            event: event, route: route?.state.name, method: head.method,
+            path: path.isEmpty ? AccessRecord.refusedPath(head.target) : path, status: record.status)
+        line.upstreamStatus = record.upstreamStatus
+        line.bytesIn = bodyBytesSeen
+        line.bytesOut = record.bytesOut
+        line.seconds = seconds
+        line.upstreamSeconds = record.upstreamSeconds
+        line.tokenWaitSeconds = record.tokenWaitSeconds
+        line.retriedAfter401 = record.retriedAfter401
+        line.error = record.refusal
+        line.tokenGeneration = sentToken?.generation
+        line.traceID = AccessRecord.traceID(fromTraceparent: head.first("traceparent"))
+        line.tunnel = tunnelHost
+        return line
     }
 }

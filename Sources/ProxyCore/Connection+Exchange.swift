@@ -67,7 +67,7 @@ extension Connection {
             // A chunked body within `forward.request_buffering` is read first (`forward` once it ends);
             // a client that waits for `100 Continue` before sending it gets the proxy's own.
             if !machine.exchange.isWaitingForBody {
-                leg.forward(exchange, self)
+                upstream.forward(exchange, self)
             } else if machine.exchange.answersContinue {
                 appendOut(Forwarder.continueHead)
                 flush()
@@ -120,7 +120,7 @@ extension Connection {
             if action == .send(whole: true) { machine.exchange.onReplayKept(true) }
             guard action == .none, !machine.exchange.bodyRefused else { return action }
             exchange.spooledBodyEnded()
-            leg.refillFromSpool(exchange, self)
+            upstream.refillFromSpool(exchange, self)
             return action
         }
         guard action == .none, !machine.exchange.bodyRefused else { return action }
@@ -132,7 +132,7 @@ extension Connection {
 
     /// Answers with one of the proxy's own errors.
     func respond(_ error: ProxyError, to exchange: Exchange) {
-        exchange.detachUpstream()?.retire()
+        upstream.detachUpstream()?.retire()
         exchange.takeHeld401()
         machine.exchange.onProxyAnswer(closesConnection: error.closesConnection)
         exchange.record.answered(status: error.status, refusal: error.code)
@@ -196,6 +196,7 @@ extension Connection {
         guard self.exchange === exchange else { return }
         // A token that arrives late finds the exchange over and leaves the buffer to the next one.
         exchange.detach()
+        upstream.detach()
         self.exchange = nil
         upstreamOut.removeAll(keepingCapacity: upstreamOut.capacity <= 4 * Connection.bodyHighWater)
         switch machine.onExchangeFinished(now: ctx.loop.now, noMoreRequests: noMoreRequests) {
@@ -210,6 +211,7 @@ extension Connection {
         exchange.record.endedShort(status: 502)
         recordFinished(exchange)
         exchange.detach()
+        upstream.detach()
         self.exchange = nil
         machine.onAnswerCut()
         flush()

@@ -1,27 +1,10 @@
 import Sockets
 import TLS
 
-/// The TLS under a client connection (docs/ARCHITECTURE.md, "TLS"): reads and writes through the
-/// session, the handshake's steps, and what TLS changes in the interest. Whether the bytes go
+/// The TLS under a client connection (docs/ARCHITECTURE.md, "TLS"): the handshake's steps and what
+/// TLS changes in the interest (reads and writes through the session are `receive` and `send`). Whether the bytes go
 /// through TLS and the handshake's phase are `ConnectionMachine`'s; this performs.
 extension Connection {
-    /// Client bytes: from the socket, or decrypted from the TLS session over it.
-    @inline(__always)
-    func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        guard machine.speaksTLS else { return Syscall.read(fd, buffer) }
-        var wantsWrite = false
-        let result = ClientTLSIO.read(tls!, buffer, wantsWrite: &wantsWrite)
-        if wantsWrite { machine.onTLSWantsWrite() }
-        return result
-    }
-
-    /// Bytes to the client: to the socket, or encrypted through the TLS session.
-    @inline(__always)
-    func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
-        guard machine.speaksTLS else { return Syscall.write(fd, bytes) }
-        return ClientTLSIO.write(tls!, bytes)
-    }
-
     /// One step of the handshake; when it is done, requests are read as on a plain connection.
     func continueHandshake() {
         guard let tls else { return }

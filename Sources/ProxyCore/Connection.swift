@@ -9,7 +9,7 @@ import Upstream
 /// the token and streams the answer back, one exchange at a time (pipelined requests wait their
 /// turn, so answers leave in order, RFC 9112 §9.3.2). After a 101 its socket goes to a `ByteRelay`.
 /// Everything here runs on its loop's thread. This class is the client side; the upstream half
-/// (sending, the answer, the 101) is its `UpstreamLeg`, the token side its `ExchangeTokens`.
+/// (the token, sending, the answer, the 101, the upstream connection) is its `UpstreamSide`.
 /// This file reads, parses, writes and closes; one exchange's life is in Connection+Exchange.swift,
 /// the TLS under it in Connection+TLS.swift, CONNECT and the tunnel's pin in
 /// Connection+ForwardProxy.swift.
@@ -25,12 +25,8 @@ final class Connection: EventHandler, LoopTask {
     /// unowned load costs two atomic operations per access (slow ones: the context has a side table).
     unowned(unsafe) let ctx: LoopContext
     var parser: RequestParser
-    /// Parses the current exchange's answer (`UpstreamLeg`); one per client connection, reset for every try.
-    var responseParser: ResponseParser
-    /// The upstream half of its exchanges.
-    let leg: UpstreamLeg
-    /// The token side of its exchanges.
-    let tokens: ExchangeTokens
+    /// The upstream half of its exchanges: the token, the upstream connection and the answer.
+    let upstream: UpstreamSide
     /// The buffer each exchange queues its upstream bytes in, lent to one exchange at a time (no
     /// allocation per request).
     let upstreamOut = ByteBuffer()
@@ -76,10 +72,9 @@ final class Connection: EventHandler, LoopTask {
         self.ctx = ctx
         // The body limit is checked here, after the access checks (CONTRACT point 10), not by the parser.
         parser = RequestParser(limits: ParserLimits(maxHeaderBytes: ctx.configuration.limits.maxHeaderBytes, maxBodyBytes: 0))
-        responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
-        leg = UpstreamLeg(ctx: ctx)
-        tokens = ExchangeTokens(ctx: ctx)
+        upstream = UpstreamSide(ctx: ctx)
         machine = ConnectionMachine(now: ctx.loop.now, tls: tls != nil)
+        upstream.client = self
     }
 
     // MARK: events
@@ -122,6 +117,23 @@ final class Connection: EventHandler, LoopTask {
     }
 
     var pendingOut: Int { outBuf.count - outStart }
+
+    /// Client bytes: from the socket, or decrypted from the TLS session over it.
+    @inline(__always)
+    func receive(_ buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        guard machine.speaksTLS else { return Syscall.read(fd, buffer) }
+        var wantsWrite = false
+        let result = ClientTLSIO.read(tls!, buffer, wantsWrite: &wantsWrite)
+        if wantsWrite { machine.onTLSWantsWrite() }
+        return result
+    }
+
+    /// Bytes to the client: to the socket, or encrypted through the TLS session.
+    @inline(__always)
+    func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        guard machine.speaksTLS else { return Syscall.write(fd, bytes) }
+        return ClientTLSIO.write(tls!, bytes)
+    }
 
     func readAvailable() {
         if machine.isLingering {
@@ -217,18 +229,18 @@ final class Connection: EventHandler, LoopTask {
                 return
             }
             if case .send = buffering {
-                leg.forward(exchange, self)
+                upstream.forward(exchange, self)
             } else {
-                leg.sendUpstream(exchange, self)
+                upstream.sendUpstream(exchange, self)
             }
         case .end:
             guard let exchange else { return }
             let buffering = bodyEnded(exchange)
             let over = machine.onRequestEnded()
             if case .send = buffering {
-                leg.forward(exchange, self)
+                upstream.forward(exchange, self)
             } else {
-                leg.sendUpstream(exchange, self)
+                upstream.sendUpstream(exchange, self)
             }
             if over { finish(exchange) }
         case .error(let error):
@@ -254,7 +266,7 @@ final class Connection: EventHandler, LoopTask {
                     machine.onClientTook(now: ctx.loop.now)
                 case .wouldBlock:
                     updateInterest()
-                    leg.resumeIfDrained(self)
+                    upstream.resumeIfDrained(self)
                     return
                 case .closed:
                     close()
@@ -276,7 +288,7 @@ final class Connection: EventHandler, LoopTask {
             startTunnelTLS()
             return
         }
-        leg.resumeIfDrained(self)
+        upstream.resumeIfDrained(self)
         updateInterest()
     }
 
@@ -326,8 +338,8 @@ final class Connection: EventHandler, LoopTask {
         // `ending` is this exchange's machine while `exchange` is set (they begin and end together).
         if let exchange {
             // An upstream connection in the middle of an exchange cannot be reused.
-            exchange.detachUpstream()?.retire()
             exchange.detach()
+            upstream.detach()
             if ending.responseStarted && !ending.responseDone { exchange.record.endedShort(status: 499) }
             // Every request has its access-log line: a client gone (or cut by `client_send_timeout`)
             // before its answer's end is one `recordFinished` never saw.
@@ -358,6 +370,7 @@ final class Connection: EventHandler, LoopTask {
         let end: ByteRelay.End = machine.speaksTLS ? .tls(fd, tls!) : .socket(fd)
         let tlsWantsWrite = machine.tlsWantsWrite
         exchange?.detach()
+        upstream.detach()
         exchange = nil
         machine.onClosed()
         ctx.loop.unregister(fd, self)
@@ -379,7 +392,7 @@ final class Connection: EventHandler, LoopTask {
         if let exchange {
             let waitingForBody = machine.exchange.isWaitingForBody
             surroundings = .init(
-                upstreamActive: exchange.upstreamActive, bodyBacklogged: exchange.bodyBacklogged(waitingForBody: waitingForBody),
+                upstreamActive: upstream.isActive, bodyBacklogged: exchange.bodyBacklogged(waitingForBody: waitingForBody),
                 waitingForToken: exchange.waitingForToken)
         }
         let action = machine.onTick(
@@ -398,7 +411,7 @@ final class Connection: EventHandler, LoopTask {
         case .close:
             close()
         case .exchange(let timeout):
-            if let exchange { leg.timedOut(exchange, timeout, self) }
+            if let exchange { upstream.timedOut(exchange, timeout, self) }
         }
     }
 

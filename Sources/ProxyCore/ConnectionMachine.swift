@@ -383,7 +383,8 @@ struct ConnectionMachine {
                 lastClientByte: lastClientByte, upstreamActive: surroundings.upstreamActive,
                 bodyBacklogged: surroundings.bodyBacklogged, waitingForToken: surroundings.waitingForToken)
             let action = exchange.onTick(now: now, side, exchangeLimits)
-            return action == .none ? .none : .exchange(action)
+            if case .none = action { return .none }
+            return .exchange(action)
         }
         switch phase {
         case .readingHead(let since):

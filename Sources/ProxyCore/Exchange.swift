@@ -1,26 +1,19 @@
 import Credentials
 import HTTP1
 import Sockets
-import Upstream
 
-/// One request and its answer, and the upstream connection that carries it: the bytes (the buffer
-/// for the upstream, the replay copy, the spool, a held 401), the upstream leg, and what the metrics
-/// and the access log report of it. Its state and decisions are its `ExchangeMachine`, which lives in
-/// the connection's state (`ConnectionMachine.exchange`); no method here sees it: each takes the
-/// facts it needs as values and answers what happened to the bytes, and the connection tells the
-/// machine (`Connection.takeBody`, `UpstreamLeg.pumpUpstream`). Every field is set by the
-/// exchange's own methods. Owned by its `Connection`; its identity is what
-/// stale timers and token callbacks are checked against, and it is the upstream connection's owner
-/// and connect delegate, forwarding those events to the connection's `UpstreamLeg` while it is
-/// attached (Exchange+Upstream.swift). A held 401 is a `Held401`; its access-log line is made in
-/// ExchangeRecord.swift.
-final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
+/// One request and its answer: the bytes (the buffer for the upstream, the replay copy, the spool,
+/// a held 401) and what the metrics and the access log report of it. Its state and decisions are
+/// its `ExchangeMachine`, which lives in the connection's state (`ConnectionMachine.exchange`); no
+/// method here sees it: each takes the facts it needs as values and answers what happened to the
+/// bytes, and the connection tells the machine (`Connection.takeBody`, `UpstreamSide.pumpUpstream`).
+/// Every field is set by the exchange's own methods. Owned by its `Connection`; its identity is what
+/// stale timers and token callbacks are checked against. The upstream connection that carries it is
+/// its connection's `UpstreamSide`'s. A held 401 is a `Held401`; its access-log line is made in
+/// AccessLog.swift.
+final class Exchange {
     let head: RequestHead
     let startedAt: Double
-    /// Strong (a weak reference costs a side table and slow reference counting on every request):
-    /// `Connection.finish` and `Connection.close` clear it (`detach`), which ends the cycle.
-    /// Set by `attach` (Exchange+Upstream.swift) and `detach`.
-    var connection: Connection?
     /// The forward-proxy tunnel's host (or a CONNECT's target), for the access log.
     var tunnelHost: String?
     /// The route the request was matched to (nil: none, and the exchange is an error answer); kept
@@ -40,10 +33,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     // For the metrics and the access log (docs/OBSERVABILITY.md).
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.
     let metricsSlot: Int
-    /// When the current connect attempt started (0: none, or the connection came from the pool).
-    /// Set by the upstream leg's methods (Exchange+Upstream.swift), as are `upstream`, `attempt`
-    /// and `reading`.
-    var connectStartedAt = 0.0
 
     // Request body
     private(set) var bodyBytesSeen = 0
@@ -65,9 +54,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private(set) var waitingForToken = false
     private var tokenTimer: UInt64?
 
-    // The upstream leg: one connection (or an attempt to make one) per try.
-    var upstream: UpstreamConnection?
-    var attempt: UpstreamConnectAttempt?
     /// Bytes for the upstream: the request head, then the body as framed upstream.
     /// Lent by the connection for the exchange's life (`Connection.open`, `Connection.finish`).
     let upOut: ByteBuffer
@@ -76,8 +62,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private var bodyAfterHead: [UInt8] = []
     /// Where the head ends in `upOut` (0 once it is sent and the buffer compacted).
     private var upHeadEnd = 0
-    /// A read of the answer is under way (`UpstreamLeg.readUpstream`: one at a time).
-    var reading = false
 
     var pendingUpstreamCount: Int { upOut.count - upOutStart }
     /// So much of the body waits for the upstream that the client is not read; a body the request
@@ -91,8 +75,6 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// The client's own credential (Authorization, or where `inject` puts the token) goes up instead
     /// of a token (`forward.client_authorization: keep`).
     private(set) var keepsClientAuthorization = false
-    /// An upstream connection is being made or carries this exchange.
-    var upstreamActive: Bool { upstream != nil || attempt != nil }
 
     // A chunked body spooled to disk (`forward.request_buffering_disk`): while the request waits for
     // it, every body byte goes into the spool, and `upOut` is refilled from it as the upstream drains.
@@ -444,9 +426,8 @@ final class Exchange: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     // MARK: the exchange's end
 
-    /// The exchange is over for its connection: late upstream events, timers and tokens find nothing.
+    /// The exchange is over for its connection: late timers and tokens find nothing.
     func detach() {
-        connection = nil
         waitingForToken = false
         releaseBudget()
     }

@@ -4,7 +4,7 @@ import HTTP1
 /// The state and decisions of one exchange (docs/ENGINE.md, "One exchange"), with no I/O and no
 /// buffers: the connection tells it what happened (events in: the `on…` methods) and does what it
 /// answers (actions out). It lives in the connection's state (`ConnectionMachine.exchange`) for the
-/// exchange's life. `Exchange` holds the bytes; `UpstreamLeg` does the sending,
+/// exchange's life. `Exchange` holds the bytes; `UpstreamSide` does the sending,
 /// reading and writing; ProxyCoreTests drive it through the 401 hold, replays, retries on a fresh
 /// connection, timeouts and upgrades. The single rules it applies are in `ExchangeRules`.
 struct ExchangeMachine {

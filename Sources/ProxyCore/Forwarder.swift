@@ -84,7 +84,7 @@ final class Forwarder {
     /// for an upgrade `Connection: upgrade` with the client's Upgrade field. `credential` says which
     /// client fields make way for it, how the target changes and what it appends (the usual
     /// `Authorization: Bearer …` is `TokenSnapshot.authorizationField`, copied). Inlined into its one
-    /// caller (`UpstreamLeg.send`): the request's parts and credential are then taken apart where
+    /// caller (`UpstreamSide.send`): the request's parts and credential are then taken apart where
     /// they are made, with no copy of either.
     @inline(__always)
     func writeRequestHead(into out: ByteBuffer, for head: RequestHead, _ request: RequestParts, credential: RequestCredential) {

@@ -107,5 +107,3 @@ struct LoopBound<Object: AnyObject>: @unchecked Sendable {
     weak var object: Object?
     init(_ object: Object) { self.object = object }
 }
-
-func wallClock() -> Double { Syscall.wallClock() }

@@ -193,7 +193,10 @@ final class LoopRoutes {
             return .success(Selection(route: route, strip: 0, target: target))
         }
         var host = target.authority ?? head.first("host") ?? tunnelHost
-        let defaultPort = tunnelHost != nil && target.absolute == nil ? 443 : Authority.defaultPort(scheme: target.absolute?.scheme)
+        // The port a host without one stands for: only host routes compare ports (`RouteTable.match`),
+        // so a table without them needs none.
+        let defaultPort =
+            !table.hasHostRoutes ? 0 : tunnelHost != nil && target.absolute == nil ? 443 : Authority.defaultPort(scheme: target.absolute?.scheme)
         var path = target.path
         // In a tunnel the host is the request's target as in absolute form: a path no route of that
         // host takes is forbidden_target, never another route's (its token would go with it).

@@ -1,5 +1,6 @@
 import Credentials
 import HTTP1
+import Sockets
 
 /// The SigV4 step of the request writer for a `type: aws` route (CONTRACT.md "AWS credentials and
 /// SigV4 signing"), chosen once per route (`CredentialPlacement.signed`): routes with a token never
@@ -40,7 +41,7 @@ final class SigV4RequestSigner {
 
     /// What an upstream 403 to a request sent with `token` is (`AWSRefusal`).
     func verdict(on head: ResponseHead, isHEAD: Bool, token: TokenSnapshot) -> AWSRefusal.Verdict {
-        let nearExpiry = token.expiresAt.map { $0 - wallClock() <= refreshMargin } ?? false
+        let nearExpiry = token.expiresAt.map { $0 - Syscall.wallClock() <= refreshMargin } ?? false
         return AWSRefusal.atHead(status: head.status, errorType: head.fields.first("x-amzn-errortype"), isHEAD: isHEAD, nearExpiry: nearExpiry)
     }
 
@@ -90,7 +91,7 @@ extension SigV4RequestSigner.Step {
     /// they go upstream (base path included).
     func appendSignature(to out: ByteBuffer, method: String, path: String, query: String?) {
         let request = SigV4Request(method: method, path: path, query: query ?? "", headers: signer.takeSigned(), payload: payload)
-        for (name, value) in credentials.sign(request, region: signer.region, service: signer.service, time: wallClock()) {
+        for (name, value) in credentials.sign(request, region: signer.region, service: signer.service, time: Syscall.wallClock()) {
             out.append(utf8: name)
             out.append(": ")
             out.append(utf8: value)

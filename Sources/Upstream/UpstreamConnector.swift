@@ -45,7 +45,8 @@ public final class UpstreamConnector {
     let url: String
     let isTLS: Bool
     /// The idle connections' bookkeeping.
-    private var pool: UpstreamPool<UpstreamConnection>
+    /// Its idle connections (the pool's operations are in UpstreamPool.swift).
+    var pool: UpstreamPool<UpstreamConnection>
     /// Told of every connection that closes, and why (the loop's metrics count them).
     public var retirementObserver: ((UpstreamRetirement) -> Void)?
     /// libcurl's one timeout (CURLMOPT_TIMERFUNCTION), absolute monotonic seconds; nil: none wanted.
@@ -80,54 +81,6 @@ public final class UpstreamConnector {
 
     /// TCP keep-alive probes on an upstream connection after this many idle seconds, then as often.
     public static let keepAliveProbeSeconds = 60
-
-    // MARK: the pool
-
-    /// The most recently used idle connection still worth using, or nil: connect a new one.
-    public func takeIdle() -> UpstreamConnection? {
-        switch pool.lease(now: loop.now) {
-        case .use(let connection):
-            return connection
-        case .connect(let expired):
-            for connection in expired { connection.retire(.idleTimeout) }
-            return nil
-        }
-    }
-
-    /// Takes back a connection whose last exchange ended cleanly (a whole response read, the whole
-    /// request written): kept idle, or closed as the pool says.
-    public func putIdle(_ connection: UpstreamConnection) {
-        connection.owner = nil
-        connection.reused = true
-        switch pool.release(connection, now: loop.now) {
-        case .watch:
-            // Watched while idle: any readiness means the upstream closed it (or sent something unasked).
-            connection.setInterest(.read)
-        case .watchAndRetire(let oldest):
-            connection.setInterest(.read)
-            oldest.retire(.overBound)
-        case .retire(let reason):
-            connection.retire(reason)
-        }
-    }
-
-    /// An idle connection stirred: the upstream closed it, or talks out of turn. Either way it is done.
-    /// (Out of line: the readiness handler it is called from stays small enough to inline.)
-    @inline(never)
-    func idleStirred(_ connection: UpstreamConnection, _ events: UInt32) {
-        let hungUp = events & (ReadyEvents.peerClosed | ReadyEvents.failed) != 0
-        connection.retire(pool.stirred(connection, hungUp: hungUp))
-    }
-
-    /// Closes idle connections past the idle timeout; runs a few times a second.
-    public func sweepIdle() {
-        for connection in pool.tick(now: loop.now) { connection.retire(.idleTimeout) }
-    }
-
-    /// Closes every idle connection, and from now on every connection given back (drain).
-    public func closeIdle() {
-        for connection in pool.drain() { connection.retire(.drain) }
-    }
 
     // MARK: connecting
 
