@@ -24,6 +24,8 @@ struct ExchangeRecord {
     private(set) var caller: String?
     /// The request was counted and logged (`Connection.recordFinished`).
     private(set) var recorded = false
+    /// Credential values replaced in the answer (`scrub`; the audit line's `scrubbed`).
+    private(set) var scrubbed = 0
 
     /// The client gets this status (a head written, or one of the proxy's own answers).
     mutating func answered(status: Int, refusal: String? = nil) {
@@ -49,6 +51,10 @@ struct ExchangeRecord {
 
     mutating func identified(caller: String?) {
         self.caller = caller
+    }
+
+    mutating func scrubbed(_ n: Int) {
+        scrubbed += n
     }
 
     mutating func retriedAfter401Sent() {

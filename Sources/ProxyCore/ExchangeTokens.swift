@@ -114,6 +114,7 @@ struct ExchangeTokens {
         let framing = connection.machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
         connection.leg.writeHead(exchange, response, framing: framing, connection)
         held.body.withUnsafeBytes { connection.leg.writeBody(exchange, $0, connection) }
+        if exchange.scrubber != nil { connection.leg.finishScrubbedBody(exchange, connection) }
         connection.responseDone(exchange)
     }
 

@@ -24,6 +24,9 @@ final class Forwarder {
     /// The route's `path_prefix` without its trailing `/` when the route strips it, else empty: what
     /// a Location into the upstream gets back in front of its path.
     let strippedPrefix: String
+    /// `scrub: true`: the client's Accept-Encoding makes way for `identity` (an answer must be
+    /// readable to be scrubbed, CONTRACT.md "Scrubbing").
+    let asksIdentity: Bool
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
     private let hostFieldLine = ByteBuffer()
 
@@ -41,6 +44,7 @@ final class Forwarder {
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         self.credential = credential
+        asksIdentity = c.routes[0].scrub
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
@@ -106,7 +110,7 @@ final class Forwarder {
         let fields = head.fields
         var upgradeField: Int?
         // The Bearer path's one test per field: most requests drop no field by its name.
-        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect
+        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect || asksIdentity
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if request.upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
@@ -129,6 +133,7 @@ final class Forwarder {
                 if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
                 if credential.drops(i, of: fields) { continue }
                 if dropsExpect, fields.nameEquals(i, "expect") { continue }
+                if asksIdentity, fields.nameEquals(i, "accept-encoding") { continue }
             }
             fields.copyField(i, to: out)
         }
@@ -137,6 +142,7 @@ final class Forwarder {
             to: out, method: head.method,
             target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
             origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
+        if asksIdentity { RequestWriter.appendFieldLine(out, "Accept-Encoding: identity\r\n") }
         out.append(request.forwardedFor)
         if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.

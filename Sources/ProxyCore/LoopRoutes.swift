@@ -68,6 +68,8 @@ final class LoopRoute {
     let takesRequestHost: Bool
     /// The route's `budget` (RouteBudget.swift), read by each request; nil on a route without one.
     let budget: RouteBudget?
+    /// `scrub: true`: what makes each answer's scrubber (nil: the route does not scrub).
+    let scrubbing: RouteScrubbing?
 
     var tokens: TokenManager { state.tokens }
 
@@ -105,6 +107,7 @@ final class LoopRoute {
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
         sigv4 = credential.signer
+        scrubbing = route.scrub ? RouteScrubbing(placement: credential.placement) : nil
         signingBodyLimit = credential.signer?.rules.holdsBodies == true ? route.forward.retryBodyLimit : nil
     }
 }

@@ -130,6 +130,7 @@ extension UpstreamLeg {
         let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
         ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
         exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
+        if exchange.scrubber != nil, let why = refusesUnscrubbable(head) { return upstreamBroken(exchange, why, connection) }
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop {
@@ -174,6 +175,7 @@ extension UpstreamLeg {
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
             sentToken: exchange.route!.forwarder.credential.tokenInQuery ? exchange.sentToken : nil)
+        if let scrubber = exchange.scrubber { noteScrubbed(scrubber.scrubHead(connection.outBuf, from: before), exchange) }
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
@@ -200,6 +202,13 @@ extension UpstreamLeg {
     }
 
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        guard bytes.count > 0, !connection.closed else { return }
+        if let scrubber = exchange.scrubber { return writeScrubbed(exchange, bytes, scrubber, connection) }
+        writeFramed(exchange, bytes, connection)
+    }
+
+    /// Body bytes framed for the client as the machine decided.
+    func writeFramed(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         guard bytes.count > 0, !connection.closed else { return }
         switch connection.machine.exchange.framing {
         case .none:
@@ -243,6 +252,7 @@ extension UpstreamLeg {
                 connection.tokens.acquire(for: exchange, staleGeneration: stale, connection)
             }
         case .complete(let refusedBody):
+            if exchange.scrubber != nil { finishScrubbedBody(exchange, connection) }
             if case .chunked = connection.machine.exchange.framing { ResponseWriter.appendLastChunk(connection.outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }

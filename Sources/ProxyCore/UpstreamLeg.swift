@@ -57,6 +57,7 @@ struct UpstreamLeg {
                 dropsExpect: connection.machine.exchange.answersContinue),
             credential: credential)
         exchange.headWritten(token: token)
+        if let scrubbing = route.scrubbing { exchange.scrubber = scrubbing.scrubber(for: token) }
         connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)
         connection.responseParser.reset()
         connection.responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
