@@ -174,7 +174,7 @@ extension UpstreamLeg {
             into: connection.outBuf, response, framing: framing,
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
-            sentToken: exchange.route!.forwarder.credential.tokenInQuery ? exchange.sentToken : nil)
+            sentToken: exchange.route!.forwarder.credential.tokenInQuery && exchange.scrubber == nil ? exchange.sentToken : nil)
         if let scrubber = exchange.scrubber { noteScrubbed(scrubber.scrubHead(connection.outBuf, from: before), exchange) }
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave

@@ -100,6 +100,11 @@ import Testing
         #expect(q.status == 200)
         #expect(q.bodyString == "before from=query&key=\(Self.stars) after\n")
         Self.expectNoToken(q)
+        // A field is counted like the body (the query route's own field scrubbing makes way for this one).
+        let field = try curl([query.url("/field?from=query")])
+        #expect(field.header("X-Echoed") == "from=query&key=\(Self.stars)")
+        Self.expectNoToken(field)
+        #expect(try query.scrubbedTotal() == 2)
         try query.finish()
     }
 
