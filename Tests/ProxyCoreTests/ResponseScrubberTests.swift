@@ -168,9 +168,10 @@ import Testing
         #expect((ResponseScrubber.refusal(head) != nil) == refused)
     }
 
-    @Test func aScrubbingRouteAsksTheUpstreamForIdentityInsteadOfTheClientsEncodings() throws {
+    @Test func aScrubbingRouteAsksTheUpstreamForTheWholeAnswerInIdentity() throws {
         let forwarder = try ForwarderTests.forwarder("scrub: true")
-        let head = ForwarderTests.request("GET /items HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip, br\r\nAccept: */*\r\n\r\n")
+        let head = ForwarderTests.request(
+            "GET /items HTTP/1.1\r\nHost: h\r\nAccept-Encoding: gzip, br\r\nRange: bytes=7-12\r\nIf-Range: \"v1\"\r\nAccept: */*\r\n\r\n")
         let out = ByteBuffer()
         forwarder.writeRequestHead(
             into: out, for: head,
@@ -179,9 +180,10 @@ import Testing
         let text = String(decoding: out.bytes, as: UTF8.self)
         #expect(text.contains("Accept-Encoding: identity\r\n"))
         #expect(!text.contains("gzip"))
+        #expect(!text.contains("Range"), "a range could cut a token the scrubber would then not recognise")
         #expect(text.contains("Accept: */*\r\n"))
         let plain = try ForwarderTests.forwarder()
-        #expect(!plain.asksIdentity)
+        #expect(!plain.asksWholeIdentity)
     }
 
     @Test func theKeyIsOffByDefaultAndARouteTakesTheTopLevelsUnlessItSaysOtherwise() throws {
