@@ -7,12 +7,16 @@ public final class ScrubFixture: UpstreamFixture, Sendable {
     public let upstream: PythonServer
     public let proxy: ProxyProcess
 
-    /// `extra`: more top-level YAML (`scrub: true`, an `inject`).
-    public init(extra: String) throws {
+    /// `extra`: more top-level YAML (`scrub: true`, an `inject`); `credentials`: the section's lines
+    /// in place of the static token's, with `environment` for the proxy.
+    public init(extra: String, credentials: String? = nil, environment: [String: String] = [:]) throws {
         let upstream = try PythonServer("credential_echo")
         self.upstream = upstream
-        let config = staticTokenConfig(upstream: upstream.baseURL, drainTimeout: "2s", admin: true, logLevel: "debug", more: extra)
-        proxy = try ProxyProcess(config: config, environment: ["E2E_TOKEN": e2eToken])
+        var config = staticTokenConfig(upstream: upstream.baseURL, drainTimeout: "2s", admin: true, logLevel: "debug", more: extra)
+        if let credentials {
+            config = proxyConfig(upstream: upstream.baseURL, credentials: credentials, more: "admin: {listen: 127.0.0.1:0}\n" + extra)
+        }
+        proxy = try ProxyProcess(config: config, environment: environment.merging(["E2E_TOKEN": e2eToken]) { own, _ in own })
     }
 
     /// `tokenproxy_scrubbed_total{route="default"}` (nil: no such series).

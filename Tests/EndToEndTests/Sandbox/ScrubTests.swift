@@ -108,6 +108,26 @@ import Testing
         try query.finish()
     }
 
+    /// `type: aws`: the session token went up (X-Amz-Security-Token) and comes back scrubbed; the
+    /// secret key never went up, and an upstream that hands it out anyway (here from a field the test
+    /// sends) has it scrubbed too.
+    @Test func theAWSSessionTokenAndSecretKeyAreScrubbed() throws {
+        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYscrubKEY"
+        let session = "FwoGZXIvYXdzEscrub-session-\(UUID().uuidString)"
+        let f = try ScrubFixture(
+            extra: "scrub: true", credentials: "type: aws\nregion: eu-west-1\nservice: execute-api\nsource: environment",
+            environment: ["AWS_ACCESS_KEY_ID": "AKIDSCRUBEXAMPLE", "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": session])
+        let token = try curl([f.url("/split?from=x-amz-security-token")])
+        #expect(token.status == 200, "\(token.bodyString)")
+        #expect(token.bodyString == "before \(String(repeating: "*", count: session.count)) after\n")
+        Self.expectNoToken(token, session)
+        let plain = try curl([f.url("/field?from=x-secret"), "-H", "X-Secret: \(secret)"])
+        #expect(plain.header("X-Echoed") == String(repeating: "*", count: secret.count))
+        Self.expectNoToken(plain, secret)
+        #expect(try f.scrubbedTotal() == 2)
+        try f.finish()
+    }
+
     /// Fail closed: an answer the proxy cannot read is not passed on, whatever the client accepts.
     @Test func aGzipAnswerIs502AndNothingOfItsBodyReachesTheClient() throws {
         let f = try ScrubFixture(extra: "scrub: true")
