@@ -201,8 +201,8 @@ extension UpstreamLeg {
         writeBody(exchange, bytes, connection)
     }
 
+    /// Body bytes for the client: through the answer's scrubber on a route with `scrub`.
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
-        guard bytes.count > 0, !connection.closed else { return }
         if let scrubber = exchange.scrubber { return writeScrubbed(exchange, bytes, scrubber, connection) }
         writeFramed(exchange, bytes, connection)
     }
