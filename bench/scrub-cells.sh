@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What `scrub: true` costs (issue 42: at least 0.9x the same route without it, on /small c64 and
 # /big): the same static Bearer route with scrub off and on, beside nginx (the anchor), all to one
-# nginx upstream. /small is 18 bytes; /big is 1 MiB of text in which the token's first byte occurs
+# nginx upstream. /small is 18 bytes; /big is 1 MiB of text (the pattern of Tests/servers/echo_upstream.py) in which the token's first byte occurs
 # every 64 bytes (the scrubber's worst usual case: each read is copied and compared there). Prints
 # req/s of /small at c64 and of /big at c8 (wrk -t1, DURATION seconds each, ROUNDS rounds whose
 # order alternates), and the on/off ratios.
@@ -48,7 +48,7 @@ PORT[nginx]=$NGX
 for port in "${PORT[@]}"; do
     for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/small" && break; sleep 0.1; done
 done
-[[ $(curl -s "http://127.0.0.1:${PORT[on]}/big" | wc -c) == 1048576 ]] || { echo "the scrubbing route's /big is not whole" >&2; exit 1; }
+cmp -s <(curl -s "http://127.0.0.1:${PORT[on]}/big") "$D/www/big" || { echo "the scrubbing route's /big is not the file" >&2; exit 1; }
 rate() { wrk -t1 -c"$3" -d"${DURATION}s" "http://127.0.0.1:$1/$2" | awk '/Requests\/sec/ {printf "%.0f", $2}'; }
 declare -A SUM
 order=(nginx off on)

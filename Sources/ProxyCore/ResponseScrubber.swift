@@ -12,8 +12,16 @@ final class ScrubPatterns {
     let values: [[UInt8]]
     /// The longest value's length: a scrubber holds back at most one less between reads.
     let longest: Int
-    /// `startsValue[b]`: some value begins with byte `b` (the scan's one test per byte).
+    /// `startsValue[b]`: some value begins with byte `b`.
     let startsValue: [Bool]
+    /// The values one after the other in memory of their own (`offsets`, `lengths`), so the scan
+    /// compares with `memcmp` and touches no array of arrays per candidate.
+    private let storage: UnsafeMutableRawPointer
+    private let offsets: [Int]
+    private let lengths: [Int]
+    /// The one byte every value begins with, when they share it (one token: the usual case): the
+    /// scan then jumps from one to the next with `memchr`.
+    private let onlyFirstByte: Int32?
 
     init(_ values: [String]) {
         var distinct: [[UInt8]] = []
@@ -27,7 +35,22 @@ final class ScrubPatterns {
         var starts = [Bool](repeating: false, count: 256)
         for value in distinct { starts[Int(value[0])] = true }
         startsValue = starts
+        let firsts = Set(distinct.map { $0[0] })
+        onlyFirstByte = firsts.count == 1 ? Int32(firsts.first!) : nil
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(distinct.reduce(0) { $0 + $1.count }, 1), alignment: 1)
+        var offsets: [Int] = []
+        var at = 0
+        for value in distinct {
+            value.withUnsafeBytes { (storage + at).copyMemory(from: $0.baseAddress!, byteCount: value.count) }
+            offsets.append(at)
+            at += value.count
+        }
+        self.storage = storage
+        self.offsets = offsets
+        lengths = distinct.map(\.count)
     }
+
+    deinit { storage.deallocate() }
 
     /// The spellings of `token` that `placement` sends upstream.
     static func values(of token: TokenSnapshot, placement: CredentialPlacement) -> [String] {
@@ -50,32 +73,20 @@ final class ScrubPatterns {
     /// at the first position where a value may begin but the bytes end first (`holdFrom`): those
     /// bytes wait for the next read.
     func replace(in bytes: UnsafeMutableRawBufferPointer, from start: Int, final: Bool) -> (holdFrom: Int, count: Int) {
-        var count = 0
-        var i = start
+        guard let base = bytes.baseAddress else { return (start, 0) }
         let n = bytes.count
+        var count = 0
+        var i = nextStart(UnsafeRawPointer(base), from: start, to: n)
         while i < n {
-            if !startsValue[Int(bytes[i])] {
-                i += 1
-                continue
-            }
-            var matched = 0
-            var mayBegin = false
-            for value in values {
-                let left = n - i
-                if left >= value.count {
-                    if matched == 0 && Self.equal(bytes, at: i, value, count: value.count) { matched = value.count }
-                } else if !final && Self.equal(bytes, at: i, value, count: left) {
-                    mayBegin = true
-                    break
-                }
-            }
-            if mayBegin { return (i, count) }
-            if matched > 0 {
-                for j in i..<(i + matched) { bytes[j] = UInt8(ascii: "*") }
+            switch match(UnsafeRawPointer(base), at: i, to: n, final: final) {
+            case .value(let length):
+                (base + i).initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "*"), count: length)
                 count += 1
-                i += matched
-            } else {
-                i += 1
+                i = nextStart(UnsafeRawPointer(base), from: i + length, to: n)
+            case .mayBegin:
+                return (i, count)
+            case .none:
+                i = nextStart(UnsafeRawPointer(base), from: i + 1, to: n)
             }
         }
         return (n, count)
@@ -83,19 +94,51 @@ final class ScrubPatterns {
 
     /// Whether `bytes` hold a value, or end where one may begin: only then is a read copied.
     func touches(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
         let n = bytes.count
-        for i in 0..<n where startsValue[Int(bytes[i])] {
-            for value in values {
-                let k = min(n - i, value.count)
-                if value.withUnsafeBytes({ memcmp(bytes.baseAddress! + i, $0.baseAddress!, k) }) == 0 { return true }
+        var i = nextStart(base, from: 0, to: n)
+        while i < n {
+            if case .none = match(base, at: i, to: n, final: false) {
+                i = nextStart(base, from: i + 1, to: n)
+            } else {
+                return true
             }
         }
         return false
     }
 
-    private static func equal(_ bytes: UnsafeMutableRawBufferPointer, at offset: Int, _ value: [UInt8], count: Int) -> Bool {
-        value.withUnsafeBytes { memcmp(bytes.baseAddress! + offset, $0.baseAddress!, count) == 0 }
+    private enum Match { case value(length: Int), mayBegin, none }
+
+    /// What begins at `i` of the `n` bytes at `base`: the longest value there, or (unless `final`)
+    /// the start of a value that the bytes end before.
+    @inline(__always)
+    private func match(_ base: UnsafeRawPointer, at i: Int, to n: Int, final: Bool) -> Match {
+        let left = n - i
+        var found = Match.none
+        for v in 0..<lengths.count {
+            let length = lengths[v]
+            if left >= length {
+                if case .none = found, memcmp(base + i, storage + offsets[v], length) == 0 { found = .value(length: length) }
+            } else if !final && memcmp(base + i, storage + offsets[v], left) == 0 {
+                return .mayBegin
+            }
+        }
+        return found
     }
+
+    /// The first position from `start` where a value's first byte is (`n`: none).
+    @inline(__always)
+    private func nextStart(_ base: UnsafeRawPointer, from start: Int, to n: Int) -> Int {
+        guard start < n else { return n }
+        if let byte = onlyFirstByte {
+            guard let found = memchr(base + start, byte, n - start) else { return n }
+            return base.distance(to: UnsafeRawPointer(found))
+        }
+        var i = start
+        while i < n && !startsValue[Int(base.load(fromByteOffset: i, as: UInt8.self))] { i += 1 }
+        return i
+    }
+
 }
 
 /// One answer's scrubber: its head in place, its body as it streams (a value split across reads is
