@@ -66,4 +66,28 @@ for cell in nginx off on; do
 done
 awk -v a="${SUM[on,small]}" -v b="${SUM[off,small]}" -v c="${SUM[on,big]}" -v d="${SUM[off,big]}" \
     'BEGIN {printf "on/off: /small c64 %.2f, /big c8 %.2f\n", a / b, c / d}'
+if command -v valgrind >/dev/null && command -v callgrind_control >/dev/null; then
+    # Instructions per request (callgrind, as bench/credential-cells.sh counts them): what a busy
+    # machine's req/s cannot show steadily. curl sends each path COUNT times on one connection.
+    cp "$BIN" "$D/tp-cg" && strip --strip-debug "$D/tp-cg"
+    for cell in off on; do
+        port=$(free_port)
+        sed "s/^listen: .*/listen: 127.0.0.1:$port/" "$D/$cell.yaml" >"$D/cg-$cell.yaml"
+        for path in small big; do
+            count=$([[ $path == small ]] && echo 2000 || echo 50)
+            urls=$(for _ in $(seq "$count"); do printf 'http://127.0.0.1:%s/%s ' "$port" "$path"; done)
+            valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$D/cg-$cell-$path.out" \
+                "$D/tp-cg" serve --config "$D/cg-$cell.yaml" 2>"$D/cg-$cell-$path.log" &
+            cg=$!
+            for _ in $(seq 200); do curl -sf -o /dev/null "http://127.0.0.1:$port/$path" && break; sleep 0.2; done
+            callgrind_control -i on "$cg" >/dev/null
+            # shellcheck disable=SC2086
+            curl -s $urls >/dev/null
+            callgrind_control -i off "$cg" >/dev/null
+            kill -TERM "$cg"; wait "$cg" 2>/dev/null || true
+            total=$(callgrind_annotate "$D/cg-$cell-$path.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+            echo "$cell /$path: $((total / count)) instructions per request"
+        done
+    done
+fi
 echo "(files in $D)"

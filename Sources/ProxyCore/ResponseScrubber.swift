@@ -22,6 +22,11 @@ final class ScrubPatterns {
     /// The one byte every value begins with, when they share it (one token: the usual case): the
     /// scan then jumps from one to the next with `memchr`.
     private let onlyFirstByte: Int32?
+    /// With one value: the offset of its least common byte (`anchorOffset`, by `commonness`), which
+    /// `touches` looks for instead of the first: text is mostly letters and digits, and a token's
+    /// `-`, `_` or `.` rarely occurs in it, so most reads are passed by one `memchr`.
+    private let anchorOffset: Int
+    private let anchorByte: Int32
 
     init(_ values: [String]) {
         var distinct: [[UInt8]] = []
@@ -46,11 +51,25 @@ final class ScrubPatterns {
             at += value.count
         }
         self.storage = storage
+        let only = distinct.count == 1 ? distinct[0] : []
+        anchorOffset = only.indices.min { Self.commonness(only[$0]) < Self.commonness(only[$1]) } ?? 0
+        anchorByte = only.isEmpty ? 0 : Int32(only[anchorOffset])
         self.offsets = offsets
         lengths = distinct.map(\.count)
     }
 
     deinit { storage.deallocate() }
+
+    /// How often a byte occurs in text, roughly: lowercase letters, space and JSON's punctuation most,
+    /// then digits, then uppercase letters, then the rest.
+    private static func commonness(_ byte: UInt8) -> Int {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: " "), UInt8(ascii: "\""), UInt8(ascii: ":"), UInt8(ascii: ","): return 3
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return 2
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): return 1
+        default: return 0
+        }
+    }
 
     /// The spellings of `token` that `placement` sends upstream.
     static func values(of token: TokenSnapshot, placement: CredentialPlacement) -> [String] {
@@ -76,7 +95,26 @@ final class ScrubPatterns {
         guard let base = bytes.baseAddress else { return (start, 0) }
         let n = bytes.count
         var count = 0
-        var i = nextStart(UnsafeRawPointer(base), from: start, to: n)
+        var from = start
+        if lengths.count == 1 {
+            // One value: whole ones found by their anchor byte (`touches`); then only the last bytes.
+            let length = lengths[0]
+            var at = from + anchorOffset
+            while at < n, let found = memchr(base + at, anchorByte, n - at) {
+                let valueStart = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found)) - anchorOffset
+                if valueStart + length <= n && memcmp(base + valueStart, storage, length) == 0 {
+                    (base + valueStart).initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "*"), count: length)
+                    count += 1
+                    from = valueStart + length
+                    at = from + anchorOffset
+                } else {
+                    at = valueStart + anchorOffset + 1
+                }
+            }
+            from = max(from, n - length + 1)
+            if final { return (n, count) }
+        }
+        var i = nextStart(UnsafeRawPointer(base), from: from, to: n)
         while i < n {
             switch match(UnsafeRawPointer(base), at: i, to: n, final: final) {
             case .value(let length):
@@ -96,7 +134,19 @@ final class ScrubPatterns {
     func touches(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return false }
         let n = bytes.count
-        var i = nextStart(base, from: 0, to: n)
+        var i = 0
+        if lengths.count == 1 {
+            // One value: whole ones found by their anchor byte; then only the last bytes may begin one.
+            let length = lengths[0]
+            var at = anchorOffset
+            while at < n, let found = memchr(base + at, anchorByte, n - at) {
+                let start = base.distance(to: UnsafeRawPointer(found)) - anchorOffset
+                if start + length <= n && memcmp(base + start, storage, length) == 0 { return true }
+                at = start + anchorOffset + 1
+            }
+            i = max(0, n - length + 1)
+        }
+        i = nextStart(base, from: i, to: n)
         while i < n {
             if case .none = match(base, at: i, to: n, final: false) {
                 i = nextStart(base, from: i + 1, to: n)
