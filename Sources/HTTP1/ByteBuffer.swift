@@ -107,6 +107,13 @@ public final class ByteBuffer {
         return try body(UnsafeRawBufferPointer(start: base.map { $0 + start }, count: used - start))
     }
 
+    /// Bytes `from..<count`, writable in place, valid only inside `body` (a response head scrubbed
+    /// where it was written, docs/ARCHITECTURE.md "Scrubbing").
+    public func withUnsafeMutableBytes<R>(from start: Int, _ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        precondition(start >= 0 && start <= used, "ByteBuffer: start out of range")
+        return try body(UnsafeMutableRawBufferPointer(start: base.map { $0 + start }, count: used - start))
+    }
+
     /// Forgets the bytes; `keepingCapacity: false` gives the memory back too (a buffer that grew large).
     @inlinable
     public func removeAll(keepingCapacity: Bool = true) {

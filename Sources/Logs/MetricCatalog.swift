@@ -86,6 +86,9 @@ public enum MetricCatalog {
         name: "tokenproxy_upstream_sent_bytes_total", type: .counter, labels: ["route"], help: "Bytes written to upstream connections.")
     public static let upstreamReceivedBytesTotal = MetricFamily(
         name: "tokenproxy_upstream_received_bytes_total", type: .counter, labels: ["route"], help: "Bytes read from upstream connections.")
+    public static let scrubbedTotal = MetricFamily(
+        name: "tokenproxy_scrubbed_total", type: .counter, labels: ["route"],
+        help: "Credential values replaced by * in answers (scrub: true), in a field or the body alike.")
     public static let upstreamFreshConnectionRetriesTotal = MetricFamily(
         name: "tokenproxy_upstream_fresh_connection_retries_total", type: .counter, labels: [],
         help: "Requests sent again on a fresh upstream connection after a reused one closed before answering.")
@@ -159,6 +162,7 @@ public enum MetricCatalog {
         upstreamIdleConnections,
         upstreamSentBytesTotal,
         upstreamReceivedBytesTotal,
+        scrubbedTotal,
         upstreamFreshConnectionRetriesTotal,
         tokenExpirySeconds,
         tokenLastSuccessAgeSeconds,

@@ -74,7 +74,7 @@ extension Exchange {
                 event.placement = route.audit.placement
                 // A caller is known only once the request's placeholder was found and replaced.
                 event.placeholder = record.caller != nil
-                event.scrubbed = 0
+                event.scrubbed = record.scrubbed
             }
         }
         return event

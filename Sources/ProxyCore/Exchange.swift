@@ -29,6 +29,8 @@ final class Exchange {
     var record = ExchangeRecord()
     /// The place the route's `budget` holds for it until it ends (RouteBudget.swift).
     var budgetHold: RouteBudget.Hold?
+    /// The answer's scrubber on a route with `scrub` (`UpstreamSide+Scrub.swift`); nil elsewhere.
+    var scrubber: ResponseScrubber?
 
     // For the metrics and the access log (docs/OBSERVABILITY.md).
     /// The route's `metricsSlot` (-1: no route), kept here so that counting does not load the route.

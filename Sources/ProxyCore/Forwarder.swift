@@ -24,6 +24,10 @@ final class Forwarder {
     /// The route's `path_prefix` without its trailing `/` when the route strips it, else empty: what
     /// a Location into the upstream gets back in front of its path.
     let strippedPrefix: String
+    /// `scrub: true`: the client's Accept-Encoding makes way for `identity` (an answer must be
+    /// readable to be scrubbed, CONTRACT.md "Scrubbing"), and its Range and If-Range go nowhere: a
+    /// part of a value (a range that cuts a token) could not be recognised in the answer.
+    let asksWholeIdentity: Bool
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
     private let hostFieldLine = ByteBuffer()
 
@@ -41,6 +45,7 @@ final class Forwarder {
         preserveHost = c.forward.preserveHost
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         self.credential = credential
+        asksWholeIdentity = c.routes[0].scrub
         requiredHeaderLowercased = c.access.requireHeader?.lowercased()
         var prefixes = [urlPrefix]
         // The same origin written with or without its default port.
@@ -106,7 +111,7 @@ final class Forwarder {
         let fields = head.fields
         var upgradeField: Int?
         // The Bearer path's one test per field: most requests drop no field by its name.
-        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect
+        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect || asksWholeIdentity
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if request.upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
@@ -129,6 +134,7 @@ final class Forwarder {
                 if let required = requiredHeaderLowercased, fields.nameEquals(i, lowercasedName: required) { continue }
                 if credential.drops(i, of: fields) { continue }
                 if dropsExpect, fields.nameEquals(i, "expect") { continue }
+                if asksWholeIdentity, Forwarder.scrubbingDrops(i, of: fields) { continue }
             }
             fields.copyField(i, to: out)
         }
@@ -137,6 +143,7 @@ final class Forwarder {
             to: out, method: head.method,
             target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
             origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
+        if asksWholeIdentity { RequestWriter.appendFieldLine(out, "Accept-Encoding: identity\r\n") }
         out.append(request.forwardedFor)
         if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.
@@ -170,6 +177,11 @@ final class Forwarder {
     /// The proxy's own interim answer to a client whose chunked body it buffers (CONTRACT
     /// `forward.request_buffering`, RFC 9110 §15.2.1).
     static let continueHead = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    /// The client fields a scrubbing route leaves out (`asksWholeIdentity`).
+    private static func scrubbingDrops(_ index: Int, of fields: FieldBlock) -> Bool {
+        fields.nameEquals(index, "accept-encoding") || fields.nameEquals(index, "range") || fields.nameEquals(index, "if-range")
+    }
 
     private enum RequestFieldRole { case host, authorization, replaced, other }
 

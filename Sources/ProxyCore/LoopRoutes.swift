@@ -70,6 +70,8 @@ final class LoopRoute {
     let budget: RouteBudget?
     /// What the audit log says of the route's credential.
     let audit: RouteAudit
+    /// `scrub: true`: what makes each answer's scrubber (nil: the route does not scrub).
+    let scrubbing: RouteScrubbing?
 
     var tokens: TokenManager { state.tokens }
 
@@ -108,6 +110,7 @@ final class LoopRoute {
         retryMemory = route.forward.retryMemory
         retryBodyLimit = route.forward.retryBodyLimit
         sigv4 = credential.signer
+        scrubbing = route.scrub ? RouteScrubbing(placement: credential.placement) : nil
         signingBodyLimit = credential.signer?.rules.holdsBodies == true ? route.forward.retryBodyLimit : nil
     }
 }

@@ -104,5 +104,6 @@ enum MetricsRenderer {
         family(MetricCatalog.upstreamReceivedBytesTotal) { route, c in
             registry.add(MetricCatalog.upstreamReceivedBytesTotal, [route], c.upstreamReceivedBytes)
         }
+        family(MetricCatalog.scrubbedTotal) { route, c in registry.add(MetricCatalog.scrubbedTotal, [route], c.scrubbed) }
     }
 }

@@ -165,6 +165,8 @@ struct RouteCounters: Sendable {
     var idleConnections = 0
     var upstreamSentBytes = 0
     var upstreamReceivedBytes = 0
+    /// `tokenproxy_scrubbed_total`: credential values replaced in answers.
+    var scrubbed = 0
     /// Indexed by `Upstream401Result.rawValue`.
     var upstream401 = [Int](repeating: 0, count: Upstream401Result.allCases.count)
     var stormGuardActivations = 0
@@ -193,6 +195,7 @@ struct RouteCounters: Sendable {
         idleConnections += other.idleConnections
         upstreamSentBytes += other.upstreamSentBytes
         upstreamReceivedBytes += other.upstreamReceivedBytes
+        scrubbed += other.scrubbed
         for i in upstream401.indices { upstream401[i] += other.upstream401[i] }
         stormGuardActivations += other.stormGuardActivations
         for i in connects.indices { connects[i] += other.connects[i] }
@@ -282,6 +285,8 @@ struct ExchangeRecord {
     private(set) var recorded = false
     /// Its audit line was written (`Connection.audit`).
     private(set) var audited = false
+    /// Credential values replaced in the answer (`scrub`; the audit line's `scrubbed`).
+    private(set) var scrubbed = 0
 
     /// The client gets this status (a head written, or one of the proxy's own answers).
     mutating func answered(status: Int, refusal: String? = nil) {
@@ -307,6 +312,10 @@ struct ExchangeRecord {
 
     mutating func identified(caller: String?) {
         self.caller = caller
+    }
+
+    mutating func scrubbed(_ n: Int) {
+        scrubbed += n
     }
 
     mutating func retriedAfter401Sent() {

@@ -66,11 +66,11 @@ struct RouteCredential {
 /// (`appendFields`). A value of references that already exist (the token's line, the route's
 /// field or parameter, the signer): on the plain path it allocates nothing.
 ///
-/// The sandbox's placeholders and scrubbing (not built yet) plug in here: a placeholder check is
-/// one more outcome of `RouteCredential.resolve` (the client's placeholder stands where `drops`
-/// looks, and the real value is what `appendFields` writes in its place); the values to scrub from
-/// the answer are this value's (the token, its Basic or query spelling, a DPoP-bound token, the AWS
-/// keys), as `InjectedQueryParameter.spellings` already lists them for `inject.query`.
+/// The sandbox's placeholders plug in here: a placeholder check is one more outcome of
+/// `RouteCredential.resolve` (the client's placeholder stands where `drops` looks, and the real
+/// value is what `appendFields` writes in its place). The values scrubbed from the answer are the
+/// ones this value sends (the token, its Basic or query spelling, a DPoP-bound token, the AWS
+/// keys): `ScrubPatterns.values` reads them from the same placement and token.
 struct RequestCredential {
     enum Kind {
         /// No token: the client's own credential goes (`client_authorization: keep`); a client's

@@ -135,6 +135,7 @@ extension UpstreamSide {
         let framing = connection.machine.exchange.startAnswering(status: response.status, upstreamFraming: .contentLength(held.body.count))
         writeHead(exchange, response, framing: framing, connection)
         held.body.withUnsafeBytes { writeBody(exchange, $0, connection) }
+        if exchange.scrubber != nil { finishScrubbedBody(exchange, connection) }
         connection.responseDone(exchange)
     }
 

@@ -135,6 +135,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 dropsExpect: connection.machine.exchange.answersContinue),
             credential: credential)
         exchange.headWritten(token: token)
+        if let scrubbing = route.scrubbing { exchange.scrubber = scrubbing.scrubber(for: token) }
         connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
@@ -349,6 +350,7 @@ extension UpstreamSide {
         let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
         ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
         exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
+        if exchange.scrubber != nil, let why = refusesUnscrubbable(head) { return upstreamBroken(exchange, why, connection) }
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
         var nonceDemanded = false
         if exchange.route!.dpopEnabled, let dpop = exchange.sentToken?.dpop {
@@ -392,7 +394,8 @@ extension UpstreamSide {
             into: connection.outBuf, response, framing: framing,
             closing: !connection.machine.exchange.keepAlive || connection.noMoreRequests,
             clientVersion: exchange.head.version, clientHost: exchange.head.first("host"),
-            sentToken: exchange.route!.forwarder.credential.tokenInQuery ? exchange.sentToken : nil)
+            sentToken: exchange.route!.forwarder.credential.tokenInQuery && exchange.scrubber == nil ? exchange.sentToken : nil)
+        if let scrubber = exchange.scrubber { noteScrubbed(scrubber.scrubHead(connection.outBuf, from: before), exchange) }
         exchange.record.wroteOut(connection.outBuf.count - before)
         // Not flushed here: the body usually follows in the same read, and head and body then leave
         // in one write; the body, the end, or `readUpstream`'s caller flushes.
@@ -418,7 +421,14 @@ extension UpstreamSide {
         writeBody(exchange, bytes, connection)
     }
 
+    /// Body bytes for the client: through the answer's scrubber on a route with `scrub`.
     func writeBody(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
+        if let scrubber = exchange.scrubber { return writeScrubbed(exchange, bytes, scrubber, connection) }
+        writeFramed(exchange, bytes, connection)
+    }
+
+    /// Body bytes framed for the client as the machine decided.
+    func writeFramed(_ exchange: Exchange, _ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         guard bytes.count > 0, !connection.closed else { return }
         switch connection.machine.exchange.framing {
         case .none:
@@ -464,6 +474,7 @@ extension UpstreamSide {
                 acquire(for: exchange, staleGeneration: stale, connection)
             }
         case .complete(let refusedBody):
+            if exchange.scrubber != nil { finishScrubbedBody(exchange, connection) }
             if case .chunked = connection.machine.exchange.framing { ResponseWriter.appendLastChunk(connection.outBuf) }
             // The client is still sending a body the upstream did not wait for: answer, then close.
             if refusedBody { exchange.dropQueuedBody() }

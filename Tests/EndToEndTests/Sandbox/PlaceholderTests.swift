@@ -30,9 +30,12 @@ import Testing
         let openai = try Self.placeholder("sk-proj-{random:48}")
         let query = try Self.placeholder("key-{random:32}")
         let upstream = try PythonServer("echo_upstream")
+        // `scrub: false`: the echo shows what the upstream received (with scrubbing, the default with
+        // a placeholder, the answer would show stars; ScrubTests cover that).
         let config = """
             \(routesProxyTop)
             admin: {listen: 127.0.0.1:0}
+            scrub: false
             routes:
               - name: anthropic
                 match: {path_prefix: /anthropic/}
@@ -108,7 +111,8 @@ import Testing
         upstream.stop()
     }
 
-    /// The sandbox's usual way out: `HTTPS_PROXY` to the forward proxy, the SDK's own https URL.
+    /// The sandbox's usual way out: `HTTPS_PROXY` to the forward proxy, the SDK's own https URL
+    /// (`scrub: false`, so the echo shows what the upstream received).
     @Test func throughTheForwardProxyAPlaceholderOpensOnlyItsOwnHost() throws {
         let anthropic = try Self.placeholder("sk-ant-api03-{random:64}")
         let openai = try Self.placeholder("sk-proj-{random:48}")
@@ -117,8 +121,10 @@ import Testing
             routes: [
                 .init(
                     name: "anthropic", host: "api.anthropic.test", upstream: upstream.baseURL + "/a",
-                    extra: "    inject: {header: x-api-key, format: \"{token}\"}\n    placeholder: {value_env: ANTHROPIC_PLACEHOLDER}"),
-                .init(name: "openai", host: "api.openai.test", upstream: upstream.baseURL + "/o", extra: "    placeholder: {value_env: OPENAI_PLACEHOLDER}"),
+                    extra: "    inject: {header: x-api-key, format: \"{token}\"}\n    placeholder: {value_env: ANTHROPIC_PLACEHOLDER}\n    scrub: false"),
+                .init(
+                    name: "openai", host: "api.openai.test", upstream: upstream.baseURL + "/o",
+                    extra: "    placeholder: {value_env: OPENAI_PLACEHOLDER}\n    scrub: false"),
             ], environment: ["ANTHROPIC_PLACEHOLDER": anthropic, "OPENAI_PLACEHOLDER": openai])
         let script = """
             import requests, sys
