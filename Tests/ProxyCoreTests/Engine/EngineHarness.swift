@@ -24,7 +24,9 @@ final class EngineHarness {
     private var stopped = false
 
     /// `yaml` is added to a configuration whose upstream is `upstream` and whose credential the
-    /// token source is (`type: exec`, so that a 401 asks for another token).
+    /// token source is (`type: exec`, so that a 401 asks for another token). Its client and upstream
+    /// timeouts are of an hour: in a busy parallel run a test's next step may come minutes after the
+    /// last, when it gets a thread of Swift concurrency again (Tests/README.md, "The engine harness").
     init(source: ScriptedTokenSource = ScriptedTokenSource(), yaml: String = "") throws {
         let upstream = try ScriptedUpstream()
         self.upstream = upstream
@@ -34,6 +36,12 @@ final class EngineHarness {
             credentials:
               type: exec
               command: [/bin/true]
+            limits:
+              client_header_timeout: 1h
+              client_idle_timeout: 1h
+              client_send_timeout: 1h
+              upstream_timeout: 1h
+              upstream_idle_timeout: 1h
             \(yaml)
             """
         let configuration = try ConfigurationLoader.parse(yaml: text, baseDirectory: "/tmp", environment: [:]).configuration
