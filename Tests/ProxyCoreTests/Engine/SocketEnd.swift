@@ -10,8 +10,9 @@ struct SocketEndError: Error, CustomStringConvertible {
 }
 
 /// The test's end of one socket (a socketpair's client end, or an upstream connection the proxy
-/// opened): blocking reads with a generous timeout, and the bytes read past a message kept for
-/// the next one. The one file of the harness that calls the C socket functions.
+/// opened): reads and writes that wait on a thread of their own (`onOwnThread`), each with a
+/// generous timeout, and the bytes read past a message kept for the next one. The one file of the
+/// harness that calls the C socket functions.
 final class SocketEnd {
     /// How long one read waits before the test fails; generous, for a busy parallel run.
     static let patience = 60
