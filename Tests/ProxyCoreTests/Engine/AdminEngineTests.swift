@@ -5,9 +5,7 @@ import Testing
 @Suite(.engineTimeLimit) struct AdminEngineTests {
     @Test func healthzAnswersOkAndCloses() async throws {
         try await withEngine { harness, _ in
-            let admin = try await harness.connectAdmin()
-
-            try await admin.write(getRequest("/healthz"))
+            let admin = try await harness.connectAdmin(sending: getRequest("/healthz"))
             let answer = try #require(try await admin.readMessage())
 
             #expect(answer.status == 200 && answer.bodyText == "ok\n")
@@ -21,8 +19,7 @@ import Testing
             try await harness.upstream.answerNext(status: 204)
             #expect(try await client.readMessage()?.status == 204)
 
-            let admin = try await harness.connectAdmin()
-            try await admin.write(getRequest("/metrics"))
+            let admin = try await harness.connectAdmin(sending: getRequest("/metrics"))
             let answer = try #require(try await admin.readMessage())
 
             #expect(answer.status == 200)
@@ -36,13 +33,11 @@ import Testing
         let source = ScriptedTokenSource()
         source.holdNextFetch()
         try await withEngine(source: source) { harness, _ in
-            let before = try await harness.connectAdmin()
-            try await before.write(getRequest("/readyz"))
+            let before = try await harness.connectAdmin(sending: getRequest("/readyz"))
             let notReady = try #require(try await before.readMessage())
             try await source.releaseHeldFetch()
             try await harness.waitUntil { _ in harness.tokens.current().snapshot != nil }
-            let after = try await harness.connectAdmin()
-            try await after.write(getRequest("/readyz"))
+            let after = try await harness.connectAdmin(sending: getRequest("/readyz"))
             let ready = try #require(try await after.readMessage())
 
             #expect(notReady.status == 503)

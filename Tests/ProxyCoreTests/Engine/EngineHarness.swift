@@ -42,6 +42,7 @@ final class EngineHarness {
               client_send_timeout: 1h
               upstream_timeout: 1h
               upstream_idle_timeout: 1h
+              upstream_keepalive_timeout: 1h
             \(yaml)
             """
         let configuration = try ConfigurationLoader.parse(yaml: text, baseDirectory: "/tmp", environment: [:]).configuration
@@ -74,9 +75,13 @@ final class EngineHarness {
         return end
     }
 
-    /// A new connection to the admin listener (`AdminConnection`); the test's end of it.
-    func connectAdmin() async throws -> SocketEnd {
+    /// A new connection to the admin listener (`AdminConnection`) with `request` already sent on
+    /// it; the test's end of it. The request is written first because the admin connection closes
+    /// 10 s after it opens (`FixedLimits.adminRequestSeconds`), and in a busy parallel run the test's
+    /// next step may come later than that.
+    func connectAdmin(sending request: String) async throws -> SocketEnd {
         let (end, fd) = try SocketEnd.pair()
+        try await end.write(request)
         let server = self.server
         try await onLoop { ctx in
             try ctx.loop.register(fd, .read, AdminConnection(fd: fd, ctx: ctx, service: server))
