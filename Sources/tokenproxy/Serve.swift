@@ -4,12 +4,15 @@ import Credentials
 import Foundation
 import ProxyCore
 import Sockets
+import TLS
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy in the foreground until SIGTERM or SIGINT.")
     @OptionGroup var options: ConfigOption
 
     func run() throws {
+        // First, before anything uses OpenSSL: no cleanup at exit racing the loops' threads as they end.
+        OpenSSLProcess.keepStateUntilExit()
         let loaded = options.load()
         let configuration = loaded.configuration
         if let problem = listenerTLSProblems(configuration).first { fail("configuration error: \(problem)", status: Exit.badConfiguration) }

@@ -84,8 +84,10 @@ public final class ForwardProxyFixture: Sendable {
     /// - Parameters:
     ///   - forwardProxy: the lines of the `forward_proxy:` section (indented by 2).
     ///   - top: more top-level YAML (e.g. `access:`).
+    ///   - drainTimeout: `drain_timeout`, how long a SIGTERM lets requests in flight finish.
     public init(
-        routes: [Route], forwardProxy: String = "  other_hosts: refuse", top: String = "", environment: [String: String] = [:]
+        routes: [Route], forwardProxy: String = "  other_hosts: refuse", top: String = "", drainTimeout: String = "2s",
+        environment: [String: String] = [:]
     ) throws {
         let routeLines = routes.map { route in
             """
@@ -101,7 +103,7 @@ public final class ForwardProxyFixture: Sendable {
             config: """
                 listen: 127.0.0.1:0
                 workers: 1
-                drain_timeout: 2s
+                drain_timeout: \(drainTimeout)
                 log:
                   level: debug
                   access_log: true

@@ -126,10 +126,12 @@ public enum TLSClient {
     public final class Paused: Sendable {
         private let child: ChildProcess
 
+        /// `connect`: a CONNECT to this `host:port` first, the handshake then in its tunnel.
         public init(
-            port: Int, caFile: String, serverName: String = "localhost", requests: [Request], pauseAfter: Int
+            port: Int, connect: String? = nil, caFile: String, serverName: String = "localhost", requests: [Request], pauseAfter: Int
         ) throws {
             var arguments = ["exchange", "--port", String(port), "--cafile", caFile, "--sni", serverName, "--pause-after", String(pauseAfter)]
+            if let connect { arguments += ["--connect", connect] }
             for request in requests { arguments += ["--request", request.json] }
             child = try ChildProcess("python3", arguments: [script] + arguments, environment: environment, withStdin: true)
             let paused = child.stdout.wait(until: Date().addingTimeInterval(60)) { $0.contains("PAUSED\n") ? true : nil }

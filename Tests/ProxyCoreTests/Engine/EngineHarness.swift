@@ -1,23 +1,18 @@
 import Config
 import Credentials
 import Dispatch
-import Glibc
 import Logging
 import Sockets
+import Testing
 
 @testable import ProxyCore
-
-/// The engine suites run only with `TOKENPROXY_ENGINE_TESTS=1` for now: in one `.ci/run` on the
-/// 2-core box every one of them waited until its time limit at once (they block test threads on
-/// semaphores while the loop runs on its own thread); until that is found they do not run by default
-/// (Tests/README.md, "The engine harness").
-let engineTestsEnabled = getenv("TOKENPROXY_ENGINE_TESTS").map { String(cString: $0) == "1" } ?? false
 
 /// The request engine in the test's process (Tests/README.md, "The engine harness"): one real
 /// `EventLoop` with its `LoopContext` on its own thread, as `Server` makes them, and client
 /// connections that are `Connection`s over a socketpair, so a test writes raw request bytes on its
 /// end and reads what the proxy answers. The upstream is a `ScriptedUpstream`, the token source a
-/// `ScriptedTokenSource` behind a real `TokenManager`. Call `stop()` at the end of every test.
+/// `ScriptedTokenSource` behind a real `TokenManager`. Every wait suspends the test's task and blocks
+/// only a thread of its own (`onOwnThread`). `withEngine` stops it at the end of a test.
 final class EngineHarness {
     let upstream: ScriptedUpstream
     let source: ScriptedTokenSource
@@ -29,7 +24,9 @@ final class EngineHarness {
     private var stopped = false
 
     /// `yaml` is added to a configuration whose upstream is `upstream` and whose credential the
-    /// token source is (`type: exec`, so that a 401 asks for another token).
+    /// token source is (`type: exec`, so that a 401 asks for another token). Its client and upstream
+    /// timeouts are of an hour: in a busy parallel run a test's next step may come minutes after the
+    /// last, when it gets a thread of Swift concurrency again (Tests/README.md, "The engine harness").
     init(source: ScriptedTokenSource = ScriptedTokenSource(), yaml: String = "") throws {
         let upstream = try ScriptedUpstream()
         self.upstream = upstream
@@ -39,6 +36,13 @@ final class EngineHarness {
             credentials:
               type: exec
               command: [/bin/true]
+            limits:
+              client_header_timeout: 1h
+              client_idle_timeout: 1h
+              client_send_timeout: 1h
+              upstream_timeout: 1h
+              upstream_idle_timeout: 1h
+              upstream_keepalive_timeout: 1h
             \(yaml)
             """
         let configuration = try ConfigurationLoader.parse(yaml: text, baseDirectory: "/tmp", environment: [:]).configuration
@@ -60,9 +64,9 @@ final class EngineHarness {
     }
 
     /// A new client connection to the proxy; the test's end of it.
-    func connect() throws -> SocketEnd {
+    func connect() async throws -> SocketEnd {
         let (end, fd) = try SocketEnd.pair()
-        try onLoop { ctx in
+        try await onLoop { ctx in
             ctx.shared.openConnections.add(1, ordering: .relaxed)
             let connection = Connection(fd: fd, peer: .ipv4("127.0.0.1", port: 50_000), ctx: ctx)
             try ctx.loop.register(fd, .read, connection)
@@ -71,11 +75,15 @@ final class EngineHarness {
         return end
     }
 
-    /// A new connection to the admin listener (`AdminConnection`); the test's end of it.
-    func connectAdmin() throws -> SocketEnd {
+    /// A new connection to the admin listener (`AdminConnection`) with `request` already sent on
+    /// it; the test's end of it. The request is written first because the admin connection closes
+    /// 10 s after it opens (`FixedLimits.adminRequestSeconds`), and in a busy parallel run the test's
+    /// next step may come later than that.
+    func connectAdmin(sending request: String) async throws -> SocketEnd {
         let (end, fd) = try SocketEnd.pair()
+        try await end.write(request)
         let server = self.server
-        try onLoop { ctx in
+        try await onLoop { ctx in
             try ctx.loop.register(fd, .read, AdminConnection(fd: fd, ctx: ctx, service: server))
         }
         return end
@@ -83,17 +91,21 @@ final class EngineHarness {
 
     /// Waits until `condition`, asked on the loop's thread between its events, holds (a state of the
     /// engine that no byte shows). Fails after `SocketEnd.patience` seconds, never sooner.
-    func waitUntil(_ condition: @escaping (LoopContext) -> Bool) throws {
+    func waitUntil(_ condition: @escaping (LoopContext) -> Bool) async throws {
         for _ in 0..<(SocketEnd.patience * 100) {
-            if try onLoop(condition) { return }
-            Syscall.sleep(0.01)
+            if try await onLoop(condition) { return }
+            try await Task.sleep(for: .milliseconds(10))
         }
         throw SocketEndError(description: "the engine never reached the state waited for")
     }
 
     /// Runs `body` on the loop's thread and returns what it returns.
     @discardableResult
-    func onLoop<T>(_ body: @escaping (LoopContext) throws -> T) throws -> T {
+    func onLoop<T>(_ body: @escaping (LoopContext) throws -> T) async throws -> T {
+        try await onOwnThread { try self.blockingOnLoop(body) }
+    }
+
+    private func blockingOnLoop<T>(_ body: @escaping (LoopContext) throws -> T) throws -> T {
         let done = DispatchSemaphore(value: 0)
         let box = LoopCall(context: context, body: body)
         context.loop.execute { [box] in
@@ -107,10 +119,15 @@ final class EngineHarness {
     }
 
     /// Closes every connection, stops the loop and the token thread, closes the upstream.
-    func stop() {
+    func stop() async {
         guard !stopped else { return }
         stopped = true
-        _ = try? onLoop { ctx in
+        _ = try? await onOwnThread { self.blockingStop() }
+        upstream.close()
+    }
+
+    private func blockingStop() {
+        _ = try? blockingOnLoop { ctx in
             for connection in Array(ctx.connections.values) { connection.close() }
             for route in ctx.routes.withConnections { route.upstream.closeIdle() }
         }
@@ -118,7 +135,6 @@ final class EngineHarness {
         if loopEnded.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success { context.loop.releaseAfterRun() }
         source.holdNothing()
         tokens.stop()
-        upstream.close()
     }
 }
 
@@ -138,10 +154,23 @@ private final class LoopCall<T>: @unchecked Sendable {
 }
 
 /// Runs `body` with a new harness (over `source`) and a client connected to it; stops the harness after.
-func withEngine(source: ScriptedTokenSource = ScriptedTokenSource(), _ body: (EngineHarness, SocketEnd) throws -> Void) throws {
+func withEngine(source: ScriptedTokenSource = ScriptedTokenSource(), _ body: (EngineHarness, SocketEnd) async throws -> Void) async throws {
     let harness = try EngineHarness(source: source)
-    defer { harness.stop() }
-    try body(harness, try harness.connect())
+    do {
+        try await body(harness, try await harness.connect())
+    } catch {
+        await harness.stop()
+        throw error
+    }
+    await harness.stop()
+}
+
+extension Trait where Self == TimeLimitTrait {
+    /// The engine suites' time limit: a backstop only, since every wait of the harness fails after
+    /// `SocketEnd.patience`. Generous because a test of a full parallel run waits its turn for one of
+    /// Swift concurrency's threads, as many as the cores, which the blocking tests of other suites may
+    /// hold for minutes (Tests/README.md, "The engine harness").
+    static var engineTimeLimit: Self { .timeLimit(.minutes(20)) }
 }
 
 /// A GET as a client sends it, for the harness's proxy (Host: a loopback name, CONTRACT point 9).

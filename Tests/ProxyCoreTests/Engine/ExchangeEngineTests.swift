@@ -5,13 +5,13 @@ import Testing
 /// One exchange's token side through the engine: a 401 answered with one refresh and one retry,
 /// the body kept for it, a request that waits for the first token (CONTRACT.md "What the proxy
 /// does with a request", points 2, 3 and 8).
-@Suite(.timeLimit(.minutes(2)), .enabled(if: engineTestsEnabled, "TOKENPROXY_ENGINE_TESTS=1 runs the engine suites")) struct ExchangeEngineTests {
-    @Test func a401IsRetriedOnceWithTheNextTokenAndTheClientSeesOnlyTheRetrysAnswer() throws {
-        try withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
-            try client.write(getRequest("/private"))
-            let refused = try harness.upstream.answerNext(status: 401, body: "expired")
-            let retried = try harness.upstream.answerNext(body: "welcome")
-            let answer = try #require(try client.readMessage())
+@Suite(.engineTimeLimit) struct ExchangeEngineTests {
+    @Test func a401IsRetriedOnceWithTheNextTokenAndTheClientSeesOnlyTheRetrysAnswer() async throws {
+        try await withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
+            try await client.write(getRequest("/private"))
+            let refused = try await harness.upstream.answerNext(status: 401, body: "expired")
+            let retried = try await harness.upstream.answerNext(body: "welcome")
+            let answer = try #require(try await client.readMessage())
 
             #expect(refused.field("authorization") == "Bearer token-1")
             #expect(retried.field("authorization") == "Bearer token-2")
@@ -21,12 +21,12 @@ import Testing
         }
     }
 
-    @Test func aBodyIsKeptAndSentAgainWithTheRetry() throws {
-        try withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
-            try client.write("POST /items HTTP/1.1\r\nHost: localhost\r\nContent-Length: 11\r\n\r\nhello world")
-            let refused = try harness.upstream.answerNext(status: 401)
-            let retried = try harness.upstream.answerNext(status: 201, body: "made")
-            let answer = try #require(try client.readMessage())
+    @Test func aBodyIsKeptAndSentAgainWithTheRetry() async throws {
+        try await withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
+            try await client.write("POST /items HTTP/1.1\r\nHost: localhost\r\nContent-Length: 11\r\n\r\nhello world")
+            let refused = try await harness.upstream.answerNext(status: 401)
+            let retried = try await harness.upstream.answerNext(status: 201, body: "made")
+            let answer = try #require(try await client.readMessage())
 
             #expect(refused.bodyText == "hello world")
             #expect(retried.bodyText == "hello world")
@@ -36,12 +36,12 @@ import Testing
         }
     }
 
-    @Test func aSecond401GoesBackToTheClientAsItCame() throws {
-        try withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
-            try client.write(getRequest("/private"))
-            try harness.upstream.answerNext(status: 401, body: "first")
-            try harness.upstream.answerNext(status: 401, fields: ["WWW-Authenticate: Bearer"], body: "second")
-            let answer = try #require(try client.readMessage())
+    @Test func aSecond401GoesBackToTheClientAsItCame() async throws {
+        try await withEngine(source: ScriptedTokenSource(tokens: ["token-1", "token-2"])) { harness, client in
+            try await client.write(getRequest("/private"))
+            try await harness.upstream.answerNext(status: 401, body: "first")
+            try await harness.upstream.answerNext(status: 401, fields: ["WWW-Authenticate: Bearer"], body: "second")
+            let answer = try #require(try await client.readMessage())
 
             #expect(answer.status == 401 && answer.bodyText == "second")
             #expect(answer.field("www-authenticate") == "Bearer")
@@ -49,17 +49,17 @@ import Testing
         }
     }
 
-    @Test func aRequestThatCameBeforeTheFirstTokenIsSentWhenTheTokenArrives() throws {
+    @Test func aRequestThatCameBeforeTheFirstTokenIsSentWhenTheTokenArrives() async throws {
         let source = ScriptedTokenSource(tokens: ["late-token"])
         source.holdNextFetch()
-        try withEngine(source: source) { harness, client in
-            try client.write(getRequest("/early"))
-            try harness.waitUntil { ctx in ctx.connections.values.contains { $0.exchange != nil } }
-            try source.releaseHeldFetch()
-            let request = try harness.upstream.answerNext(body: "served")
+        try await withEngine(source: source) { harness, client in
+            try await client.write(getRequest("/early"))
+            try await harness.waitUntil { ctx in ctx.connections.values.contains { $0.exchange != nil } }
+            try await source.releaseHeldFetch()
+            let request = try await harness.upstream.answerNext(body: "served")
 
             #expect(request.field("authorization") == "Bearer late-token")
-            #expect(try client.readMessage()?.bodyText == "served")
+            #expect(try await client.readMessage()?.bodyText == "served")
             #expect(source.fetches == 1)
         }
     }

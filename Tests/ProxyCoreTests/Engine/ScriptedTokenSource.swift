@@ -34,7 +34,9 @@ final class ScriptedTokenSource: TokenSource, @unchecked Sendable {
     }
 
     /// Waits until a call is held, then lets it complete.
-    func releaseHeldFetch() throws {
+    func releaseHeldFetch() async throws { try await onOwnThread { try self.blockingReleaseHeldFetch() } }
+
+    private func blockingReleaseHeldFetch() throws {
         condition.lock()
         defer { condition.unlock() }
         let deadline = Date().addingTimeInterval(Double(SocketEnd.patience))

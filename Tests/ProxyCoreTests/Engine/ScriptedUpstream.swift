@@ -1,7 +1,8 @@
 /// The upstream the harness's proxy forwards to: a real TCP listener in the test's process that the
 /// test scripts step by step (take the next request, answer this head, then this body, close).
 /// The proxy reaches it as it reaches any upstream (its connector, libcurl, its pool), so nothing
-/// in Sources is replaced. Driven only from the test's thread.
+/// in Sources is replaced. Driven by one test at a time; its waits run on a thread of their own
+/// (`onOwnThread`).
 final class ScriptedUpstream {
     let port: Int
     private let listener: Int32
@@ -18,33 +19,39 @@ final class ScriptedUpstream {
     var url: String { "http://127.0.0.1:\(port)" }
 
     /// The next connection the proxy opens.
-    func accept() throws -> SocketEnd {
+    func accept() async throws -> SocketEnd { try await onOwnThread { try self.blockingAccept() } }
+
+    /// The next request the proxy sends, on a connection it keeps (its pool) or a new one, with the
+    /// connection to answer it on.
+    func nextRequest() async throws -> (connection: SocketEnd, request: HTTPMessage) {
+        try await onOwnThread { try self.blockingNextRequest() }
+    }
+
+    /// Reads the next request and answers it with `status`, `fields` and `body` (Content-Length framing).
+    @discardableResult
+    func answerNext(status: Int = 200, fields: [String] = [], body: String = "") async throws -> HTTPMessage {
+        let (connection, request) = try await nextRequest()
+        try await connection.write(Self.response(status: status, fields: fields, body: body))
+        return request
+    }
+
+    private func blockingAccept() throws -> SocketEnd {
         let connection = try LoopbackListener.accept(listener)
         connections.append(connection)
         return connection
     }
 
-    /// The next request the proxy sends, on a connection it keeps (its pool) or a new one, with the
-    /// connection to answer it on.
-    func nextRequest() throws -> (connection: SocketEnd, request: HTTPMessage) {
+    private func blockingNextRequest() throws -> (connection: SocketEnd, request: HTTPMessage) {
         while true {
             connections.removeAll { $0.closed }
             if let ready = connections.first(where: { $0.hasInput }) {
-                if let request = try ready.readMessage() { return (ready, request) }
+                if let request = try ready.blockingReadMessage() { return (ready, request) }
                 ready.close()  // the proxy closed it (an idle connection let go)
                 continue
             }
             let fd = try LoopbackListener.firstReadable([listener] + connections.map(\.fd))
-            if fd == listener { _ = try accept() }
+            if fd == listener { _ = try blockingAccept() }
         }
-    }
-
-    /// Reads the next request and answers it with `status`, `fields` and `body` (Content-Length framing).
-    @discardableResult
-    func answerNext(status: Int = 200, fields: [String] = [], body: String = "") throws -> HTTPMessage {
-        let (connection, request) = try nextRequest()
-        try connection.write(Self.response(status: status, fields: fields, body: body))
-        return request
     }
 
     static func response(status: Int, fields: [String] = [], body: String) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Sockets
 
 /// What went wrong on a test's own end of a socket: the proxy did not answer in time, or the
 /// socket failed. Tests wait up to `SocketEnd.patience` for every byte, so a busy machine only
@@ -9,8 +10,9 @@ struct SocketEndError: Error, CustomStringConvertible {
 }
 
 /// The test's end of one socket (a socketpair's client end, or an upstream connection the proxy
-/// opened): blocking reads with a generous timeout, and the bytes read past a message kept for
-/// the next one. The one file of the harness that calls the C socket functions.
+/// opened): reads and writes that wait on a thread of their own (`onOwnThread`), each with a
+/// generous timeout, and the bytes read past a message kept for the next one. The one file of the
+/// harness that calls the C socket functions.
 final class SocketEnd {
     /// How long one read waits before the test fails; generous, for a busy parallel run.
     static let patience = 60
@@ -39,9 +41,29 @@ final class SocketEnd {
         return (SocketEnd(fd: fds[0]), fds[1])
     }
 
-    func write(_ text: String) throws { try write(Array(text.utf8)) }
+    func write(_ text: String) async throws { try await write(Array(text.utf8)) }
 
-    func write(_ bytes: [UInt8]) throws {
+    func write(_ bytes: [UInt8]) async throws { try await onOwnThread { try self.blockingWrite(bytes) } }
+
+    /// Exactly `count` bytes (fewer only when the stream ends first).
+    func read(count: Int) async throws -> [UInt8] { try await onOwnThread { try self.blockingRead(count: count) } }
+
+    /// Everything until the peer closes.
+    func readToEnd() async throws -> [UInt8] { try await onOwnThread { try self.blockingReadToEnd() } }
+
+    /// One HTTP/1.1 message (a request, or the answer to a request with `method`), framed by its
+    /// Content-Length or chunked coding (RFC 9112 §6.3), or by the end of the stream; nil when
+    /// the stream ends before a head.
+    func readMessage(answering method: String? = nil) async throws -> HTTPMessage? {
+        try await onOwnThread { try self.blockingReadMessage(answering: method) }
+    }
+
+    /// One message's head, its body left to read; nil when the stream ends before a head.
+    func readMessageHead() async throws -> HTTPMessage? { try await onOwnThread { try self.blockingReadMessageHead() } }
+
+    // MARK: the blocking calls, made on a waiting thread (`onOwnThread`), never on a test's
+
+    func blockingWrite(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
@@ -70,7 +92,7 @@ final class SocketEnd {
 
     /// Reads more bytes into the buffer; false at the end of the stream (or a reset).
     @discardableResult
-    func fill() throws -> Bool {
+    private func fill() throws -> Bool {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
@@ -87,8 +109,7 @@ final class SocketEnd {
         }
     }
 
-    /// Exactly `count` bytes (fewer only when the stream ends first).
-    func read(count: Int) throws -> [UInt8] {
+    func blockingRead(count: Int) throws -> [UInt8] {
         while buffered.count < count {
             guard try fill() else { break }
         }
@@ -97,32 +118,27 @@ final class SocketEnd {
         return taken
     }
 
-    /// Everything until the peer closes.
-    func readToEnd() throws -> [UInt8] {
+    func blockingReadToEnd() throws -> [UInt8] {
         while try fill() {}
         defer { buffered = [] }
         return buffered
     }
 
-    /// One HTTP/1.1 message (a request, or the answer to a request with `method`), framed by its
-    /// Content-Length or chunked coding (RFC 9112 §6.3), or by the end of the stream; nil when
-    /// the stream ends before a head.
-    func readMessage(answering method: String? = nil) throws -> HTTPMessage? {
-        guard var message = try readMessageHead() else { return nil }
+    func blockingReadMessage(answering method: String? = nil) throws -> HTTPMessage? {
+        guard var message = try blockingReadMessageHead() else { return nil }
         let bodiless = method == "HEAD" || [101, 204, 304].contains(message.status ?? 0) || (message.status ?? 200) < 200
         if bodiless { return message }
         if message.field("transfer-encoding")?.lowercased() == "chunked" {
             message.body = try readChunkedBody()
         } else if let length = message.field("content-length").flatMap({ Int($0) }) {
-            message.body = try read(count: length)
+            message.body = try blockingRead(count: length)
         } else if message.status != nil {
-            message.body = try readToEnd()
+            message.body = try blockingReadToEnd()
         }
         return message
     }
 
-    /// One message's head, its body left to read; nil when the stream ends before a head.
-    func readMessageHead() throws -> HTTPMessage? {
+    func blockingReadMessageHead() throws -> HTTPMessage? {
         var headEnd = HTTPMessage.headEnd(in: buffered)
         while headEnd == nil {
             guard try fill() else { return nil }
@@ -155,7 +171,7 @@ final class SocketEnd {
                 while try !readLine().isEmpty {}  // trailer fields, then the empty line
                 return body
             }
-            body += try read(count: size)
+            body += try blockingRead(count: size)
             _ = try readLine()
         }
     }
@@ -255,9 +271,11 @@ extension SocketEnd {
     func writeInBackground(_ bytes: [UInt8]) -> BackgroundWrite {
         let write = BackgroundWrite()
         let me = UncheckedEnd(end: self)
-        DispatchQueue.global().async {
-            let outcome = Result { try me.end.write(bytes) }
-            write.finish(outcome)
+        do {
+            // A thread of its own, not Dispatch's pool, which may be the one Swift concurrency uses.
+            try OSThread.start(name: "tp-test-write") { write.finish(Result { try me.end.blockingWrite(bytes) }) }
+        } catch {
+            write.finish(.failure(error))
         }
         return write
     }
@@ -281,7 +299,9 @@ final class BackgroundWrite: @unchecked Sendable {
     }
 
     /// Returns when the write ended; throws what it threw.
-    func wait() throws {
+    func wait() async throws { try await onOwnThread { try self.blockingWait() } }
+
+    private func blockingWait() throws {
         guard done.wait(timeout: .now() + .seconds(SocketEnd.patience)) == .success else {
             throw SocketEndError(description: "the background write did not end within \(SocketEnd.patience) s")
         }
