@@ -23,6 +23,8 @@ public struct Configuration: Sendable, Equatable {
     public var listenTLS: ListenerTLSConfiguration? = nil
     /// `forward_proxy:`: CONNECT to a host route's name is served (nil: CONNECT is 405).
     public var forwardProxy: ForwardProxyConfiguration? = nil
+    /// `telemetry:`: OpenTelemetry export (nil: nothing is exported, a client's traceparent passes as it came).
+    public var telemetry: TelemetryConfiguration? = nil
     /// The folder of the config file; relative paths were resolved against it.
     public var baseDirectory: String
 

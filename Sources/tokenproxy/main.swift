@@ -64,6 +64,7 @@ func registerConfiguredSecrets(_ configuration: Configuration) {
         let secrets = route.credentials.source.secrets + [route.access.requireValue, route.store.redis?.password].compactMap { $0 }
         for secret in secrets { SecretRegistry.shared.register(secret.value) }
     }
+    for header in configuration.telemetry?.headers ?? [] { SecretRegistry.shared.register(header.value.value) }
 }
 
 /// `--route NAME` (CONTRACT "Several APIs in one process").

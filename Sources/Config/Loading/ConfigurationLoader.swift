@@ -123,6 +123,7 @@ enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
         "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy",
+        "telemetry",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -143,6 +144,7 @@ enum Keys {
         "log": ["level", "format", "access_log"],
         "tls": ListenerTLSConfiguration.keys,
         "forward_proxy": ForwardProxyConfiguration.keys,
+        "telemetry": TelemetryConfiguration.keys,
     ]
 }
 
@@ -272,6 +274,9 @@ struct Builder {
             if !routes.contains(where: { !($0.match?.hosts.isEmpty ?? true) }) {
                 load.warnings.append("forward_proxy: no route has match.host, so every CONNECT is refused or tunnelled (other_hosts)")
             }
+        }
+        if let telemetry = load.found.collect({ try root.section("telemetry") }) {
+            config.telemetry = TelemetryConfiguration.parse(telemetry, in: load)
         }
 
         if let error = ConfigurationError(every: load.found.errors) { throw error }
