@@ -103,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "TLS", "Upstream",
+                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "TLS", "Telemetry", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

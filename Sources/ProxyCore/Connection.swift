@@ -335,6 +335,10 @@ final class Connection: EventHandler, LoopTask {
                 exchange.record.endedShort(status: 499)
                 logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
             }
+            if exchange.record.trace != nil && !exchange.record.recorded {
+                exchange.record.endedShort(status: 499)
+                ctx.tracer?.finish(exchange)
+            }
             exchange.releaseReplay()
         }
         exchange = nil

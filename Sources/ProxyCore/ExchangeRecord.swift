@@ -21,6 +21,8 @@ struct ExchangeRecord {
     private var tokenWaitStartedAt = 0.0
     /// The request was counted and logged (`Connection.recordFinished`).
     private(set) var recorded = false
+    /// Its trace (nil: telemetry is off; RequestTrace.swift).
+    var trace: RequestTrace?
 
     /// The client gets this status (a head written, or one of the proxy's own answers).
     mutating func answered(status: Int, refusal: String? = nil) {
@@ -42,6 +44,7 @@ struct ExchangeRecord {
     mutating func upstreamAnswered(status: Int, seconds: Double) {
         upstreamSeconds = seconds
         if upstreamStatus == 0 { upstreamStatus = status }
+        trace?.attemptAnswered(status: status)
     }
 
     mutating func retriedAfter401Sent() {
@@ -50,6 +53,12 @@ struct ExchangeRecord {
 
     mutating func tokenWaitStarted(now: Double) {
         tokenWaitStartedAt = now
+        trace?.waitStarted()
+    }
+
+    /// An upstream attempt starts: the `traceparent` it carries (nil: telemetry is off).
+    mutating func attemptStarted() -> String? {
+        trace?.attemptStarted()
     }
 
     /// Counts the wait that just ended; answers its seconds (nil: this was no wait).
@@ -58,6 +67,7 @@ struct ExchangeRecord {
         let waited = now - tokenWaitStartedAt
         tokenWaitStartedAt = 0
         tokenWaitSeconds += waited
+        trace?.waitEnded()
         return waited
     }
 

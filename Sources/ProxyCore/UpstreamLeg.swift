@@ -54,7 +54,7 @@ struct UpstreamLeg {
                 path: exchange.path, query: exchange.query, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
                 absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
                 upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength,
-                dropsExpect: connection.machine.exchange.answersContinue),
+                dropsExpect: connection.machine.exchange.answersContinue, traceparent: exchange.record.attemptStarted()),
             credential: credential)
         exchange.headWritten(token: token)
         connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)

@@ -4,6 +4,7 @@ import Credentials
 import Foundation
 import ProxyCore
 import Sockets
+import Telemetry
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy in the foreground until SIGTERM or SIGINT.")
@@ -34,6 +35,7 @@ struct Serve: ParsableCommand {
         let server = Server(configuration: configuration, states: plan.states, logger: logger)
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
+        server.telemetry = TelemetryExporter.make(configuration.telemetry, version: Version.tokenproxy, logger: logger)
         do {
             try server.start()
         } catch let error as ListenerError {
