@@ -77,7 +77,7 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Basics", "Sockets", "IdentityHTTP", "Redis", "Config", "Logs",
+                "Basics", "Sockets", "IdentityHTTP", "Redis", "Config", "Logs", "Telemetry",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),

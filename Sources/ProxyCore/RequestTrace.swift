@@ -27,6 +27,8 @@ struct RequestTrace {
         let spanID: UInt64
         let start: UInt64
         var end: UInt64 = 0
+        /// The `credential.refresh` it waited for (one already under way counts).
+        var refresh: SpanLink?
     }
     private(set) var waits: [Wait] = []
 
@@ -65,6 +67,11 @@ struct RequestTrace {
 
     mutating func waitStarted() {
         waits.append(Wait(spanID: childSpanID(attempts.count + waits.count), start: WallClock.nanoseconds()))
+    }
+
+    mutating func linkLastWait(to refresh: SpanLink) {
+        guard let last = waits.indices.last else { return }
+        waits[last].refresh = refresh
     }
 
     mutating func waitEnded() {

@@ -84,6 +84,7 @@ final class RequestTracer {
                 traceID: trace.traceID, spanID: wait.spanID, parentSpanID: trace.serverSpanID, name: "token.wait", kind: .internal, start: wait.start,
                 end: wait.end == 0 ? end : wait.end)
             if let routeName { span.attributes = [Attribute("tokenproxy.route", routeName)] }
+            if let refresh = wait.refresh { span.links = [refresh] }
             if wait.end == 0, record.refusal == "token_unavailable" || record.refusal == "login_required" {
                 span.errorCode = record.refusal
                 span.attributes.append(Attribute("error.type", record.refusal!))

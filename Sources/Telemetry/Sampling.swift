@@ -20,7 +20,7 @@ public struct TraceSampler: Sendable {
 /// Random ids for spans and new traces, one generator per event loop (no lock, no system call per
 /// id): SplitMix64 (Steele, Lea, Flood 2014) seeded from the system's generator. The ids need to be
 /// unique, not secret.
-public struct SpanIDGenerator {
+public struct SpanIDGenerator: Sendable {
     private var state: UInt64
 
     public init() {

@@ -30,12 +30,17 @@ struct Serve: ParsableCommand {
         } catch {
             fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
         }
+        // Before the first refresh, so that the start's `credential.refresh` is traced too.
+        let telemetry = TelemetryExporter.make(configuration.telemetry, version: Version.tokenproxy, logger: logger)
+        for state in plan.states {
+            state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
+        }
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
         let server = Server(configuration: configuration, states: plan.states, logger: logger)
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
-        server.telemetry = TelemetryExporter.make(configuration.telemetry, version: Version.tokenproxy, logger: logger)
+        server.telemetry = telemetry
         do {
             try server.start()
         } catch let error as ListenerError {

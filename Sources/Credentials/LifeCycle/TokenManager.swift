@@ -30,6 +30,8 @@ public final class TokenManager: @unchecked Sendable {
     let published: Mutex<TokenView>
     let statistics = Mutex(TokenStats())
     let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
+    /// `credential.refresh` spans, once the server attaches an exporter (RefreshTracing.swift).
+    public let refreshTracing = RefreshTracing()
 
     /// Guards `control` and wakes the token thread.
     let condition = OSCondition()

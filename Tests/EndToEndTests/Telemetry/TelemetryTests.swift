@@ -70,7 +70,8 @@ import Testing
         #expect(echoedHeader(unsampled, "traceparent")?.hasSuffix("-00") == true)
         #expect(try curl(["-H", "traceparent: 00-\(Self.clientTrace)-\(Self.clientSpan)-01", world.url("/followed")]).status == 200)
         let spans = try world.receiver.spans { $0.count >= 2 }
-        #expect(Set(spans.compactMap { $0["trace_id"] as? String }) == [Self.clientTrace])
+        // Neither the new trace nor the start's credential.refresh (a new trace too) was sampled.
+        #expect(Set(spans.compactMap { $0["trace_id"] as? String }) == [Self.clientTrace], "\(spans)")
     }
 
     @Test func withoutTelemetryAClientsTraceparentPassesUnchanged() throws {
@@ -87,8 +88,8 @@ import Testing
         // An absolute-form target for another host: 403 forbidden_target, nothing goes upstream.
         let r = try curl(["--request-target", "http://elsewhere.example/x?token=query-secret-value", world.url("/")])
         #expect(r.status == 403)
-        let spans = try world.receiver.spans { !$0.isEmpty }
-        let server = try #require(spans.first)
+        let spans = try world.receiver.spans { $0.contains { $0["kind"] as? String == "SPAN_KIND_SERVER" } }
+        let server = try #require(spans.first { $0["kind"] as? String == "SPAN_KIND_SERVER" })
         let status = server["status"] as? [String: Any]
         #expect(status?["code"] as? String == "STATUS_CODE_ERROR")
         #expect(status?["message"] as? String == "forbidden_target")
@@ -122,8 +123,8 @@ import Testing
             try #require(r.status == 200, "request \(i): \(r.status) \(r.stderr)")
         }
         let deadline = Date().addingTimeInterval(30)
-        while try world.dropped() < 400 && Date() < deadline { Thread.sleep(forTimeInterval: 0.3) }
-        #expect(try world.dropped() == 400, "each request's two spans never reached a collector")
+        while try world.dropped() < 401 && Date() < deadline { Thread.sleep(forTimeInterval: 0.3) }
+        #expect(try world.dropped() == 401, "each request's two spans and the start's credential.refresh never reached a collector")
         let warnings = world.proxy.stderr.split(separator: "\n").filter { $0.contains("telemetry: ") && $0.contains("not exported") }
         #expect(warnings.count == 1, "one warning a minute: \(warnings)")
     }
@@ -144,7 +145,8 @@ import Testing
     }
 
     /// A refused token (CONTRACT point 3): one refresh, one retry. The trace shows the two upstream
-    /// attempts (401, then 200) as two CLIENT spans and the wait for the refresh as `token.wait`.
+    /// attempts (401, then 200) as two CLIENT spans and the wait for the refresh as `token.wait`,
+    /// which links to the `credential.refresh` span.
     @Test func aRetryAfter401IsTwoClientSpansAndATokenWait() throws {
         let clientSecret = "client-secret-\(UUID().uuidString.prefix(8))"
         var options = OAuthServer.Options()
@@ -172,7 +174,18 @@ import Testing
         let children = spans.filter { $0["parent_span_id"] as? String == server["span_id"] as? String }
         let attempts = children.filter { $0["kind"] as? String == "SPAN_KIND_CLIENT" }.sorted { ($0["start"] as? Int ?? 0) < ($1["start"] as? Int ?? 0) }
         #expect(attempts.map { $0.attribute("http.response.status_code") as? Int } == [401, 200])
-        #expect(children.contains { $0["name"] as? String == "token.wait" && $0["kind"] as? String == "SPAN_KIND_INTERNAL" })
+        let wait = try #require(children.first { $0["name"] as? String == "token.wait" && $0["kind"] as? String == "SPAN_KIND_INTERNAL" })
+        // The wait links to the refresh the 401 asked for: a span of its own trace.
+        let link = try #require((wait["links"] as? [[String: Any]])?.first, "\(wait)")
+        let refreshes = try receiver.spans { spans in spans.contains { $0["span_id"] as? String == link["span_id"] as? String } }
+        let refresh = try #require(refreshes.first { $0["span_id"] as? String == link["span_id"] as? String }, "\(refreshes)")
+        #expect(refresh["name"] as? String == "credential.refresh")
+        #expect(refresh["trace_id"] as? String == link["trace_id"] as? String)
+        #expect(refresh.attribute("tokenproxy.reason") as? String == "upstream_401")
+        #expect(refresh.attribute("tokenproxy.outcome") as? String == "success")
+        #expect(refresh.attribute("tokenproxy.credential") as? String == "oauth2_client_credentials")
+        #expect(refresh.attribute("tokenproxy.route") as? String == "default")
+        #expect(refreshes.contains { $0["name"] as? String == "credential.refresh" && $0.attribute("tokenproxy.reason") as? String == "start" })
         // Each attempt carried its own span's context upstream.
         let seen = try curl([upstream.baseURL + "/test/requests"]).json?["requests"] as? [[String: Any]] ?? []
         let sent = seen.suffix(2).map { request in
