@@ -94,6 +94,13 @@ final class RequestTracer {
         exporter.submit(spans)
     }
 
+    /// An audit event of `exchange` as a log record with its request's trace (the audit writer's
+    /// call: `fields` under their audit names, `time` the event's `ts` in Unix nanoseconds).
+    func audit(_ exchange: Exchange, fields: [(name: String, value: String)], time: UInt64) {
+        let trace = exchange.record.trace
+        exporter.submitAuditEvent(fields, time: time, traceID: trace?.traceID, spanID: trace?.serverSpanID ?? 0, sampled: trace?.sampled ?? false)
+    }
+
     /// `url.path` (CONTRACT.md): the client's path, dot segments removed, before `strip_prefix`;
     /// for a refused target, the target up to its query, as the access log shows it.
     private func clientPath(_ exchange: Exchange) -> String {

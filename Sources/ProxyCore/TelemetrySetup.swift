@@ -1,6 +1,7 @@
 import Config
 import Glibc
 import Logging
+import Logs
 import Telemetry
 
 extension TelemetryExporter {
@@ -20,6 +21,20 @@ extension TelemetryExporter {
         settings.caFile = telemetry.caFile
         return TelemetryExporter(settings: settings, logger: logger)
     }
+
+    /// Warnings and errors go out as log records too (`telemetry.logs`); the exporter's own
+    /// warnings stay off them (a collector that is down would only lose them).
+    public func forwardWarnings() {
+        guard exportsLogs else { return }
+        LogForwarding.shared.install { [self] level, message, metadata in
+            guard !message.hasPrefix(Self.ownWarningPrefix) else { return }
+            var record = LogRecordData(time: WallClock.nanoseconds(), severity: level >= .error ? .error : .warn, body: message)
+            record.attributes = metadata.map { Attribute($0.0, $0.1) }
+            submit(record)
+        }
+    }
+
+    static let ownWarningPrefix = "telemetry: "
 
     private static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)

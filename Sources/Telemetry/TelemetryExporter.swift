@@ -86,6 +86,18 @@ public final class TelemetryExporter: @unchecked Sendable {
         if full { condition.broadcast() }
     }
 
+    /// One audit event as a log record (CONTRACT.md "Telemetry"): its fields as attributes under
+    /// their audit names, `time` its `ts`, and its request's trace id (the span id only when the
+    /// request was sampled). The audit writer's door; nothing calls it before the audit log exists.
+    public func submitAuditEvent(_ fields: [(name: String, value: String)], time: UInt64, traceID: TraceID?, spanID: UInt64, sampled: Bool) {
+        var record = LogRecordData(time: time, severity: .info, body: fields.first { $0.name == "event" }?.value ?? "audit")
+        record.attributes = fields.map { Attribute($0.name, $0.value) }
+        record.traceID = traceID
+        record.spanID = sampled ? spanID : 0
+        record.sampled = sampled
+        submit(record)
+    }
+
     private func run() {
         while true {
             condition.lock()

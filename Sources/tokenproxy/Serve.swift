@@ -41,6 +41,7 @@ struct Serve: ParsableCommand {
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
         server.telemetry = telemetry
+        telemetry?.forwardWarnings()
         do {
             try server.start()
         } catch let error as ListenerError {

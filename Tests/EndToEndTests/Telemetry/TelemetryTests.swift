@@ -144,6 +144,35 @@ import Testing
         try expectNoSecret(in: world.receiver, [secret])
     }
 
+    /// An upstream nobody listens on: 502 bad_gateway on the SERVER span and on the CLIENT span of
+    /// the attempt that got no answer, and the warning it logs is a log record too.
+    @Test func anUnreachableUpstreamIsAFailedAttemptAndItsWarningALogRecord() throws {
+        let receiver = try OTLPReceiver()
+        defer { receiver.stop() }
+        let proxy = try ProxyProcess(
+            config: staticTokenConfig(upstream: "http://127.0.0.1:9", more: "telemetry: {endpoint: \(receiver.endpoint)}"),
+            environment: ["E2E_TOKEN": e2eToken])
+        defer { proxy.terminate() }
+        let r = try curl([proxy.baseURL + "/down?secret=query-secret-value"])
+        #expect(r.status == 502)
+        let spans = try receiver.spans { $0.contains { $0["kind"] as? String == "SPAN_KIND_CLIENT" } }
+        let server = try #require(spans.first { $0["kind"] as? String == "SPAN_KIND_SERVER" }, "\(spans)")
+        let client = try #require(spans.first { $0["kind"] as? String == "SPAN_KIND_CLIENT" }, "\(spans)")
+        for span in [server, client] {
+            #expect((span["status"] as? [String: Any])?["message"] as? String == "bad_gateway")
+            #expect(span.attribute("error.type") as? String == "bad_gateway")
+        }
+        let deadline = Date().addingTimeInterval(30)
+        var logs: [[String: Any]] = []
+        while logs.isEmpty && Date() < deadline {
+            logs = (try receiver.seen()["logs"] as? [[String: Any]] ?? []).filter { ($0["body"] as? String)?.contains("upstream request failed") == true }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        let warning = try #require(logs.first, "the upstream warning as a log record")
+        #expect(warning["severity_text"] as? String == "WARN")
+        try expectNoSecret(in: receiver, ["query-secret-value", e2eToken])
+    }
+
     /// A refused token (CONTRACT point 3): one refresh, one retry. The trace shows the two upstream
     /// attempts (401, then 200) as two CLIENT spans and the wait for the refresh as `token.wait`,
     /// which links to the `credential.refresh` span.
