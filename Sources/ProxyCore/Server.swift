@@ -55,8 +55,10 @@ public final class Server: @unchecked Sendable {
     public var reloadHandler: (@Sendable () -> ReloadOutcome)? {
         didSet { reloadWorker = reloadHandler.map { ReloadWorker($0) } }
     }
-    /// OpenTelemetry's exporter (`TelemetryExporter.make`), started with the server; set before `start`.
-    public var telemetry: TelemetryExporter?
+    /// OpenTelemetry's exporter, started with the server, and how a reload makes another
+    /// (`setUpTelemetry`, Server+Telemetry.swift).
+    var telemetry: TelemetryExporter?
+    var makeTelemetry: (@Sendable (TelemetryConfiguration?) -> TelemetryExporter?)?
     /// Runs `reloadHandler` for `POST /reload`, one at a time.
     private(set) var reloadWorker: ReloadWorker?
 

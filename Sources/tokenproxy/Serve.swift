@@ -30,18 +30,13 @@ struct Serve: ParsableCommand {
         } catch {
             fail("cannot set up credentials: \(error)", status: Exit.badConfiguration)
         }
+        let server = Server(configuration: configuration, states: plan.states, logger: logger)
         // Before the first refresh, so that the start's `credential.refresh` is traced too.
-        let telemetry = TelemetryExporter.make(configuration.telemetry, version: Version.tokenproxy, logger: logger)
-        for state in plan.states {
-            state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
-        }
+        server.setUpTelemetry { TelemetryExporter.make($0, version: Version.tokenproxy, logger: logger) }
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
-        let server = Server(configuration: configuration, states: plan.states, logger: logger)
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)
         server.reloadHandler = { reloader.reload() }
-        server.telemetry = telemetry
-        telemetry?.forwardWarnings()
         do {
             try server.start()
         } catch let error as ListenerError {

@@ -18,11 +18,12 @@ public final class RefreshTracing: Sendable {
 
     public init() {}
 
-    /// Spans from now on go to `exporter` (nil: none), named for `route` (the first route that uses
-    /// this manager). Each refresh starts a trace, sampled at `sampleRatio` like a request's.
+    /// Spans from now on go to `exporter` (nil: none), named for `route` (the first of the routes
+    /// that share this manager keeps it). Each refresh starts a trace, sampled at `sampleRatio` like a
+    /// request's. A reload attaches again.
     public func attach(_ exporter: TelemetryExporter?, route: String, sampleRatio: Double) {
         state.withLock { state in
-            guard state.exporter == nil || exporter == nil else { return }
+            if state.exporter === exporter && !state.route.isEmpty { return }
             state.exporter = exporter?.exportsTraces == true ? exporter : nil
             state.route = route
             state.sampler = TraceSampler(ratio: sampleRatio)

@@ -144,6 +144,30 @@ import Testing
         try expectNoSecret(in: world.receiver, [secret])
     }
 
+    /// A reload that moves `telemetry.endpoint`: the requests after it are exported to the new
+    /// collector, those before it went to the old one.
+    @Test func aReloadMovesTheRequestsAfterItToTheNewEndpoint() throws {
+        let world = try TelemetryFixture()
+        let second = try OTLPReceiver()
+        defer {
+            try? world.stop()
+            second.stop()
+        }
+        #expect(try curl([world.url("/before")]).status == 200)
+        _ = try world.receiver.spans { $0.contains { $0.attribute("url.path") as? String == "/before" } }
+        let config = try String(contentsOfFile: world.proxy.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: world.receiver.endpoint, with: second.endpoint).write(
+            toFile: world.proxy.configPath, atomically: true, encoding: .utf8)
+        world.proxy.terminate(signal: SIGUSR2)
+        #expect(world.proxy.waitForStderr(containing: "configuration reloaded", timeout: 30))
+        #expect(try curl([world.url("/after")]).status == 200)
+        let after = try second.spans { $0.contains { $0.attribute("url.path") as? String == "/after" } }
+        #expect(after.contains { $0.attribute("url.path") as? String == "/after" })
+        #expect(!after.contains { $0.attribute("url.path") as? String == "/before" })
+        #expect(try world.receiver.spans().contains { $0.attribute("url.path") as? String == "/before" })
+        #expect(!(try world.receiver.spans().contains { $0.attribute("url.path") as? String == "/after" }))
+    }
+
     /// An upstream nobody listens on: 502 bad_gateway on the SERVER span and on the CLIENT span of
     /// the attempt that got no answer, and the warning it logs is a log record too.
     @Test func anUnreachableUpstreamIsAFailedAttemptAndItsWarningALogRecord() throws {
