@@ -3,8 +3,9 @@ import Telemetry
 /// One request's trace while it is in progress (CONTRACT.md "Telemetry"): its ids, when each of its
 /// spans started and ended, kept in the exchange's `ExchangeRecord` (nil there when telemetry is
 /// off: the record's hooks then test one optional). The spans are made of it at the request's end
-/// by `RequestTracer.finish`. Times are Unix nanoseconds (`WallClock`).
-struct RequestTrace {
+/// by `RequestTracer.finish`. Times are Unix nanoseconds (`WallClock`). A class, so that the record
+/// holds one pointer (nil without telemetry) and an exchange without a trace stays as small as before.
+final class RequestTrace {
     let traceID: TraceID
     /// The client's span (0: the trace starts here).
     let parentSpanID: UInt64
@@ -52,29 +53,29 @@ struct RequestTrace {
 
     /// An attempt goes upstream: answers the `traceparent` it carries (the CLIENT span's context,
     /// W3C Trace Context §3.2; the sampled flag as decided for the request).
-    mutating func attemptStarted() -> String {
+    func attemptStarted() -> String {
         let id = childSpanID(attempts.count + waits.count)
         attempts.append(Attempt(spanID: id, start: WallClock.nanoseconds()))
         return TraceParent(traceID: traceID, spanID: id, sampled: sampled).value
     }
 
     /// The current attempt's answer head came.
-    mutating func attemptAnswered(status: Int) {
+    func attemptAnswered(status: Int) {
         guard let last = attempts.indices.last, attempts[last].end == 0 else { return }
         attempts[last].end = WallClock.nanoseconds()
         attempts[last].status = status
     }
 
-    mutating func waitStarted() {
+    func waitStarted() {
         waits.append(Wait(spanID: childSpanID(attempts.count + waits.count), start: WallClock.nanoseconds()))
     }
 
-    mutating func linkLastWait(to refresh: SpanLink) {
+    func linkLastWait(to refresh: SpanLink) {
         guard let last = waits.indices.last else { return }
         waits[last].refresh = refresh
     }
 
-    mutating func waitEnded() {
+    func waitEnded() {
         guard let last = waits.indices.last, waits[last].end == 0 else { return }
         waits[last].end = WallClock.nanoseconds()
     }
