@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers depend only downward (docs/ARCHITECTURE.md, "Modules"):
-// CCurl/CSystem/CHiredis/COpenSSL/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP/Redis/TLS → Credentials/Config → ProxyCore/LoginListener → tokenproxy
+// CCurl/CSystem/CHiredis/COpenSSL/Basics → Curl/Sockets/HTTP1 → Upstream/IdentityHTTP/Redis/TLS → Telemetry/Credentials/Config → ProxyCore/LoginListener → tokenproxy
 // LoginListener is the browser login's loopback HTTP listener, on Sockets and HTTP1; Credentials sees it only
 // through its `RedirectListener` protocol, which the command line fills, so Credentials stays off HTTP1.
 // Basics holds the small pure values several layers share, each written once (docs/ARCHITECTURE.md).
@@ -62,6 +62,12 @@ let package = Package(
         // certificates; the only Swift module that imports COpenSSL (docs/ARCHITECTURE.md, "TLS").
         .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
         .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")]),
+        // OpenTelemetry's export (CONTRACT.md "Telemetry"): OTLP/HTTP protobuf bodies written by hand
+        // (a few small, stable messages), posted from a thread of its own by IdentityHTTP's client.
+        .target(
+            name: "Telemetry",
+            dependencies: ["Basics", "Sockets", "IdentityHTTP", "Logs", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "Config", dependencies: ["Basics", "Sockets", "HTTP1", .product(name: "Yams", package: "Yams")],
             // Only what a file imports is visible: Yams's `import Foundation` must not turn the String
@@ -71,7 +77,7 @@ let package = Package(
         .target(
             name: "Credentials",
             dependencies: [
-                "Basics", "Sockets", "IdentityHTTP", "Redis", "Config", "Logs",
+                "Basics", "Sockets", "IdentityHTTP", "Redis", "Config", "Logs", "Telemetry",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "BigInt", package: "BigInt"),
@@ -89,7 +95,7 @@ let package = Package(
         .target(
             name: "ProxyCore",
             dependencies: [
-                "Basics", "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs", "TLS",
+                "Basics", "Sockets", "HTTP1", "Upstream", "Credentials", "Config", "Logs", "TLS", "Telemetry",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: hotPath
@@ -97,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "tokenproxy",
             dependencies: [
-                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "TLS", "Upstream",
+                "ProxyCore", "Config", "Credentials", "LoginListener", "Logs", "Sockets", "TLS", "Telemetry", "Upstream",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -119,6 +125,7 @@ let package = Package(
             name: "ProxyCoreTests",
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", "Sockets", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "UpstreamTests", dependencies: ["Upstream", "TestSupport"]),
+        .testTarget(name: "TelemetryTests", dependencies: ["Telemetry", "Logs", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "RedisTests", dependencies: ["Redis", "Basics", "TestSupport"]),
         .testTarget(name: "SocketsTests", dependencies: ["Sockets"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Sockets", "TestSupport"]),

@@ -25,6 +25,8 @@ public struct Configuration: Sendable, Equatable {
     public var forwardProxy: ForwardProxyConfiguration? = nil
     /// `audit:`: the audit log (nil: none).
     public var audit: AuditConfiguration? = nil
+    /// `telemetry:`: OpenTelemetry export (nil: nothing is exported, a client's traceparent passes as it came).
+    public var telemetry: TelemetryConfiguration? = nil
     /// The folder of the config file; relative paths were resolved against it.
     public var baseDirectory: String
 

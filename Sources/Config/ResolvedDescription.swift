@@ -127,6 +127,17 @@ extension Configuration {
         add("log.format", log.format.rawValue)
         add("log.access_log", String(log.accessLog))
         add("audit.path", audit?.destination.description ?? "none (no audit log)")
+        if let t = telemetry {
+            add("telemetry.endpoint", t.endpoint)
+            add("telemetry.service_name", quoted(t.serviceName))
+            add("telemetry.sample_ratio", "\(t.sampleRatio)")
+            add("telemetry.traces", String(t.traces))
+            add("telemetry.logs", String(t.logs))
+            add("telemetry.headers", t.headers.isEmpty ? "none" : t.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ", "))
+            add("telemetry.ca_file", t.caFile ?? "none")
+        } else {
+            add("telemetry", "none (nothing exported)")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -132,6 +132,13 @@ public enum MetricCatalog {
         help:
             "How refreshes under the store's lock ended: won (this process called the identity provider), lost (another process had refreshed), fenced (a stale write refused)."
     )
+    // Telemetry
+    public static let telemetryDroppedTotal = MetricFamily(
+        name: "tokenproxy_telemetry_dropped_total", type: .counter, labels: ["signal"],
+        help:
+            "Spans (traces) and log records (logs) that never reached the OpenTelemetry collector: dropped from the full queue, "
+            + "or lost with a refused or failed batch."
+    )
     // The configuration
     public static let configReloadsTotal = MetricFamily(
         name: "tokenproxy_config_reloads_total", type: .counter, labels: ["outcome"], help: "Configuration reloads, by outcome.")
@@ -178,6 +185,7 @@ public enum MetricCatalog {
         storeLeaseWaitsTotal,
         storeLeaseWaitSecondsTotal,
         refreshRacesTotal,
+        telemetryDroppedTotal,
         configReloadsTotal,
         auditLinesLostTotal,
     ]

@@ -57,15 +57,19 @@ public struct TokenproxyLogHandler: LogHandler {
         if let own = event.metadata {
             merged.merge(own) { _, new in new }
         }
+        let message = registry.redact(event.message.description)
         let line = Self.render(
             timestamp: Self.timestamp(),
             level: Self.levelName(event.level),
-            message: registry.redact(event.message.description),
+            message: message,
             metadata: merged,
             format: format,
             registry: registry
         )
         output(line)
+        if event.level >= .warning {
+            LogForwarding.shared.forward(event.level, message, merged.sorted { $0.key < $1.key }.map { ($0.key, registry.redact(Self.plain($0.value))) })
+        }
     }
 
     /// The contract's name for a swift-log level.

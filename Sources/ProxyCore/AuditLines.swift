@@ -4,6 +4,7 @@ import FoundationEssentials
 import HTTP1
 import Logs
 import Sockets
+import Telemetry
 
 /// The audit log's request and CONNECT lines (CONTRACT.md "Programs in a sandbox", "Audit log";
 /// docs/ARCHITECTURE.md "The audit log"): written once per exchange, from the loop, before the
@@ -18,6 +19,8 @@ extension Connection {
         let (seconds, milliseconds) = Syscall.wallClockParts()
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
         ctx.shared.audit.write(event, buffer: &ctx.auditBuffer)
+        // With telemetry, the same event as an OTLP log record with its request's trace id.
+        if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
     }
 
     /// A request refused before it had an exchange (its head could not be read).
@@ -58,6 +61,7 @@ extension Exchange {
         event.method = head.method
         event.status = record.status
         event.upstreamStatus = record.upstreamStatus
+        if let trace = record.trace { event.traceID = TraceParent.hex(trace.traceID) }
         if isConnect {
             // The CONNECT's authority as it came (host and port), as the access log shows it.
             event.host = TunnelPin.loggable(head.target)

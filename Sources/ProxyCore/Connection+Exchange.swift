@@ -46,6 +46,7 @@ extension Connection {
                 signingMayStreamUnsigned: route?.sigv4?.mayStreamUnsigned ?? false))
         let exchange = Exchange(head: head, route: route, startedAt: ctx.loop.now, upOut: upstreamOut)
         self.exchange = exchange
+        if let tracer = ctx.tracer { exchange.record.trace = tracer.start(exchange.head) }
         if dropped > 0 { ctx.metrics.droppedUnderscoreFields(dropped) }
         return exchange
     }
@@ -183,6 +184,7 @@ extension Connection {
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
         if ctx.auditing { audit(exchange) }
+        if exchange.record.trace != nil { ctx.tracer?.finish(exchange) }
     }
 
     /// One access-log line (docs/OBSERVABILITY.md "Access log").

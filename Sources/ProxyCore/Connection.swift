@@ -348,6 +348,10 @@ final class Connection: EventHandler, LoopTask {
                 logAccess(exchange, event: "client_gone", seconds: ctx.loop.now - exchange.startedAt)
             }
             if ctx.auditing { audit(exchange) }
+            if exchange.record.trace != nil && !exchange.record.recorded {
+                exchange.record.endedShort(status: 499)
+                ctx.tracer?.finish(exchange)
+            }
             exchange.releaseReplay()
         }
         exchange = nil

@@ -81,6 +81,9 @@ final class Forwarder {
         var upgrade: Bool = false
         var wholeBodyLength: Int? = nil
         var dropsExpect: Bool = false
+        /// With telemetry, the attempt's `traceparent` (CONTRACT.md "Telemetry"): it replaces the
+        /// client's; nil: the client's goes as it came.
+        var traceparent: String? = nil
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
@@ -111,7 +114,9 @@ final class Forwarder {
         let fields = head.fields
         var upgradeField: Int?
         // The Bearer path's one test per field: most requests drop no field by its name.
-        let looksAtNames = requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect || asksWholeIdentity
+        let looksAtNames =
+            requiredHeaderLowercased != nil || credential.dropsFieldsByName || dropsExpect || asksWholeIdentity
+            || request.traceparent != nil
         for i in 0..<fields.count {
             if head.isHopByHop(i) {
                 if request.upgrade && fields.nameEquals(i, "upgrade") { upgradeField = i }
@@ -135,6 +140,7 @@ final class Forwarder {
                 if credential.drops(i, of: fields) { continue }
                 if dropsExpect, fields.nameEquals(i, "expect") { continue }
                 if asksWholeIdentity, Forwarder.scrubbingDrops(i, of: fields) { continue }
+                if request.traceparent != nil, fields.nameEquals(i, "traceparent") { continue }
             }
             fields.copyField(i, to: out)
         }
@@ -144,6 +150,7 @@ final class Forwarder {
             target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
             origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
         if asksWholeIdentity { RequestWriter.appendFieldLine(out, "Accept-Encoding: identity\r\n") }
+        if let traceparent = request.traceparent { RequestWriter.appendField(out, name: "traceparent", value: traceparent) }
         out.append(request.forwardedFor)
         if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.

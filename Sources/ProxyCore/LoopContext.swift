@@ -17,6 +17,8 @@ final class LoopContext {
     /// `forwardProxy != nil`, for the per-request test (no retain and release).
     private(set) var servesConnect = false
     let metrics: LoopMetrics
+    /// Traces (nil: telemetry or its traces are off; RequestTracer.swift).
+    var tracer: RequestTracer?
     let shared: SharedProxyState
     let logger: Logger
     /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.

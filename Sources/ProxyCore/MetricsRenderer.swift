@@ -1,6 +1,7 @@
 import Credentials
 import FoundationEssentials
 import Logs
+import Telemetry
 import Upstream
 
 /// Gathers the loops' summed counts into a `MetricRegistry` (each family by its `MetricCatalog`
@@ -39,6 +40,7 @@ enum MetricsRenderer {
         registry.add(MetricCatalog.openConnections, [], openConnections)
         registry.add(MetricCatalog.ready, [], ready ? 1 : 0)
         AssertionMetrics.shared.collect(into: &registry)
+        TelemetryMetrics.shared.collect(into: &registry)
         routeSeries(c.routes, names: routeNames, into: &registry)
         for outcome in ForwardProxyOutcome.allCases where c.unroutedConnects[outcome.rawValue] > 0 {
             registry.add(

@@ -283,6 +283,8 @@ struct ExchangeRecord {
     private(set) var caller: String?
     /// The request was counted and logged (`Connection.recordFinished`).
     private(set) var recorded = false
+    /// Its trace (nil: telemetry is off; RequestTrace.swift).
+    var trace: RequestTrace?
     /// Its audit line was written (`Connection.audit`).
     private(set) var audited = false
     /// Credential values replaced in the answer (`scrub`; the audit line's `scrubbed`).
@@ -308,6 +310,7 @@ struct ExchangeRecord {
     mutating func upstreamAnswered(status: Int, seconds: Double) {
         upstreamSeconds = seconds
         if upstreamStatus == 0 { upstreamStatus = status }
+        trace?.attemptAnswered(status: status)
     }
 
     mutating func identified(caller: String?) {
@@ -324,6 +327,12 @@ struct ExchangeRecord {
 
     mutating func tokenWaitStarted(now: Double) {
         tokenWaitStartedAt = now
+        trace?.waitStarted()
+    }
+
+    /// An upstream attempt starts: the `traceparent` it carries (nil: telemetry is off).
+    mutating func attemptStarted() -> String? {
+        trace?.attemptStarted()
     }
 
     /// Counts the wait that just ended; answers its seconds (nil: this was no wait).
@@ -332,6 +341,7 @@ struct ExchangeRecord {
         let waited = now - tokenWaitStartedAt
         tokenWaitStartedAt = 0
         tokenWaitSeconds += waited
+        trace?.waitEnded()
         return waited
     }
 

@@ -8,6 +8,7 @@ import Logs
 import Sockets
 import Synchronization
 import TLS
+import Telemetry
 import Upstream
 
 /// Something the server needs besides its listeners could not be set up (the forward proxy's CA).
@@ -54,6 +55,10 @@ public final class Server: @unchecked Sendable {
     public var reloadHandler: (@Sendable () -> ReloadOutcome)? {
         didSet { reloadWorker = reloadHandler.map { ReloadWorker($0) } }
     }
+    /// OpenTelemetry's exporter, started with the server, and how a reload makes another
+    /// (`setUpTelemetry`, Server+Telemetry.swift).
+    var telemetry: TelemetryExporter?
+    var makeTelemetry: (@Sendable (TelemetryConfiguration?) -> TelemetryExporter?)?
     /// Runs `reloadHandler` for `POST /reload`, one at a time.
     private(set) var reloadWorker: ReloadWorker?
 
@@ -131,7 +136,11 @@ public final class Server: @unchecked Sendable {
                     ctx: LoopContext(
                         loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
                         logger: logger)))
+            if let telemetry, telemetry.exportsTraces {
+                perLoop[i].ctx.tracer = RequestTracer(exporter: telemetry, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
+            }
         }
+        try telemetry?.start()
         for (i, mine) in perLoop.enumerated() {
             for group in groups { try watch(group, loop: i) }
             if i == 0, let adminListener, let admin = configuration.admin {

@@ -78,6 +78,7 @@ extension UpstreamSide {
     // MARK: the token (CONTRACT point 3)
 
     func waitEnded(_ exchange: Exchange, outcome: RefreshOutcome?, _ connection: Connection) {
+        if exchange.record.trace != nil, let refresh = exchange.route?.tokens.refreshTracing.current { exchange.record.trace?.linkLastWait(to: refresh) }
         if let waited = exchange.record.tokenWaitEnded(now: ctx.loop.now) {
             ctx.metrics.counters.routes[exchange.metricsSlot].tokenWait.observe(waited)
         }

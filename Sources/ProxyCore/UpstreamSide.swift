@@ -132,7 +132,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 path: exchange.path, query: exchange.query, forwardedFor: connection.forwardedForLines, forwardedHost: forwardedHost,
                 absoluteAuthority: forwarder.preserveHost && exchange.head.target.utf8.first != UInt8(ascii: "/") ? exchange.forwardedHost : nil,
                 upgrade: connection.machine.exchange.wantsUpgrade, wholeBodyLength: wholeBodyLength,
-                dropsExpect: connection.machine.exchange.answersContinue),
+                dropsExpect: connection.machine.exchange.answersContinue, traceparent: exchange.record.attemptStarted()),
             credential: credential)
         exchange.headWritten(token: token)
         if let scrubbing = route.scrubbing { exchange.scrubber = scrubbing.scrubber(for: token) }

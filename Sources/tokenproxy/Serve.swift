@@ -5,6 +5,7 @@ import Foundation
 import ProxyCore
 import Sockets
 import TLS
+import Telemetry
 
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy in the foreground until SIGTERM or SIGINT.")
@@ -40,6 +41,8 @@ struct Serve: ParsableCommand {
         } catch {
             fail("configuration error: \(error)", status: Exit.badConfiguration)
         }
+        // Before the first refresh, so that the start's `credential.refresh` is traced too.
+        server.setUpTelemetry { TelemetryExporter.make($0, version: Version.tokenproxy, logger: logger) }
         for tokens in plan.created { tokens.start() }
         let stopTokens = { for state in plan.created { state.stop() } }
         let reloader = Reloader(path: options.path, loaded: loaded, server: server, logger: logger, registerSecrets: registerConfiguredSecrets)

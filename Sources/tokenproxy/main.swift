@@ -65,6 +65,7 @@ func registerConfiguredSecrets(_ configuration: Configuration) {
         for secret in secrets { SecretRegistry.shared.register(secret.value) }
         for caller in route.placeholder?.callers ?? [] { SecretRegistry.shared.register(caller.value) }
     }
+    for header in configuration.telemetry?.headers ?? [] { SecretRegistry.shared.register(header.value.value) }
 }
 
 /// `--route NAME` (CONTRACT "Several APIs in one process").

@@ -123,7 +123,7 @@ enum Keys {
     static let root = [
         "listen", "upstream", "allow_remote", "drain_timeout", "workers", "admin", "credentials", "upstream_tls", "sink",
         "store", "access", "forward", "inject", "limits", "log", "routes", "watch_config", "tls", "forward_proxy", "budget",
-        "placeholder", "scrub", "audit",
+        "placeholder", "scrub", "audit", "telemetry",
     ]
     static let sections: [String: [String]] = [
         "admin": ["listen"],
@@ -147,6 +147,7 @@ enum Keys {
         "forward_proxy": ForwardProxyConfiguration.keys,
         "placeholder": Keys.placeholder,
         "audit": AuditConfiguration.keys,
+        "telemetry": TelemetryConfiguration.keys,
     ]
 }
 
@@ -277,6 +278,9 @@ struct Builder {
             if !routes.contains(where: { !($0.match?.hosts.isEmpty ?? true) }) {
                 load.warnings.append("forward_proxy: no route has match.host, so every CONNECT is refused or tunnelled (other_hosts)")
             }
+        }
+        if let telemetry = load.found.collect({ try root.section("telemetry") }) {
+            config.telemetry = TelemetryConfiguration.parse(telemetry, in: load)
         }
 
         if let audit = load.found.collect({ try root.section("audit") }) { config.audit = AuditConfiguration.parse(audit, in: load) }

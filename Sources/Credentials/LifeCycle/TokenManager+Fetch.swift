@@ -17,6 +17,7 @@ extension TokenManager {
         var failure: String? = nil
         var failureReason: FetchFailureReason? = nil
         let fetchStarted = Date()
+        let refreshSpan = refreshTracing.begin()
         /// For the one log line per refresh: how long the source took.
         func took() -> String { "\(Int((Date().timeIntervalSince(fetchStarted) * 1000).rounded())) ms" }
         do {
@@ -150,6 +151,7 @@ extension TokenManager {
             stats.nextRefreshAt = nextRefreshAt
             stats.consecutiveFailures = consecutiveFailures
         }
+        refreshTracing.end(refreshSpan, credential: kind, result: result, reason: reason, outcome: outcome)
 
         condition.lock()
         control.inFlight = false

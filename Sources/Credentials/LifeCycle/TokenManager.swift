@@ -31,6 +31,8 @@ public final class TokenManager: @unchecked Sendable {
     let statistics = Mutex(TokenStats())
     let changeHandler = Mutex<(@Sendable (TokenView) -> Void)?>(nil)
     let fetchObserver = Mutex<(@Sendable (FetchReport) -> Void)?>(nil)
+    /// `credential.refresh` spans, once the server attaches an exporter (RefreshTracing.swift).
+    public let refreshTracing = RefreshTracing()
 
     /// Guards `control` and wakes the token thread.
     let condition = OSCondition()

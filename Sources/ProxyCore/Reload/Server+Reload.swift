@@ -49,12 +49,14 @@ extension Server {
             }
             let handedOver = successors
             let closed = removed.filter { group in !added.contains { $0.sharesSockets(with: group) } }
+            let telemetrySwap = try telemetryForReload(new)
             current.withLock { $0 = (new, states) }
             let done = DispatchGroup()
             for (i, mine) in perLoop.enumerated() {
                 done.enter()
                 mine.ctx.loop.execute { [self] in
                     mine.ctx.replace(configuration: new, states: states, forwardProxy: newForwardProxy)
+                    if let telemetrySwap { mine.ctx.tracer = telemetrySwap.tracer() }
                     // Old acceptors first: a handed-over socket is then watched again, for its new route.
                     let stopping = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
                     for acceptor in mine.acceptors where stopping.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
@@ -81,6 +83,7 @@ extension Server {
                 }
             }
             done.wait()
+            finishTelemetrySwap(telemetrySwap, new, states: states)
             for group in closed { group.close() }
             groups = fresh
             listenAddress = fresh[0].address

@@ -1,0 +1,122 @@
+import Config
+import HTTP1
+import Telemetry
+
+/// The event loop's side of tracing (CONTRACT.md "Telemetry"): starts a request's trace from its
+/// `traceparent` (continued, its sampled flag honoured) or a new one (the ratio sampler), and at the
+/// request's end makes its spans and hands them to the exporter in one go. One per loop (its id
+/// generator needs no lock); nil in the loop's context when traces are off, so a request then pays
+/// for nothing but a nil test.
+final class RequestTracer {
+    let exporter: TelemetryExporter
+    private let sampler: TraceSampler
+    private var ids = SpanIDGenerator()
+
+    init(exporter: TelemetryExporter, sampleRatio: Double) {
+        self.exporter = exporter
+        sampler = TraceSampler(ratio: sampleRatio)
+    }
+
+    /// A request's trace, from its head.
+    func start(_ head: RequestHead) -> RequestTrace {
+        let serverSpanID = ids.next()
+        if let value = head.first("traceparent"), let parent = TraceParent(value) {
+            return RequestTrace(
+                traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: parent.sampled,
+                start: WallClock.nanoseconds())
+        }
+        let traceID = ids.nextTraceID()
+        return RequestTrace(
+            traceID: traceID, parentSpanID: 0, serverSpanID: serverSpanID, sampled: sampler.samples(newTrace: traceID), start: WallClock.nanoseconds())
+    }
+
+    /// The request is over: its spans (the SERVER span, a CLIENT span per attempt, `token.wait`) go
+    /// to the exporter when it was sampled. No attribute holds a query, a token or a header value.
+    func finish(_ exchange: Exchange) {
+        guard let trace = exchange.record.trace, trace.sampled else { return }
+        let end = WallClock.nanoseconds()
+        let record = exchange.record
+        let routeName = exchange.route?.state.name
+        let method = exchange.head.method
+        var spans: [SpanData] = []
+        spans.reserveCapacity(1 + trace.attempts.count + trace.waits.count)
+
+        var server = SpanData(
+            traceID: trace.traceID, spanID: trace.serverSpanID, parentSpanID: trace.parentSpanID, name: method, kind: .server, start: trace.start,
+            end: end)
+        server.attributes = [
+            Attribute("http.request.method", method),
+            Attribute("url.path", clientPath(exchange)),
+            Attribute("http.response.status_code", record.status),
+            Attribute("tokenproxy.retried_401", record.retriedAfter401),
+        ]
+        if let host = exchange.head.host { server.attributes.append(Attribute("server.address", Self.hostOnly(host))) }
+        if let routeName {
+            server.attributes.append(Attribute("tokenproxy.route", routeName))
+            server.attributes.append(Attribute("tokenproxy.caller", record.caller ?? PlaceholderConfiguration.defaultCaller))
+        }
+        if let code = record.refusal {
+            server.errorCode = code
+            server.attributes.append(Attribute("error.type", code))
+        }
+        spans.append(server)
+
+        let upstream = exchange.route?.forwarder.upstream
+        for (i, attempt) in trace.attempts.enumerated() {
+            var client = SpanData(
+                traceID: trace.traceID, spanID: attempt.spanID, parentSpanID: trace.serverSpanID, name: method, kind: .client, start: attempt.start,
+                end: attempt.end == 0 ? end : attempt.end)
+            client.attributes = [Attribute("http.request.method", method)]
+            if let upstream {
+                let host = upstream.takesRequestHost ? exchange.forwardedHost.map(Self.hostOnly) ?? "" : upstream.host
+                client.attributes.append(Attribute("server.address", host))
+                client.attributes.append(Attribute("server.port", upstream.port))
+            }
+            if attempt.status > 0 {
+                client.attributes.append(Attribute("http.response.status_code", attempt.status))
+            } else if i == trace.attempts.count - 1, let code = record.refusal {
+                // No answer came: the request's error (bad_gateway, upstream_timeout) is this attempt's.
+                client.errorCode = code
+                client.attributes.append(Attribute("error.type", code))
+            }
+            if let routeName { client.attributes.append(Attribute("tokenproxy.route", routeName)) }
+            spans.append(client)
+        }
+        for wait in trace.waits {
+            var span = SpanData(
+                traceID: trace.traceID, spanID: wait.spanID, parentSpanID: trace.serverSpanID, name: "token.wait", kind: .internal, start: wait.start,
+                end: wait.end == 0 ? end : wait.end)
+            if let routeName { span.attributes = [Attribute("tokenproxy.route", routeName)] }
+            if let refresh = wait.refresh { span.links = [refresh] }
+            if wait.end == 0, record.refusal == "token_unavailable" || record.refusal == "login_required" {
+                span.errorCode = record.refusal
+                span.attributes.append(Attribute("error.type", record.refusal!))
+            }
+            spans.append(span)
+        }
+        exporter.submit(spans)
+    }
+
+    /// An audit event of `exchange` as a log record with its request's trace (the audit writer's
+    /// call: `fields` under their audit names, `time` the event's `ts` in Unix nanoseconds).
+    func audit(_ exchange: Exchange, fields: [(name: String, value: String)], time: UInt64) {
+        let trace = exchange.record.trace
+        exporter.submitAuditEvent(fields, time: time, traceID: trace?.traceID, spanID: trace?.serverSpanID ?? 0, sampled: trace?.sampled ?? false)
+    }
+
+    /// `url.path` (CONTRACT.md): the client's path, dot segments removed, before `strip_prefix`;
+    /// for a refused target, the target up to its query, as the access log shows it.
+    private func clientPath(_ exchange: Exchange) -> String {
+        guard !exchange.path.isEmpty else { return AccessRecord.refusedPath(exchange.head.target) }
+        guard let prefix = exchange.route?.forwarder.strippedPrefix, !prefix.isEmpty else { return exchange.path }
+        return prefix + exchange.path
+    }
+
+    /// A Host field's host, without its port (`[::1]:8080` → `::1`).
+    static func hostOnly(_ authority: String) -> String {
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            return String(authority[authority.index(after: authority.startIndex)..<close])
+        }
+        return String(authority.prefix { $0 != ":" })
+    }
+}

@@ -1,0 +1,55 @@
+import Config
+import Logs
+import Telemetry
+
+/// The exporter a configuration asks for, at start and at a reload (CONTRACT.md "Telemetry": a
+/// reload that changes `telemetry` applies to the requests that start after it; what was queued
+/// before goes to the endpoint it was recorded for).
+extension Server {
+    /// At start: the exporter of `configuration`, its warnings forwarded and every route's refreshes
+    /// traced (before the token threads' first refresh, so that the start's is traced too).
+    public func setUpTelemetry(_ make: @escaping @Sendable (TelemetryConfiguration?) -> TelemetryExporter?) {
+        makeTelemetry = make
+        telemetry = make(configuration.telemetry)
+        telemetry?.forwardWarnings()
+        attachRefreshTracing(routeStates, configuration)
+    }
+
+    /// A reload's change of `telemetry` (nil: none): the new exporter, already started, and the
+    /// loops' tracer to make from it. The old exporter is stopped by `finishTelemetrySwap` once
+    /// every loop has the new one.
+    func telemetryForReload(_ new: Configuration) throws -> TelemetrySwap? {
+        guard let makeTelemetry, new.telemetry != configuration.telemetry else { return nil }
+        let fresh = makeTelemetry(new.telemetry)
+        try fresh?.start()
+        LogForwarding.shared.install(nil)
+        fresh?.forwardWarnings()
+        return TelemetrySwap(old: telemetry, new: fresh, sampleRatio: new.telemetry?.sampleRatio ?? 1)
+    }
+
+    func finishTelemetrySwap(_ swap: TelemetrySwap?, _ new: Configuration, states: [RouteState]) {
+        if let swap {
+            telemetry = swap.new
+            swap.old?.stop()
+        }
+        attachRefreshTracing(states, new)
+    }
+
+    private func attachRefreshTracing(_ states: [RouteState], _ configuration: Configuration) {
+        for state in states {
+            state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
+        }
+    }
+}
+
+struct TelemetrySwap {
+    let old: TelemetryExporter?
+    let new: TelemetryExporter?
+    let sampleRatio: Double
+
+    /// A loop's tracer (each loop its own).
+    func tracer() -> RequestTracer? {
+        guard let new, new.exportsTraces else { return nil }
+        return RequestTracer(exporter: new, sampleRatio: sampleRatio)
+    }
+}

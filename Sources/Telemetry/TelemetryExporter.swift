@@ -1,0 +1,175 @@
+import IdentityHTTP
+import Logging
+import Sockets
+import Synchronization
+
+/// Sends finished spans and log records to an OTLP/HTTP collector (CONTRACT.md "Telemetry") from a
+/// thread of its own (`tp-telemetry`): producers only append to a bounded queue under a short
+/// lock, so a slow, refusing or absent collector never delays a request. A batch goes when 512 are
+/// queued or a second after the last one; a full queue drops its oldest, and what never reached
+/// the collector is counted (`TelemetryMetrics`) and warned of at most once a minute per signal.
+// @unchecked: `queues` is only touched with `condition` (a pthread mutex) locked.
+public final class TelemetryExporter: @unchecked Sendable {
+    public struct Settings: Sendable {
+        /// Full URLs (`…/v1/traces`, `…/v1/logs`); nil: that signal is not exported.
+        public var tracesURL: String?
+        public var logsURL: String?
+        /// Header lines (`name: value`) for the collector; secrets, never logged.
+        public var headers: [String] = []
+        public var caFile: String?
+        public var origin: OTLPEncoding.Origin
+        /// One export's whole time, so that a collector that never answers costs a batch, not the queue.
+        public var timeout: Double = 10
+        /// How long a partial batch waits for more (CONTRACT.md: 1 s).
+        public var flushInterval: Double = 1
+        public var queueCapacity = ExportQueue<SpanData>.defaultCapacity
+
+        public init(tracesURL: String?, logsURL: String?, origin: OTLPEncoding.Origin) {
+            self.tracesURL = tracesURL
+            self.logsURL = logsURL
+            self.origin = origin
+        }
+    }
+
+    private struct Queues {
+        var spans: ExportQueue<SpanData>
+        var logs: ExportQueue<LogRecordData>
+        var stopped = false
+    }
+
+    public let settings: Settings
+    private let condition = OSCondition()
+    private var queues: Queues
+    private let warnings: WarningLimit
+    private let metrics: TelemetryMetrics
+
+    public init(settings: Settings, logger: Logger, metrics: TelemetryMetrics = .shared) {
+        self.settings = settings
+        self.metrics = metrics
+        warnings = WarningLimit(logger: logger)
+        queues = Queues(spans: ExportQueue(capacity: settings.queueCapacity), logs: ExportQueue(capacity: settings.queueCapacity))
+    }
+
+    /// Starts the export thread.
+    public func start() throws {
+        try OSThread.start(name: "tp-telemetry") { [self] in run() }
+    }
+
+    /// Stops the thread after one last export of what is queued (at the end of a drain).
+    public func stop() {
+        condition.lock()
+        queues.stopped = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    public var exportsTraces: Bool { settings.tracesURL != nil }
+    public var exportsLogs: Bool { settings.logsURL != nil }
+
+    /// Queues a request's finished spans (one lock for all of them).
+    public func submit(_ spans: [SpanData]) {
+        guard exportsTraces, !spans.isEmpty else { return }
+        condition.lock()
+        for span in spans { queues.spans.append(span) }
+        let full = queues.spans.count >= ExportQueue<SpanData>.batchLimit
+        condition.unlock()
+        if full { condition.broadcast() }
+    }
+
+    /// Queues one log record (the audit writer's and the warnings' door).
+    public func submit(_ record: LogRecordData) {
+        guard exportsLogs else { return }
+        condition.lock()
+        queues.logs.append(record)
+        let full = queues.logs.count >= ExportQueue<LogRecordData>.batchLimit
+        condition.unlock()
+        if full { condition.broadcast() }
+    }
+
+    /// One audit event as a log record (CONTRACT.md "Telemetry"): its fields as attributes under
+    /// their audit names, `time` its `ts`, and its request's trace id (the span id only when the
+    /// request was sampled). The audit writer's door; nothing calls it before the audit log exists.
+    public func submitAuditEvent(_ fields: [(name: String, value: String)], time: UInt64, traceID: TraceID?, spanID: UInt64, sampled: Bool) {
+        var record = LogRecordData(time: time, severity: .info, body: fields.first { $0.name == "event" }?.value ?? "audit")
+        record.attributes = fields.map { Attribute($0.name, $0.value) }
+        record.traceID = traceID
+        record.spanID = sampled ? spanID : 0
+        record.sampled = sampled
+        submit(record)
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            if !queues.stopped && queues.spans.count < ExportQueue<SpanData>.batchLimit
+                && queues.logs.count < ExportQueue<LogRecordData>.batchLimit
+            {
+                condition.wait(seconds: settings.flushInterval)
+            }
+            let spans = queues.spans.takeBatch()
+            let logs = queues.logs.takeBatch()
+            let droppedSpans = queues.spans.takeDropped()
+            let droppedLogs = queues.logs.takeDropped()
+            let stopping = queues.stopped && queues.spans.isEmpty && queues.logs.isEmpty
+            condition.unlock()
+            noteLost(droppedSpans, .traces, why: "the export queue was full")
+            noteLost(droppedLogs, .logs, why: "the export queue was full")
+            if let url = settings.tracesURL, !spans.isEmpty {
+                export(OTLPEncoding.traces(spans, origin: settings.origin), to: url, count: spans.count, .traces)
+            }
+            if let url = settings.logsURL, !logs.isEmpty {
+                export(OTLPEncoding.logs(logs, origin: settings.origin), to: url, count: logs.count, .logs)
+            }
+            if stopping { return }
+        }
+    }
+
+    /// One POST (OTLP/HTTP §"Binary Protobuf Encoding"); a failure loses the batch (no retry:
+    /// the next batch is already waiting, and the queue's bound is the contract's).
+    private func export(_ body: [UInt8], to url: String, count: Int, _ signal: TelemetrySignal) {
+        var request = HTTPCallRequest(url: url, method: "POST", headers: ["Content-Type: application/x-protobuf"] + settings.headers, body: body)
+        request.timeout = settings.timeout
+        request.caFile = settings.caFile
+        do {
+            let response = try BlockingHTTPClient.perform(request)
+            guard (200..<300).contains(response.status) else {
+                noteLost(count, signal, why: "the collector answered \(response.status)")
+                return
+            }
+        } catch let error as HTTPCallError {
+            noteLost(count, signal, why: error.kind == .timedOut ? "the collector did not answer in time" : "the collector could not be reached")
+        } catch {
+            noteLost(count, signal, why: "the collector could not be reached")
+        }
+    }
+
+    private func noteLost(_ count: Int, _ signal: TelemetrySignal, why: String) {
+        guard count > 0 else { return }
+        metrics.add(count, signal)
+        warnings.warn(signal, "telemetry: \(count) \(signal == .traces ? "spans" : "log records") not exported: \(why)")
+    }
+}
+
+/// The export warning, at most one line a minute per signal (CONTRACT.md "Telemetry"), with the
+/// number of losses not reported since.
+final class WarningLimit: Sendable {
+    static let interval: Double = 60
+    private let logger: Logger
+    private let last = Mutex<[TelemetrySignal: (at: Double, unreported: Int)]>([:])
+
+    init(logger: Logger) { self.logger = logger }
+
+    func warn(_ signal: TelemetrySignal, _ message: String, now: Double = EventLoop.monotonicNow()) {
+        let more: Int? = last.withLock { table in
+            if let previous = table[signal], now - previous.at < Self.interval {
+                table[signal] = (previous.at, previous.unreported + 1)
+                return nil
+            }
+            let unreported = table[signal]?.unreported ?? 0
+            table[signal] = (now, 0)
+            return unreported
+        }
+        guard let more else { return }
+        logger.warning("\(message)\(more > 0 ? " (and \(more) more failures since the last report)" : "")")
+    }
+}

@@ -1,0 +1,62 @@
+/// W3C Trace Context (Level 1) `traceparent`: `version-traceid-parentid-flags`, lowercase hex,
+/// 2-32-16-2 digits (§3.2). What the proxy continues, and the value it sends upstream.
+public struct TraceParent: Sendable, Equatable {
+    public var traceID: TraceID
+    /// The caller's span (the parent of the proxy's SERVER span).
+    public var spanID: UInt64
+    public var sampled: Bool
+
+    public init(traceID: TraceID, spanID: UInt64, sampled: Bool) {
+        self.traceID = traceID
+        self.spanID = spanID
+        self.sampled = sampled
+    }
+
+    /// The field's value, or nil when it is not a valid traceparent (§3.2.2: an all-zero trace or
+    /// parent id, version ff, uppercase hex, or version 00 with more parts is invalid; a later
+    /// version may add parts after the flags, §3.2.4).
+    public init?(_ value: some StringProtocol) {
+        let bytes = Array(value.utf8)
+        guard bytes.count >= 55, bytes[2] == 0x2D, bytes[35] == 0x2D, bytes[52] == 0x2D else { return nil }
+        guard let version = Self.hex(bytes[0..<2]), version != 0xff else { return nil }
+        if version == 0 {
+            guard bytes.count == 55 else { return nil }
+        } else if bytes.count > 55 {
+            guard bytes[55] == 0x2D else { return nil }
+        }
+        guard let high = Self.hex(bytes[3..<19]), let low = Self.hex(bytes[19..<35]), let span = Self.hex(bytes[36..<52]),
+            let flags = Self.hex(bytes[53..<55])
+        else { return nil }
+        let trace = TraceID(high: high, low: low)
+        guard trace.isValid, span != 0 else { return nil }
+        self.init(traceID: trace, spanID: span, sampled: flags & 1 == 1)
+    }
+
+    /// `00-<trace id>-<span id>-<flags>`.
+    public var value: String {
+        "00-" + Self.hex(traceID) + "-" + Self.hexDigits(spanID, 16) + (sampled ? "-01" : "-00")
+    }
+
+    /// The trace id as the access log and the spec write it: 32 lowercase hex digits.
+    public static func hex(_ id: TraceID) -> String { hexDigits(id.high, 16) + hexDigits(id.low, 16) }
+
+    static func hexDigits(_ value: UInt64, _ width: Int) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// Lowercase hex only (§3.2.2.1: uppercase is invalid).
+    static func hex(_ bytes: ArraySlice<UInt8>) -> UInt64? {
+        var value: UInt64 = 0
+        for b in bytes {
+            let digit: UInt8
+            switch b {
+            case 0x30...0x39: digit = b - 0x30
+            case 0x61...0x66: digit = b - 0x61 + 10
+            default: return nil
+            }
+            value = value << 4 | UInt64(digit)
+        }
+        return value
+    }
+}

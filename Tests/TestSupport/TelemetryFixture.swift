@@ -1,0 +1,80 @@
+import Foundation
+import Testing
+
+/// An OTLP/HTTP receiver (Tests/servers/otlp_receiver.py: it decodes with opentelemetry-proto, the
+/// official definitions) and, with `TelemetryFixture`, a tokenproxy that exports to it.
+public final class OTLPReceiver: Sendable {
+    public let server: PythonServer
+
+    public init() throws { server = try PythonServer("otlp_receiver") }
+
+    /// The `telemetry.endpoint` that reaches it.
+    public var endpoint: String { server.baseURL }
+
+    /// Everything received so far: `spans`, `logs`, `resources`, `headers`, `exports`, `refused`.
+    public func seen() throws -> [String: Any] {
+        let r = try curl([server.baseURL + "/test/seen"])
+        return try #require(r.json, "otlp_receiver answered \(r.status): \(r.bodyString)")
+    }
+
+    public func spans() throws -> [[String: Any]] { try seen()["spans"] as? [[String: Any]] ?? [] }
+
+    /// The spans once `done` holds for them, or the last ones seen after `timeout` (a batch goes
+    /// within a second of a request's end).
+    public func spans(timeout: TimeInterval = 30, until done: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var spans = try spans()
+        while !done(spans) && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.2)
+            spans = try self.spans()
+        }
+        return spans
+    }
+
+    /// Each export from now waits `delay` seconds, then is answered `status` (200: kept).
+    public func mode(delay: Double = 0, status: Int = 200) throws {
+        let r = try curl(["-X", "POST", server.baseURL + "/test/mode?delay=\(delay)&status=\(status)"])
+        try #require(r.status == 200)
+    }
+
+    public func stop() { server.stop() }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// A decoded span's attribute (or a resource's).
+    public func attribute(_ key: String) -> Any? { (self["attributes"] as? [String: Any])?[key] }
+}
+
+/// The echo upstream, an OTLP receiver and a tokenproxy with `telemetry:` pointing at it (the
+/// static token `e2eToken`, an admin listener for /metrics).
+public final class TelemetryFixture: UpstreamFixture, Sendable {
+    public let upstream: PythonServer
+    public let receiver: OTLPReceiver
+    public let proxy: ProxyProcess
+
+    /// `telemetry`: the section's lines after `endpoint` (indented by the caller's YAML flow or
+    /// here); `endpoint`: replaces the receiver's (an address nobody listens on).
+    public init(telemetry: String = "", endpoint: String? = nil, environment: [String: String] = [:]) throws {
+        upstream = try PythonServer("echo_upstream")
+        receiver = try OTLPReceiver()
+        let section = "telemetry:\n  endpoint: \(endpoint ?? receiver.endpoint)\n" + telemetry.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+        var env = environment
+        env["E2E_TOKEN"] = e2eToken
+        proxy = try ProxyProcess(
+            config: staticTokenConfig(upstream: upstream.baseURL + "/base", drainTimeout: "2s", admin: true, logLevel: "debug", more: section),
+            environment: env)
+    }
+
+    /// The value of `tokenproxy_telemetry_dropped_total{signal="…"}` on /metrics.
+    public func dropped(_ signal: String = "traces") throws -> Int {
+        let metrics = try curl([proxy.adminURL! + "/metrics"]).bodyString
+        let prefix = "tokenproxy_telemetry_dropped_total{signal=\"\(signal)\"} "
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }
+        return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? -1
+    }
+
+    public func stop() throws {
+        try finish()
+        receiver.stop()
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# /small with telemetry (sample_ratio 1.0, every request's spans exported to an OTLP receiver) against
+# the same binary without it (CONTRACT.md "Telemetry"; issue 43's bar: at least 0.85x): one worker
+# pinned to CPU 0 beside an nginx upstream, wrk on CPU 1, the two proxies measured in turns.
+#   bench/telemetry.sh [CONNECTIONS] [ROUNDS]      (default 64 connections, 3 rounds of 10 s)
+#   BIN=path/to/tokenproxy                         default .build/release/tokenproxy
+set -Eeuo pipefail
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
+BIN=${BIN:-$ROOT/.build/release/tokenproxy}
+CONNECTIONS=${1:-64}
+ROUNDS=${2:-3}
+d=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$d"; }
+trap cleanup EXIT
+mkdir -p "$d/logs"
+cat >"$d/up.conf" <<CONF
+worker_processes 1; daemon off; pid $d/up.pid; error_log $d/logs/e.log;
+events {}
+http { access_log off;
+server { listen 127.0.0.1:18580; keepalive_requests 1000000;
+ location /small { return 200 "hello world, this is a small answer\n"; } } }
+CONF
+taskset -c 0 nginx -p "$d" -c "$d/up.conf" & pids+=($!)
+python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 >"$d/receiver.out" 2>&1 & pids+=($!)
+config() {  # port, extra lines
+    printf 'listen: 127.0.0.1:%s\nupstream: http://127.0.0.1:18580\nworkers: 1\ncredentials: {type: static, token_env: BENCH_TOKEN}\nstore: {path: %s/store-%s/tokens.json}\n%s\n' \
+        "$1" "$d" "$1" "$2" >"$d/tp-$1.yaml"
+}
+config 18581 ""
+config 18582 "telemetry: {endpoint: http://127.0.0.1:18583, sample_ratio: 1.0}"
+for port in 18581 18582; do
+    BENCH_TOKEN=test-token-123 taskset -c 0 "$BIN" serve --config "$d/tp-$port.yaml" 2>"$d/tp-$port.err" & pids+=($!)
+done
+for port in 18580 18581 18582 18583; do
+    for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
+done
+rate() { taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"$1" "http://127.0.0.1:$2/small" | awk '/Requests\/sec/ {print $2}'; }
+rate 2s 18581 >/dev/null
+rate 2s 18582 >/dev/null
+off=(); on=()
+for _ in $(seq "$ROUNDS"); do
+    off+=("$(rate 10s 18581)")
+    on+=("$(rate 10s 18582)")
+done
+python3 - "${off[*]}" "${on[*]}" <<'PY'
+import statistics, sys
+off = [float(x) for x in sys.argv[1].split()]
+on = [float(x) for x in sys.argv[2].split()]
+a, b = statistics.median(off), statistics.median(on)
+print(f"/small: without telemetry {a:.0f} req/s, sample_ratio 1.0 {b:.0f} req/s, ratio {b / a:.2f} (bar 0.85)")
+print("rounds without:", off, "with:", on)
+PY
+grep -c "not exported" "$d/tp-18582.err" | sed 's/^/export warnings: /'
