@@ -205,8 +205,10 @@ extension RouteConfiguration {
 
 extension Configuration {
     /// The placeholders' errors that need the whole file: one equal to a real credential of any
-    /// route (the sandbox would hold the secret itself), and one value on two routes (a placeholder
-    /// opens its own route only).
+    /// route (the sandbox would hold the secret itself), and one value on two routes that send
+    /// different credentials (a placeholder opens its own route only; two routes that send the same
+    /// credential, as GitHub's API and git over HTTPS with one token, may share it: it stands for
+    /// that one secret).
     static func placeholderProblems(_ routes: [RouteConfiguration], hasRoutes: Bool, environment: [String: String]) -> [ConfigurationError] {
         var problems: [ConfigurationError] = []
         let secrets = Set(routes.flatMap { $0.knownCredentialValues(environment: environment) })
@@ -220,7 +222,7 @@ extension Configuration {
                     problems.append(
                         ConfigurationError(keyPath: keyPath, reason: "\(who) is a real credential of this file; give the sandbox a placeholder instead"))
                 }
-                if let first = routeOfValue[caller.value], first != i {
+                if let first = routeOfValue[caller.value], first != i, routes[first].credentials != route.credentials {
                     problems.append(
                         ConfigurationError(keyPath: keyPath, reason: "\(who) is also a placeholder of routes[\(first)]; a placeholder opens one route only"))
                 } else {
