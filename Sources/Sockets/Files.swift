@@ -370,7 +370,7 @@ public final class AppendOnlyFile: Sendable {
     }
 
     /// What `check` finds wrong with `path` before `serve` opens it: the file as `refusal` judges
-    /// it, or, when it is not there yet, a folder that does not exist or takes no new file.
+    /// it, or, when it is not there yet, a folder that cannot be made or takes no new file.
     public static func problem(at path: String) -> String? {
         var info = stat()
         if lstat(path, &info) == 0 {
@@ -378,10 +378,8 @@ public final class AppendOnlyFile: Sendable {
             let status = PathStatus(isSymbolicLink: kind == S_IFLNK, isFolder: kind == S_IFDIR, owner: info.st_uid, permissions: info.st_mode & 0o7777)
             return refusal(status, isRegularFile: kind == S_IFREG, processOwner: geteuid()).map { "\(path) \($0)" }
         }
-        let folder = AtomicFile.parentFolder(of: path)
-        guard FileKind.of(folder) == .folder else { return "the folder \(folder) does not exist" }
-        guard access(folder, W_OK | X_OK) != 0 else { return nil }
-        return "cannot create files in \(folder) as uid \(getuid()): \(Syscall.describe(errno: errno))"
+        // Not there yet: `open` makes it, and its folder (0700) when missing, as the store's.
+        return FileAccess.creationProblem(path)
     }
 
     /// Opens `path` (nil: a copy of stderr) and puts it under this file's descriptor; the file it
@@ -390,6 +388,11 @@ public final class AppendOnlyFile: Sendable {
     public func open(_ path: String?) throws(AtomicFile.Failure) {
         let opened: Int32
         if let path {
+            do {
+                try AtomicFile.ensureFolder(AtomicFile.parentFolder(of: path))
+            } catch {
+                throw AtomicFile.Failure(description: "cannot open \(path): \(error)")
+            }
             let (r, code) = Syscall.uninterrupted {
                 Int(Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_t(0o600)))
             }

@@ -137,13 +137,15 @@ import Yams
             Self.paths(in: try Yams.load(yaml: yaml) as Any, into: &found)
             #expect(found.contains { $0.key.hasSuffix("store.path") }, "\(name): set store.path to the writable volume")
             var rewritten = yaml
+            var rewrittenPaths: Set<String> = []
             for (key, path) in found {
                 if key.hasSuffix("store.path") {
                     #expect(writableFolders.contains { path.hasPrefix($0 + "/") }, "\(name): store.path \(path) is in no writable volume")
                 } else {
                     #expect(mountedFiles.contains(path), "\(name): \(key) \(path) is not a file the manifest mounts (\(mountedFiles.sorted()))")
                 }
-                rewritten = rewritten.replacingOccurrences(of: path, with: root.path + path)
+                // A file two keys name (one token for two routes) is rewritten once.
+                if rewrittenPaths.insert(path).inserted { rewritten = rewritten.replacingOccurrences(of: path, with: root.path + path) }
             }
             let configPath = root.path + "/etc/tokenproxy/config.yaml"
             try rewritten.write(toFile: configPath, atomically: true, encoding: .utf8)
