@@ -41,6 +41,18 @@ public final class AuditLog: Sendable {
         if !written { lost.add(1, ordering: .relaxed) }
         return written
     }
+
+    /// Writes `event`, formatted into `buffer` with its timestamp cache: a loop's lines, one per
+    /// request (no allocation once the buffer has grown to a line's size). False when the line could
+    /// not be written.
+    @discardableResult
+    public func write(_ event: AuditEvent, buffer: inout AuditLineBuffer) -> Bool {
+        buffer.bytes.removeAll(keepingCapacity: true)
+        event.append(to: &buffer.bytes, timestamp: &buffer.timestamp)
+        let written = buffer.bytes.withUnsafeBytes { file.append($0) }
+        if !written { lost.add(1, ordering: .relaxed) }
+        return written
+    }
 }
 
 /// Why the audit log's file cannot be used (`audit.path` is refused).
