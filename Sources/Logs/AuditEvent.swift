@@ -73,30 +73,29 @@ public struct AuditEvent: Sendable, Equatable {
 
     /// Appends the line, newline included, to `out`, with a timestamp formatted for it alone.
     public func append(to out: inout [UInt8]) {
-        var timestamp = AuditTimestamp()
-        append(to: &out, timestamp: &timestamp)
+        let buffer = AuditLineBuffer()
+        append(to: buffer)
+        out.append(contentsOf: buffer.bytes)
     }
 
-    /// Appends the line, newline included, to `out`: bytes appended in place, each member's name
-    /// copied from a constant in the binary (no lazy global, no intermediate strings), the
-    /// timestamp's prefix from `timestamp` (it runs once per request on the loop).
-    public func append(to out: inout [UInt8], timestamp: inout AuditTimestamp) {
-        func name(_ name: StaticString) {
-            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        }
+    /// Appends the line, newline included, to `out`: bytes copied in place, each member's name from
+    /// a constant in the binary, the timestamp's prefix from `out`'s cache, no intermediate strings
+    /// (it runs once per request on the loop).
+    func append(to out: AuditLineBuffer) {
+        func name(_ name: StaticString) { out.append(name) }
         func string(_ member: StaticString, _ value: String?) {
             guard let value else { return }
-            name(member)
-            JSONString.appendEscaped(value, to: &out)
+            out.append(member)
+            out.appendEscaped(value)
             out.append(UInt8(ascii: "\""))
         }
         func number(_ member: StaticString, _ value: Int?) {
             guard let value else { return }
-            name(member)
-            AuditEvent.appendDecimal(value, width: 1, to: &out)
+            out.append(member)
+            out.appendDecimal(value)
         }
         name(Member.ts)
-        timestamp.append(seconds: seconds, milliseconds: milliseconds, to: &out)
+        out.timestamp.append(seconds: seconds, milliseconds: milliseconds, to: out)
         string(Member.event, kind.rawValue)
         switch kind {
         case .request, .connect:
@@ -126,8 +125,7 @@ public struct AuditEvent: Sendable, Equatable {
             string(Member.outcome, outcome?.rawValue)
             string(Member.reason, reason)
         }
-        out.append(UInt8(ascii: "}"))
-        out.append(UInt8(ascii: "\n"))
+        out.append("}\n")
     }
 
     /// Each member's name as it is written: after the first, a comma before it; a string's opening

@@ -42,14 +42,13 @@ public final class AuditLog: Sendable {
         return written
     }
 
-    /// Writes `event`, formatted into `buffer` with its timestamp cache: a loop's lines, one per
-    /// request (no allocation once the buffer has grown to a line's size). False when the line could
-    /// not be written.
+    /// Writes `event`, formatted into `buffer` (a loop's, with its timestamp cache): no allocation
+    /// per line. False when the line could not be written.
     @discardableResult
-    public func write(_ event: AuditEvent, buffer: inout AuditLineBuffer) -> Bool {
-        buffer.bytes.removeAll(keepingCapacity: true)
-        event.append(to: &buffer.bytes, timestamp: &buffer.timestamp)
-        let written = buffer.bytes.withUnsafeBytes { file.append($0) }
+    public func write(_ event: AuditEvent, buffer: AuditLineBuffer) -> Bool {
+        buffer.clear()
+        event.append(to: buffer)
+        let written = file.append(buffer.bytes)
         if !written { lost.add(1, ordering: .relaxed) }
         return written
     }
