@@ -34,4 +34,11 @@ import Testing
         log.write(event, buffer: buffer)
         #expect(String(decoding: buffer.bytes, as: UTF8.self) == event.line)
     }
+
+    @Test func theEscapeTestFindsEveryByteTheEscaperChanges() {
+        for byte in UInt8.min...UInt8.max {
+            let changed = byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0xE2
+            #expect(AuditLineBuffer.mayNeedEscape(byte) == changed, "\(byte)")
+        }
+    }
 }
