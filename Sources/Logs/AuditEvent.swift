@@ -71,22 +71,31 @@ public struct AuditEvent: Sendable, Equatable {
         return event
     }
 
-    /// Appends the line, newline included, to `out`: bytes appended in place, each member's name
-    /// copied from a constant, no intermediate strings (it runs once per request on the loop).
+    /// Appends the line, newline included, to `out`, with a timestamp formatted for it alone.
     public func append(to out: inout [UInt8]) {
-        func string(_ name: [UInt8], _ value: String?) {
+        let buffer = AuditLineBuffer()
+        append(to: buffer)
+        out.append(contentsOf: buffer.bytes)
+    }
+
+    /// Appends the line, newline included, to `out`: bytes copied in place, each member's name from
+    /// a constant in the binary, the timestamp's prefix from `out`'s cache, no intermediate strings
+    /// (it runs once per request on the loop).
+    func append(to out: AuditLineBuffer) {
+        func name(_ name: StaticString) { out.append(name) }
+        func string(_ member: StaticString, _ value: String?) {
             guard let value else { return }
-            out.append(contentsOf: name)
-            JSONString.appendEscaped(value, to: &out)
+            out.append(member)
+            out.appendEscaped(value)
             out.append(UInt8(ascii: "\""))
         }
-        func number(_ name: [UInt8], _ value: Int?) {
+        func number(_ member: StaticString, _ value: Int?) {
             guard let value else { return }
-            out.append(contentsOf: name)
-            AuditEvent.appendDecimal(value, width: 1, to: &out)
+            out.append(member)
+            out.appendDecimal(value)
         }
-        out.append(contentsOf: Member.ts)
-        AuditEvent.appendTimestamp(seconds: seconds, milliseconds: milliseconds, to: &out)
+        name(Member.ts)
+        out.timestamp.append(seconds: seconds, milliseconds: milliseconds, to: out)
         string(Member.event, kind.rawValue)
         switch kind {
         case .request, .connect:
@@ -103,8 +112,8 @@ public struct AuditEvent: Sendable, Equatable {
             string(Member.credential, credential)
             string(Member.placement, placement)
             if let placeholder {
-                out.append(contentsOf: Member.placeholder)
-                out.append(contentsOf: placeholder ? Self.trueBytes : Self.falseBytes)
+                name(Member.placeholder)
+                name(placeholder ? "true" : "false")
             }
             number(Member.scrubbed, scrubbed)
             string(Member.address, address)
@@ -116,37 +125,33 @@ public struct AuditEvent: Sendable, Equatable {
             string(Member.outcome, outcome?.rawValue)
             string(Member.reason, reason)
         }
-        out.append(UInt8(ascii: "}"))
-        out.append(UInt8(ascii: "\n"))
+        out.append("}\n")
     }
 
     /// Each member's name as it is written: after the first, a comma before it; a string's opening
     /// quote after it.
     private enum Member {
-        static let ts = Array(#"{"ts":"#.utf8)
-        static let event = Array(#","event":""#.utf8)
-        static let decision = Array(#","decision":""#.utf8)
-        static let reason = Array(#","reason":""#.utf8)
-        static let route = Array(#","route":""#.utf8)
-        static let caller = Array(#","caller":""#.utf8)
-        static let client = Array(#","client":""#.utf8)
-        static let method = Array(#","method":""#.utf8)
-        static let host = Array(#","host":""#.utf8)
-        static let path = Array(#","path":""#.utf8)
-        static let status = Array(#","status":"#.utf8)
-        static let upstreamStatus = Array(#","upstream_status":"#.utf8)
-        static let credential = Array(#","credential":""#.utf8)
-        static let placement = Array(#","placement":""#.utf8)
-        static let placeholder = Array(#","placeholder":"#.utf8)
-        static let scrubbed = Array(#","scrubbed":"#.utf8)
-        static let address = Array(#","address":""#.utf8)
-        static let traceID = Array(#","trace_id":""#.utf8)
-        static let action = Array(#","action":""#.utf8)
-        static let outcome = Array(#","outcome":""#.utf8)
+        static var ts: StaticString { #"{"ts":"# }
+        static var event: StaticString { #","event":""# }
+        static var decision: StaticString { #","decision":""# }
+        static var reason: StaticString { #","reason":""# }
+        static var route: StaticString { #","route":""# }
+        static var caller: StaticString { #","caller":""# }
+        static var client: StaticString { #","client":""# }
+        static var method: StaticString { #","method":""# }
+        static var host: StaticString { #","host":""# }
+        static var path: StaticString { #","path":""# }
+        static var status: StaticString { #","status":"# }
+        static var upstreamStatus: StaticString { #","upstream_status":"# }
+        static var credential: StaticString { #","credential":""# }
+        static var placement: StaticString { #","placement":""# }
+        static var placeholder: StaticString { #","placeholder":"# }
+        static var scrubbed: StaticString { #","scrubbed":"# }
+        static var address: StaticString { #","address":""# }
+        static var traceID: StaticString { #","trace_id":""# }
+        static var action: StaticString { #","action":""# }
+        static var outcome: StaticString { #","outcome":""# }
     }
-
-    private static let trueBytes: [UInt8] = Array("true".utf8)
-    private static let falseBytes: [UInt8] = Array("false".utf8)
 
     /// `"2026-11-22T03:00:00.042Z"` (RFC 3339, UTC, milliseconds), quotes included, as the log
     /// handler's timestamps (`CivilTime`).

@@ -41,6 +41,17 @@ public final class AuditLog: Sendable {
         if !written { lost.add(1, ordering: .relaxed) }
         return written
     }
+
+    /// Writes `event`, formatted into `buffer` (a loop's, with its timestamp cache): no allocation
+    /// per line. False when the line could not be written.
+    @discardableResult
+    public func write(_ event: AuditEvent, buffer: AuditLineBuffer) -> Bool {
+        buffer.clear()
+        event.append(to: buffer)
+        let written = file.append(buffer.bytes)
+        if !written { lost.add(1, ordering: .relaxed) }
+        return written
+    }
 }
 
 /// Why the audit log's file cannot be used (`audit.path` is refused).

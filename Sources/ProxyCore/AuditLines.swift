@@ -18,7 +18,7 @@ extension Connection {
         guard exchange.record.markAudited() else { return }
         let (seconds, milliseconds) = Syscall.wallClockParts()
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
-        ctx.shared.audit.write(event, buffer: &ctx.auditBuffer)
+        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
         // With telemetry, the same event as an OTLP log record with its request's trace id.
         if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
     }
@@ -31,7 +31,7 @@ extension Connection {
         event.reason = error.code
         event.client = auditClient
         event.status = error.status
-        ctx.shared.audit.write(event, buffer: &ctx.auditBuffer)
+        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
     }
 
     /// The peer's address (without its port), or on a listener that asks for client certificates the
@@ -92,7 +92,7 @@ extension ByteTunnel {
     static func audit(_ ctx: LoopContext, client: String?, host: String, port: Int, status: Int, reason: String?, address: String?) {
         guard let client else { return }
         ctx.shared.audit.write(
-            auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address), buffer: &ctx.auditBuffer)
+            auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address), buffer: ctx.auditBuffer)
     }
 
     static func auditEvent(host: String, port: Int, client: String, status: Int, reason: String?, address: String?) -> AuditEvent {

@@ -1,6 +1,7 @@
 import Config
 import Credentials
 import Logging
+import Logs
 import Sockets
 import Upstream
 
@@ -26,7 +27,7 @@ final class LoopContext {
     var connections: [Int32: Connection] = [:]
     /// `audit:` is set (`AuditLines.swift`), and the loop's buffer its lines are formatted in.
     private(set) var auditing: Bool
-    var auditBuffer: [UInt8] = []
+    let auditBuffer = AuditLineBuffer()
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
     /// One read buffer for every upstream connection of the loop; large, so that a big download
