@@ -177,10 +177,13 @@ extension Connection {
         guard exchange.record.markRecorded() else { return }
         exchange.releaseReplay()
         machine.exchange.onReplayKept(false)
-        ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
-            ctx.metrics.counters.routes[exchange.metricsSlot].requestFinished(status: exchange.record.status, seconds: seconds)
+            ctx.metrics.requestFinished(
+                status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut, slot: exchange.metricsSlot,
+                seconds: seconds)
+        } else {
+            ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
         if ctx.auditing { audit(exchange) }

@@ -88,8 +88,24 @@ final class LoopMetrics: @unchecked Sendable {
         counters.bytesToClients += bytesOut
     }
 
+    /// A routed request's end: the loop's counts and its route's (`slot`), in one call, as each
+    /// call through the loop context's `metrics` retains and releases it (docs/ENGINE.md).
+    @inline(__always)
+    func requestFinished(status: Int, bytesIn: Int, bytesOut: Int, slot: Int, seconds: Double) {
+        requestFinished(status: status, bytesIn: bytesIn, bytesOut: bytesOut)
+        counters.routes[slot].requestFinished(status: status, seconds: seconds)
+    }
+
     func upstreamLatency(_ seconds: Double) {
         counters.upstreamLatency.observe(seconds)
+    }
+
+    /// An answer's head came: the loop's latency since the try started (`latency`) and the route's
+    /// since the request's last byte went up (`seconds`), in one call (see `requestFinished`).
+    @inline(__always)
+    func upstreamAnswered(latency: Double, slot: Int, seconds: Double) {
+        upstreamLatency(latency)
+        counters.routes[slot].upstreamResponse.observe(seconds)
     }
 
     func tunnelOpened() { counters.tunnelsOpened += 1 }

@@ -345,10 +345,10 @@ extension UpstreamSide {
     private func upstreamHead(
         _ exchange: Exchange, _ head: ResponseHead, _ framing: ResponseBodyFraming, rest: UnsafeRawBufferPointer, _ connection: Connection
     ) {
-        ctx.metrics.upstreamLatency(ctx.loop.now - connection.machine.exchange.tryStartedAt)
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
-        ctx.metrics.counters.routes[exchange.metricsSlot].upstreamResponse.observe(upstreamSeconds)
+        ctx.metrics.upstreamAnswered(
+            latency: ctx.loop.now - connection.machine.exchange.tryStartedAt, slot: exchange.metricsSlot, seconds: upstreamSeconds)
         exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
         if exchange.scrubber != nil, let why = refusesUnscrubbable(head) { return upstreamBroken(exchange, why, connection) }
         // Without `credentials.dpop`, one test of a constant (docs/ARCHITECTURE.md: DPoP costs nothing when off).
