@@ -8,6 +8,18 @@ import Upstream
 /// one resend on a fresh connection), 1xx answers, a DPoP nonce, the end of a wait for a token and the
 /// 401 retry, the exchange's timeouts, a spooled body's refill, and the tunnel after a 101.
 extension UpstreamSide {
+    /// The connect attempt failed (the upstream connection's event): 504 on its timeout, else 502.
+    func upstreamConnectFailed(_ failure: UpstreamFailure) {
+        attempt = nil
+        connectStartedAt = 0
+        guard let exchange, let connection = client else { return }
+        ctx.noteUpstreamFailure("\(failure)")
+        switch failure {
+        case .timedOut: connection.respond(.upstreamTimeout, to: exchange)
+        case .unreachable(let why): connection.respond(.badGateway("the upstream could not be reached: \(why)"), to: exchange)
+        }
+    }
+
     /// The upstream closed its side (or the connection broke).
     func upstreamClosed(_ exchange: Exchange, _ connection: Connection) {
         switch responseParser.finish() {

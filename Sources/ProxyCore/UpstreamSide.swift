@@ -32,9 +32,9 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
     private(set) var exchange: Exchange?
     /// The connection that carries the try, or the attempt to make one.
     private(set) var upstream: UpstreamConnection?
-    private var attempt: UpstreamConnectAttempt?
+    var attempt: UpstreamConnectAttempt?
     /// When the current connect attempt started (0: none, or the connection came from the pool).
-    private var connectStartedAt = 0.0
+    var connectStartedAt = 0.0
     /// A read of the answer is under way (`readUpstream`: one at a time).
     var reading = false
 
@@ -55,17 +55,6 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
             return
         }
         use(c, for: exchange, connection)
-    }
-
-    func upstreamConnectFailed(_ failure: UpstreamFailure) {
-        attempt = nil
-        connectStartedAt = 0
-        guard let exchange, let connection = client else { return }
-        ctx.noteUpstreamFailure("\(failure)")
-        switch failure {
-        case .timedOut: connection.respond(.upstreamTimeout, to: exchange)
-        case .unreachable(let why): connection.respond(.badGateway("the upstream could not be reached: \(why)"), to: exchange)
-        }
     }
 
     func upstreamReady(_ events: UInt32) {
