@@ -127,14 +127,22 @@ import Testing
         #expect((try? policy.check(Self.head([])).get())?.caller == nil)
     }
 
-    @Test func aCallersFileLineRemovedIsRefusedAfterTheNextLook() throws {
+    static let first = "agent-one-placeholder-000001"
+    static let second = "agent-two-placeholder-000002"
+
+    /// A new folder holding `callers` with agent-1's and agent-2's lines (the caller removes the folder).
+    static func callersFile() throws -> (folder: String, file: String) {
         let folder = NSTemporaryDirectory() + "/placeholder-gate-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = folder + "/callers"
-        let first = "agent-one-placeholder-000001"
-        let second = "agent-two-placeholder-000002"
         try "agent-1 \(first)\nagent-2 \(second)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        return (folder, file)
+    }
+
+    @Test func aCallersFileLineRemovedIsRefusedAfterTheNextLook() throws {
+        let (folder, file) = try Self.callersFile()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (first, second) = (Self.first, Self.second)
         let policy = try Self.policy("placeholder: {callers_file: \(file)}")
         let gate = try #require(policy.placeholders)
         #expect((try? policy.check(Self.head([("Authorization", "Bearer " + second)])).get())?.caller == "agent-2")
@@ -158,13 +166,9 @@ import Testing
     /// due reads the changed file and logs it; the other loop takes the same callers at its next
     /// sweep without reading the file again.
     @Test func loopsShareOneReaderOfTheCallersFile() throws {
-        let folder = NSTemporaryDirectory() + "/placeholder-reader-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let (folder, file) = try Self.callersFile()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let file = folder + "/callers"
-        let first = "agent-one-placeholder-000001"
-        let second = "agent-two-placeholder-000002"
-        try "agent-1 \(first)\nagent-2 \(second)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let (first, second) = (Self.first, Self.second)
         let route = try Self.policyConfiguration("placeholder: {callers_file: \(file)}").routes[0]
         let placeholder = try #require(route.placeholder)
         let reader = try #require(CallersFileReader(placeholder, now: 0))
