@@ -99,7 +99,7 @@ private final class Locked<Value>: @unchecked Sendable {
 /// came: `"<status> <error code>, then end of file"`, or what went wrong (a reset is named as such,
 /// unlike `RawHTTPClient`, which counts it as a close).
 private func requestReadingUntilClose(port: Int, request: [UInt8]) -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return "socket: errno \(errno)" }
     defer { close(fd) }
     var timeout = timeval(tv_sec: 10, tv_usec: 0)
