@@ -11,16 +11,14 @@ import Testing
 /// then refuses a removed caller and admits a new one.
 @Suite(.tags(.endToEnd), .timeLimit(.minutes(10))) struct PlaceholderCallersFileTests {
     @Test func everyLoopTakesTheChangeAndTheFileIsReadOncePerChange() throws {
-        let first = try PlaceholderTests.placeholder("ph-agent-one-{random:40}")
-        let second = try PlaceholderTests.placeholder("ph-agent-two-{random:40}")
-        let third = try PlaceholderTests.placeholder("ph-agent-three-{random:40}")
-        let upstream = try PythonServer("echo_upstream")
-        let folder = try TempDir(prefix: "callers")
+        let agents = try ["one", "two", "three"].map { try PlaceholderTests.placeholder("ph-agent-\($0)-{random:40}") }
+        let (first, second, third) = (agents[0], agents[1], agents[2])
+        let folder = try TempDir(prefix: "callers-loops")
         let callers = try folder.write("callers.txt", "agent-1 \(first)\nagent-2 \(second)\n")
+        let upstream = try PythonServer("echo_upstream")
+        let settings = "inject: {header: x-api-key, format: \"{token}\"}\nplaceholder: {callers_file: \(callers)}"
         let proxy = try ProxyProcess(
-            config: staticTokenConfig(
-                upstream: upstream.baseURL, workers: 4, admin: true, logLevel: "debug",
-                more: "inject: {header: x-api-key, format: \"{token}\"}\nplaceholder: {callers_file: \(callers)}"),
+            config: staticTokenConfig(upstream: upstream.baseURL, workers: 4, admin: true, logLevel: "debug", more: settings),
             environment: ["E2E_TOKEN": e2eToken])
         // curl opens a new connection each time: the kernel spreads them over the four loops' listeners.
         func status(_ placeholder: String) throws -> Int { try curl(["-H", "x-api-key: \(placeholder)", proxy.baseURL + "/v1/x"]).status }
