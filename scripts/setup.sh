@@ -44,7 +44,8 @@ command -v curl >/dev/null 2>&1 || need_apt=1
 # callgrind for scripts/request-walk.sh (the files a request crosses) and the instruction counts of bench/.
 command -v valgrind >/dev/null 2>&1 || need_apt=1
 command -v python3 >/dev/null 2>&1 || { apt_packages+=(python3 python3-pip); need_apt=1; }
-# Node's https client behind the forward proxy (Tests/servers/node_https_client.js): node, and a proxy
+# Node (Debian's nodejs): its https client behind the forward proxy (Tests/servers/node_https_client.js)
+# and an agent SDK's fetch holding a placeholder (Tests/servers/node_agent_sdk.mjs); npm for a proxy
 # agent (Debian's npm brings node-https-proxy-agent; NodeSource's nodejs bundles one with its npm).
 command -v node >/dev/null 2>&1 || { apt_packages+=(nodejs npm); need_apt=1; }
 

@@ -35,14 +35,14 @@ final class AccessPolicy {
     /// the same one nearly always, and the lists above never change. Only this loop touches it.
     private var lastAllowedHost: [UInt8]? = nil
 
-    /// A policy with the route's own credential, as a test or the admin listener makes one.
+    /// A policy with the route's own credential and placeholders, as a test or the admin listener makes one.
     convenience init(configuration c: Configuration) {
-        self.init(configuration: c, credential: RouteCredential(c.routes[0]))
+        self.init(configuration: c, credential: RouteCredential(c.routes[0]), placeholders: PlaceholderGate(c.routes[0], reader: nil))
     }
 
     /// `configuration`: the file reduced to this route; `credential`: the route's, shared with its
-    /// `Forwarder`.
-    init(configuration c: Configuration, credential: RouteCredential) {
+    /// `Forwarder`; `placeholders`: the loop's gate of the route.
+    init(configuration c: Configuration, credential: RouteCredential, placeholders: PlaceholderGate?) {
         allowAnyHost = c.allowRemote && c.access.allowHosts == nil
         var allowed: [[UInt8]]
         if let hosts = c.access.allowHosts {
@@ -75,7 +75,7 @@ final class AccessPolicy {
         allowedPaths = c.access.allowPaths
         allowedMethods = c.access.allowMethods
         self.credential = credential
-        placeholders = PlaceholderGate(c.routes[0])
+        self.placeholders = placeholders
         preserveHost = c.forward.preserveHost
         maxBodyBytes = c.limits.maxBodyBytes
         upstream = c.upstream

@@ -94,8 +94,9 @@ final class LoopContext {
     func sweepTimeouts() {
         let now = loop.now
         for connection in Array(connections.values) { connection.checkTimeouts(now: now) }
-        for route in routes.withConnections {
-            route.upstream.sweepIdle()
+        for route in routes.withConnections { route.upstream.sweepIdle() }
+        // A request host's route shares its template's gate: the routes themselves are enough.
+        for route in routes.routes {
             if let news = route.policy.placeholders?.refresh(now: now) {
                 logger.log(level: news.failed ? .error : .info, "route \(route.state.name): \(news.line)")
             }

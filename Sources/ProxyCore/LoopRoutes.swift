@@ -6,8 +6,9 @@ import Sockets
 import Synchronization
 import Upstream
 
-/// What every loop shares about one route (docs/ROUTES.md): its token manager and its 401 storm
-/// guard. Kept across reloads while the route's credentials stay the same.
+/// What every loop shares about one route (docs/ROUTES.md): its token manager, its 401 storm
+/// guard, its budget and its `callers_file`'s reader. Kept across reloads while the route's
+/// credentials, budget and `callers_file` stay the same.
 public final class RouteState: Sendable {
     public let name: String
     public let tokens: TokenManager
@@ -15,13 +16,16 @@ public final class RouteState: Sendable {
     private let stormGuardUntil = Mutex<Double>(0)
     /// `budget:` (nil: none), shared by every loop.
     let budget: RouteBudget?
+    /// `placeholder.callers_file`'s one reader in the process (nil: none; PlaceholderGate.swift).
+    let callersFile: CallersFileReader?
     public convenience init(name: String, tokens: TokenManager) {
-        self.init(name: name, tokens: tokens, budget: nil)
+        self.init(name: name, tokens: tokens, budget: nil, callersFile: nil)
     }
-    init(name: String, tokens: TokenManager, budget: RouteBudget?) {
+    init(name: String, tokens: TokenManager, budget: RouteBudget?, callersFile: CallersFileReader?) {
         self.name = name
         self.tokens = tokens
         self.budget = budget
+        self.callersFile = callersFile
     }
 
     func refusingGoodTokens(now: Double) -> Bool { stormGuardUntil.withLock { now < $0 } }
@@ -75,8 +79,9 @@ final class LoopRoute {
 
     var tokens: TokenManager { state.tokens }
 
-    /// `configuration`: the file reduced to this route (`Configuration.selecting(route:)`).
-    init(state: RouteState, configuration: Configuration, named: Bool, loop: EventLoop, metrics: LoopMetrics) {
+    /// `configuration`: the file reduced to this route (`Configuration.selecting(route:)`);
+    /// `placeholders`: the loop's gate of the route (a request host's route shares its template's).
+    init(state: RouteState, configuration: Configuration, placeholders: PlaceholderGate?, named: Bool, loop: EventLoop, metrics: LoopMetrics) {
         self.state = state
         budget = state.budget
         let route = configuration.routes[0]
@@ -95,7 +100,7 @@ final class LoopRoute {
         upstream.retirementObserver = { [metrics] reason in metrics.counters.routes[slot].retirements[reason.rawValue] += 1 }
         // One credential for the check and the writer: both read the same placement.
         let credential = RouteCredential(route)
-        policy = AccessPolicy(configuration: configuration, credential: credential)
+        policy = AccessPolicy(configuration: configuration, credential: credential, placeholders: placeholders)
         forwarder = Forwarder(configuration: configuration, credential: credential)
         dpopEnabled = credential.dpopEnabled
         tokenCanChange = route.credentials.type.tokenCanChange
@@ -142,7 +147,10 @@ final class LoopRoutes {
     init(configuration: Configuration, states: [RouteState], loop: EventLoop, metrics: LoopMetrics) {
         table = RouteTable(configuration.routes)
         routes = states.indices.map { i in
-            LoopRoute(state: states[i], configuration: configuration.selecting(route: i), named: configuration.hasRoutes, loop: loop, metrics: metrics)
+            LoopRoute(
+                state: states[i], configuration: configuration.selecting(route: i),
+                placeholders: PlaceholderGate(configuration.routes[i], reader: states[i].callersFile), named: configuration.hasRoutes,
+                loop: loop, metrics: metrics)
         }
         single = table.isSingle ? routes[0] : nil
         var byName: [String: LoopRoute] = [:]
@@ -167,7 +175,9 @@ final class LoopRoutes {
         }
         var one = configuration.selecting(route: index)
         one.routes[0].upstream.host = name
-        let route = LoopRoute(state: routes[index].state, configuration: one, named: configuration.hasRoutes, loop: loop, metrics: metrics)
+        let route = LoopRoute(
+            state: routes[index].state, configuration: one, placeholders: routes[index].policy.placeholders, named: configuration.hasRoutes, loop: loop,
+            metrics: metrics)
         requestHostRoutes[key] = route
         return route
     }
@@ -253,13 +263,20 @@ public struct RouteStatePlan {
                 created.append(tokens)
                 known.append((route, tokens))
             }
-            // A route whose manager and budget did not change keeps its storm guard and budget's counts too.
+            // A route whose manager, budget and callers_file did not change keeps its storm guard,
+            // budget's counts and callers too.
             if let previous,
-                let old = previous.states.first(where: { $0.name == route.name && $0.tokens === tokens && $0.budget?.configuration == route.budget })
+                let old = previous.states.first(where: {
+                    $0.name == route.name && $0.tokens === tokens && $0.budget?.configuration == route.budget
+                        && $0.callersFile?.path == route.placeholder?.callersFile
+                })
             {
                 states.append(old)
             } else {
-                states.append(RouteState(name: route.name, tokens: tokens, budget: route.budget.map(RouteBudget.init)))
+                states.append(
+                    RouteState(
+                        name: route.name, tokens: tokens, budget: route.budget.map(RouteBudget.init),
+                        callersFile: route.placeholder.flatMap { CallersFileReader($0, now: 0) }))
             }
         }
         let used = Set(states.map { ObjectIdentifier($0.tokens) })

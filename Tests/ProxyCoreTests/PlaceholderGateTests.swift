@@ -12,6 +12,10 @@ import Testing
     static let token = "the-real-static-token-value"
 
     static func policy(_ extra: String, environment: [String: String] = [:]) throws -> AccessPolicy {
+        AccessPolicy(configuration: try policyConfiguration(extra, environment: environment).selecting(route: 0))
+    }
+
+    static func policyConfiguration(_ extra: String, environment: [String: String] = [:]) throws -> Configuration {
         let yaml = """
             listen: 127.0.0.1:8080
             upstream: http://127.0.0.1:9000
@@ -21,8 +25,7 @@ import Testing
             \(extra)
             """
         let env = ["TOKEN": token, "PLACEHOLDER": value].merging(environment) { $1 }
-        let c = try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: env).configuration
-        return AccessPolicy(configuration: c.selecting(route: 0))
+        return try ConfigurationLoader.parse(yaml: yaml, baseDirectory: "/", environment: env).configuration
     }
 
     static func head(_ fields: [(String, String)], target: String = "/v1/messages") -> RequestHead {
@@ -124,14 +127,22 @@ import Testing
         #expect((try? policy.check(Self.head([])).get())?.caller == nil)
     }
 
-    @Test func aCallersFileLineRemovedIsRefusedAfterTheNextLook() throws {
+    static let first = "agent-one-placeholder-000001"
+    static let second = "agent-two-placeholder-000002"
+
+    /// A new folder holding `callers` with agent-1's and agent-2's lines (the caller removes the folder).
+    static func callersFile() throws -> (folder: String, file: String) {
         let folder = NSTemporaryDirectory() + "/placeholder-gate-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = folder + "/callers"
-        let first = "agent-one-placeholder-000001"
-        let second = "agent-two-placeholder-000002"
         try "agent-1 \(first)\nagent-2 \(second)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        return (folder, file)
+    }
+
+    @Test func aCallersFileLineRemovedIsRefusedAfterTheNextLook() throws {
+        let (folder, file) = try Self.callersFile()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (first, second) = (Self.first, Self.second)
         let policy = try Self.policy("placeholder: {callers_file: \(file)}")
         let gate = try #require(policy.placeholders)
         #expect((try? policy.check(Self.head([("Authorization", "Bearer " + second)])).get())?.caller == "agent-2")
@@ -149,6 +160,35 @@ import Testing
         try "agent-1 short\n".write(toFile: file, atomically: true, encoding: .utf8)
         #expect(gate.refresh(now: 3)?.failed == true)
         #expect(policy.check(Self.head([("Authorization", "Bearer " + first)])).error == .placeholderRequired(challenge: false))
+    }
+
+    /// Two loops' gates of one route share the process's reader: the first sweep that finds a look
+    /// due reads the changed file and logs it; the other loop takes the same callers at its next
+    /// sweep without reading the file again.
+    @Test func loopsShareOneReaderOfTheCallersFile() throws {
+        let (folder, file) = try Self.callersFile()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (first, second) = (Self.first, Self.second)
+        let route = try Self.policyConfiguration("placeholder: {callers_file: \(file)}").routes[0]
+        let placeholder = try #require(route.placeholder)
+        let reader = try #require(CallersFileReader(placeholder, now: 0))
+        let one = try #require(PlaceholderGate(route, reader: reader))
+        let two = try #require(PlaceholderGate(route, reader: reader))
+        let head = Self.head([("Authorization", "Bearer " + second)])
+        #expect((try? one.admit(head, query: nil).get()) == "agent-2")
+
+        try "agent-1 \(first)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        #expect(one.refresh(now: 1)?.failed == false)
+        #expect(two.refresh(now: 1.1) == nil)  // the look was loop one's
+        for gate in [one, two] {
+            #expect(gate.admit(head, query: nil).error == .placeholderRequired(challenge: false))
+            #expect(gate.callers.names == ["agent-1"])
+        }
+        // The file gone: every caller refused, on both loops.
+        try FileManager.default.removeItem(atPath: file)
+        #expect(two.refresh(now: 2)?.failed == true)
+        #expect(one.refresh(now: 2.1) == nil)
+        #expect(one.callers.names.isEmpty && two.callers.names.isEmpty)
     }
 
     @Test func everyCallerIsComparedAndTheRightOneNamed() {

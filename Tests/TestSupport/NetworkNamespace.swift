@@ -46,5 +46,36 @@ public final class NetworkNamespace: Sendable {
         ("/usr/bin/nsenter", ["-t", String(holder.pid), "-n", "-m", executable] + arguments)
     }
 
+    /// A server of Tests/servers (`script`, e.g. `echo_upstream.py`) run inside, once it has said READY.
+    public func pythonServer(_ script: String, _ arguments: [String]) throws -> ChildProcess {
+        let path = RepositoryPaths.servers.appendingPathComponent(script).path
+        let inside = command("python3", ["-u", path] + arguments)
+        let server = try ChildProcess(inside.executable, arguments: inside.arguments, environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]))
+        guard server.stdout.wait(until: Date().addingTimeInterval(30), { $0.contains("READY") ? true : nil }) == true else {
+            server.stop(grace: 0)
+            throw HarnessError("\(script) did not start inside the namespace: \(server.stderr.text)")
+        }
+        return server
+    }
+
+    /// tokenproxy inside: the forward proxy (`forwardProxy`: the lines under `forward_proxy:`) with one
+    /// intercepted route, `api.example.test`, whose upstream nothing reaches; the static token `e2eToken`.
+    public func forwardProxy(_ forwardProxy: String, prefix: String) throws -> ProxyProcess {
+        let directory = try TempDir(prefix: prefix)
+        let inside = command(RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
+        return try ProxyProcess(
+            config: """
+                \(routesProxyTop)
+                forward_proxy:
+                \(forwardProxy)
+                routes:
+                  - name: api
+                    match: {host: api.example.test}
+                    upstream: http://127.0.0.1:9/never
+                    credentials: {type: static, token_env: E2E_TOKEN}
+                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: inside.arguments,
+            binary: URL(fileURLWithPath: inside.executable))
+    }
+
     deinit { holder.stop(grace: 1) }
 }

@@ -6,7 +6,7 @@ import Foundation
 
 /// A TCP port free right now on 127.0.0.1 (bound and released; the caller binds it again soon).
 public func freePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw HarnessError("socket: errno \(errno)") }
     defer { close(fd) }
     var address = sockaddr_in()
@@ -27,7 +27,7 @@ public func freePort() throws -> Int {
 
 /// Whether this machine has IPv6 on its loopback: a socket can be bound to [::1].
 public func loopbackIPv6Available() -> Bool {
-    let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
     var address = sockaddr_in6()

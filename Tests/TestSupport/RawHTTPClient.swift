@@ -27,7 +27,7 @@ public final class RawHTTPClient: @unchecked Sendable {
             throw HarnessError("getaddrinfo(\(host)) failed: \(rc)")
         }
         defer { freeaddrinfo(result) }
-        let s = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
+        let s = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw HarnessError("socket: errno \(errno)") }
         if connect(s, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
             let e = errno
@@ -42,7 +42,7 @@ public final class RawHTTPClient: @unchecked Sendable {
     /// Connects to a unix socket.
     public init(unixPath: String, timeout: TimeInterval = 10) throws {
         defaultTimeout = timeout
-        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw HarnessError("socket: errno \(errno)") }
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)

@@ -159,6 +159,7 @@ public final class ChildProcess: @unchecked Sendable {
         if let currentDirectory, let addChdir = Self.addChdir {
             _ = addChdir(&actions, currentDirectory)
         }
+        if let addCloseFrom = Self.addCloseFrom { _ = addCloseFrom(&actions, 3) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -220,6 +221,15 @@ public final class ChildProcess: @unchecked Sendable {
     private static let addChdir: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32)? = {
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addchdir_np") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
+    }()
+
+    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34), after the dup2s: the child keeps
+    /// descriptors 0, 1 and 2 only. Tests run in parallel in one process, and a socket another test
+    /// has open when a child starts (a client of its proxy) would otherwise stay open in that child
+    /// after the test closes it: its proxy would never see the end of that connection.
+    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
     }()
 
     /// Writes to the child's stdin (when started `withStdin`).

@@ -40,6 +40,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from serving import announce_and_serve, serve_tls
+
 PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"
 WRITE_CHUNK = 16 * 1024
 BODY_ECHO_LIMIT = 64 * 1024
@@ -319,18 +321,8 @@ def main():
         Server.address_family = socket.AF_INET6
     server = Server((args.host, args.port), Handler)
     if args.tls_cert:
-        import ssl
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(args.tls_cert, args.tls_key)
-        if args.tls_client_ca:
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(args.tls_client_ca)
-        server.socket = context.wrap_socket(server.socket, server_side=True)
-    print("READY %d" % server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
+        serve_tls(server, args.tls_cert, args.tls_key, args.tls_client_ca)
+    announce_and_serve(server)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,19 @@ def counting_in_flight(lock, gauge, key, stats):
             gauge[key] -= 1
 
 
+def serve_tls(server, cert, key, client_ca=None):
+    """Wraps `server`'s listening socket in TLS with the certificate chain `cert` and its `key`;
+    with `client_ca`, a client certificate signed by it is required (mTLS)."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(client_ca)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+
+
 def announce_and_serve(httpd):
     """READY <port> on stdout, then serve until the process ends."""
     print("READY %d" % httpd.server_port, flush=True)

@@ -15,10 +15,11 @@ import base64
 import hashlib
 import html
 import os
-import ssl
 import sys
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from serving import announce_and_serve, send, serve_tls
 
 FILES = {}  # file name -> (project, bytes)
 
@@ -54,32 +55,24 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         sys.stderr.write("simple_index: " + (fmt % args) + "\n")
 
-    def answer(self, status, body, content_type):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
     def do_GET(self):
         path = self.path.split("?", 1)[0]
         projects = sorted({project for project, _ in FILES.values()})
         if path == "/simple/":
             links = "".join('<a href="/simple/%s/">%s</a>\n' % (p, html.escape(p)) for p in projects)
-            self.answer(200, ("<!DOCTYPE html><html><body>\n%s</body></html>\n" % links).encode(), "text/html")
+            send(self, 200, ("<!DOCTYPE html><html><body>\n%s</body></html>\n" % links).encode(), "text/html")
             return
         parts = [p for p in path.split("/") if p]
         if len(parts) == 2 and parts[0] == "simple" and parts[1] in projects:
             links = "".join(
                 '<a href="/files/%s#sha256=%s">%s</a>\n' % (name, hashlib.sha256(data).hexdigest(), html.escape(name))
                 for name, (project, data) in sorted(FILES.items()) if project == parts[1])
-            self.answer(200, ("<!DOCTYPE html><html><body>\n%s</body></html>\n" % links).encode(), "text/html")
+            send(self, 200, ("<!DOCTYPE html><html><body>\n%s</body></html>\n" % links).encode(), "text/html")
             return
         if len(parts) == 2 and parts[0] == "files" and parts[1] in FILES:
-            self.answer(200, FILES[parts[1]][1], "application/octet-stream")
+            send(self, 200, FILES[parts[1]][1], "application/octet-stream")
             return
-        self.answer(404, b"not found\n", "text/plain")
+        send(self, 404, b"not found\n", "text/plain")
 
     do_HEAD = do_GET
 
@@ -96,14 +89,8 @@ def main():
     for requirement in args.wheel:
         make_wheel(args.folder, requirement)
     server = ThreadingHTTPServer((args.host, args.port), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(args.tls_cert, args.tls_key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    print("READY %d" % server.server_address[1], flush=True)
-    try:
-        server.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
+    serve_tls(server, args.tls_cert, args.tls_key)
+    announce_and_serve(server)
 
 
 if __name__ == "__main__":

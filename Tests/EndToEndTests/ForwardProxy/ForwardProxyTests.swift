@@ -322,30 +322,10 @@ struct OtherHostsTunnelTests {
         let namespace = try NetworkNamespace(hosts: [("real.example.test", "10.77.0.10")])
         let serverCA = try TestCA(name: "real server CA")
         let pair = try serverCA.issue(["real.example.test"])
-        let echo = RepositoryPaths.servers.appendingPathComponent("echo_upstream.py").path
-        let serverCommand = namespace.command(
-            "python3", ["-u", echo, "--host", "10.77.0.10", "--port", "443", "--tls-cert", pair.certificate, "--tls-key", pair.key])
-        let server = try ChildProcess(
-            serverCommand.executable, arguments: serverCommand.arguments, environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]))
+        let server = try namespace.pythonServer(
+            "echo_upstream.py", ["--host", "10.77.0.10", "--port", "443", "--tls-cert", pair.certificate, "--tls-key", pair.key])
         defer { server.stop(grace: 1) }
-        try #require(server.stdout.wait(until: Date().addingTimeInterval(30)) { $0.contains("READY") ? true : nil } == true, "\(server.stderr.text)")
-
-        let directory = try TempDir(prefix: "other-hosts-tunnel")
-        let proxyCommand = namespace.command(
-            RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
-        let proxy = try ProxyProcess(
-            config: """
-                \(routesProxyTop)
-                forward_proxy:
-                  other_hosts: tunnel
-                  deny_addresses: []
-                routes:
-                  - name: api
-                    match: {host: api.example.test}
-                    upstream: http://127.0.0.1:9/never
-                    credentials: {type: static, token_env: E2E_TOKEN}
-                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: proxyCommand.arguments,
-            binary: URL(fileURLWithPath: proxyCommand.executable))
+        let proxy = try namespace.forwardProxy("  other_hosts: tunnel\n  deny_addresses: []", prefix: "other-hosts-tunnel")
 
         /// curl inside the namespace, through the proxy, trusting `ca`: its exit status, stdout, stderr.
         func curlInside(_ url: String, trusting ca: String) throws -> CommandResult {
@@ -362,7 +342,7 @@ struct OtherHostsTunnelTests {
         #expect(!seen.has("Authorization") && !seen.has("X-Forwarded-For") && !seen.has("X-Forwarded-Proto"), "\(seen.headers)")
         // So the proxy's own CA is no use there: nothing was intercepted.
         let ca = try ProxyProcess.run(args: ["ca", "--config", proxy.configPath], env: ["E2E_TOKEN": e2eToken])
-        let proxyCA = try directory.write("proxy-ca.pem", ca.stdout)
+        let proxyCA = try proxy.directory.write("proxy-ca.pem", ca.stdout)
         #expect(try curlInside("https://real.example.test/again", trusting: proxyCA).status != 0)
         // Only port 443.
         let otherPort = try curlInside("https://real.example.test:8443/", trusting: serverCA.certificate)

@@ -51,6 +51,28 @@ import Testing
         try f.finish()
     }
 
+    /// The tests run in parallel in one process: a child that another test starts while this test's
+    /// client is open must not keep that client open after the test closes it (the proxy would
+    /// count it until the child ends; `runningOutOfDescriptorsIsLoggedOnceThenRecovered` waited for
+    /// such children in full runs).
+    @Test func aClientClosedWhileAnotherTestsChildRunsIsClosedForTheProxy() throws {
+        let (f, holder) = try fullProxy()
+        let child = try ChildProcess("sleep", arguments: ["120"], environment: childEnvironment([:]))
+        defer { child.stop(grace: 0) }
+        holder.close()
+        // The one place comes free once the proxy has seen the holder's end.
+        var status = 0
+        let deadline = Date().addingTimeInterval(30)
+        while status != 200 && Date() < deadline {
+            let client = try f.connect()
+            try client.send(rawRequest("GET", "/after", host: f.host))
+            status = try client.readResponse().status
+            if status != 200 { usleep(50_000) }
+        }
+        #expect(status == 200, "the proxy still counts the closed client")
+        try f.finish()
+    }
+
     @Test func runningOutOfDescriptorsIsLoggedOnceThenRecovered() throws {
         let upstream = try PythonServer("echo_upstream")
         let dir = try TempDir()
@@ -99,7 +121,7 @@ private final class Locked<Value>: @unchecked Sendable {
 /// came: `"<status> <error code>, then end of file"`, or what went wrong (a reset is named as such,
 /// unlike `RawHTTPClient`, which counts it as a close).
 private func requestReadingUntilClose(port: Int, request: [UInt8]) -> String {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return "socket: errno \(errno)" }
     defer { close(fd) }
     var timeout = timeval(tv_sec: 10, tv_usec: 0)

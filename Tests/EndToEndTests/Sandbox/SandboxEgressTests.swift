@@ -69,20 +69,7 @@ import Testing
             ("mixed.example.test", "93.184.215.14"), ("mixed.example.test", "192.168.0.7"),
         ]
         let namespace = try NetworkNamespace(hosts: [("real.example.test", "10.77.0.10")], names: denied)
-        let directory = try TempDir(prefix: "egress-denied")
-        let proxyCommand = namespace.command(RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
-        let proxy = try ProxyProcess(
-            config: """
-                \(routesProxyTop)
-                forward_proxy:
-                  other_hosts: tunnel
-                routes:
-                  - name: api
-                    match: {host: api.example.test}
-                    upstream: http://127.0.0.1:9/never
-                    credentials: {type: static, token_env: E2E_TOKEN}
-                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: proxyCommand.arguments,
-            binary: URL(fileURLWithPath: proxyCommand.executable))
+        let proxy = try namespace.forwardProxy("  other_hosts: tunnel", prefix: "egress-denied")
         let names = Array(Set(denied.map(\.0))).sorted() + ["real.example.test"]
         for name in names {
             let command = namespace.command("curl", ["--silent", "--show-error", "--max-time", "30", "--insecure", "https://\(name)/"])
@@ -118,34 +105,11 @@ import Testing
         let serverCA = try TestCA(name: "index CA")
         let pair = try serverCA.issue(["pypi.org", "files.example.test"])
         let folder = try TempDir(prefix: "simple-index")
-        let script = RepositoryPaths.servers.appendingPathComponent("simple_index.py").path
-        let serverCommand = namespace.command(
-            "python3",
-            [
-                "-u", script, "--host", "10.77.0.10", "--port", "443", "--folder", folder.path, "--wheel", "tpdemo==1.0", "--tls-cert",
-                pair.certificate, "--tls-key", pair.key,
-            ])
-        let server = try ChildProcess(
-            serverCommand.executable, arguments: serverCommand.arguments, environment: childEnvironment(["PYTHONDONTWRITEBYTECODE": "1"]))
+        let server = try namespace.pythonServer(
+            "simple_index.py",
+            ["--host", "10.77.0.10", "--port", "443", "--folder", folder.path, "--wheel", "tpdemo==1.0", "--tls-cert", pair.certificate, "--tls-key", pair.key])
         defer { server.stop(grace: 1) }
-        try #require(server.stdout.wait(until: Date().addingTimeInterval(30)) { $0.contains("READY") ? true : nil } == true, "\(server.stderr.text)")
-
-        let directory = try TempDir(prefix: "egress-pip")
-        let proxyCommand = namespace.command(RepositoryPaths.tokenproxyBinary.path, ["serve", "--config", directory.file("tokenproxy.yaml")])
-        let proxy = try ProxyProcess(
-            config: """
-                \(routesProxyTop)
-                forward_proxy:
-                  other_hosts: tunnel
-                  tunnel_hosts: [pypi.org]
-                  deny_addresses: []
-                routes:
-                  - name: api
-                    match: {host: api.example.test}
-                    upstream: http://127.0.0.1:9/never
-                    credentials: {type: static, token_env: E2E_TOKEN}
-                """, directory: directory, environment: ["E2E_TOKEN": e2eToken], arguments: proxyCommand.arguments,
-            binary: URL(fileURLWithPath: proxyCommand.executable))
+        let proxy = try namespace.forwardProxy("  other_hosts: tunnel\n  tunnel_hosts: [pypi.org]\n  deny_addresses: []", prefix: "egress-pip")
 
         func pip(index: String, into destination: TempDir) throws -> CommandResult {
             let command = namespace.command(
