@@ -231,8 +231,9 @@ extension UpstreamSide {
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquire(for exchange: Exchange, staleGeneration: UInt64?, _ connection: Connection) {
         let route = exchange.route!
-        let view = route.tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: Syscall.wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
+        // The snapshot alone first; the whole view only when it does not serve.
+        let latest = route.tokens.currentSnapshot()
+        if let snapshot = latest, snapshot.isValid(at: Syscall.wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
             if staleGeneration != nil {
                 metrics.retriedAfter401()
@@ -241,6 +242,7 @@ extension UpstreamSide {
             send(exchange, token: snapshot, connection)
             return
         }
+        let view = route.tokens.current()
         switch view.session {
         case .ended:
             connection.respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
@@ -262,7 +264,7 @@ extension UpstreamSide {
         let waiter = LoopBound(connection)
         let waiting = LoopBound(exchange)
         let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: reason) { outcome in
+        route.tokens.refresh(staleGeneration: staleGeneration ?? latest?.generation, reason: reason) { outcome in
             loop.execute {
                 guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
                 let (ended, timer) = exchange.endTokenWait()
