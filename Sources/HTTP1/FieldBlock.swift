@@ -12,15 +12,16 @@ import Basics
 /// of fields forwarded as they are is copied in one piece (``copyFields(_:to:)``).
 public struct FieldBlock: Sendable {
     /// Where one field is in `bytes`: the name is `start..<colon`, the value `valueStart..<valueEnd`.
+    @usableFromInline
     struct Span: Sendable, Equatable {
-        let start: Int
-        let colon: Int
+        @usableFromInline let start: Int
+        @usableFromInline let colon: Int
         let valueStart: Int
         let valueEnd: Int
     }
 
     private(set) var bytes: [UInt8]
-    private(set) var spans: [Span]
+    @usableFromInline private(set) var spans: [Span]
     /// Every field is stored as `Name: value\r\n`, each right after the one before: true for a block
     /// built field by field (a response's), false for one that points into a request head as received.
     public let isNormalized: Bool
@@ -80,6 +81,8 @@ public struct FieldBlock: Sendable {
     public var all: [HTTPField] { (0..<count).map(field) }
 
     /// Whether field `index` has this name, compared ignoring ASCII case; `lowercased` is all lower case.
+    /// Inlinable: the length test, which most names fail, costs no call (docs/ENGINE.md).
+    @inlinable
     public func nameEquals(_ index: Int, _ lowercased: StaticString) -> Bool {
         let span = spans[index]
         // Most names asked about have another length: told apart before any comparison.
@@ -89,8 +92,8 @@ public struct FieldBlock: Sendable {
 
     /// The comparison behind ``nameEquals(_:_:)``, eight bytes at a time; out of line, so that a
     /// length that differs costs no more than its test.
-    @inline(never)
-    private func nameBytesEqual(_ span: Span, _ lowercased: StaticString) -> Bool {
+    @usableFromInline @inline(never)
+    func nameBytesEqual(_ span: Span, _ lowercased: StaticString) -> Bool {
         bytes.withUnsafeBytes { asciiEqualsIgnoringCase($0, span.start..<span.colon, lowercased) }
     }
 
@@ -174,6 +177,7 @@ public struct FieldBlock: Sendable {
 
     /// True when field `index` must not be forwarded: the fixed hop-by-hop names (RFC 9110 §7.6.1)
     /// and the names in `connectionOptions` (lowercased, usually the message's own).
+    @inlinable
     public func isHopByHop(_ index: Int, connectionOptions: [String]) -> Bool {
         let span = spans[index]
         let length = span.colon - span.start
@@ -184,8 +188,8 @@ public struct FieldBlock: Sendable {
 
     /// ``isHopByHop(_:connectionOptions:)`` past its quick test: kept out of line, so that the test
     /// costs no more than itself.
-    @inline(never)
-    private func isHopByHopByName(_ index: Int, _ length: Int, _ connectionOptions: [String]) -> Bool {
+    @usableFromInline @inline(never)
+    func isHopByHopByName(_ index: Int, _ length: Int, _ connectionOptions: [String]) -> Bool {
         if HopByHop.isFixedHopByHop(length: length, { nameEquals(index, $0) }) { return true }
         for option in connectionOptions where nameEquals(index, lowercasedName: option) {
             return true

@@ -217,7 +217,7 @@ public enum HopByHop {
 
     /// Whether a name of this length may be one of the fixed names (`isFixedHopByHop(length:_:)`'s
     /// lengths): most names are not, and are told by one bit test.
-    @inline(__always)
+    @inlinable
     static func mayBeFixedHopByHop(length: Int) -> Bool {
         let lengths: UInt64 = 1 << 2 | 1 << 7 | 1 << 10 | 1 << 16 | 1 << 17 | 1 << 18 | 1 << 19
         return length < 64 && (lengths >> UInt64(truncatingIfNeeded: length)) & 1 != 0

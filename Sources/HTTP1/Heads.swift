@@ -68,6 +68,7 @@ public struct RequestHead: Sendable {
     }
 
     /// Whether field `index` must not be forwarded (RFC 9110 §7.6.1), by this head's own Connection options.
+    @inlinable
     public func isHopByHop(_ index: Int) -> Bool {
         fields.isHopByHop(index, connectionOptions: connectionOptions)
     }
@@ -191,6 +192,7 @@ public struct ResponseHead: Sendable, Equatable {
     public init() {}
 
     /// Whether field `index` must not be forwarded (RFC 9110 §7.6.1), by this head's own Connection options.
+    @inlinable
     public func isHopByHop(_ index: Int) -> Bool {
         fields.isHopByHop(index, connectionOptions: connectionOptions)
     }

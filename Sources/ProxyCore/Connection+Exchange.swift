@@ -179,11 +179,11 @@ extension Connection {
         machine.exchange.onReplayKept(false)
         let seconds = ctx.loop.now - exchange.startedAt
         if exchange.metricsSlot >= 0 {
-            ctx.metrics.requestFinished(
+            upstream.metrics.requestFinished(
                 status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut, slot: exchange.metricsSlot,
                 seconds: seconds)
         } else {
-            ctx.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
+            upstream.metrics.requestFinished(status: exchange.record.status, bytesIn: exchange.bodyBytesSeen, bytesOut: exchange.record.bytesOut)
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
         if ctx.auditing { audit(exchange) }

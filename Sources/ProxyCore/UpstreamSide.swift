@@ -22,6 +22,8 @@ import Upstream
 final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
     /// unowned(unsafe): the loop's context outlives its connections (see `Connection.ctx`).
     unowned(unsafe) let ctx: LoopContext
+    /// `ctx.metrics`, a `let` here so that a count borrows it (docs/ENGINE.md "Counting a request").
+    let metrics: LoopMetrics
     /// The connection it is the upstream side of; set once by the connection's initializer. Read
     /// only while `exchange` is set (the connection clears it, `detach`, before it goes away).
     unowned(unsafe) var client: Connection?
@@ -43,6 +45,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
 
     init(ctx: LoopContext) {
         self.ctx = ctx
+        metrics = ctx.metrics
         responseParser = ResponseParser(limits: ResponseParserLimits(maxHeadBytes: ctx.configuration.limits.maxHeaderBytes))
     }
 
@@ -130,7 +133,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
         responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)
         self.exchange = exchange
         if !fresh, let idle = route.upstream.takeIdle() {
-            ctx.metrics.counters.routes[route.metricsSlot].connectionsReused += 1
+            metrics.counters.routes[route.metricsSlot].connectionsReused += 1
             use(idle, for: exchange, connection)
             return
         }
@@ -151,8 +154,8 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
             let took = ctx.loop.now - connectStartedAt
             connectStartedAt = 0
             let route = exchange.route!
-            ctx.metrics.counters.routes[route.metricsSlot].connectionsOpened += 1
-            ctx.metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(took)
+            metrics.counters.routes[route.metricsSlot].connectionsOpened += 1
+            metrics.counters.routes[route.metricsSlot].upstreamConnect[route.tlsIndex].observe(took)
         }
         c.owner = self
         upstream = c
@@ -178,7 +181,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
             let result = exchange.upOut.withUnsafeBytes(from: start) { upstream.send($0) }
             switch result {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
+                metrics.counters.routes[exchange.metricsSlot].upstreamSentBytes += n
                 connection.machine.exchange.onSent(reachedBody: exchange.sent(n), now: ctx.loop.now)
             case .wouldBlock:
                 break
@@ -228,16 +231,18 @@ extension UpstreamSide {
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquire(for exchange: Exchange, staleGeneration: UInt64?, _ connection: Connection) {
         let route = exchange.route!
-        let view = route.tokens.current()
-        if let snapshot = view.snapshot, snapshot.isValid(at: Syscall.wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
+        // The snapshot alone first; the whole view only when it does not serve.
+        let latest = route.tokens.currentSnapshot()
+        if let snapshot = latest, snapshot.isValid(at: Syscall.wallClock()), staleGeneration == nil || snapshot.generation != staleGeneration {
             // A 401 for an older token is retried with the newer one at once (CONTRACT point 3).
             if staleGeneration != nil {
-                ctx.metrics.retriedAfter401()
+                metrics.retriedAfter401()
                 count401(exchange, .retried)
             }
             send(exchange, token: snapshot, connection)
             return
         }
+        let view = route.tokens.current()
         switch view.session {
         case .ended:
             connection.respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
@@ -249,7 +254,7 @@ extension UpstreamSide {
         case .none, .active:
             break
         }
-        ctx.metrics.waitedForToken()
+        metrics.waitedForToken()
         let loop = ctx.loop
         let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak connection, weak exchange] in
             guard let connection, let exchange, !connection.closed, exchange.endTokenWait().ended else { return }
@@ -259,7 +264,7 @@ extension UpstreamSide {
         let waiter = LoopBound(connection)
         let waiting = LoopBound(exchange)
         let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
-        route.tokens.refresh(staleGeneration: staleGeneration ?? view.snapshot?.generation, reason: reason) { outcome in
+        route.tokens.refresh(staleGeneration: staleGeneration ?? latest?.generation, reason: reason) { outcome in
             loop.execute {
                 guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
                 let (ended, timer) = exchange.endTokenWait()
@@ -285,7 +290,7 @@ extension UpstreamSide {
         {
             switch upstream.receive(into: buffer) {
             case .done(let n):
-                ctx.metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
+                metrics.counters.routes[exchange.metricsSlot].upstreamReceivedBytes += n
                 connection.machine.exchange.onAnswerBytes(n, now: ctx.loop.now)
                 feedResponse(exchange, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), connection)
                 if connection.pendingOut >= Connection.outHighWater, let e = connection.exchange, e === exchange {
@@ -336,7 +341,7 @@ extension UpstreamSide {
     ) {
         // From the request's last byte written (its head, for most) to the answer's head.
         let upstreamSeconds = ctx.loop.now - connection.machine.exchange.lastUpstreamWrite
-        ctx.metrics.upstreamAnswered(
+        metrics.upstreamAnswered(
             latency: ctx.loop.now - connection.machine.exchange.tryStartedAt, slot: exchange.metricsSlot, seconds: upstreamSeconds)
         exchange.record.upstreamAnswered(status: head.status, seconds: upstreamSeconds)
         if exchange.scrubber != nil, let why = refusesUnscrubbable(head) { return upstreamBroken(exchange, why, connection) }
@@ -457,7 +462,7 @@ extension UpstreamSide {
                 releaseHeld401(exchange, connection)
             } else if exchange.held401?.dpopNonceDemanded == true {
                 // A DPoP nonce demand is retried with the same token and a proof that carries the nonce.
-                ctx.metrics.retriedAfter401()
+                metrics.retriedAfter401()
                 acquire(for: exchange, staleGeneration: nil, connection)
             } else {
                 acquire(for: exchange, staleGeneration: stale, connection)
