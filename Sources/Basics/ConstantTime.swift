@@ -11,17 +11,15 @@ public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     return difference == 0 && a.count == b.count
 }
 
-/// The same for any two runs of bytes (a placeholder read in place from a request, as a slice).
-public func constantTimeEquals<A: RandomAccessCollection<UInt8>, B: RandomAccessCollection<UInt8>>(_ a: A, _ b: B) -> Bool {
+/// The same for two runs of bytes in memory (a placeholder read in place from a request). Not
+/// generic: a generic compare called from another module is not specialized, and walks its bytes
+/// through the collection's witnesses, tens of instructions each.
+public func constantTimeEquals(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
     var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-    var i = a.startIndex
-    var j = b.startIndex
-    for _ in 0..<max(a.count, b.count) {
-        let x = i < a.endIndex ? a[i] : 0
-        let y = j < b.endIndex ? b[j] : 0
+    for i in 0..<max(a.count, b.count) {
+        let x = i < a.count ? a[i] : 0
+        let y = i < b.count ? b[i] : 0
         difference |= x ^ y
-        if i < a.endIndex { i = a.index(after: i) }
-        if j < b.endIndex { j = b.index(after: j) }
     }
     return difference == 0 && a.count == b.count
 }
