@@ -74,10 +74,17 @@ enum PlaceholderSpot: Equatable {
     /// ignored) and `suffix`.
     static func between(_ prefix: [UInt8], _ suffix: [UInt8], in value: ArraySlice<UInt8>) -> Reading {
         guard value.count > prefix.count + suffix.count else { return .malformed }
-        let start = value.startIndex
-        for i in prefix.indices where asciiLower(value[start + i]) != asciiLower(prefix[i]) { return .malformed }
-        guard value.suffix(suffix.count).elementsEqual(suffix) else { return .malformed }
-        return .candidate(value[(start + prefix.count)..<(value.endIndex - suffix.count)])
+        let framed = value.withUnsafeBytes { v in
+            prefix.withUnsafeBytes { p in
+                suffix.withUnsafeBytes { s in
+                    for i in 0..<p.count where asciiLower(v[i]) != asciiLower(p[i]) { return false }
+                    for i in 0..<s.count where v[v.count - s.count + i] != s[i] { return false }
+                    return true
+                }
+            }
+        }
+        guard framed else { return .malformed }
+        return .candidate(value[(value.startIndex + prefix.count)..<(value.endIndex - suffix.count)])
     }
 
     /// RFC 7617 §2: `Basic base64(user-id ":" password)`; the password is what follows the first colon.
