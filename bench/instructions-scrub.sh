@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Instructions per request of a sandbox route (issue 42: a placeholder and `scrub: true`) against the
-# same static Bearer route without them, counted by callgrind in the harness of
+# Instructions per request of a sandbox route (issue 42: a placeholder and `scrub: true`, "on") against
+# the same static Bearer route without them ("off") and with `scrub: true` alone ("scrub", to tell
+# the two costs apart), counted by callgrind in the harness of
 # ../shared/bench-anchors/instructions-vs-nginx.sh: one worker pinned to CPU 0 beside an nginx
 # upstream, wrk keep-alive on CPU 1, 2 s warm-up, 8 s counted. Every client sends the placeholder as
-# `Authorization: Bearer …`: the "on" route checks and replaces it, the "off" route replaces the
-# client's Authorization (`client_authorization: replace`, the default), so both get the same bytes.
+# `Authorization: Bearer …`: the "on" route checks and replaces it, the others replace the
+# client's Authorization (`client_authorization: replace`, the default), so all get the same bytes.
 # /small is the anchor's 36-byte answer (wrk -c16); /big is 1 MiB of the pattern of
 # bench/scrub-cells.sh (wrk -c4). Counts are repeatable whatever else the machine does.
 #   bench/instructions-scrub.sh PATH-TO-release-tokenproxy
@@ -23,16 +24,16 @@ server { listen 127.0.0.1:$up_port; keepalive_requests 1000000;
  location /small { return 200 "hello world, this is a small answer\n"; } location /big { root $d/www; } } }
 CONF
 placeholder=tp-bench-placeholder-0123456789abcdef
-for cell in off on; do
+for cell in off scrub on; do
   {
     echo "upstream: http://127.0.0.1:$up_port"
     echo "workers: 1"
     printf 'credentials:\n  type: static\n  token_env: BENCH_TOKEN\n'
-    if [[ $cell == on ]]; then
-      printf 'placeholder:\n  value_env: BENCH_PLACEHOLDER\nscrub: true\n'
-    else
-      echo "scrub: false"
-    fi
+    case $cell in
+      on) printf 'placeholder:\n  value_env: BENCH_PLACEHOLDER\nscrub: true\n' ;;
+      scrub) echo "scrub: true" ;;
+      off) echo "scrub: false" ;;
+    esac
     printf 'store:\n  path: %s/%s/tokens.json\nlog:\n  level: warn\n' "$d" "$cell"
   } >"$d/$cell.yaml"
 done
@@ -59,10 +60,11 @@ count() {  # cell path connections
 declare -A per
 for path in small big; do
   conns=$([[ $path == small ]] && echo 16 || echo 4)
-  for cell in off on; do per[$cell,$path]=$(count "$cell" "$path" "$conns"); done
+  for cell in off scrub on; do per[$cell,$path]=$(count "$cell" "$path" "$conns"); done
 done
 kill "$up" 2>/dev/null; wait "$up" 2>/dev/null
-echo "profiles: $d/{off,on}-{small,big}.out" >&2
+echo "profiles: $d/{off,scrub,on}-{small,big}.out" >&2
 for path in small big; do
-  echo "instructions per /$path request: off ${per[off,$path]}, on (placeholder and scrub) ${per[on,$path]}, on - off $((per[on,$path] - per[off,$path]))"
+  echo "instructions per /$path request: off ${per[off,$path]}, scrub ${per[scrub,$path]}, on (placeholder and scrub)" \
+    "${per[on,$path]}; on - off $((per[on,$path] - per[off,$path])), scrub - off $((per[scrub,$path] - per[off,$path]))"
 done

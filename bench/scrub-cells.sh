@@ -7,7 +7,7 @@
 # /small is 18 bytes; /big is 1 MiB of text (the pattern of Tests/servers/echo_upstream.py) in which
 # the token's first byte occurs every 64 bytes (its `-`, which the scan looks for, never). Prints
 # req/s of /small at c64 and of /big at c8 (wrk -t1, DURATION seconds each, ROUNDS rounds whose
-# order alternates), and the on/off ratios.
+# order alternates): each round's on/off ratios, their median and range, and the mean req/s.
 #   bench/scrub-cells.sh [BIN]   BIN: a release tokenproxy (default .build-release/release/tokenproxy)
 set -Eeuo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -57,16 +57,27 @@ done
     { echo "the sandbox route takes a request without its placeholder" >&2; exit 1; }
 cmp -s <(curl -s -H "$AUTH" "http://127.0.0.1:${PORT[on]}/big") "$D/www/big" || { echo "the scrubbing route's /big is not the file" >&2; exit 1; }
 rate() { wrk -t1 -c"$3" -d"${DURATION}s" -H "$AUTH" "http://127.0.0.1:$1/$2" | awk '/Requests\/sec/ {printf "%.0f", $2}'; }
-declare -A SUM
+declare -A SUM RATE
+ROUND_RATIOS=()
 order=(nginx off on)
-for _ in $(seq "$ROUNDS"); do
+for round in $(seq "$ROUNDS"); do
     for cell in "${order[@]}"; do
         wrk -t1 -c64 -d1s -H "$AUTH" "http://127.0.0.1:${PORT[$cell]}/small" >/dev/null  # warm
-        SUM[$cell,small]=$(( ${SUM[$cell,small]:-0} + $(rate "${PORT[$cell]}" small 64) ))
-        SUM[$cell,big]=$(( ${SUM[$cell,big]:-0} + $(rate "${PORT[$cell]}" big 8) ))
+        RATE[$cell,small]=$(rate "${PORT[$cell]}" small 64)
+        RATE[$cell,big]=$(rate "${PORT[$cell]}" big 8)
+        SUM[$cell,small]=$(( ${SUM[$cell,small]:-0} + RATE[$cell,small] ))
+        SUM[$cell,big]=$(( ${SUM[$cell,big]:-0} + RATE[$cell,big] ))
     done
+    ROUND_RATIOS+=("$(awk -v r="$round" -v a="${RATE[on,small]}" -v b="${RATE[off,small]}" -v c="${RATE[on,big]}" -v d="${RATE[off,big]}" \
+        'BEGIN {printf "round %d on/off: /small c64 %.2f, /big c8 %.2f", r, a / b, c / d}')")
     order=("${order[2]}" "${order[1]}" "${order[0]}")  # the next round in the other order
 done
+printf '%s\n' "${ROUND_RATIOS[@]}"
+spread() {  # field of ROUND_RATIOS: the median (lowest-highest)
+    printf '%s\n' "${ROUND_RATIOS[@]}" | awk -v f="$1" '{print $f + 0}' | sort -n |
+        awk '{v[NR] = $1} END {printf "%.2f (%.2f-%.2f)", v[int((NR + 1) / 2)], v[1], v[NR]}'
+}
+echo "median of $ROUNDS rounds: /small c64 $(spread 6), /big c8 $(spread 9)"
 printf '%-6s %14s %12s\n' cell "/small c64" "/big c8"
 for cell in nginx off on; do
     printf '%-6s %14s %12s\n' "$cell" $(( SUM[$cell,small] / ROUNDS )) $(( SUM[$cell,big] / ROUNDS ))
