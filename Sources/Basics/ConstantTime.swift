@@ -11,17 +11,16 @@ public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
     return difference == 0 && a.count == b.count
 }
 
-/// The same for any two runs of bytes (a placeholder read in place from a request, as a slice).
-public func constantTimeEquals<A: RandomAccessCollection<UInt8>, B: RandomAccessCollection<UInt8>>(_ a: A, _ b: B) -> Bool {
+/// The same for two runs of bytes in memory (a placeholder read in place from a request). Not
+/// generic: a generic compare called from another module is not specialized, and walks its bytes
+/// through the collection's witnesses, tens of instructions each.
+public func constantTimeEquals(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
     var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-    var i = a.startIndex
-    var j = b.startIndex
-    for _ in 0..<max(a.count, b.count) {
-        let x = i < a.endIndex ? a[i] : 0
-        let y = j < b.endIndex ? b[j] : 0
-        difference |= x ^ y
-        if i < a.endIndex { i = a.index(after: i) }
-        if j < b.endIndex { j = b.index(after: j) }
-    }
+    let common = min(a.count, b.count)
+    // No branch in the loop: the compiler compares many bytes at once.
+    for i in 0..<common { difference |= a[i] ^ b[i] }
+    // The longer one's other bytes against zeros: the time still depends on the lengths only.
+    let longer = a.count > b.count ? a : b
+    for i in common..<longer.count { difference |= longer[i] }
     return difference == 0 && a.count == b.count
 }

@@ -66,6 +66,12 @@ public struct FieldBlock: Sendable {
         return String(decoding: bytes[span.valueStart..<span.valueEnd], as: UTF8.self)
     }
 
+    /// Field `index`'s value as its bytes, in place (a slice of the block's array: no copy).
+    public func valueBytes(_ index: Int) -> ArraySlice<UInt8> {
+        let span = spans[index]
+        return bytes[span.valueStart..<span.valueEnd]
+    }
+
     /// Field `index` as Strings, with `rawValue` set when its value is not valid UTF-8.
     public func field(_ index: Int) -> HTTPField {
         let span = spans[index]

@@ -147,9 +147,11 @@ struct PlaceholderCallers {
     /// a value was right nor which caller matched.
     func caller(of candidate: ArraySlice<UInt8>) -> String? {
         var found = -1
-        for i in values.indices {
-            let same = constantTimeEquals(values[i], candidate)
-            found = same ? i : found
+        candidate.withUnsafeBytes { candidate in
+            for i in values.indices {
+                let same = values[i].withUnsafeBytes { constantTimeEquals($0, candidate) }
+                found = same ? i : found
+            }
         }
         return found >= 0 ? names[found] : nil
     }

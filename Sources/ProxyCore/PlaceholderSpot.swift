@@ -56,8 +56,8 @@ enum PlaceholderSpot: Equatable {
     func read(_ head: borrowing RequestHead, query: String?) -> Reading {
         switch self {
         case .field(let name, let prefix, let suffix):
-            guard let value = head.fields.first(name) else { return .absent }
-            return Self.between(prefix, suffix, in: Array(value.utf8))
+            guard let index = head.fields.firstIndex(name) else { return .absent }
+            return Self.between(prefix, suffix, in: head.fields.valueBytes(index))
         case .basicPassword:
             guard let value = head.fields.first("authorization") else { return .absent }
             return Self.basicPassword(Array(value.utf8))
@@ -70,12 +70,21 @@ enum PlaceholderSpot: Equatable {
         }
     }
 
-    /// `value` without `prefix` (ASCII case ignored) and `suffix`.
-    static func between(_ prefix: [UInt8], _ suffix: [UInt8], in value: [UInt8]) -> Reading {
+    /// `value` (read in place: its indices are the field block's) without `prefix` (ASCII case
+    /// ignored) and `suffix`.
+    static func between(_ prefix: [UInt8], _ suffix: [UInt8], in value: ArraySlice<UInt8>) -> Reading {
         guard value.count > prefix.count + suffix.count else { return .malformed }
-        for i in prefix.indices where asciiLower(value[i]) != asciiLower(prefix[i]) { return .malformed }
-        guard value.suffix(suffix.count).elementsEqual(suffix) else { return .malformed }
-        return .candidate(value[prefix.count..<(value.count - suffix.count)])
+        let framed = value.withUnsafeBytes { v in
+            prefix.withUnsafeBytes { p in
+                suffix.withUnsafeBytes { s in
+                    for i in 0..<p.count where asciiLower(v[i]) != asciiLower(p[i]) { return false }
+                    for i in 0..<s.count where v[v.count - s.count + i] != s[i] { return false }
+                    return true
+                }
+            }
+        }
+        guard framed else { return .malformed }
+        return .candidate(value[(value.startIndex + prefix.count)..<(value.endIndex - suffix.count)])
     }
 
     /// RFC 7617 §2: `Basic base64(user-id ":" password)`; the password is what follows the first colon.

@@ -191,12 +191,14 @@ final class ScrubPatterns {
 
 }
 
-/// One answer's scrubber: its head in place, its body as it streams (a value split across reads is
+/// An answer's scrubber: its head in place, its body as it streams (a value split across reads is
 /// found: the bytes where one may begin wait for the next read, at most `longest - 1` of them, and
 /// go at the body's end). The decoded body is scrubbed, so chunked framing is made again around
-/// what comes out, and a chunk-size line never meets a value.
+/// what comes out, and a chunk-size line never meets a value. A connection keeps one for its
+/// answers one after the other (`UpstreamSide.answerScrubber`), `reset` for each: an answer costs
+/// no allocation, and its buffers keep their room.
 final class ResponseScrubber {
-    let patterns: ScrubPatterns
+    private(set) var patterns: ScrubPatterns
     /// Replacements so far, in the head and the body (the audit line's `scrubbed`).
     private(set) var count = 0
     /// The bytes held back from the last read, and the read joined to them.
@@ -204,6 +206,13 @@ final class ResponseScrubber {
     private var work: [UInt8] = []
 
     init(_ patterns: ScrubPatterns) { self.patterns = patterns }
+
+    /// Ready for a new answer, scrubbed for `patterns`: nothing held back, nothing counted.
+    func reset(_ patterns: ScrubPatterns) {
+        if patterns !== self.patterns { self.patterns = patterns }
+        count = 0
+        held.removeAll(keepingCapacity: true)
+    }
 
     /// Bytes `start..<count` of `buffer` (a response head as written) scrubbed in place; answers
     /// how many values were replaced.
@@ -264,7 +273,7 @@ final class ResponseScrubber {
 }
 
 /// A route's scrubbing as one loop serves it (`scrub: true`): the patterns of the last token,
-/// made again when the token changes, so a request makes only its scrubber.
+/// made again when the token changes, so a request makes nothing.
 final class RouteScrubbing {
     let placement: CredentialPlacement
     private var lastToken: TokenSnapshot?
@@ -272,15 +281,28 @@ final class RouteScrubbing {
 
     init(placement: CredentialPlacement) { self.placement = placement }
 
-    /// The scrubber of an answer to a request sent with `token`; nil when nothing went (the
+    /// What an answer to a request sent with `token` is scrubbed for; nil when nothing went (the
     /// client's own credential, `client_authorization: keep`).
-    func scrubber(for token: TokenSnapshot?) -> ResponseScrubber? {
+    func patterns(for token: TokenSnapshot?) -> ScrubPatterns? {
         guard let token else { return nil }
         if token !== lastToken || lastPatterns == nil {
             lastToken = token
             lastPatterns = ScrubPatterns(ScrubPatterns.values(of: token, placement: placement))
         }
         guard let patterns = lastPatterns, patterns.longest > 0 else { return nil }
-        return ResponseScrubber(patterns)
+        return patterns
+    }
+
+    /// The scrubber of an answer to a request sent with `token`: `kept` reset, or a new one kept
+    /// there (the first answer); nil when nothing went.
+    func scrubber(for token: TokenSnapshot?, kept: inout ResponseScrubber?) -> ResponseScrubber? {
+        guard let patterns = patterns(for: token) else { return nil }
+        if let scrubber = kept {
+            scrubber.reset(patterns)
+            return scrubber
+        }
+        let scrubber = ResponseScrubber(patterns)
+        kept = scrubber
+        return scrubber
     }
 }

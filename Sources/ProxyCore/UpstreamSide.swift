@@ -39,6 +39,8 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
     var connectStartedAt = 0.0
     /// A read of the answer is under way (`readUpstream`: one at a time).
     var reading = false
+    /// The scrubber its tries on a route with `scrub` use one after the other (`RouteScrubbing`).
+    var answerScrubber: ResponseScrubber?
 
     /// An upstream connection is being made or carries the exchange.
     var isActive: Bool { upstream != nil || attempt != nil }
@@ -127,7 +129,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
                 dropsExpect: connection.machine.exchange.answersContinue, traceparent: exchange.record.attemptStarted()),
             credential: credential)
         exchange.headWritten(token: token)
-        if let scrubbing = route.scrubbing { exchange.scrubber = scrubbing.scrubber(for: token) }
+        if let scrubbing = route.scrubbing { exchange.scrubber = scrubbing.scrubber(for: token, kept: &answerScrubber) }
         connection.machine.exchange.onTryStarted(tokenGeneration: token?.generation, now: ctx.loop.now)
         responseParser.reset()
         responseParser.expect(requestMethodIsHEAD: connection.machine.exchange.isHEAD)

@@ -28,6 +28,13 @@ import Testing
         #expect(h.count == 1)
     }
 
+    @Test func aValuesBytesAreReadInPlaceWithoutTheWhitespaceAround() {
+        let (h, _) = head(["Host: a", "Authorization:  Bearer abc \t", "X-Empty:"])
+        #expect(Array(h.valueBytes(1)) == Array("Bearer abc".utf8))
+        #expect(h.valueBytes(1).startIndex > 0, "a slice of the block, not a copy")
+        #expect(h.valueBytes(2).isEmpty)
+    }
+
     @Test func everyByteValueIsJudgedTheSameAtEveryPositionOfAValue() {
         // Values are checked eight bytes at a time: each byte value, at each offset of a long value.
         for byte in 0...255 {

@@ -155,12 +155,36 @@ import Testing
 
     @Test func aRouteMakesNoScrubberWithoutAToken() throws {
         let scrubbing = RouteScrubbing(placement: try Self.placement(""))
-        #expect(scrubbing.scrubber(for: nil) == nil)
+        var kept: ResponseScrubber?
+        #expect(scrubbing.scrubber(for: nil, kept: &kept) == nil)
+        #expect(kept == nil)
         let token = RequestCredentialTests.token("tok")
-        let first = try #require(scrubbing.scrubber(for: token))
-        let second = try #require(scrubbing.scrubber(for: token))
+        let first = try #require(scrubbing.scrubber(for: token, kept: &kept))
+        let second = try #require(scrubbing.scrubber(for: token, kept: &kept))
         #expect(first.patterns === second.patterns, "one token's patterns are made once")
-        #expect(first !== second, "each answer has its own scrubber")
+        #expect(first === second && kept === first, "a connection's answers share its one scrubber")
+    }
+
+    /// A connection's scrubber goes from one answer to the next: what the last held back and counted
+    /// is gone, and the next token's values are the ones scrubbed.
+    @Test func aKeptScrubberStartsEachAnswerAfresh() throws {
+        let scrubbing = RouteScrubbing(placement: try Self.placement(""))
+        var kept: ResponseScrubber?
+        let old = try #require(scrubbing.scrubber(for: RequestCredentialTests.token("old-tok"), kept: &kept))
+        var out: [UInt8] = []
+        Array("old-tok and old-".utf8).withUnsafeBytes { _ = old.scrub($0) { out.append(contentsOf: $0) } }
+        #expect(String(decoding: out, as: UTF8.self) == "******* and ", "old- waits for the next read")
+        #expect(old.count == 1)
+        let new = try #require(scrubbing.scrubber(for: RequestCredentialTests.token("new-tok"), kept: &kept))
+        #expect(new === old && new.count == 0)
+        var rest: [UInt8] = []
+        new.finish { rest.append(contentsOf: $0) }
+        #expect(rest.isEmpty, "the last answer's held bytes are not the next one's")
+        out = []
+        Array("old-tok new-tok".utf8).withUnsafeBytes { _ = new.scrub($0) { out.append(contentsOf: $0) } }
+        new.finish { out.append(contentsOf: $0) }
+        #expect(String(decoding: out, as: UTF8.self) == "old-tok *******")
+        #expect(new.count == 1)
     }
 
     @Test(arguments: [
