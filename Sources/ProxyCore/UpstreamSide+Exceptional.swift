@@ -205,3 +205,42 @@ extension UpstreamSide {
             toUpstream: toUpstream + client.unread, tlsWantsWrite: client.tlsWantsWrite, configuration)
     }
 }
+
+extension UpstreamSide {
+    /// No valid token for the request (`acquire`): a login is asked for when the session ended or
+    /// never began, or the request waits (bounded by `refresh_wait`) for a refresh to give one.
+    func waitForToken(_ exchange: Exchange, staleGeneration: UInt64?, latest: TokenSnapshot?, _ connection: Connection) {
+        let route = exchange.route!
+        let view = route.tokens.current()
+        switch view.session {
+        case .ended:
+            connection.respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
+            return
+        case .none where route.sessionNeedsLogin:
+            // The token source's own words when it gave any (a sealed session no key opens names its key id).
+            connection.respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
+            return
+        case .none, .active:
+            break
+        }
+        metrics.waitedForToken()
+        let loop = ctx.loop
+        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak connection, weak exchange] in
+            guard let connection, let exchange, !connection.closed, exchange.endTokenWait().ended else { return }
+            connection.upstream.waitEnded(exchange, outcome: nil, connection)
+        }
+        exchange.waitForToken(timer: timer, now: ctx.loop.now)
+        let waiter = LoopBound(connection)
+        let waiting = LoopBound(exchange)
+        let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
+        route.tokens.refresh(staleGeneration: staleGeneration ?? latest?.generation, reason: reason) { outcome in
+            loop.execute {
+                guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
+                let (ended, timer) = exchange.endTokenWait()
+                guard ended else { return }
+                if let timer { loop.cancel(timer) }
+                connection.upstream.waitEnded(exchange, outcome: outcome, connection)
+            }
+        }
+    }
+}

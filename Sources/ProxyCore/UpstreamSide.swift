@@ -228,7 +228,7 @@ final class UpstreamSide: UpstreamConnectDelegate, UpstreamConnectionOwner {
 // MARK: the token (CONTRACT point 3) and the answer
 
 /// A request goes with the current token, or waits (bounded by `limits.refresh_wait`) for a refresh
-/// (its end, and the 401 retry, are in UpstreamSide+Exceptional.swift); then the answer is relayed.
+/// (the wait, its end and the 401 retry are in UpstreamSide+Exceptional.swift); then the answer is relayed.
 extension UpstreamSide {
     /// Sends with the current token, or waits (bounded by `refresh_wait`) for a refresh to give one.
     func acquire(for exchange: Exchange, staleGeneration: UInt64?, _ connection: Connection) {
@@ -244,37 +244,7 @@ extension UpstreamSide {
             send(exchange, token: snapshot, connection)
             return
         }
-        let view = route.tokens.current()
-        switch view.session {
-        case .ended:
-            connection.respond(.loginRequired(view.failure ?? "the session ended: run `tokenproxy login`"), to: exchange)
-            return
-        case .none where route.sessionNeedsLogin:
-            // The token source's own words when it gave any (a sealed session no key opens names its key id).
-            connection.respond(.loginRequired(view.failure ?? "no session: run `tokenproxy login`"), to: exchange)
-            return
-        case .none, .active:
-            break
-        }
-        metrics.waitedForToken()
-        let loop = ctx.loop
-        let timer = loop.schedule(after: ctx.configuration.limits.refreshWait) { [weak connection, weak exchange] in
-            guard let connection, let exchange, !connection.closed, exchange.endTokenWait().ended else { return }
-            connection.upstream.waitEnded(exchange, outcome: nil, connection)
-        }
-        exchange.waitForToken(timer: timer, now: ctx.loop.now)
-        let waiter = LoopBound(connection)
-        let waiting = LoopBound(exchange)
-        let reason: RefreshReason = staleGeneration == nil ? .expiry : .unauthorized
-        route.tokens.refresh(staleGeneration: staleGeneration ?? latest?.generation, reason: reason) { outcome in
-            loop.execute {
-                guard let connection = waiter.object, let exchange = waiting.object, !connection.closed else { return }
-                let (ended, timer) = exchange.endTokenWait()
-                guard ended else { return }
-                if let timer { loop.cancel(timer) }
-                connection.upstream.waitEnded(exchange, outcome: outcome, connection)
-            }
-        }
+        waitForToken(exchange, staleGeneration: staleGeneration, latest: latest, connection)
     }
 
     // MARK: the answer (docs/ENGINE.md): the upstream's bytes read, parsed by `HTTP1.ResponseParser`
