@@ -120,7 +120,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener", "Credentials", "Config", "TestSupport"]),
-        .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LogsTests", dependencies: ["Logs", "Basics", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", "Sockets", .product(name: "Logging", package: "swift-log")]),

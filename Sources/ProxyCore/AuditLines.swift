@@ -130,13 +130,15 @@ extension Server {
             let type = credentials.type.rawValue
             state.tokens.onFetched = { fetched in
                 let (seconds, milliseconds) = Syscall.wallClockParts()
-                var buffer: [UInt8] = []
+                // The token thread's own buffer, for the lines of this one call: a few an hour.
+                let buffer = AuditLineBuffer()
                 for route in routes {
                     let event = AuditEvent.credential(
                         route: route, credential: type, action: action, outcome: fetched.succeeded ? .success : .failure,
                         reason: fetched.failureReason, seconds: seconds, milliseconds: milliseconds)
-                    audit.write(event, buffer: &buffer)
+                    audit.append(event, to: buffer)
                 }
+                audit.write(buffer)
             }
         }
     }
