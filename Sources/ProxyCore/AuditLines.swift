@@ -18,7 +18,7 @@ extension Connection {
         guard exchange.record.markAudited() else { return }
         let (seconds, milliseconds) = Syscall.wallClockParts()
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
-        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.auditBatch.append(event, on: ctx.loop)
         // With telemetry, the same event as an OTLP log record with its request's trace id.
         if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
     }
@@ -31,7 +31,7 @@ extension Connection {
         event.reason = error.code
         event.client = auditClient
         event.status = error.status
-        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.auditBatch.append(event, on: ctx.loop)
     }
 
     /// The peer's address (without its port), or on a listener that asks for client certificates the
@@ -42,6 +42,67 @@ extension Connection {
         case .unix: return "unix"
         default: return peer.host
         }
+    }
+}
+
+/// A loop's audit lines of one turn, written with one write(2) rather than one per request: the
+/// lines of the exchanges that end while the loop handles a batch of events are formatted into
+/// `buffer`, and written by `runLoopTask` once the events are handled, before the loop waits again.
+/// While lines wait, so do the bytes of every client of the loop (`Connection.flush` hands its
+/// connection to `holds`): they are sent right after the lines are written, which keeps the
+/// contract's order, a line written before its answer's last byte (docs/ARCHITECTURE.md, "The audit
+/// log").
+final class AuditBatch: LoopTask {
+    private let log: AuditLog
+    private let buffer = AuditLineBuffer()
+    /// Connections whose bytes wait for the lines; `flushing`: those being flushed now.
+    private var held: [Connection] = []
+    private var flushing: [Connection] = []
+    private var scheduled = false
+
+    init(log: AuditLog) { self.log = log }
+
+    /// Lines wait to be written: a client's bytes must wait too.
+    var linesWait: Bool { !buffer.isEmpty }
+
+    /// `event`'s line, written at the end of the turn.
+    func append(_ event: AuditEvent, on loop: EventLoop) {
+        log.append(event, to: buffer)
+        if !scheduled {
+            scheduled = true
+            loop.schedule(task: self)
+        }
+    }
+
+    /// `event`'s line (and those waiting before it), written now.
+    func write(_ event: AuditEvent) {
+        log.write(event, buffer: buffer)
+    }
+
+    /// The lines waiting, written now: a client's socket leaves its connection (`relinquishSocket`).
+    func writeWaiting() {
+        log.write(buffer)
+    }
+
+    /// True while lines wait: `connection` is flushed once they are written.
+    func holds(_ connection: Connection) -> Bool {
+        guard linesWait else { return false }
+        // A connection flushed again in the turn (a body's chunks, then its end) is held once; a
+        // second flush of one held further back does nothing more than the first.
+        if held.last !== connection { held.append(connection) }
+        return true
+    }
+
+    /// The turn's events are handled: the lines go, then the bytes held for them. A flush that
+    /// ends an exchange (a client gone) may add a line, and hold the connections after it: round again.
+    func runLoopTask() {
+        repeat {
+            log.write(buffer)
+            swap(&held, &flushing)
+            for connection in flushing where !connection.closed { connection.flush() }
+            flushing.removeAll(keepingCapacity: true)
+        } while linesWait || !held.isEmpty
+        scheduled = false
     }
 }
 
@@ -65,6 +126,10 @@ extension Exchange {
         if isConnect {
             // The CONNECT's authority as it came (host and port), as the access log shows it.
             event.host = TunnelPin.loggable(head.target)
+        } else if head.targetIsPlainPath {
+            // A path with no query (nearly every request), as `AuditTarget.split` would give it.
+            event.host = head.host
+            event.path = head.target
         } else {
             let target = AuditTarget.split(head.target)
             event.host = target.host ?? head.first("host")
@@ -91,8 +156,8 @@ extension ByteTunnel {
     /// `address`: the checked address the tunnel connected to.
     static func audit(_ ctx: LoopContext, client: String?, host: String, port: Int, status: Int, reason: String?, address: String?) {
         guard let client else { return }
-        ctx.shared.audit.write(
-            auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address), buffer: ctx.auditBuffer)
+        // The tunnel answers on its own socket, not through a `Connection`: the line goes now.
+        ctx.auditBatch.write(auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address))
     }
 
     static func auditEvent(host: String, port: Int, client: String, status: Int, reason: String?, address: String?) -> AuditEvent {
