@@ -52,10 +52,35 @@ public struct AuditEvent: Sendable, Equatable {
     public var action: Action?
     public var outcome: Outcome?
 
-    public init(kind: Kind, seconds: Int, milliseconds: Int) {
+    /// Every member at once: a request's line is made in one initialization, with no member
+    /// assigned (and the `nil` it held destroyed) afterwards; inlinable, so the loop's caller
+    /// stores the members in place rather than passing nineteen arguments.
+    @inlinable
+    public init(
+        kind: Kind, seconds: Int, milliseconds: Int, decision: Decision? = nil, reason: String? = nil, route: String? = nil,
+        caller: String? = nil, client: String? = nil, method: String? = nil, host: String? = nil, path: String? = nil,
+        status: Int? = nil, upstreamStatus: Int = 0, credential: String? = nil, placement: String? = nil, placeholder: Bool? = nil,
+        scrubbed: Int? = nil, address: String? = nil, traceID: String? = nil
+    ) {
         self.kind = kind
         self.seconds = seconds
         self.milliseconds = milliseconds
+        self.decision = decision
+        self.reason = reason
+        self.route = route
+        self.caller = caller
+        self.client = client
+        self.method = method
+        self.host = host
+        self.path = path
+        self.status = status
+        self.upstreamStatus = upstreamStatus
+        self.credential = credential
+        self.placement = placement
+        self.placeholder = placeholder
+        self.scrubbed = scrubbed
+        self.address = address
+        self.traceID = traceID
     }
 
     /// A credential event: one refresh or mint of `route`'s credential of type `credential`.

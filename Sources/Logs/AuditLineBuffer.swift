@@ -8,7 +8,8 @@ public final class AuditLineBuffer {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var count = 0
-    var timestamp = AuditTimestamp()
+    /// Unchecked: the buffer is used on one thread, and the check cost more than the cache saves.
+    @exclusivity(unchecked) var timestamp = AuditTimestamp()
 
     /// `capacity`: enough for a usual line; a longer one makes it grow.
     public init(capacity: Int = 1024) {
@@ -73,32 +74,29 @@ public final class AuditLineBuffer {
     /// eight bytes at a time when nothing in it may need an escape, as in nearly every name, address
     /// and path; else escaped by `JSONString`.
     func appendQuoted(_ text: String) {
-        append(UInt8(ascii: "\""))
-        let copied = text.utf8.withContiguousStorageIfAvailable { appendIfNothingToEscape($0) }
-        if copied != true {
-            var escaped: [UInt8] = []
-            JSONString.appendEscaped(text, to: &escaped)
-            escaped.withUnsafeBufferPointer { append($0) }
-        }
-        append(UInt8(ascii: "\""))
+        let copied = text.utf8.withContiguousStorageIfAvailable { appendQuotedIfNothingToEscape($0) }
+        guard copied != true else { return }
+        var escaped: [UInt8] = [UInt8(ascii: "\"")]
+        JSONString.appendEscaped(text, to: &escaped)
+        escaped.append(UInt8(ascii: "\""))
+        escaped.withUnsafeBufferPointer { append($0) }
     }
 
-    /// Appends `bytes` when none of them may need an escape (`mayNeedEscape`); else appends nothing
-    /// and answers false. A word at a time: loaded, tested, stored; the last word overlaps the one
-    /// before it rather than going byte by byte.
-    private func appendIfNothingToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// Appends `bytes` in quotes when none of them may need an escape (`mayNeedEscape`); else
+    /// appends nothing and answers false. A word at a time: loaded, tested, stored; the last word
+    /// overlaps the one before it, and a text shorter than a word is one word padded with spaces.
+    private func appendQuotedIfNothingToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let length = bytes.count
-        guard let start = bytes.baseAddress, length > 0 else { return true }
-        reserve(length)
-        let source = UnsafeRawPointer(start)
-        let target = UnsafeMutableRawPointer(base + count)
+        reserve(length + 10)
+        let target = UnsafeMutableRawPointer(base + count + 1)
         if length < 8 {
-            for index in 0..<length {
-                let byte = bytes[index]
-                if AuditLineBuffer.mayNeedEscape(byte) { return false }
-                target.storeBytes(of: byte, toByteOffset: index, as: UInt8.self)
-            }
+            var word: UInt64 = 0x2020_2020_2020_2020 &<< (8 &* UInt64(length))
+            for index in 0..<length { word |= UInt64(bytes[index]) &<< (8 &* UInt64(index)) }
+            if AuditLineBuffer.mayNeedEscape(word) { return false }
+            // The padding lands past the text's end, in room reserved: overwritten by what follows.
+            target.storeBytes(of: word, as: UInt64.self)
         } else {
+            let source = UnsafeRawPointer(bytes.baseAddress!)
             var offset = 0
             while true {
                 let word = source.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
@@ -108,7 +106,9 @@ public final class AuditLineBuffer {
                 offset = min(offset + 8, length - 8)
             }
         }
-        count += length
+        base[count] = UInt8(ascii: "\"")
+        base[count + 1 + length] = UInt8(ascii: "\"")
+        count += length + 2
         return true
     }
 

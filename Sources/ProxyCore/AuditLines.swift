@@ -112,41 +112,32 @@ extension Exchange {
     /// `caller` "default", `placeholder` false, `scrubbed` 0, no `address`, no `trace_id`.
     func auditEvent(client: String, seconds: Int, milliseconds: Int) -> AuditEvent {
         let isConnect = AccessPolicy.isConnect(head.method)
-        var event = AuditEvent(kind: isConnect ? .connect : .request, seconds: seconds, milliseconds: milliseconds)
         // Refused: the proxy answered with its error code before a request went up (none was sent
         // with a token); one that failed upstream (502, 504) was forwarded and keeps its code as reason.
         let refused = record.refusal != nil && sentToken == nil
-        event.decision = refused ? .refused : (isConnect ? .intercepted : .forwarded)
-        event.reason = record.refusal
-        event.client = client
-        event.method = head.method
-        event.status = record.status
-        event.upstreamStatus = record.upstreamStatus
-        if let trace = record.trace { event.traceID = TraceParent.hex(trace.traceID) }
+        let host: String?
+        let path: String?
         if isConnect {
             // The CONNECT's authority as it came (host and port), as the access log shows it.
-            event.host = TunnelPin.loggable(head.target)
+            (host, path) = (TunnelPin.loggable(head.target), nil)
         } else if head.targetIsPlainPath {
             // A path with no query (nearly every request), as `AuditTarget.split` would give it.
-            event.host = head.host
-            event.path = head.target
+            (host, path) = (head.host, head.target)
         } else {
             let target = AuditTarget.split(head.target)
-            event.host = target.host ?? head.first("host")
-            event.path = target.path
+            (host, path) = (target.host ?? head.first("host"), target.path)
         }
-        if let route {
-            event.route = route.state.name
-            event.caller = record.caller ?? PlaceholderConfiguration.defaultCaller
-            event.credential = route.audit.credential
-            if !isConnect {
-                event.placement = route.audit.placement
-                // A caller is known only once the request's placeholder was found and replaced.
-                event.placeholder = record.caller != nil
-                event.scrubbed = record.scrubbed
-            }
-        }
-        return event
+        // A caller is known only once the request's placeholder was found and replaced.
+        let routeFields = route.map { (name: $0.state.name, audit: $0.audit) }
+        let ofRequest = routeFields != nil && !isConnect
+        // One initialization with every member (no member assigned after it).
+        return AuditEvent(
+            kind: isConnect ? .connect : .request, seconds: seconds, milliseconds: milliseconds,
+            decision: refused ? .refused : (isConnect ? .intercepted : .forwarded), reason: record.refusal, route: routeFields?.name,
+            caller: routeFields == nil ? nil : record.caller ?? PlaceholderConfiguration.defaultCaller, client: client, method: head.method,
+            host: host, path: path, status: record.status, upstreamStatus: record.upstreamStatus, credential: routeFields?.audit.credential,
+            placement: ofRequest ? routeFields?.audit.placement : nil, placeholder: ofRequest ? record.caller != nil : nil,
+            scrubbed: ofRequest ? record.scrubbed : nil, traceID: record.trace.map { TraceParent.hex($0.traceID) })
     }
 }
 
