@@ -8,8 +8,7 @@ public final class AuditLineBuffer {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var count = 0
-    /// Unchecked: the buffer is used on one thread, and the check cost more than the cache saves.
-    @exclusivity(unchecked) var timestamp = AuditTimestamp()
+    var timestamp = AuditTimestamp()
 
     /// `capacity`: enough for a usual line; a longer one makes it grow.
     public init(capacity: Int = 1024) {
