@@ -61,7 +61,8 @@ let package = Package(
         // Server-side TLS (the TLS listener, the forward proxy's interception) and the local CA's
         // certificates; the only Swift module that imports COpenSSL (docs/ARCHITECTURE.md, "TLS").
         .target(name: "TLS", dependencies: ["COpenSSL", "Sockets"], swiftSettings: hotPath),
-        .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")]),
+        // On the request path with `audit:`: every request's line is formatted here.
+        .target(name: "Logs", dependencies: ["Basics", "Sockets", .product(name: "Logging", package: "swift-log")], swiftSettings: hotPath),
         // OpenTelemetry's export (CONTRACT.md "Telemetry"): OTLP/HTTP protobuf bodies written by hand
         // (a few small, stable messages), posted from a thread of its own by IdentityHTTP's client.
         .target(
@@ -120,7 +121,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "CryptoExtras", package: "swift-crypto"),
             ]),
         .testTarget(name: "LoginListenerTests", dependencies: ["LoginListener", "Credentials", "Config", "TestSupport"]),
-        .testTarget(name: "LogsTests", dependencies: ["Logs", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LogsTests", dependencies: ["Logs", "Basics", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "ProxyCoreTests",
             dependencies: ["ProxyCore", "HTTP1", "Config", "Upstream", "Credentials", "Sockets", .product(name: "Logging", package: "swift-log")]),

@@ -52,10 +52,35 @@ public struct AuditEvent: Sendable, Equatable {
     public var action: Action?
     public var outcome: Outcome?
 
-    public init(kind: Kind, seconds: Int, milliseconds: Int) {
+    /// Every member at once: a request's line is made in one initialization, with no member
+    /// assigned (and the `nil` it held destroyed) afterwards; inlinable, so the loop's caller
+    /// stores the members in place rather than passing nineteen arguments.
+    @inlinable
+    public init(
+        kind: Kind, seconds: Int, milliseconds: Int, decision: Decision? = nil, reason: String? = nil, route: String? = nil,
+        caller: String? = nil, client: String? = nil, method: String? = nil, host: String? = nil, path: String? = nil,
+        status: Int? = nil, upstreamStatus: Int = 0, credential: String? = nil, placement: String? = nil, placeholder: Bool? = nil,
+        scrubbed: Int? = nil, address: String? = nil, traceID: String? = nil
+    ) {
         self.kind = kind
         self.seconds = seconds
         self.milliseconds = milliseconds
+        self.decision = decision
+        self.reason = reason
+        self.route = route
+        self.caller = caller
+        self.client = client
+        self.method = method
+        self.host = host
+        self.path = path
+        self.status = status
+        self.upstreamStatus = upstreamStatus
+        self.credential = credential
+        self.placement = placement
+        self.placeholder = placeholder
+        self.scrubbed = scrubbed
+        self.address = address
+        self.traceID = traceID
     }
 
     /// A credential event: one refresh or mint of `route`'s credential of type `credential`.
@@ -78,79 +103,101 @@ public struct AuditEvent: Sendable, Equatable {
         out.append(contentsOf: buffer.bytes)
     }
 
-    /// Appends the line, newline included, to `out`: bytes copied in place, each member's name from
-    /// a constant in the binary, the timestamp's prefix from `out`'s cache, no intermediate strings
-    /// (it runs once per request on the loop).
+    /// Appends the line, newline included, to `out` after the lines already there: bytes copied in
+    /// place, each member's name from a constant in the binary, the timestamp's prefix from `out`'s
+    /// cache, no intermediate strings (it runs once per request on the loop).
     func append(to out: AuditLineBuffer) {
-        func name(_ name: StaticString) { out.append(name) }
-        func string(_ member: StaticString, _ value: String?) {
-            guard let value else { return }
-            out.append(member)
-            out.appendEscaped(value)
-            out.append(UInt8(ascii: "\""))
-        }
-        func number(_ member: StaticString, _ value: Int?) {
-            guard let value else { return }
-            out.append(member)
-            out.appendDecimal(value)
-        }
-        name(Member.ts)
+        out.append(#"{"ts":"#)
         out.timestamp.append(seconds: seconds, milliseconds: milliseconds, to: out)
-        string(Member.event, kind.rawValue)
-        switch kind {
-        case .request, .connect:
-            string(Member.decision, decision?.rawValue)
-            string(Member.reason, reason)
-            string(Member.route, route)
-            string(Member.caller, caller)
-            string(Member.client, client)
-            string(Member.method, method)
-            string(Member.host, host)
-            string(Member.path, path)
-            number(Member.status, status)
-            number(Member.upstreamStatus, upstreamStatus > 0 ? upstreamStatus : nil)
-            string(Member.credential, credential)
-            string(Member.placement, placement)
-            if let placeholder {
-                name(Member.placeholder)
-                name(placeholder ? "true" : "false")
+        forEachMember { member, value in
+            out.append(member.written)
+            switch value {
+            case .text(let text):
+                out.appendQuoted(text)
+            case .number(let number):
+                out.appendDecimal(number)
+            case .flag(let flag):
+                out.append(flag ? "true" : "false")
             }
-            number(Member.scrubbed, scrubbed)
-            string(Member.address, address)
-            string(Member.traceID, traceID)
-        case .credential:
-            string(Member.route, route)
-            string(Member.credential, credential)
-            string(Member.action, action?.rawValue)
-            string(Member.outcome, outcome?.rawValue)
-            string(Member.reason, reason)
         }
         out.append("}\n")
+        out.lines += 1
     }
 
-    /// Each member's name as it is written: after the first, a comma before it; a string's opening
-    /// quote after it.
-    private enum Member {
-        static var ts: StaticString { #"{"ts":"# }
-        static var event: StaticString { #","event":""# }
-        static var decision: StaticString { #","decision":""# }
-        static var reason: StaticString { #","reason":""# }
-        static var route: StaticString { #","route":""# }
-        static var caller: StaticString { #","caller":""# }
-        static var client: StaticString { #","client":""# }
-        static var method: StaticString { #","method":""# }
-        static var host: StaticString { #","host":""# }
-        static var path: StaticString { #","path":""# }
-        static var status: StaticString { #","status":"# }
-        static var upstreamStatus: StaticString { #","upstream_status":"# }
-        static var credential: StaticString { #","credential":""# }
-        static var placement: StaticString { #","placement":""# }
-        static var placeholder: StaticString { #","placeholder":"# }
-        static var scrubbed: StaticString { #","scrubbed":"# }
-        static var address: StaticString { #","address":""# }
-        static var traceID: StaticString { #","trace_id":""# }
-        static var action: StaticString { #","action":""# }
-        static var outcome: StaticString { #","outcome":""# }
+    /// A member's value as the line writes it: a JSON string, number or boolean.
+    enum Value {
+        case text(String)
+        case number(Int)
+        case flag(Bool)
+    }
+
+    /// The members after `ts` that apply, in the contract's order: the one list the line
+    /// (`append(to:)`) and the OTLP attributes (`attributes`) are both made from, so that a member
+    /// is added here and nowhere else.
+    @inline(__always)
+    func forEachMember(_ body: (Member, Value) -> Void) {
+        func text(_ member: Member, _ value: String?) {
+            if let value { body(member, .text(value)) }
+        }
+        func number(_ member: Member, _ value: Int?) {
+            if let value { body(member, .number(value)) }
+        }
+        text(.event, kind.rawValue)
+        switch kind {
+        case .request, .connect:
+            text(.decision, decision?.rawValue)
+            text(.reason, reason)
+            text(.route, route)
+            text(.caller, caller)
+            text(.client, client)
+            text(.method, method)
+            text(.host, host)
+            text(.path, path)
+            number(.status, status)
+            number(.upstreamStatus, upstreamStatus > 0 ? upstreamStatus : nil)
+            text(.credential, credential)
+            text(.placement, placement)
+            if let placeholder { body(.placeholder, .flag(placeholder)) }
+            number(.scrubbed, scrubbed)
+            text(.address, address)
+            text(.traceID, traceID)
+        case .credential:
+            text(.route, route)
+            text(.credential, credential)
+            text(.action, action?.rawValue)
+            text(.outcome, outcome?.rawValue)
+            text(.reason, reason)
+        }
+    }
+
+    /// A member's name, written once: as the line has it after the first member (a comma, the name
+    /// in quotes, a colon), a constant in the binary; `name` is the name alone.
+    struct Member {
+        let written: StaticString
+
+        var name: String {
+            String(decoding: UnsafeBufferPointer(start: written.utf8Start + 2, count: written.utf8CodeUnitCount - 4), as: UTF8.self)
+        }
+
+        static var event: Member { Member(written: #","event":"#) }
+        static var decision: Member { Member(written: #","decision":"#) }
+        static var reason: Member { Member(written: #","reason":"#) }
+        static var route: Member { Member(written: #","route":"#) }
+        static var caller: Member { Member(written: #","caller":"#) }
+        static var client: Member { Member(written: #","client":"#) }
+        static var method: Member { Member(written: #","method":"#) }
+        static var host: Member { Member(written: #","host":"#) }
+        static var path: Member { Member(written: #","path":"#) }
+        static var status: Member { Member(written: #","status":"#) }
+        static var upstreamStatus: Member { Member(written: #","upstream_status":"#) }
+        static var credential: Member { Member(written: #","credential":"#) }
+        static var placement: Member { Member(written: #","placement":"#) }
+        static var placeholder: Member { Member(written: #","placeholder":"#) }
+        static var scrubbed: Member { Member(written: #","scrubbed":"#) }
+        static var address: Member { Member(written: #","address":"#) }
+        static var traceID: Member { Member(written: #","trace_id":"#) }
+        static var action: Member { Member(written: #","action":"#) }
+        static var outcome: Member { Member(written: #","outcome":"#) }
     }
 
     /// `"2026-11-22T03:00:00.042Z"` (RFC 3339, UTC, milliseconds), quotes included, as the log

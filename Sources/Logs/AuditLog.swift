@@ -2,8 +2,9 @@ import Sockets
 import Synchronization
 
 /// The audit log's file (or stderr) and its writers: any thread may write (the event loops for
-/// requests, the token threads for credential events); one write(2) per line on an `O_APPEND`
-/// file keeps lines whole (docs/ARCHITECTURE.md, "The audit log").
+/// requests, the token threads for credential events), each from its own `AuditLineBuffer`; one
+/// write(2) of whole lines on an `O_APPEND` file keeps lines whole (docs/ARCHITECTURE.md, "The
+/// audit log").
 public final class AuditLog: Sendable {
     private let file = AppendOnlyFile()
     /// Lines that could not be written (`tokenproxy_audit_lines_lost_total`).
@@ -31,25 +32,27 @@ public final class AuditLog: Sendable {
         try open(path)
     }
 
-    /// Writes `event`, formatted into `buffer` (kept by the caller, so a loop reuses one). False
-    /// when the line could not be written.
-    @discardableResult
-    public func write(_ event: AuditEvent, buffer: inout [UInt8]) -> Bool {
-        buffer.removeAll(keepingCapacity: true)
-        event.append(to: &buffer)
-        let written = buffer.withUnsafeBytes { file.append($0) }
-        if !written { lost.add(1, ordering: .relaxed) }
-        return written
-    }
-
-    /// Writes `event`, formatted into `buffer` (a loop's, with its timestamp cache): no allocation
-    /// per line. False when the line could not be written.
+    /// Writes `event` now, with the lines `buffer` held before it. False when they could not be written.
     @discardableResult
     public func write(_ event: AuditEvent, buffer: AuditLineBuffer) -> Bool {
-        buffer.clear()
+        append(event, to: buffer)
+        return write(buffer)
+    }
+
+    /// Formats `event` into `buffer` (a loop's, with its timestamp cache: no allocation per line),
+    /// after the lines it holds; `write(_:)` writes them all.
+    public func append(_ event: AuditEvent, to buffer: AuditLineBuffer) {
         event.append(to: buffer)
+    }
+
+    /// Writes the lines `buffer` holds with one write(2) (whole lines on an `O_APPEND` file), and
+    /// empties it. False when they could not be written: each is counted lost.
+    @discardableResult
+    public func write(_ buffer: AuditLineBuffer) -> Bool {
+        guard !buffer.isEmpty else { return true }
         let written = file.append(buffer.bytes)
-        if !written { lost.add(1, ordering: .relaxed) }
+        if !written { lost.add(buffer.lines, ordering: .relaxed) }
+        buffer.clear()
         return written
     }
 }

@@ -18,7 +18,7 @@ extension Connection {
         guard exchange.record.markAudited() else { return }
         let (seconds, milliseconds) = Syscall.wallClockParts()
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
-        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.auditBatch.append(event, on: ctx.loop)
         // With telemetry, the same event as an OTLP log record with its request's trace id.
         if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
     }
@@ -31,7 +31,7 @@ extension Connection {
         event.reason = error.code
         event.client = auditClient
         event.status = error.status
-        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.auditBatch.append(event, on: ctx.loop)
     }
 
     /// The peer's address (without its port), or on a listener that asks for client certificates the
@@ -45,43 +45,99 @@ extension Connection {
     }
 }
 
+/// A loop's audit lines of one turn, written with one write(2) rather than one per request: the
+/// lines of the exchanges that end while the loop handles a batch of events are formatted into
+/// `buffer`, and written by `runLoopTask` once the events are handled, before the loop waits again.
+/// While lines wait, so do the bytes of every client of the loop (`Connection.flush` hands its
+/// connection to `holds`): they are sent right after the lines are written, which keeps the
+/// contract's order, a line written before its answer's last byte (docs/ARCHITECTURE.md, "The audit
+/// log").
+final class AuditBatch: LoopTask {
+    private let log: AuditLog
+    private let buffer = AuditLineBuffer()
+    /// Connections whose bytes wait for the lines; `flushing`: those being flushed now.
+    private var held: [Connection] = []
+    private var flushing: [Connection] = []
+    private var scheduled = false
+
+    init(log: AuditLog) { self.log = log }
+
+    /// Lines wait to be written: a client's bytes must wait too.
+    var linesWait: Bool { !buffer.isEmpty }
+
+    /// `event`'s line, written at the end of the turn.
+    func append(_ event: AuditEvent, on loop: EventLoop) {
+        log.append(event, to: buffer)
+        if !scheduled {
+            scheduled = true
+            loop.schedule(task: self)
+        }
+    }
+
+    /// `event`'s line (and those waiting before it), written now.
+    func write(_ event: AuditEvent) {
+        log.write(event, buffer: buffer)
+    }
+
+    /// The lines waiting, written now: a client's socket leaves its connection (`relinquishSocket`).
+    func writeWaiting() {
+        log.write(buffer)
+    }
+
+    /// True while lines wait: `connection` is flushed once they are written.
+    func holds(_ connection: Connection) -> Bool {
+        guard linesWait else { return false }
+        // A connection flushed again in the turn (a body's chunks, then its end) is held once; a
+        // second flush of one held further back does nothing more than the first.
+        if held.last !== connection { held.append(connection) }
+        return true
+    }
+
+    /// The turn's events are handled: the lines go, then the bytes held for them. A flush that
+    /// ends an exchange (a client gone) may add a line, and hold the connections after it: round again.
+    func runLoopTask() {
+        repeat {
+            log.write(buffer)
+            swap(&held, &flushing)
+            for connection in flushing where !connection.closed { connection.flush() }
+            flushing.removeAll(keepingCapacity: true)
+        } while linesWait || !held.isEmpty
+        scheduled = false
+    }
+}
+
 extension Exchange {
     /// The exchange's audit line as it stands. The fields other steps fill are read from the
     /// exchange's record when they exist there; until then they carry the contract's defaults:
     /// `caller` "default", `placeholder` false, `scrubbed` 0, no `address`, no `trace_id`.
     func auditEvent(client: String, seconds: Int, milliseconds: Int) -> AuditEvent {
         let isConnect = AccessPolicy.isConnect(head.method)
-        var event = AuditEvent(kind: isConnect ? .connect : .request, seconds: seconds, milliseconds: milliseconds)
         // Refused: the proxy answered with its error code before a request went up (none was sent
         // with a token); one that failed upstream (502, 504) was forwarded and keeps its code as reason.
         let refused = record.refusal != nil && sentToken == nil
-        event.decision = refused ? .refused : (isConnect ? .intercepted : .forwarded)
-        event.reason = record.refusal
-        event.client = client
-        event.method = head.method
-        event.status = record.status
-        event.upstreamStatus = record.upstreamStatus
-        if let trace = record.trace { event.traceID = TraceParent.hex(trace.traceID) }
+        let host: String?
+        let path: String?
         if isConnect {
             // The CONNECT's authority as it came (host and port), as the access log shows it.
-            event.host = TunnelPin.loggable(head.target)
+            (host, path) = (TunnelPin.loggable(head.target), nil)
+        } else if head.targetIsPlainPath {
+            // A path with no query (nearly every request), as `AuditTarget.split` would give it.
+            (host, path) = (head.host, head.target)
         } else {
             let target = AuditTarget.split(head.target)
-            event.host = target.host ?? head.first("host")
-            event.path = target.path
+            (host, path) = (target.host ?? head.first("host"), target.path)
         }
-        if let route {
-            event.route = route.state.name
-            event.caller = record.caller ?? PlaceholderConfiguration.defaultCaller
-            event.credential = route.audit.credential
-            if !isConnect {
-                event.placement = route.audit.placement
-                // A caller is known only once the request's placeholder was found and replaced.
-                event.placeholder = record.caller != nil
-                event.scrubbed = record.scrubbed
-            }
-        }
-        return event
+        // A caller is known only once the request's placeholder was found and replaced.
+        let routeFields = route.map { (name: $0.state.name, audit: $0.audit) }
+        let ofRequest = routeFields != nil && !isConnect
+        // One initialization with every member (no member assigned after it).
+        return AuditEvent(
+            kind: isConnect ? .connect : .request, seconds: seconds, milliseconds: milliseconds,
+            decision: refused ? .refused : (isConnect ? .intercepted : .forwarded), reason: record.refusal, route: routeFields?.name,
+            caller: routeFields == nil ? nil : record.caller ?? PlaceholderConfiguration.defaultCaller, client: client, method: head.method,
+            host: host, path: path, status: record.status, upstreamStatus: record.upstreamStatus, credential: routeFields?.audit.credential,
+            placement: ofRequest ? routeFields?.audit.placement : nil, placeholder: ofRequest ? record.caller != nil : nil,
+            scrubbed: ofRequest ? record.scrubbed : nil, traceID: record.trace.map { TraceParent.hex($0.traceID) })
     }
 }
 
@@ -91,8 +147,8 @@ extension ByteTunnel {
     /// `address`: the checked address the tunnel connected to.
     static func audit(_ ctx: LoopContext, client: String?, host: String, port: Int, status: Int, reason: String?, address: String?) {
         guard let client else { return }
-        ctx.shared.audit.write(
-            auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address), buffer: ctx.auditBuffer)
+        // The tunnel answers on its own socket, not through a `Connection`: the line goes now.
+        ctx.auditBatch.write(auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address))
     }
 
     static func auditEvent(host: String, port: Int, client: String, status: Int, reason: String?, address: String?) -> AuditEvent {
@@ -130,13 +186,15 @@ extension Server {
             let type = credentials.type.rawValue
             state.tokens.onFetched = { fetched in
                 let (seconds, milliseconds) = Syscall.wallClockParts()
-                var buffer: [UInt8] = []
+                // The token thread's own buffer, for the lines of this one call: a few an hour.
+                let buffer = AuditLineBuffer()
                 for route in routes {
                     let event = AuditEvent.credential(
                         route: route, credential: type, action: action, outcome: fetched.succeeded ? .success : .failure,
                         reason: fetched.failureReason, seconds: seconds, milliseconds: milliseconds)
-                    audit.write(event, buffer: &buffer)
+                    audit.append(event, to: buffer)
                 }
+                audit.write(buffer)
             }
         }
     }

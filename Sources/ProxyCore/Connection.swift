@@ -257,6 +257,8 @@ final class Connection: EventHandler, LoopTask {
     }
 
     func flush() {
+        // Audit lines wait for the turn's end: the client's bytes go after them (`AuditBatch`).
+        if ctx.auditing && ctx.auditBatch.holds(self) { return }
         if outStart < outBuf.count {
             while outStart < outBuf.count {
                 let result = outBuf.withUnsafeBytes(from: outStart) { send($0) }
@@ -367,6 +369,8 @@ final class Connection: EventHandler, LoopTask {
     /// counted as a connection: it (under its TLS session, if it speaks TLS), the client bytes not
     /// parsed, and the bytes not yet written to it.
     func relinquishSocket() -> (end: ByteRelay.End, unread: [UInt8], unwritten: [UInt8], tlsWantsWrite: Bool) {
+        // The bytes not written leave with the socket: the audit lines that must precede them go now.
+        if ctx.auditing { ctx.auditBatch.writeWaiting() }
         let unread = inBuf.withUnsafeBytes(from: inStart) { Array($0) }
         inStart = inBuf.count
         let unwritten = outBuf.withUnsafeBytes(from: outStart) { Array($0) }

@@ -25,9 +25,9 @@ final class LoopContext {
     /// `limits:` an exchange is bounded by, as `ExchangeMachine.onTick` takes them.
     var timeouts: ExchangeMachine.Timeouts
     var connections: [Int32: Connection] = [:]
-    /// `audit:` is set (`AuditLines.swift`), and the loop's buffer its lines are formatted in.
+    /// `audit:` is set (`AuditLines.swift`), and the loop's lines of a turn, written at its end.
     private(set) var auditing: Bool
-    let auditBuffer = AuditLineBuffer()
+    let auditBatch: AuditBatch
     /// One read buffer for every client connection of the loop: reads land here, then the parser sees them.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: FixedLimits.clientReadBytes, alignment: 16)
     /// One read buffer for every upstream connection of the loop; large, so that a big download
@@ -45,6 +45,7 @@ final class LoopContext {
         self.metrics = metrics
         self.shared = shared
         self.logger = logger
+        auditBatch = AuditBatch(log: shared.audit)
         routes = LoopRoutes(configuration: configuration, states: states, loop: loop, metrics: metrics)
         timeouts = LoopContext.timeouts(configuration)
         auditing = configuration.audit != nil

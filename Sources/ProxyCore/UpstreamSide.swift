@@ -451,7 +451,8 @@ extension UpstreamSide {
     /// Straight from the read buffer to the client's socket when nothing waits before it; keeps what did not fit.
     private func writeRaw(_ bytes: UnsafeRawBufferPointer, _ connection: Connection) {
         guard !connection.closed else { return }
-        if connection.pendingOut == 0 {
+        // Straight to the socket unless bytes wait before these, or audit lines do (`AuditBatch`).
+        if connection.pendingOut == 0 && !(ctx.auditing && ctx.auditBatch.linesWait) {
             switch connection.send(bytes) {
             case .done(let n):
                 connection.machine.onClientTook(now: ctx.loop.now)
@@ -466,6 +467,7 @@ extension UpstreamSide {
             connection.updateInterest()
             return
         }
+        if connection.pendingOut == 0 { connection.machine.onOutputWaiting(now: ctx.loop.now) }
         connection.outBuf.append(bytes)
         connection.flush()
     }

@@ -64,6 +64,39 @@ import Testing
         #expect(object["event"] as? String == "request")
     }
 
+    @Test func theOTLPAttributesAreTheLinesMembersInTheLinesOrder() throws {
+        var event = AuditEvent(kind: .connect, seconds: Self.seconds, milliseconds: 0)
+        event.decision = .tunnelled
+        event.caller = "default"
+        event.client = "10.0.0.7"
+        event.method = "CONNECT"
+        event.host = "example.test:443"
+        event.status = 200
+        event.upstreamStatus = 200
+        event.placeholder = true
+        event.scrubbed = 3
+        event.address = "192.0.2.1"
+        event.traceID = "0af7651916cd43dd8448eb211c80319c"
+        let object = try Self.object(event.line)
+        let names = event.attributes.map(\.name)
+        #expect(["ts"] + names == Self.keys(event.line))
+        for (name, value) in event.attributes {
+            switch name {
+            case "placeholder": #expect((object[name] as? Bool).map { String($0) } == value)
+            case "status", "upstream_status", "scrubbed": #expect((object[name] as? Int).map { String($0) } == value, "\(name)")
+            default: #expect(object[name] as? String == value, "\(name)")
+            }
+        }
+    }
+
+    /// The keys of a line in its order.
+    static func keys(_ line: String) -> [String] {
+        line.split(separator: ",").compactMap { member in
+            let name = member.drop { $0 == "{" }.prefix { $0 != ":" }
+            return name.hasPrefix("\"") ? String(name.dropFirst().dropLast()) : nil
+        }
+    }
+
     static func object(_ line: String) throws -> [String: Any] {
         try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
@@ -88,8 +121,14 @@ import Testing
 @Suite struct AuditLogCountTests {
     @Test func aLineThatCannotBeWrittenIsCountedAsLost() {
         let log = AuditLog()
-        var buffer: [UInt8] = []
-        #expect(!log.write(AuditEvent(kind: .request, seconds: 0, milliseconds: 0), buffer: &buffer), "nothing is open")
+        let buffer = AuditLineBuffer()
+        #expect(!log.write(AuditEvent(kind: .request, seconds: 0, milliseconds: 0), buffer: buffer), "nothing is open")
         #expect(log.lost.load(ordering: .relaxed) == 1)
+        // Lines gathered for one write are each counted.
+        log.append(AuditEvent(kind: .request, seconds: 0, milliseconds: 0), to: buffer)
+        log.append(AuditEvent(kind: .connect, seconds: 0, milliseconds: 0), to: buffer)
+        #expect(!log.write(buffer))
+        #expect(log.lost.load(ordering: .relaxed) == 3)
+        #expect(buffer.isEmpty)
     }
 }

@@ -1,3 +1,4 @@
+import Basics
 import Testing
 
 @testable import Logs
@@ -23,16 +24,54 @@ import Testing
         #expect(String(decoding: buffer.bytes, as: UTF8.self) == String(value))
     }
 
-    @Test func aLoopsBufferHoldsOnlyTheLastLineAndGrowsForALongOne() {
+    @Test func aLoopsBufferGathersLinesUntilTheyAreWrittenAndGrowsForALongOne() {
         let log = AuditLog()
         let buffer = AuditLineBuffer(capacity: 8)
-        var event = AuditEvent(kind: .request, seconds: AuditEventTests.seconds, milliseconds: 42)
-        event.status = 200
-        event.path = "/" + String(repeating: "a\"", count: 300)
-        log.write(event, buffer: buffer)
-        event.path = "/short"
-        log.write(event, buffer: buffer)
-        #expect(String(decoding: buffer.bytes, as: UTF8.self) == event.line)
+        var long = AuditEvent(kind: .request, seconds: AuditEventTests.seconds, milliseconds: 42)
+        long.status = 200
+        long.path = "/" + String(repeating: "a\"", count: 300)
+        var short = long
+        short.path = "/short"
+        log.append(long, to: buffer)
+        log.append(short, to: buffer)
+        #expect(String(decoding: buffer.bytes, as: UTF8.self) == long.line + short.line)
+        #expect(buffer.lines == 2)
+        log.write(buffer)
+        #expect(buffer.isEmpty && buffer.lines == 0)
+    }
+
+    /// Every byte value at every place of texts of 1 to 20 bytes (a word's eight, the overlapping
+    /// last word, the bytes of a short text one by one), and texts with non-ASCII characters:
+    /// the same as `JSONString`'s escaping.
+    @Test func aQuotedTextIsWhatTheJSONEscaperWrites() {
+        let buffer = AuditLineBuffer()
+        for length in 1...20 {
+            for place in 0..<length {
+                for byte in UInt8(0)...0x7F {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[place] = byte
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    buffer.clear()
+                    buffer.appendQuoted(text)
+                    #expect(String(decoding: buffer.bytes, as: UTF8.self) == JSONString.quoted(text), "\(bytes)")
+                }
+            }
+        }
+        for text in ["", "café/über", "x\u{2028}y\u{2029}", "/a-long-path-with-é-and-\u{2028}-in-it", "日本語のパス"] {
+            buffer.clear()
+            buffer.appendQuoted(text)
+            #expect(String(decoding: buffer.bytes, as: UTF8.self) == JSONString.quoted(text), "\(text)")
+        }
+    }
+
+    @Test func theWordTestFlagsEveryByteThatMayNeedAnEscapeAtEveryPlace() {
+        for byte in UInt8.min...UInt8.max {
+            let flagged = AuditLineBuffer.mayNeedEscape(byte) || byte >= 0x80
+            for place in 0..<8 {
+                let word = UInt64(0x6161_6161_6161_6161) & ~(UInt64(0xFF) << (8 * place)) | UInt64(byte) << (8 * place)
+                #expect(AuditLineBuffer.mayNeedEscape(word) == flagged, "\(byte) at \(place)")
+            }
+        }
     }
 
     @Test func theEscapeTestFindsEveryByteTheEscaperChanges() {

@@ -120,6 +120,31 @@ import Testing
         try f.proxy.stopAndExpectCleanExit()
     }
 
+    /// Many clients at once on one worker: the lines of the answers that end in one turn of its
+    /// loop are written together, and before any of those answers' last bytes (the proxy's own
+    /// flush, a fixed-length body's last bytes sent straight from the upstream's read, a chunked
+    /// answer's last chunk). Each client, once it holds its whole answer, finds its line in the file.
+    @Test func eachOfManyConcurrentAnswersHasItsLineInTheFileOnceTheClientHasIt() throws {
+        let f = try Fixture(extra: "audit: {path: ./audit.jsonl}")
+        let audit = f.proxy.directory.file("audit.jsonl")
+        let clients = try (0..<24).map { _ in try f.connect(timeout: 60) }
+        let endpoints = ["", "/big?bytes=300000", "/stream?bytes=300000"]
+        for round in 0..<4 {
+            for (index, client) in clients.enumerated() {
+                try client.send(rawRequest("GET", "/r\(round)/c\(index)" + endpoints[index % 3], host: f.host))
+            }
+            for (index, client) in clients.enumerated() {
+                let response = try client.readResponse()
+                #expect(response.status == 200)
+                let path = "/r\(round)/c\(index)" + (index % 3 == 0 ? "" : endpoints[index % 3].prefix { $0 != "?" })
+                let text = (try? String(contentsOfFile: audit, encoding: .utf8)) ?? ""
+                #expect(text.contains(#""path":"\#(path)""#), "no line for \(path) once its answer was in")
+            }
+        }
+        #expect(try Self.lines(audit).count == 4 * clients.count)
+        try f.proxy.stopAndExpectCleanExit()
+    }
+
     /// Each call to the identity provider is a `credential` line: a client-credentials token is
     /// minted at start, and a forced one that fails says why. No token or client secret in the file.
     @Test func eachMintIsACredentialLineAndAFailureSaysWhy() throws {
