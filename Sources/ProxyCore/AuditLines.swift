@@ -112,7 +112,7 @@ extension ByteTunnel {
 
 extension Server {
     /// Every refresh or mint of the routes' credentials becomes a `credential` line (one per route the
-    /// manager serves), while `audit:` is set. Set on each manager before it starts, and again after
+    /// manager serves), and with telemetry's `logs` a log record, while `audit:` is set. Set on each manager before it starts, and again after
     /// a reload (the routes a manager serves may change).
     public func observeCredentials(_ configuration: Configuration, states: [RouteState]) {
         let audit = shared.audit
@@ -128,6 +128,7 @@ extension Server {
             }
             let routes = states.filter { $0.tokens === state.tokens }.map(\.name)
             let type = credentials.type.rawValue
+            let telemetry = state.tokens.refreshTracing
             state.tokens.onFetched = { fetched in
                 let (seconds, milliseconds) = Syscall.wallClockParts()
                 var buffer: [UInt8] = []
@@ -136,6 +137,8 @@ extension Server {
                         route: route, credential: type, action: action, outcome: fetched.succeeded ? .success : .failure,
                         reason: fetched.failureReason, seconds: seconds, milliseconds: milliseconds)
                     audit.write(event, buffer: &buffer)
+                    // With telemetry's logs, the same event as an OTLP log record.
+                    telemetry.exportAuditEvent(event.attributes, time: event.unixNanoseconds, refresh: fetched.refresh)
                 }
             }
         }

@@ -12,6 +12,9 @@ final class RequestTrace {
     let serverSpanID: UInt64
     /// Spans are exported only when sampled; an unsampled request still sends its trace id upstream.
     let sampled: Bool
+    /// `traces` is on: the attempts and waits are timed and the upstream gets the CLIENT span's
+    /// context. Off (`logs` alone): only the trace id, for the audit records.
+    let recordsSpans: Bool
     let start: UInt64
 
     /// An upstream attempt: a `CLIENT` span (a 401's retry is a second one).
@@ -33,11 +36,12 @@ final class RequestTrace {
     }
     private(set) var waits: [Wait] = []
 
-    init(traceID: TraceID, parentSpanID: UInt64, serverSpanID: UInt64, sampled: Bool, start: UInt64) {
+    init(traceID: TraceID, parentSpanID: UInt64, serverSpanID: UInt64, sampled: Bool, recordsSpans: Bool, start: UInt64) {
         self.traceID = traceID
         self.parentSpanID = parentSpanID
         self.serverSpanID = serverSpanID
         self.sampled = sampled
+        self.recordsSpans = recordsSpans
         self.start = start
     }
 
@@ -52,8 +56,10 @@ final class RequestTrace {
     }
 
     /// An attempt goes upstream: answers the `traceparent` it carries (the CLIENT span's context,
-    /// W3C Trace Context §3.2; the sampled flag as decided for the request).
-    func attemptStarted() -> String {
+    /// W3C Trace Context §3.2; the sampled flag as decided for the request). nil without spans: the
+    /// client's `traceparent`, if any, goes as it came.
+    func attemptStarted() -> String? {
+        guard recordsSpans else { return nil }
         let id = childSpanID(attempts.count + waits.count)
         attempts.append(Attempt(spanID: id, start: WallClock.nanoseconds()))
         return TraceParent(traceID: traceID, spanID: id, sampled: sampled).value
@@ -67,6 +73,7 @@ final class RequestTrace {
     }
 
     func waitStarted() {
+        guard recordsSpans else { return }
         waits.append(Wait(spanID: childSpanID(attempts.count + waits.count), start: WallClock.nanoseconds()))
     }
 

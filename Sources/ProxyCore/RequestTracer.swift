@@ -5,29 +5,34 @@ import Telemetry
 /// The event loop's side of tracing (CONTRACT.md "Telemetry"): starts a request's trace from its
 /// `traceparent` (continued, its sampled flag honoured) or a new one (the ratio sampler), and at the
 /// request's end makes its spans and hands them to the exporter in one go. One per loop (its id
-/// generator needs no lock); nil in the loop's context when traces are off, so a request then pays
-/// for nothing but a nil test.
+/// generator needs no lock); nil in the loop's context without telemetry, so a request then pays
+/// for nothing but a nil test. With `logs` and without `traces` a request still gets a trace id,
+/// which its audit events carry as log records, and no span (`RequestTrace.recordsSpans`).
 final class RequestTracer {
     let exporter: TelemetryExporter
     private let sampler: TraceSampler
+    private let recordsSpans: Bool
     private var ids = SpanIDGenerator()
 
     init(exporter: TelemetryExporter, sampleRatio: Double) {
         self.exporter = exporter
         sampler = TraceSampler(ratio: sampleRatio)
+        recordsSpans = exporter.exportsTraces
     }
 
-    /// A request's trace, from its head.
+    /// A request's trace, from its head. Without spans to record, the request is never sampled: its
+    /// audit records carry the trace id alone, and a client's `traceparent` goes upstream as it came.
     func start(_ head: RequestHead) -> RequestTrace {
         let serverSpanID = ids.next()
         if let value = head.first("traceparent"), let parent = TraceParent(value) {
             return RequestTrace(
-                traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: parent.sampled,
-                start: WallClock.nanoseconds())
+                traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: recordsSpans && parent.sampled,
+                recordsSpans: recordsSpans, start: WallClock.nanoseconds())
         }
         let traceID = ids.nextTraceID()
         return RequestTrace(
-            traceID: traceID, parentSpanID: 0, serverSpanID: serverSpanID, sampled: sampler.samples(newTrace: traceID), start: WallClock.nanoseconds())
+            traceID: traceID, parentSpanID: 0, serverSpanID: serverSpanID, sampled: recordsSpans && sampler.samples(newTrace: traceID),
+            recordsSpans: recordsSpans, start: WallClock.nanoseconds())
     }
 
     /// The request is over: its spans (the SERVER span, a CLIENT span per attempt, `token.wait`) go

@@ -47,9 +47,9 @@ struct TelemetrySwap {
     let new: TelemetryExporter?
     let sampleRatio: Double
 
-    /// A loop's tracer (each loop its own).
+    /// A loop's tracer (each loop its own; with `logs` alone too, for the audit records' trace ids).
     func tracer() -> RequestTracer? {
-        guard let new, new.exportsTraces else { return nil }
+        guard let new else { return nil }
         return RequestTracer(exporter: new, sampleRatio: sampleRatio)
     }
 }
