@@ -35,6 +35,17 @@ extension Server {
         attachRefreshTracing(states, new)
     }
 
+    /// At exit, after the drain: what the exporter holds goes to the collector (OpenTelemetry SDK's
+    /// Shutdown), for at most `exitFlushLimit` or `drain_timeout`, whichever is shorter, so that a
+    /// slow or absent collector does not hold the exit longer.
+    public func flushTelemetry() {
+        guard let telemetry else { return }
+        let left = telemetry.shutDown(within: min(Self.exitFlushLimit, configuration.drainTimeout))
+        if left > 0 { logger.warning("\(TelemetryExporter.ownWarningPrefix)\(left) spans and log records not exported at exit") }
+    }
+
+    static let exitFlushLimit = 5.0
+
     private func attachRefreshTracing(_ states: [RouteState], _ configuration: Configuration) {
         for state in states {
             state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)

@@ -3,7 +3,8 @@ import TestSupport
 import Testing
 
 /// CONTRACT.md "Telemetry": the audit events as OTLP log records (request and credential events,
-/// whatever `traces` says and whether the request was sampled).
+/// whatever `traces` says and whether the request was sampled), what is queued at exit, and what
+/// was queued when a reload moved the endpoint.
 extension TelemetryTests {
     static let auditTop = "audit: {path: ./audit.jsonl}"
 
@@ -113,5 +114,62 @@ extension TelemetryTests {
         #expect(minted["trace_id"] as? String == refresh["trace_id"] as? String)
         #expect(minted["span_id"] as? String == refresh["span_id"] as? String)
         try expectNoSecret(in: receiver, [clientSecret, token, String(token.dropFirst("Bearer ".count))])
+    }
+
+    /// SIGTERM right after the requests: the spans and records still queued go out before the
+    /// process ends (OpenTelemetry SDK's Shutdown).
+    @Test func whatIsQueuedAtSIGTERMReachesTheCollectorBeforeTheExit() throws {
+        let world = try TelemetryFixture(top: Self.auditTop)
+        defer { world.receiver.stop() }
+        let paths = (0..<5).map { "/exit-\($0)" }
+        for path in paths { #expect(try curl([world.url(path)]).status == 200) }
+        try world.finish()
+        let spans = try world.receiver.spans()
+        let records = try world.receiver.logs()
+        for path in paths {
+            #expect(spans.contains { $0.attribute("url.path") as? String == path }, "the SERVER span of \(path)")
+            #expect(records.contains { $0.attribute("path") as? String == path }, "the audit record of \(path)")
+        }
+    }
+
+    /// A collector that does not answer holds the exit no longer than the flush's bound (here the
+    /// fixture's `drain_timeout: 2s`).
+    @Test func aCollectorThatDoesNotAnswerDoesNotHoldTheExit() throws {
+        let world = try TelemetryFixture()
+        defer { world.receiver.stop() }
+        try world.receiver.mode(delay: 120)
+        for i in 0..<5 { #expect(try curl([world.url("/held-\(i)")]).status == 200) }
+        world.proxy.terminate(signal: SIGTERM)
+        #expect(try world.proxy.waitForExit(timeout: 60) == 0)
+        world.upstream.stop()
+    }
+
+    /// A reload that moves the endpoint while spans wait behind a slow export: they still go to the
+    /// collector they were recorded for, and the requests after it to the new one.
+    @Test func spansQueuedBeforeAReloadGoToTheEndpointTheyWereRecordedFor() throws {
+        let world = try TelemetryFixture()
+        let second = try OTLPReceiver()
+        defer {
+            try? world.stop()
+            second.stop()
+        }
+        try world.receiver.mode(delay: 3)
+        #expect(try curl([world.url("/first")]).status == 200)
+        // An export is under way (it takes 3 s): the next request's spans wait in the queue.
+        let deadline = Date().addingTimeInterval(30)
+        while (try world.receiver.seen()["exports"] as? Int ?? 0) == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
+        #expect(try curl([world.url("/queued")]).status == 200)
+        let config = try String(contentsOfFile: world.proxy.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: world.receiver.endpoint, with: second.endpoint).write(
+            toFile: world.proxy.configPath, atomically: true, encoding: .utf8)
+        world.proxy.terminate(signal: SIGUSR2)
+        #expect(world.proxy.waitForStderr(containing: "configuration reloaded", timeout: 30))
+        #expect(try curl([world.url("/after")]).status == 200)
+        let before = try world.receiver.spans { $0.contains { $0.attribute("url.path") as? String == "/queued" } }
+        #expect(before.contains { $0.attribute("url.path") as? String == "/queued" })
+        let after = try second.spans { $0.contains { $0.attribute("url.path") as? String == "/after" } }
+        #expect(after.contains { $0.attribute("url.path") as? String == "/after" })
+        #expect(!after.contains { $0.attribute("url.path") as? String == "/queued" })
+        #expect(try world.dropped() == 0)
     }
 }
