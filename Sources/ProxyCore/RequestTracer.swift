@@ -1,23 +1,37 @@
 import Config
 import HTTP1
+import Sockets
 import Telemetry
 
 /// The event loop's side of tracing (CONTRACT.md "Telemetry"): starts a request's trace from its
 /// `traceparent` (continued, its sampled flag honoured) or a new one (the ratio sampler), and at the
-/// request's end makes its spans and hands them to the exporter in one go. One per loop (its id
-/// generator needs no lock); nil in the loop's context without telemetry, so a request then pays
-/// for nothing but a nil test. With `logs` and without `traces` a request still gets a trace id,
-/// which its audit events carry as log records, and no span (`RequestTrace.recordsSpans`).
-final class RequestTracer {
+/// request's end makes its spans. The spans of the requests that end in one turn of the loop go
+/// to the exporter together when the turn's events are done (one lock a turn, not one a request).
+/// One per loop (its id generator and its spans need no lock); nil in the loop's context without
+/// telemetry, so a request then pays for nothing but a nil test. With `logs` and without `traces` a
+/// request still gets a trace id, which its audit events carry as log records, and no span
+/// (`RequestTrace.recordsSpans`).
+final class RequestTracer: LoopTask {
     let exporter: TelemetryExporter
+    private let loop: EventLoop
     private let sampler: TraceSampler
     private let recordsSpans: Bool
     private var ids = SpanIDGenerator()
+    /// The spans finished in this turn of the loop, not yet handed over (the loop's task is
+    /// scheduled while there are some).
+    private var finished: [SpanData] = []
 
-    init(exporter: TelemetryExporter, sampleRatio: Double) {
+    init(exporter: TelemetryExporter, sampleRatio: Double, loop: EventLoop) {
         self.exporter = exporter
+        self.loop = loop
         sampler = TraceSampler(ratio: sampleRatio)
         recordsSpans = exporter.exportsTraces
+    }
+
+    /// The end of the loop's turn: this turn's spans to the exporter.
+    func runLoopTask() {
+        exporter.submit(finished)
+        finished.removeAll(keepingCapacity: true)
     }
 
     /// A request's trace, from its head. Without spans to record, the request is never sampled: its
@@ -36,25 +50,25 @@ final class RequestTracer {
     }
 
     /// The request is over: its spans (the SERVER span, a CLIENT span per attempt, `token.wait`) go
-    /// to the exporter when it was sampled. No attribute holds a query, a token or a header value.
+    /// to the exporter when it was sampled, at the end of the loop's turn. No attribute holds a
+    /// query, a token or a header value.
     func finish(_ exchange: Exchange) {
         guard let trace = exchange.record.trace, trace.sampled else { return }
         let end = WallClock.nanoseconds()
         let record = exchange.record
         let routeName = exchange.route?.state.name
         let method = exchange.head.method
-        var spans: [SpanData] = []
-        spans.reserveCapacity(1 + trace.attempts.count + trace.waits.count)
+        if finished.isEmpty { loop.schedule(task: self) }
 
         var server = SpanData(
             traceID: trace.traceID, spanID: trace.serverSpanID, parentSpanID: trace.parentSpanID, name: method, kind: .server, start: trace.start,
             end: end)
-        server.attributes = [
-            Attribute("http.request.method", method),
-            Attribute("url.path", clientPath(exchange)),
-            Attribute("http.response.status_code", record.status),
-            Attribute("tokenproxy.retried_401", record.retriedAfter401),
-        ]
+        // Room for every attribute the SERVER span may get: the array is made once.
+        server.attributes.reserveCapacity(8)
+        server.attributes.append(Attribute("http.request.method", method))
+        server.attributes.append(Attribute("url.path", clientPath(exchange)))
+        server.attributes.append(Attribute("http.response.status_code", record.status))
+        server.attributes.append(Attribute("tokenproxy.retried_401", record.retriedAfter401))
         if let host = exchange.head.host { server.attributes.append(Attribute("server.address", Self.hostOnly(host))) }
         if let routeName {
             server.attributes.append(Attribute("tokenproxy.route", routeName))
@@ -64,14 +78,15 @@ final class RequestTracer {
             server.errorCode = code
             server.attributes.append(Attribute("error.type", code))
         }
-        spans.append(server)
+        finished.append(server)
 
         let upstream = exchange.route?.forwarder.upstream
         for (i, attempt) in trace.attempts.enumerated() {
             var client = SpanData(
                 traceID: trace.traceID, spanID: attempt.spanID, parentSpanID: trace.serverSpanID, name: method, kind: .client, start: attempt.start,
                 end: attempt.end == 0 ? end : attempt.end)
-            client.attributes = [Attribute("http.request.method", method)]
+            client.attributes.reserveCapacity(5)
+            client.attributes.append(Attribute("http.request.method", method))
             if let upstream {
                 let host = upstream.takesRequestHost ? exchange.forwardedHost.map(Self.hostOnly) ?? "" : upstream.host
                 client.attributes.append(Attribute("server.address", host))
@@ -85,7 +100,7 @@ final class RequestTracer {
                 client.attributes.append(Attribute("error.type", code))
             }
             if let routeName { client.attributes.append(Attribute("tokenproxy.route", routeName)) }
-            spans.append(client)
+            finished.append(client)
         }
         for wait in trace.waits {
             var span = SpanData(
@@ -97,9 +112,8 @@ final class RequestTracer {
                 span.errorCode = record.refusal
                 span.attributes.append(Attribute("error.type", record.refusal!))
             }
-            spans.append(span)
+            finished.append(span)
         }
-        exporter.submit(spans)
     }
 
     /// An audit event of `exchange` as a log record with its request's trace (the audit writer's

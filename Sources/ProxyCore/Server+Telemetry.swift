@@ -1,5 +1,6 @@
 import Config
 import Logs
+import Sockets
 import Telemetry
 
 /// The exporter a configuration asks for, at start and at a reload (CONTRACT.md "Telemetry": a
@@ -59,8 +60,8 @@ struct TelemetrySwap {
     let sampleRatio: Double
 
     /// A loop's tracer (each loop its own; with `logs` alone too, for the audit records' trace ids).
-    func tracer() -> RequestTracer? {
+    func tracer(on loop: EventLoop) -> RequestTracer? {
         guard let new else { return nil }
-        return RequestTracer(exporter: new, sampleRatio: sampleRatio)
+        return RequestTracer(exporter: new, sampleRatio: sampleRatio, loop: loop)
     }
 }
