@@ -20,7 +20,7 @@ extension Connection {
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
         ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
         // With telemetry, the same event as an OTLP log record with its request's trace id.
-        if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
+        if let tracer = ctx.tracer { tracer.audit(event, trace: exchange.record.trace) }
     }
 
     /// A request refused before it had an exchange (its head could not be read).
@@ -32,6 +32,7 @@ extension Connection {
         event.client = auditClient
         event.status = error.status
         ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.tracer?.audit(event, trace: nil)
     }
 
     /// The peer's address (without its port), or on a listener that asks for client certificates the
@@ -91,8 +92,9 @@ extension ByteTunnel {
     /// `address`: the checked address the tunnel connected to.
     static func audit(_ ctx: LoopContext, client: String?, host: String, port: Int, status: Int, reason: String?, address: String?) {
         guard let client else { return }
-        ctx.shared.audit.write(
-            auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address), buffer: ctx.auditBuffer)
+        let event = auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address)
+        ctx.shared.audit.write(event, buffer: ctx.auditBuffer)
+        ctx.tracer?.audit(event, trace: nil)
     }
 
     static func auditEvent(host: String, port: Int, client: String, status: Int, reason: String?, address: String?) -> AuditEvent {

@@ -1,5 +1,6 @@
 import Config
 import HTTP1
+import Logs
 import Sockets
 import Telemetry
 
@@ -116,11 +117,12 @@ final class RequestTracer: LoopTask {
         }
     }
 
-    /// An audit event of `exchange` as a log record with its request's trace (the audit writer's
-    /// call: `fields` under their audit names, `time` the event's `ts` in Unix nanoseconds).
-    func audit(_ exchange: Exchange, fields: [(name: String, value: String)], time: UInt64) {
-        let trace = exchange.record.trace
-        exporter.submitAuditEvent(fields, time: time, traceID: trace?.traceID, spanID: trace?.serverSpanID ?? 0, sampled: trace?.sampled ?? false)
+    /// An audit event as a log record (the audit writer's call): its fields under their audit
+    /// names, its `ts` the record's time, and its request's trace (nil: a head that could not be
+    /// read, a tunnel no route names), the SERVER span's id when that was sampled.
+    func audit(_ event: AuditEvent, trace: RequestTrace?) {
+        exporter.submitAuditEvent(
+            event.attributes, time: event.unixNanoseconds, traceID: trace?.traceID, spanID: trace?.serverSpanID ?? 0, sampled: trace?.sampled ?? false)
     }
 
     /// `url.path` (CONTRACT.md): the client's path, dot segments removed, before `strip_prefix`;

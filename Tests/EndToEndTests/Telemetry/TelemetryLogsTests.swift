@@ -77,6 +77,24 @@ extension TelemetryTests {
         #expect(loud["span_id"] as? String == server["span_id"] as? String)
     }
 
+    /// A request whose head could not be read is refused with its audit line, and the line is a
+    /// log record too (of no trace: the proxy never read a traceparent).
+    @Test func aRequestRefusedBeforeItsHeadWasReadIsALogRecordToo() throws {
+        let world = try TelemetryFixture(top: Self.auditTop)
+        defer { try? world.stop() }
+        let client = try RawHTTPClient(port: world.proxy.port)
+        try client.send("GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n")
+        #expect(try client.readResponse().status == 400)
+        let records = try world.receiver.logs { $0.contains { $0.attribute("decision") as? String == "refused" } }
+        let refused = try #require(records.first { $0.attribute("decision") as? String == "refused" }, "\(records)")
+        #expect(refused.attribute("event") as? String == "request")
+        #expect(refused.attribute("reason") as? String == "bad_request")
+        #expect(refused.attribute("status") as? String == "400")
+        #expect(refused["trace_id"] as? String == "")
+        let line = try #require(try auditLines(world.proxy).first { $0["decision"] as? String == "refused" })
+        #expect(refused["time"] as? Int == (try unixNanoseconds(line["ts"])))
+    }
+
     /// Each mint is a `credential` audit event, and as a log record in the trace of its
     /// `credential.refresh` span; no token or client secret in any attribute.
     @Test func eachMintIsACredentialLogRecordInItsRefreshsTrace() throws {
