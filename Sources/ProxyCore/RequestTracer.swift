@@ -6,8 +6,9 @@ import Telemetry
 
 /// The event loop's side of tracing (CONTRACT.md "Telemetry"): starts a request's trace from its
 /// `traceparent` (continued, its sampled flag honoured) or a new one (the ratio sampler), and at the
-/// request's end makes its spans. The spans of the requests that end in one turn of the loop go
-/// to the exporter together when the turn's events are done (one lock a turn, not one a request).
+/// request's end hands it to the exporter, whose thread makes its spans. The traces of the requests
+/// that end in one turn of the loop go together when the turn's events are done (one lock a turn,
+/// not one a request).
 /// One per loop (its id generator and its spans need no lock); nil in the loop's context without
 /// telemetry, so a request then pays for nothing but a nil test. With `logs` and without `traces` a
 /// request still gets a trace id, which its audit events carry as log records, and no span
@@ -18,9 +19,9 @@ final class RequestTracer: LoopTask {
     private let sampler: TraceSampler
     private let recordsSpans: Bool
     private var ids = SpanIDGenerator()
-    /// The spans finished in this turn of the loop, not yet handed over (the loop's task is
+    /// The traces finished in this turn of the loop, not yet handed over (the loop's task is
     /// scheduled while there are some).
-    private var finished: [SpanData] = []
+    private var finished: [any FinishedTrace] = []
 
     init(exporter: TelemetryExporter, sampleRatio: Double, loop: EventLoop) {
         self.exporter = exporter
@@ -29,7 +30,7 @@ final class RequestTracer: LoopTask {
         recordsSpans = exporter.exportsTraces
     }
 
-    /// The end of the loop's turn: this turn's spans to the exporter.
+    /// The end of the loop's turn: this turn's traces to the exporter.
     func runLoopTask() {
         exporter.submit(finished)
         finished.removeAll(keepingCapacity: true)
@@ -50,71 +51,21 @@ final class RequestTracer: LoopTask {
             recordsSpans: recordsSpans, start: WallClock.nanoseconds())
     }
 
-    /// The request is over: its spans (the SERVER span, a CLIENT span per attempt, `token.wait`) go
-    /// to the exporter when it was sampled, at the end of the loop's turn. No attribute holds a
-    /// query, a token or a header value.
+    /// The request is over: its trace goes to the exporter when it was sampled, at the end of the
+    /// loop's turn, with what its spans say of it (`RequestTrace.Ending`); the exporter's thread
+    /// makes the spans. No attribute holds a query, a token or a header value.
     func finish(_ exchange: Exchange) {
-        guard let trace = exchange.record.trace, trace.sampled else { return }
-        let end = WallClock.nanoseconds()
+        guard let trace = exchange.record.trace, trace.sampled, trace.ending == nil else { return }
         let record = exchange.record
-        let routeName = exchange.route?.state.name
-        let method = exchange.head.method
-        if finished.isEmpty { loop.schedule(task: self) }
-
-        var server = SpanData(
-            traceID: trace.traceID, spanID: trace.serverSpanID, parentSpanID: trace.parentSpanID, name: method, kind: .server, start: trace.start,
-            end: end)
-        // Room for every attribute the SERVER span may get: the array is made once.
-        server.attributes.reserveCapacity(8)
-        server.attributes.append(Attribute("http.request.method", method))
-        server.attributes.append(Attribute("url.path", clientPath(exchange)))
-        server.attributes.append(Attribute("http.response.status_code", record.status))
-        server.attributes.append(Attribute("tokenproxy.retried_401", record.retriedAfter401))
-        if let host = exchange.head.host { server.attributes.append(Attribute("server.address", Self.hostOnly(host))) }
-        if let routeName {
-            server.attributes.append(Attribute("tokenproxy.route", routeName))
-            server.attributes.append(Attribute("tokenproxy.caller", record.caller ?? PlaceholderConfiguration.defaultCaller))
-        }
-        if let code = record.refusal {
-            server.errorCode = code
-            server.attributes.append(Attribute("error.type", code))
-        }
-        finished.append(server)
-
         let upstream = exchange.route?.forwarder.upstream
-        for (i, attempt) in trace.attempts.enumerated() {
-            var client = SpanData(
-                traceID: trace.traceID, spanID: attempt.spanID, parentSpanID: trace.serverSpanID, name: method, kind: .client, start: attempt.start,
-                end: attempt.end == 0 ? end : attempt.end)
-            client.attributes.reserveCapacity(5)
-            client.attributes.append(Attribute("http.request.method", method))
-            if let upstream {
-                let host = upstream.takesRequestHost ? exchange.forwardedHost.map(Self.hostOnly) ?? "" : upstream.host
-                client.attributes.append(Attribute("server.address", host))
-                client.attributes.append(Attribute("server.port", upstream.port))
-            }
-            if attempt.status > 0 {
-                client.attributes.append(Attribute("http.response.status_code", attempt.status))
-            } else if i == trace.attempts.count - 1, let code = record.refusal {
-                // No answer came: the request's error (bad_gateway, upstream_timeout) is this attempt's.
-                client.errorCode = code
-                client.attributes.append(Attribute("error.type", code))
-            }
-            if let routeName { client.attributes.append(Attribute("tokenproxy.route", routeName)) }
-            finished.append(client)
-        }
-        for wait in trace.waits {
-            var span = SpanData(
-                traceID: trace.traceID, spanID: wait.spanID, parentSpanID: trace.serverSpanID, name: "token.wait", kind: .internal, start: wait.start,
-                end: wait.end == 0 ? end : wait.end)
-            if let routeName { span.attributes = [Attribute("tokenproxy.route", routeName)] }
-            if let refresh = wait.refresh { span.links = [refresh] }
-            if wait.end == 0, record.refusal == "token_unavailable" || record.refusal == "login_required" {
-                span.errorCode = record.refusal
-                span.attributes.append(Attribute("error.type", record.refusal!))
-            }
-            finished.append(span)
-        }
+        trace.ending = RequestTrace.Ending(
+            end: WallClock.nanoseconds(), method: exchange.head.method, path: clientPath(exchange), host: exchange.head.host,
+            status: record.status, retriedAfter401: record.retriedAfter401, route: exchange.route?.state.name,
+            caller: record.caller ?? PlaceholderConfiguration.defaultCaller, refusal: record.refusal,
+            upstreamHost: upstream.map { $0.takesRequestHost ? exchange.forwardedHost ?? "" : $0.host },
+            upstreamHostHasPort: upstream?.takesRequestHost ?? false, upstreamPort: upstream?.port ?? 0)
+        if finished.isEmpty { loop.schedule(task: self) }
+        finished.append(trace)
     }
 
     /// An audit event as a log record (the audit writer's call): its fields under their audit

@@ -33,6 +33,12 @@ public final class TelemetryExporter: @unchecked Sendable {
 
     private struct Queues {
         var spans: ExportQueue<SpanData>
+        /// Finished requests whose spans are not made yet, and how many spans they hold (within
+        /// the spans' bound: the oldest are dropped first, as spans are).
+        var traces: ExportQueue<any FinishedTrace>
+        var tracesSpans = 0
+        /// Spans of finished requests dropped for the bound since the thread last looked.
+        var tracesDropped = 0
         var logs: ExportQueue<LogRecordData>
         /// The export thread was started, and has not ended.
         var running = false
@@ -52,7 +58,9 @@ public final class TelemetryExporter: @unchecked Sendable {
         self.settings = settings
         self.metrics = metrics
         warnings = WarningLimit(logger: logger)
-        queues = Queues(spans: ExportQueue(capacity: settings.queueCapacity), logs: ExportQueue(capacity: settings.queueCapacity))
+        queues = Queues(
+            spans: ExportQueue(capacity: settings.queueCapacity), traces: ExportQueue(capacity: settings.queueCapacity),
+            logs: ExportQueue(capacity: settings.queueCapacity))
     }
 
     /// Starts the export thread.
@@ -97,7 +105,7 @@ public final class TelemetryExporter: @unchecked Sendable {
             guard left > 0 else { break }
             condition.wait(seconds: left)
         }
-        return queues.spans.count + queues.logs.count
+        return queues.spans.count + queues.tracesSpans + queues.logs.count
     }
 
     public var exportsTraces: Bool { settings.tracesURL != nil }
@@ -113,6 +121,34 @@ public final class TelemetryExporter: @unchecked Sendable {
         }
         for span in spans { queues.spans.append(span) }
         let full = queues.spans.count >= ExportQueue<SpanData>.batchLimit
+        condition.unlock()
+        if full { condition.broadcast() }
+    }
+
+    /// Queues finished requests, whose spans this thread makes (an event loop's turn, one lock).
+    /// Past the bound (in spans) the oldest are dropped and counted.
+    public func submit(_ traces: [any FinishedTrace]) {
+        guard exportsTraces, !traces.isEmpty else { return }
+        condition.lock()
+        guard !queues.stopped || queues.running else {
+            condition.unlock()
+            return metrics.add(traces.reduce(0) { $0 + $1.spanCount }, .traces)
+        }
+        var dropped = 0
+        for trace in traces {
+            queues.tracesSpans += trace.spanCount
+            if let oldest = queues.traces.append(trace) {
+                queues.tracesSpans -= oldest.spanCount
+                dropped += oldest.spanCount
+            }
+            while queues.tracesSpans + queues.spans.count > queues.spans.capacity, let oldest = queues.traces.removeOldest() {
+                queues.tracesSpans -= oldest.spanCount
+                dropped += oldest.spanCount
+            }
+        }
+        _ = queues.traces.takeDropped()
+        queues.tracesDropped += dropped
+        let full = queues.tracesSpans + queues.spans.count >= ExportQueue<SpanData>.batchLimit
         condition.unlock()
         if full { condition.broadcast() }
     }
@@ -144,18 +180,28 @@ public final class TelemetryExporter: @unchecked Sendable {
     }
 
     private func run() {
+        var made: [SpanData] = []
         while true {
             condition.lock()
-            if !queues.stopped && queues.spans.count < ExportQueue<SpanData>.batchLimit
+            if !queues.stopped && queues.spans.count + queues.tracesSpans < ExportQueue<SpanData>.batchLimit
                 && queues.logs.count < ExportQueue<LogRecordData>.batchLimit
             {
                 condition.wait(seconds: settings.flushInterval)
             }
+            // The finished requests' spans, made here off the lock, join the queue.
+            let traces = queues.traces.takeBatch(limit: queues.traces.count)
+            queues.tracesSpans = 0
+            condition.unlock()
+            for trace in traces { trace.makeSpans(into: &made) }
+            condition.lock()
+            for span in made { queues.spans.append(span) }
+            made.removeAll(keepingCapacity: true)
             let spans = queues.spans.takeBatch()
             let logs = queues.logs.takeBatch()
-            let droppedSpans = queues.spans.takeDropped()
+            let droppedSpans = queues.spans.takeDropped() + queues.tracesDropped
+            queues.tracesDropped = 0
             let droppedLogs = queues.logs.takeDropped()
-            let stopping = queues.stopped && queues.spans.isEmpty && queues.logs.isEmpty
+            let stopping = queues.stopped && queues.spans.isEmpty && queues.traces.isEmpty && queues.logs.isEmpty
             let deadline = queues.deadline
             condition.unlock()
             noteLost(droppedSpans, .traces, why: "the export queue was full")
