@@ -1,3 +1,4 @@
+import Config
 import Telemetry
 
 /// One request's trace while it is in progress (CONTRACT.md "Telemetry"): its ids, when each of its
@@ -52,12 +53,21 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
         let route: String?
         let caller: String
         let refusal: String?
-        /// The upstream's host, or the client's Host field with its port when the route sends it.
-        let upstreamHost: String?
-        let upstreamHostHasPort: Bool
-        let upstreamPort: Int
+        /// The route's upstream, and the authority sent to it when the upstream takes the
+        /// request's host.
+        let upstream: UpstreamURL?
+        let forwardedHost: String?
     }
-    var ending: Ending?
+    private(set) var ending: Ending?
+    /// `ending` is set: the loop no longer changes the trace (a flag, tested without a copy of
+    /// `ending`).
+    private(set) var ended = false
+
+    /// The request ended: what its spans say of it. Once only.
+    func end(_ ending: Ending) {
+        self.ending = ending
+        ended = true
+    }
 
     init(traceID: TraceID, parentSpanID: UInt64, serverSpanID: UInt64, sampled: Bool, recordsSpans: Bool, start: UInt64) {
         self.traceID = traceID
@@ -82,7 +92,7 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
     /// W3C Trace Context §3.2; the sampled flag as decided for the request). nil without spans: the
     /// client's `traceparent`, if any, goes as it came.
     func attemptStarted() -> String? {
-        guard recordsSpans, ending == nil else { return nil }
+        guard recordsSpans, !ended else { return nil }
         let id = childSpanID(attempts.count + waits.count)
         attempts.append(Attempt(spanID: id, start: WallClock.nanoseconds()))
         return TraceParent(traceID: traceID, spanID: id, sampled: sampled).value
@@ -90,23 +100,23 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
 
     /// The current attempt's answer head came.
     func attemptAnswered(status: Int) {
-        guard ending == nil, let last = attempts.indices.last, attempts[last].end == 0 else { return }
+        guard !ended, let last = attempts.indices.last, attempts[last].end == 0 else { return }
         attempts[last].end = WallClock.nanoseconds()
         attempts[last].status = status
     }
 
     func waitStarted() {
-        guard recordsSpans, ending == nil else { return }
+        guard recordsSpans, !ended else { return }
         waits.append(Wait(spanID: childSpanID(attempts.count + waits.count), start: WallClock.nanoseconds()))
     }
 
     func linkLastWait(to refresh: SpanLink) {
-        guard ending == nil, let last = waits.indices.last else { return }
+        guard !ended, let last = waits.indices.last else { return }
         waits[last].refresh = refresh
     }
 
     func waitEnded() {
-        guard ending == nil, let last = waits.indices.last, waits[last].end == 0 else { return }
+        guard !ended, let last = waits.indices.last, waits[last].end == 0 else { return }
         waits[last].end = WallClock.nanoseconds()
     }
 
@@ -141,9 +151,10 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
                 end: attempt.end == 0 ? end : attempt.end)
             client.attributes.reserveCapacity(5)
             client.attributes.append(Attribute("http.request.method", method))
-            if let host = ending.upstreamHost {
-                client.attributes.append(Attribute("server.address", ending.upstreamHostHasPort ? RequestTracer.hostOnly(host) : host))
-                client.attributes.append(Attribute("server.port", ending.upstreamPort))
+            if let upstream = ending.upstream {
+                let host = upstream.takesRequestHost ? ending.forwardedHost.map(RequestTracer.hostOnly) ?? "" : upstream.host
+                client.attributes.append(Attribute("server.address", host))
+                client.attributes.append(Attribute("server.port", upstream.port))
             }
             if attempt.status > 0 {
                 client.attributes.append(Attribute("http.response.status_code", attempt.status))

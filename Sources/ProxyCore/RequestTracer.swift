@@ -55,15 +55,13 @@ final class RequestTracer: LoopTask {
     /// loop's turn, with what its spans say of it (`RequestTrace.Ending`); the exporter's thread
     /// makes the spans. No attribute holds a query, a token or a header value.
     func finish(_ exchange: Exchange) {
-        guard let trace = exchange.record.trace, trace.sampled, trace.ending == nil else { return }
-        let record = exchange.record
-        let upstream = exchange.route?.forwarder.upstream
-        trace.ending = RequestTrace.Ending(
-            end: WallClock.nanoseconds(), method: exchange.head.method, path: clientPath(exchange), host: exchange.head.host,
-            status: record.status, retriedAfter401: record.retriedAfter401, route: exchange.route?.state.name,
-            caller: record.caller ?? PlaceholderConfiguration.defaultCaller, refusal: record.refusal,
-            upstreamHost: upstream.map { $0.takesRequestHost ? exchange.forwardedHost ?? "" : $0.host },
-            upstreamHostHasPort: upstream?.takesRequestHost ?? false, upstreamPort: upstream?.port ?? 0)
+        guard let trace = exchange.record.trace, trace.sampled, !trace.ended else { return }
+        trace.end(
+            RequestTrace.Ending(
+                end: WallClock.nanoseconds(), method: exchange.head.method, path: clientPath(exchange), host: exchange.head.host,
+                status: exchange.record.status, retriedAfter401: exchange.record.retriedAfter401, route: exchange.route?.state.name,
+                caller: exchange.record.caller ?? PlaceholderConfiguration.defaultCaller, refusal: exchange.record.refusal,
+                upstream: exchange.route?.forwarder.upstream, forwardedHost: exchange.forwardedHost))
         if finished.isEmpty { loop.schedule(task: self) }
         finished.append(trace)
     }
