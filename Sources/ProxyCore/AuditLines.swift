@@ -20,7 +20,7 @@ extension Connection {
         let event = exchange.auditEvent(client: auditClient, seconds: seconds, milliseconds: milliseconds)
         ctx.auditBatch.append(event, on: ctx.loop)
         // With telemetry, the same event as an OTLP log record with its request's trace id.
-        if let tracer = ctx.tracer { tracer.audit(exchange, fields: event.attributes, time: event.unixNanoseconds) }
+        if let tracer = ctx.tracer { tracer.audit(event, trace: exchange.record.trace) }
     }
 
     /// A request refused before it had an exchange (its head could not be read).
@@ -32,6 +32,7 @@ extension Connection {
         event.client = auditClient
         event.status = error.status
         ctx.auditBatch.append(event, on: ctx.loop)
+        ctx.tracer?.audit(event, trace: nil)
     }
 
     /// The peer's address (without its port), or on a listener that asks for client certificates the
@@ -147,8 +148,10 @@ extension ByteTunnel {
     /// `address`: the checked address the tunnel connected to.
     static func audit(_ ctx: LoopContext, client: String?, host: String, port: Int, status: Int, reason: String?, address: String?) {
         guard let client else { return }
+        let event = auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address)
         // The tunnel answers on its own socket, not through a `Connection`: the line goes now.
-        ctx.auditBatch.write(auditEvent(host: host, port: port, client: client, status: status, reason: reason, address: address))
+        ctx.auditBatch.write(event)
+        ctx.tracer?.audit(event, trace: nil)
     }
 
     static func auditEvent(host: String, port: Int, client: String, status: Int, reason: String?, address: String?) -> AuditEvent {
@@ -168,7 +171,7 @@ extension ByteTunnel {
 
 extension Server {
     /// Every refresh or mint of the routes' credentials becomes a `credential` line (one per route the
-    /// manager serves), while `audit:` is set. Set on each manager before it starts, and again after
+    /// manager serves), and with telemetry's `logs` a log record, while `audit:` is set. Set on each manager before it starts, and again after
     /// a reload (the routes a manager serves may change).
     public func observeCredentials(_ configuration: Configuration, states: [RouteState]) {
         let audit = shared.audit
@@ -184,6 +187,7 @@ extension Server {
             }
             let routes = states.filter { $0.tokens === state.tokens }.map(\.name)
             let type = credentials.type.rawValue
+            let telemetry = state.tokens.refreshTracing
             state.tokens.onFetched = { fetched in
                 let (seconds, milliseconds) = Syscall.wallClockParts()
                 // The token thread's own buffer, for the lines of this one call: a few an hour.
@@ -193,6 +197,8 @@ extension Server {
                         route: route, credential: type, action: action, outcome: fetched.succeeded ? .success : .failure,
                         reason: fetched.failureReason, seconds: seconds, milliseconds: milliseconds)
                     audit.append(event, to: buffer)
+                    // With telemetry's logs, the same event as an OTLP log record.
+                    telemetry.exportAuditEvent(event.attributes, time: event.unixNanoseconds, refresh: fetched.refresh)
                 }
                 audit.write(buffer)
             }

@@ -18,7 +18,7 @@ final class LoopContext {
     /// `forwardProxy != nil`, for the per-request test (no retain and release).
     private(set) var servesConnect = false
     let metrics: LoopMetrics
-    /// Traces (nil: telemetry or its traces are off; RequestTracer.swift).
+    /// Traces and the audit records' trace ids (nil: no telemetry; RequestTracer.swift).
     var tracer: RequestTracer?
     let shared: SharedProxyState
     let logger: Logger

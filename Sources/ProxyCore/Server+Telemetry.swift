@@ -1,5 +1,6 @@
 import Config
 import Logs
+import Sockets
 import Telemetry
 
 /// The exporter a configuration asks for, at start and at a reload (CONTRACT.md "Telemetry": a
@@ -35,6 +36,17 @@ extension Server {
         attachRefreshTracing(states, new)
     }
 
+    /// At exit, after the drain: what the exporter holds goes to the collector (OpenTelemetry SDK's
+    /// Shutdown), for at most `exitFlushLimit` or `drain_timeout`, whichever is shorter, so that a
+    /// slow or absent collector does not hold the exit longer.
+    public func flushTelemetry() {
+        guard let telemetry else { return }
+        let left = telemetry.shutDown(within: min(Self.exitFlushLimit, configuration.drainTimeout))
+        if left > 0 { logger.warning("\(TelemetryExporter.ownWarningPrefix)\(left) spans and log records not exported at exit") }
+    }
+
+    static let exitFlushLimit = 5.0
+
     private func attachRefreshTracing(_ states: [RouteState], _ configuration: Configuration) {
         for state in states {
             state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
@@ -47,9 +59,9 @@ struct TelemetrySwap {
     let new: TelemetryExporter?
     let sampleRatio: Double
 
-    /// A loop's tracer (each loop its own).
-    func tracer() -> RequestTracer? {
-        guard let new, new.exportsTraces else { return nil }
-        return RequestTracer(exporter: new, sampleRatio: sampleRatio)
+    /// A loop's tracer (each loop its own; with `logs` alone too, for the audit records' trace ids).
+    func tracer(on loop: EventLoop) -> RequestTracer? {
+        guard let new else { return nil }
+        return RequestTracer(exporter: new, sampleRatio: sampleRatio, loop: loop)
     }
 }

@@ -136,8 +136,8 @@ public final class Server: @unchecked Sendable {
                     ctx: LoopContext(
                         loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
                         logger: logger)))
-            if let telemetry, telemetry.exportsTraces {
-                perLoop[i].ctx.tracer = RequestTracer(exporter: telemetry, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
+            if let telemetry {
+                perLoop[i].ctx.tracer = RequestTracer(exporter: telemetry, sampleRatio: configuration.telemetry?.sampleRatio ?? 1, loop: loop)
             }
         }
         try telemetry?.start()

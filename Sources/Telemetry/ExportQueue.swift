@@ -19,16 +19,26 @@ struct ExportQueue<Element> {
     var capacity: Int { slots.count }
     var isEmpty: Bool { count == 0 }
 
-    /// Adds at the tail; a full queue drops its oldest element first.
-    mutating func append(_ element: Element) {
+    /// Adds at the tail; a full queue drops its oldest element first, and answers it.
+    @discardableResult
+    mutating func append(_ element: Element) -> Element? {
+        var oldest: Element? = nil
         if count == slots.count {
-            slots[head] = nil
-            head = (head + 1) % slots.count
-            count -= 1
+            oldest = removeOldest()
             dropped += 1
         }
         slots[(head + count) % slots.count] = element
         count += 1
+        return oldest
+    }
+
+    /// Takes the oldest element out (nil: the queue is empty).
+    mutating func removeOldest() -> Element? {
+        guard count > 0 else { return nil }
+        let oldest = slots[head].take()
+        head = (head + 1) % slots.count
+        count -= 1
+        return oldest
     }
 
     /// Up to `limit` of the oldest elements, oldest first.
@@ -36,12 +46,7 @@ struct ExportQueue<Element> {
         let n = min(limit, count)
         var batch: [Element] = []
         batch.reserveCapacity(n)
-        for _ in 0..<n {
-            batch.append(slots[head]!)
-            slots[head] = nil
-            head = (head + 1) % slots.count
-        }
-        count -= n
+        for _ in 0..<n { batch.append(removeOldest()!) }
         return batch
     }
 

@@ -17,7 +17,7 @@ public enum OTLPEncoding {
 
     /// ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1 }.
     public static func traces(_ spans: [SpanData], origin: Origin) -> [UInt8] {
-        var w = ProtobufWriter()
+        var w = ProtobufWriter(reservingCapacity: 256 + 320 * spans.count)
         w.message(1) { resourceSpans in
             resourceSpans.message(1) { writeResource(&$0, origin) }
             resourceSpans.message(2) { scopeSpans in
@@ -30,7 +30,7 @@ public enum OTLPEncoding {
 
     /// ExportLogsServiceRequest { repeated ResourceLogs resource_logs = 1 }.
     public static func logs(_ records: [LogRecordData], origin: Origin) -> [UInt8] {
-        var w = ProtobufWriter()
+        var w = ProtobufWriter(reservingCapacity: 256 + 512 * records.count)
         w.message(1) { resourceLogs in
             resourceLogs.message(1) { writeResource(&$0, origin) }
             resourceLogs.message(2) { scopeLogs in
@@ -55,9 +55,9 @@ public enum OTLPEncoding {
     /// Span: trace_id 1, span_id 2, parent_span_id 4, name 5, kind 6, start 7, end 8,
     /// attributes 9, links 13, status 15, flags 16 (the sampled bit, as trace.proto's SpanFlags).
     static func writeSpan(_ w: inout ProtobufWriter, _ span: SpanData) {
-        w.bytes(1, traceIDBytes(span.traceID))
-        w.bytes(2, spanIDBytes(span.spanID))
-        if span.parentSpanID != 0 { w.bytes(4, spanIDBytes(span.parentSpanID)) }
+        writeTraceID(&w, 1, span.traceID)
+        writeSpanID(&w, 2, span.spanID)
+        if span.parentSpanID != 0 { writeSpanID(&w, 4, span.parentSpanID) }
         w.string(5, span.name)
         w.uint(6, span.kind.rawValue)
         w.fixed64(7, span.start)
@@ -66,8 +66,8 @@ public enum OTLPEncoding {
         for link in span.links {
             // Link { trace_id = 1; span_id = 2; flags = 6 }
             w.message(13) { l in
-                l.bytes(1, traceIDBytes(link.traceID))
-                l.bytes(2, spanIDBytes(link.spanID))
+                writeTraceID(&l, 1, link.traceID)
+                writeSpanID(&l, 2, link.spanID)
                 l.fixed32(6, spanFlagsSampled)
             }
         }
@@ -91,8 +91,8 @@ public enum OTLPEncoding {
         for attribute in record.attributes { w.message(6) { writeKeyValue(&$0, attribute) } }
         if let traceID = record.traceID {
             w.fixed32(8, record.sampled ? 1 : 0)
-            w.bytes(9, traceIDBytes(traceID))
-            if record.spanID != 0 { w.bytes(10, spanIDBytes(record.spanID)) }
+            writeTraceID(&w, 9, traceID)
+            if record.spanID != 0 { writeSpanID(&w, 10, record.spanID) }
         }
         w.fixed64(11, record.time)
     }
@@ -109,8 +109,7 @@ public enum OTLPEncoding {
         switch value {
         case .string(let s):
             w.tag(1, .lengthDelimited)
-            w.varint(UInt64(s.utf8.count))
-            w.appendRaw(s.utf8)
+            w.appendLengthAndUTF8(s)
         case .bool(let b):
             w.tag(2, .varint)
             w.varint(b ? 1 : 0)
@@ -119,16 +118,25 @@ public enum OTLPEncoding {
             w.varint(UInt64(bitPattern: i))
         case .double(let d):
             w.tag(4, .fixed64)
-            w.appendRaw(withUnsafeBytes(of: d.bitPattern.littleEndian) { Array($0) })
+            w.appendLittleEndian(d.bitPattern)
         }
     }
 
     /// trace.proto's SPAN_FLAGS_TRACE_FLAGS_MASK bit 0: sampled (only sampled spans are exported).
     static let spanFlagsSampled: UInt32 = 1
 
-    static func traceIDBytes(_ id: TraceID) -> [UInt8] { spanIDBytes(id.high) + spanIDBytes(id.low) }
+    /// A trace id: 16 bytes, `high` first.
+    static func writeTraceID(_ w: inout ProtobufWriter, _ field: Int, _ id: TraceID) {
+        w.tag(field, .lengthDelimited)
+        w.varint(16)
+        w.appendBigEndian(id.high)
+        w.appendBigEndian(id.low)
+    }
 
-    static func spanIDBytes(_ id: UInt64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: id >> (56 - 8 * UInt64($0))) }
+    /// A span id: 8 bytes.
+    static func writeSpanID(_ w: inout ProtobufWriter, _ field: Int, _ id: UInt64) {
+        w.tag(field, .lengthDelimited)
+        w.varint(8)
+        w.appendBigEndian(id)
     }
 }

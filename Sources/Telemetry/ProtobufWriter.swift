@@ -1,10 +1,15 @@
 /// The few protobuf encodings the OTLP messages need (protobuf's "Encoding" guide: varints, wire
 /// types 0 varint, 1 64-bit, 2 length-delimited, 5 32-bit). Fields are written in field-number
 /// order and a field at its default value (0, "", empty) is left out, as proto3 encoders do.
-/// A nested message is written into a writer of its own and appended with its length: the
-/// exporter's thread does this, never a request.
+/// A nested message is written in place after a one-byte length, which is widened once its size is
+/// known (most are under 128 bytes), so a batch is one growing array: the exporter's thread does
+/// this, never a request.
 struct ProtobufWriter {
     private(set) var bytes: [UInt8] = []
+
+    init(reservingCapacity capacity: Int = 0) {
+        bytes.reserveCapacity(capacity)
+    }
 
     enum WireType: UInt8 {
         case varint = 0
@@ -40,7 +45,17 @@ struct ProtobufWriter {
     mutating func fixed64(_ field: Int, _ value: UInt64) {
         guard value != 0 else { return }
         tag(field, .fixed64)
+        appendLittleEndian(value)
+    }
+
+    /// 8 bytes, least significant first (a fixed64 or double's payload).
+    mutating func appendLittleEndian(_ value: UInt64) {
         for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(i)))) }
+    }
+
+    /// 8 bytes, most significant first (a trace or span id, as W3C Trace Context writes it in hex).
+    mutating func appendBigEndian(_ value: UInt64) {
+        for i in 0..<8 { bytes.append(UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64(i)))) }
     }
 
     mutating func fixed32(_ field: Int, _ value: UInt32) {
@@ -53,32 +68,46 @@ struct ProtobufWriter {
         fixed64(field, value.bitPattern)
     }
 
-    mutating func bytes(_ field: Int, _ value: [UInt8]) {
-        guard !value.isEmpty else { return }
-        tag(field, .lengthDelimited)
-        varint(UInt64(value.count))
-        bytes.append(contentsOf: value)
-    }
-
     mutating func string(_ field: Int, _ value: String) {
         guard !value.isEmpty else { return }
         tag(field, .lengthDelimited)
-        varint(UInt64(value.utf8.count))
-        bytes.append(contentsOf: value.utf8)
+        appendLengthAndUTF8(value)
     }
 
-    /// Bytes as they are, after a tag and length written by the caller (a oneof member).
-    mutating func appendRaw<S: Sequence>(_ raw: S) where S.Element == UInt8 {
-        bytes.append(contentsOf: raw)
+    /// A string's length and its UTF-8 bytes, copied in one go (a native string's bytes are
+    /// contiguous already), after a tag written by the caller.
+    mutating func appendLengthAndUTF8(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            varint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
     }
 
     /// A sub-message, written whole even when empty (an empty `AnyValue` or `Status` still says
     /// the field is present).
     mutating func message(_ field: Int, _ write: (inout ProtobufWriter) -> Void) {
-        var inner = ProtobufWriter()
-        write(&inner)
         tag(field, .lengthDelimited)
-        varint(UInt64(inner.bytes.count))
-        bytes.append(contentsOf: inner.bytes)
+        let lengthAt = bytes.count
+        bytes.append(0)
+        write(&self)
+        var length = bytes.count - lengthAt - 1
+        if length >= 0x80 {
+            // The length's varint takes more than the byte kept for it: the contents move right.
+            var extra = 0
+            var rest = length >> 7
+            while rest > 0 {
+                extra += 1
+                rest >>= 7
+            }
+            bytes.insert(contentsOf: repeatElement(0, count: extra), at: lengthAt + 1)
+            for i in 0..<extra {
+                bytes[lengthAt + i] = UInt8(truncatingIfNeeded: length) | 0x80
+                length >>= 7
+            }
+            bytes[lengthAt + extra] = UInt8(length)
+        } else {
+            bytes[lengthAt] = UInt8(length)
+        }
     }
 }

@@ -33,8 +33,19 @@ public final class TelemetryExporter: @unchecked Sendable {
 
     private struct Queues {
         var spans: ExportQueue<SpanData>
+        /// Finished requests whose spans are not made yet, and how many spans they hold (within
+        /// the spans' bound: the oldest are dropped first, as spans are).
+        var traces: ExportQueue<any FinishedTrace>
+        var tracesSpans = 0
+        /// Spans of finished requests dropped for the bound since the thread last looked.
+        var tracesDropped = 0
         var logs: ExportQueue<LogRecordData>
+        /// The export thread was started, and has not ended.
+        var running = false
+        /// Asked to end once the queues are empty (`stop`, `shutDown`).
         var stopped = false
+        /// `shutDown`'s deadline (monotonic seconds): no export waits past it.
+        var deadline = Double.infinity
     }
 
     public let settings: Settings
@@ -47,20 +58,54 @@ public final class TelemetryExporter: @unchecked Sendable {
         self.settings = settings
         self.metrics = metrics
         warnings = WarningLimit(logger: logger)
-        queues = Queues(spans: ExportQueue(capacity: settings.queueCapacity), logs: ExportQueue(capacity: settings.queueCapacity))
+        queues = Queues(
+            spans: ExportQueue(capacity: settings.queueCapacity), traces: ExportQueue(capacity: settings.queueCapacity),
+            logs: ExportQueue(capacity: settings.queueCapacity))
     }
 
     /// Starts the export thread.
     public func start() throws {
-        try OSThread.start(name: "tp-telemetry") { [self] in run() }
+        condition.lock()
+        queues.running = true
+        condition.unlock()
+        do {
+            try OSThread.start(name: "tp-telemetry") { [self] in run() }
+        } catch {
+            condition.lock()
+            queues.running = false
+            condition.unlock()
+            throw error
+        }
     }
 
-    /// Stops the thread after one last export of what is queued (at the end of a drain).
+    /// Stops the thread once what is queued was exported (a reload's replaced exporter: its records
+    /// go to the endpoint they were recorded for). What is submitted after the thread ended is
+    /// counted as dropped.
     public func stop() {
         condition.lock()
         queues.stopped = true
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// At exit (OpenTelemetry SDK's Shutdown): exports what is queued, spans and log records, and
+    /// returns once that is done or `seconds` have passed, whichever comes first; no export goes on
+    /// past them, so a slow or absent collector holds the exit at most that long. Answers the
+    /// spans and records left unexported (0: all of them went, or failed and were counted).
+    @discardableResult
+    public func shutDown(within seconds: Double) -> Int {
+        let deadline = EventLoop.monotonicNow() + max(0, seconds)
+        condition.lock()
+        defer { condition.unlock() }
+        queues.stopped = true
+        queues.deadline = min(queues.deadline, deadline)
+        condition.broadcast()
+        while queues.running {
+            let left = deadline - EventLoop.monotonicNow()
+            guard left > 0 else { break }
+            condition.wait(seconds: left)
+        }
+        return queues.spans.count + queues.tracesSpans + queues.logs.count
     }
 
     public var exportsTraces: Bool { settings.tracesURL != nil }
@@ -70,8 +115,40 @@ public final class TelemetryExporter: @unchecked Sendable {
     public func submit(_ spans: [SpanData]) {
         guard exportsTraces, !spans.isEmpty else { return }
         condition.lock()
+        guard !queues.stopped || queues.running else {
+            condition.unlock()
+            return metrics.add(spans.count, .traces)
+        }
         for span in spans { queues.spans.append(span) }
         let full = queues.spans.count >= ExportQueue<SpanData>.batchLimit
+        condition.unlock()
+        if full { condition.broadcast() }
+    }
+
+    /// Queues finished requests, whose spans this thread makes (an event loop's turn, one lock).
+    /// Past the bound (in spans) the oldest are dropped and counted.
+    public func submit(_ traces: [any FinishedTrace]) {
+        guard exportsTraces, !traces.isEmpty else { return }
+        condition.lock()
+        guard !queues.stopped || queues.running else {
+            condition.unlock()
+            return metrics.add(traces.reduce(0) { $0 + $1.spanCount }, .traces)
+        }
+        var dropped = 0
+        for trace in traces {
+            queues.tracesSpans += trace.spanCount
+            if let oldest = queues.traces.append(trace) {
+                queues.tracesSpans -= oldest.spanCount
+                dropped += oldest.spanCount
+            }
+            while queues.tracesSpans + queues.spans.count > queues.spans.capacity, let oldest = queues.traces.removeOldest() {
+                queues.tracesSpans -= oldest.spanCount
+                dropped += oldest.spanCount
+            }
+        }
+        _ = queues.traces.takeDropped()
+        queues.tracesDropped += dropped
+        let full = queues.tracesSpans + queues.spans.count >= ExportQueue<SpanData>.batchLimit
         condition.unlock()
         if full { condition.broadcast() }
     }
@@ -80,6 +157,10 @@ public final class TelemetryExporter: @unchecked Sendable {
     public func submit(_ record: LogRecordData) {
         guard exportsLogs else { return }
         condition.lock()
+        guard !queues.stopped || queues.running else {
+            condition.unlock()
+            return metrics.add(1, .logs)
+        }
         queues.logs.append(record)
         let full = queues.logs.count >= ExportQueue<LogRecordData>.batchLimit
         condition.unlock()
@@ -99,36 +180,55 @@ public final class TelemetryExporter: @unchecked Sendable {
     }
 
     private func run() {
+        var made: [SpanData] = []
         while true {
             condition.lock()
-            if !queues.stopped && queues.spans.count < ExportQueue<SpanData>.batchLimit
+            if !queues.stopped && queues.spans.count + queues.tracesSpans < ExportQueue<SpanData>.batchLimit
                 && queues.logs.count < ExportQueue<LogRecordData>.batchLimit
             {
                 condition.wait(seconds: settings.flushInterval)
             }
+            // The finished requests' spans, made here off the lock, join the queue.
+            let traces = queues.traces.takeBatch(limit: queues.traces.count)
+            queues.tracesSpans = 0
+            condition.unlock()
+            for trace in traces { trace.makeSpans(into: &made) }
+            condition.lock()
+            for span in made { queues.spans.append(span) }
+            made.removeAll(keepingCapacity: true)
             let spans = queues.spans.takeBatch()
             let logs = queues.logs.takeBatch()
-            let droppedSpans = queues.spans.takeDropped()
+            let droppedSpans = queues.spans.takeDropped() + queues.tracesDropped
+            queues.tracesDropped = 0
             let droppedLogs = queues.logs.takeDropped()
-            let stopping = queues.stopped && queues.spans.isEmpty && queues.logs.isEmpty
+            let stopping = queues.stopped && queues.spans.isEmpty && queues.traces.isEmpty && queues.logs.isEmpty
+            let deadline = queues.deadline
             condition.unlock()
             noteLost(droppedSpans, .traces, why: "the export queue was full")
             noteLost(droppedLogs, .logs, why: "the export queue was full")
             if let url = settings.tracesURL, !spans.isEmpty {
-                export(OTLPEncoding.traces(spans, origin: settings.origin), to: url, count: spans.count, .traces)
+                export(OTLPEncoding.traces(spans, origin: settings.origin), to: url, count: spans.count, .traces, deadline: deadline)
             }
             if let url = settings.logsURL, !logs.isEmpty {
-                export(OTLPEncoding.logs(logs, origin: settings.origin), to: url, count: logs.count, .logs)
+                export(OTLPEncoding.logs(logs, origin: settings.origin), to: url, count: logs.count, .logs, deadline: deadline)
             }
-            if stopping { return }
+            if stopping || EventLoop.monotonicNow() >= deadline {
+                condition.lock()
+                queues.running = false
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
         }
     }
 
     /// One POST (OTLP/HTTP §"Binary Protobuf Encoding"); a failure loses the batch (no retry:
-    /// the next batch is already waiting, and the queue's bound is the contract's).
-    private func export(_ body: [UInt8], to url: String, count: Int, _ signal: TelemetrySignal) {
+    /// the next batch is already waiting, and the queue's bound is the contract's). It takes at
+    /// most `settings.timeout`, and ends by `deadline` (monotonic seconds) at the latest.
+    private func export(_ body: [UInt8], to url: String, count: Int, _ signal: TelemetrySignal, deadline: Double) {
         var request = HTTPCallRequest(url: url, method: "POST", headers: ["Content-Type: application/x-protobuf"] + settings.headers, body: body)
-        request.timeout = settings.timeout
+        request.timeout = min(settings.timeout, deadline - EventLoop.monotonicNow())
+        guard request.timeout >= 0.01 else { return noteLost(count, signal, why: "the process was exiting") }
         request.caFile = settings.caFile
         do {
             let response = try BlockingHTTPClient.perform(request)

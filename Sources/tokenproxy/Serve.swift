@@ -108,6 +108,7 @@ struct Serve: ParsableCommand {
         stop.wait()
         server.drain()
         for state in server.routeStates { state.tokens.stop() }
+        server.flushTelemetry()
         logger.info("stopped")
         Glibc.exit(0)
     }

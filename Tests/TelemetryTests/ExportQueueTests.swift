@@ -15,6 +15,17 @@ import Testing
         #expect(queue.isEmpty)
     }
 
+    /// The exporter counts a dropped finished request by its spans: the queue answers what it drops.
+    @Test func appendAnswersTheElementItDroppedAndTheOldestCanBeTakenOut() {
+        var queue = ExportQueue<Int>(capacity: 2)
+        #expect(queue.append(1) == nil)
+        #expect(queue.append(2) == nil)
+        #expect(queue.append(3) == 1)
+        #expect(queue.removeOldest() == 2)
+        #expect(queue.removeOldest() == 3)
+        #expect(queue.removeOldest() == nil)
+    }
+
     @Test func theContractsBounds() {
         #expect(ExportQueue<Int>().capacity == 2048)
         #expect(ExportQueue<Int>.batchLimit == 512)

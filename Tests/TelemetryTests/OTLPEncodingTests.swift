@@ -45,6 +45,16 @@ import Testing
         #expect(hex(w.bytes) == "ac0200ffffffffffffffffff01")
     }
 
+    /// A nested message's length is written after its contents: one of 20,004 bytes takes a
+    /// three-byte varint where one byte was kept for it.
+    @Test func aLongNestedMessagesLengthTakesAsManyBytesAsItNeeds() {
+        var w = ProtobufWriter()
+        w.message(1) { $0.string(1, String(repeating: "a", count: 20000)) }
+        #expect(hex(Array(w.bytes.prefix(8))) == "0aa49c010aa09c01")
+        #expect(w.bytes.count == 8 + 20000)
+        #expect(w.bytes.dropFirst(8).allSatisfy { $0 == UInt8(ascii: "a") })
+    }
+
     func hex(_ bytes: [UInt8]) -> String {
         bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }

@@ -12,6 +12,12 @@ import Testing
         #expect(parent.value == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
     }
 
+    @Test func aTraceparentIsWrittenWithEveryDigitAndTheSampledFlag() {
+        let parent = TraceParent(traceID: TraceID(high: 1, low: .max), spanID: 0xAB_CDEF, sampled: false)
+        #expect(parent.value == "00-0000000000000001ffffffffffffffff-0000000000abcdef-00")
+        #expect(TraceParent.hex(parent.traceID) == "0000000000000001ffffffffffffffff")
+    }
+
     @Test(arguments: [
         "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
         "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero parent id

@@ -19,6 +19,19 @@ public final class OTLPReceiver: Sendable {
 
     public func spans() throws -> [[String: Any]] { try seen()["spans"] as? [[String: Any]] ?? [] }
 
+    public func logs() throws -> [[String: Any]] { try seen()["logs"] as? [[String: Any]] ?? [] }
+
+    /// The log records once `done` holds for them, or the last ones seen after `timeout`.
+    public func logs(timeout: TimeInterval = 30, until done: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
+        let deadline = Date().addingTimeInterval(timeout)
+        var logs = try logs()
+        while !done(logs) && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.2)
+            logs = try self.logs()
+        }
+        return logs
+    }
+
     /// The spans once `done` holds for them, or the last ones seen after `timeout` (a batch goes
     /// within a second of a request's end).
     public func spans(timeout: TimeInterval = 30, until done: ([[String: Any]]) -> Bool) throws -> [[String: Any]] {
@@ -53,11 +66,14 @@ public final class TelemetryFixture: UpstreamFixture, Sendable {
     public let proxy: ProxyProcess
 
     /// `telemetry`: the section's lines after `endpoint` (indented by the caller's YAML flow or
-    /// here); `endpoint`: replaces the receiver's (an address nobody listens on).
-    public init(telemetry: String = "", endpoint: String? = nil, environment: [String: String] = [:]) throws {
+    /// here); `endpoint`: replaces the receiver's (an address nobody listens on); `top`: more
+    /// top-level lines (`audit: …`).
+    public init(telemetry: String = "", endpoint: String? = nil, environment: [String: String] = [:], top: String = "") throws {
         upstream = try PythonServer("echo_upstream")
         receiver = try OTLPReceiver()
-        let section = "telemetry:\n  endpoint: \(endpoint ?? receiver.endpoint)\n" + telemetry.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+        let section =
+            "telemetry:\n  endpoint: \(endpoint ?? receiver.endpoint)\n" + telemetry.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+            + (top.isEmpty ? "" : "\n" + top)
         var env = environment
         env["E2E_TOKEN"] = e2eToken
         proxy = try ProxyProcess(

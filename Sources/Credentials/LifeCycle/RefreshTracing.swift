@@ -4,7 +4,8 @@ import Telemetry
 /// A token manager's `credential.refresh` spans (CONTRACT.md "Telemetry"): one span per call to the
 /// source, a root of its own trace, with the route, the credential type, the outcome (the values of
 /// `tokenproxy_refreshes_total{outcome}`) and the reason; and the span of the refresh under way or
-/// last done, which each `token.wait` links to. Nothing happens until `attach` gives an exporter.
+/// last done, which each `token.wait` links to. Also the door of the manager's `credential` audit
+/// events to the exporter's log records. Nothing happens until `attach` gives an exporter.
 public final class RefreshTracing: Sendable {
     private struct State {
         var exporter: TelemetryExporter?
@@ -24,7 +25,7 @@ public final class RefreshTracing: Sendable {
     public func attach(_ exporter: TelemetryExporter?, route: String, sampleRatio: Double) {
         state.withLock { state in
             if state.exporter === exporter && !state.route.isEmpty { return }
-            state.exporter = exporter?.exportsTraces == true ? exporter : nil
+            state.exporter = exporter
             state.route = route
             state.sampler = TraceSampler(ratio: sampleRatio)
         }
@@ -40,7 +41,7 @@ public final class RefreshTracing: Sendable {
 
     func begin() -> Started? {
         state.withLock { state in
-            guard state.exporter != nil else { return nil }
+            guard state.exporter?.exportsTraces == true else { return nil }
             let link = SpanLink(traceID: state.ids.nextTraceID(), spanID: state.ids.next())
             guard state.sampler.samples(newTrace: link.traceID) else { return nil }
             state.current = link
@@ -66,6 +67,13 @@ public final class RefreshTracing: Sendable {
         }
         if let code = span.errorCode { span.attributes.append(Attribute("error.type", code)) }
         exporter.submit([span])
+    }
+
+    /// A `credential` audit event as a log record (with `logs`): `fields` under their audit names,
+    /// `time` its `ts`, in the trace of the call's `credential.refresh` span when that was traced.
+    public func exportAuditEvent(_ fields: [(name: String, value: String)], time: UInt64, refresh: SpanLink?) {
+        guard let exporter = state.withLock({ $0.exporter }) else { return }
+        exporter.submitAuditEvent(fields, time: time, traceID: refresh?.traceID, spanID: refresh?.spanID ?? 0, sampled: refresh != nil)
     }
 
     /// CONTRACT.md's words for the reasons: `expiry`, `upstream_401`, `forced`, `start`.

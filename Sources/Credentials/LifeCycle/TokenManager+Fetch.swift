@@ -164,7 +164,10 @@ extension TokenManager {
         condition.unlock()
 
         if result != .reused, let observer = fetchObserver.withLock({ $0 }) {
-            observer(FetchReport(succeeded: result == .success, failureReason: result == .success ? nil : failureReason?.rawValue ?? "failure"))
+            observer(
+                FetchReport(
+                    succeeded: result == .success, failureReason: result == .success ? nil : failureReason?.rawValue ?? "failure",
+                    refresh: refreshSpan?.link))
         }
         for waiter in waiters { waiter(outcome) }
 

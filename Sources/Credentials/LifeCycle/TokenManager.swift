@@ -3,6 +3,7 @@ import FoundationEssentials
 import Logging
 import Sockets
 import Synchronization
+import Telemetry
 
 /// The single writer of the current token (ARCHITECTURE.md "Tokens off the hot path").
 ///
@@ -114,6 +115,9 @@ public final class TokenManager: @unchecked Sendable {
         public var succeeded: Bool
         /// `tokenproxy_token_fetch_failures_total`'s reason (`network`, `refused` …) of a failure.
         public var failureReason: String?
+        /// The call's `credential.refresh` span, when it was traced: the trace of its audit event's
+        /// log record (CONTRACT.md "Telemetry").
+        public var refresh: SpanLink?
     }
 
     /// The session store's counters (operations, lease waits, refresh races), for `/metrics`; nil

@@ -56,7 +56,7 @@ extension Server {
                 done.enter()
                 mine.ctx.loop.execute { [self] in
                     mine.ctx.replace(configuration: new, states: states, forwardProxy: newForwardProxy)
-                    if let telemetrySwap { mine.ctx.tracer = telemetrySwap.tracer() }
+                    if let telemetrySwap { mine.ctx.tracer = telemetrySwap.tracer(on: mine.ctx.loop) }
                     // Old acceptors first: a handed-over socket is then watched again, for its new route.
                     let stopping = Set(removed.flatMap { $0.sockets.map { ObjectIdentifier($0) } })
                     for acceptor in mine.acceptors where stopping.contains(ObjectIdentifier(acceptor.listener)) { acceptor.stop() }
