@@ -8,21 +8,18 @@
 # client's Authorization (`client_authorization: replace`, the default), so all get the same bytes.
 # /small is the anchor's 36-byte answer (wrk -c16); /big is 1 MiB of the pattern of
 # bench/scrub-cells.sh (wrk -c4). Counts are repeatable whatever else the machine does.
+# The harness is bench/lib/callgrind.sh.
 #   bench/instructions-scrub.sh PATH-TO-release-tokenproxy
 set -u
+HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/lib/callgrind.sh"
+trap stop_bench_processes EXIT
 bin=$1
-d=$(mktemp -d /tmp/tokenproxy-instructions-scrub.XXXXXX); mkdir -p "$d/logs" "$d/www"
+d=$(mktemp -d /tmp/tokenproxy-instructions-scrub.XXXXXX); mkdir -p "$d/www"
 chmod 755 "$d" "$d/www"  # nginx's workers read /big as another user when started as root
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 python3 -c 'import sys; p = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n"; sys.stdout.buffer.write(p * (1048576 // len(p)))' >"$d/www/big"
 up_port=$(free_port)
-cat >"$d/up.conf" <<CONF
-worker_processes 1; daemon off; pid $d/up.pid; error_log $d/logs/e.log;
-events {}
-http { access_log off;
-server { listen 127.0.0.1:$up_port; keepalive_requests 1000000;
- location /small { return 200 "hello world, this is a small answer\n"; } location /big { root $d/www; } } }
-CONF
 placeholder=tp-bench-placeholder-0123456789abcdef
 for cell in off scrub on; do
   {
@@ -37,32 +34,25 @@ for cell in off scrub on; do
     printf 'store:\n  path: %s/%s/tokens.json\nlog:\n  level: warn\n' "$d" "$cell"
   } >"$d/$cell.yaml"
 done
-cp "$bin" "$d/tp" && strip --strip-debug "$d/tp"
-taskset -c 0 nginx -p "$d" -c "$d/up.conf" & up=$!
-count() {  # cell path connections
-  local cell=$1 path=$2 conns=$3 port; port=$(free_port)
-  { echo "listen: 127.0.0.1:$port"; cat "$d/$cell.yaml"; } >"$d/$cell-$path.yaml"
-  BENCH_TOKEN=test-token-123 BENCH_PLACEHOLDER=$placeholder taskset -c 0 valgrind --tool=callgrind --instr-atstart=no \
-    --callgrind-out-file="$d/$cell-$path.out" "$d/tp" serve --config "$d/$cell-$path.yaml" \
-    2>"$d/$cell-$path.vg" & local p=$!
-  local auth="Authorization: Bearer $placeholder"
-  for _ in $(seq 100); do curl -sf -o /dev/null -H "$auth" "http://127.0.0.1:$port/$path" && break; sleep 0.3; done
-  [[ $path != big ]] || cmp -s <(curl -s -H "$auth" "http://127.0.0.1:$port/big") "$d/www/big" ||
-    { echo "/big through the $cell route is not the file" >&2; kill "$p"; exit 1; }
-  taskset -c 1 wrk -t1 -c"$conns" -d2s -H "$auth" "http://127.0.0.1:$port/$path" >/dev/null
-  callgrind_control -i on "$p" >/dev/null
-  local n; n=$(taskset -c 1 wrk -t1 -c"$conns" -d8s -H "$auth" "http://127.0.0.1:$port/$path" | awk '/requests in/ {print $1}')
-  callgrind_control -i off "$p" >/dev/null
-  kill -TERM "$p"; wait "$p" 2>/dev/null
-  local t; t=$(callgrind_annotate "$d/$cell-$path.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  echo $((t / n))
+stripped_copy "$bin" "$d/tp"
+start_upstream "$d" "$up_port" "location /big { root $d/www; }"
+export BENCH_TOKEN=test-token-123 BENCH_PLACEHOLDER=$placeholder
+CG_HEADER="Authorization: Bearer $placeholder"
+big_is_the_file() {  # url
+  [[ $1 != */big ]] || cmp -s <(curl -s -H "$CG_HEADER" "$1") "$d/www/big" ||
+    { echo "$1 is not the file" >&2; return 1; }
 }
+CG_CHECK=big_is_the_file
 declare -A per
 for path in small big; do
-  conns=$([[ $path == small ]] && echo 16 || echo 4)
-  for cell in off scrub on; do per[$cell,$path]=$(count "$cell" "$path" "$conns"); done
+  CG_CONNECTIONS=$([[ $path == small ]] && echo 16 || echo 4)
+  for cell in off scrub on; do
+    port=$(free_port)
+    { echo "listen: 127.0.0.1:$port"; cat "$d/$cell.yaml"; } >"$d/$cell-$path.yaml"
+    count_instructions "$d/$cell-$path.out" "http://127.0.0.1:$port/$path" "$d/tp" serve --config "$d/$cell-$path.yaml"
+    per[$cell,$path]=$instructions_per_request
+  done
 done
-kill "$up" 2>/dev/null; wait "$up" 2>/dev/null
 echo "profiles: $d/{off,scrub,on}-{small,big}.out" >&2
 for path in small big; do
   echo "instructions per /$path request: off ${per[off,$path]}, scrub ${per[scrub,$path]}, on (placeholder and scrub)" \

@@ -9,9 +9,11 @@
 # warm-up, then 8 s counted. nginx is configured as the anchor benchmark's proxy (pooled upstream
 # connections, the Authorization header set, no buffering) with its master process off, so that
 # callgrind sees the worker. Prints both counts and their ratio, and leaves the profiles in
-# $STATE_DIR/tpb/callgrind.out and callgrind-nginx.out for callgrind_annotate.
+# $STATE_DIR/tpb/callgrind.out and callgrind-nginx.out for callgrind_annotate. The harness is
+# bench/lib/callgrind.sh.
 set -Eeuo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/lib/callgrind.sh"
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
 STATE_DIR=$(cd "${STATE_DIR:-/tmp/bench-anchors}" && pwd)
 BENCH_DIR=$STATE_DIR/tpb
@@ -19,10 +21,10 @@ KIND=${1:-plain}
 [[ -f $STATE_DIR/upstream.nginx.conf && -f $BENCH_DIR/$KIND.yaml ]] || { echo "run bench/run.sh once first" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 TOKEN_VALUE=${TOKEN:-test-token-123}
+export BENCH_TOKEN=$TOKEN_VALUE
 NGINX_PORT=18096
 if [[ $KIND == tls ]]; then URL=http://127.0.0.1:18094/small; else URL=http://127.0.0.1:18090/small; fi
-# valgrind cannot read the DWARF 5 the Swift toolchain writes: profile a copy without it.
-cp "${BIN:-$ROOT/.build-release/release/tokenproxy}" "$BENCH_DIR/tpb-cg" && strip --strip-debug "$BENCH_DIR/tpb-cg"
+stripped_copy "${BIN:-$ROOT/.build-release/release/tokenproxy}" "$BENCH_DIR/tpb-cg"
 sed "s|^  ca_file: .*|  ca_file: $STATE_DIR/tls/ca.pem|" "$BENCH_DIR/$KIND.yaml" >"$BENCH_DIR/cg.yaml"
 if [[ $KIND == tls ]]; then
     UPSTREAM="server 127.0.0.1:18443; keepalive 256;"
@@ -54,34 +56,22 @@ http {
     }
 }
 CONF
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-taskset -c 0 nginx -p "$STATE_DIR/" -c "$STATE_DIR/upstream.nginx.conf" -e logs/upstream.error.log & pids+=($!)
+trap stop_bench_processes EXIT
+taskset -c 0 nginx -p "$STATE_DIR/" -c "$STATE_DIR/upstream.nginx.conf" -e logs/upstream.error.log & bench_pids+=($!)
 
 # count NAME URL OUT COMMAND...: instructions per request of COMMAND serving URL.
 count() {
-    local name=$1 url=$2 out=$3; shift 3
-    BENCH_TOKEN=$TOKEN_VALUE taskset -c 0 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" \
-        "$@" 2>"$BENCH_DIR/cg-$name.log" &
-    local pid=$!
-    pids+=("$pid")
-    for _ in $(seq 100); do curl -sf -o /dev/null "$url" && break; sleep 0.2; done
-    taskset -c 1 wrk -t1 -c16 -d2s "$url" >/dev/null  # warm: connections made, caches filled
-    callgrind_control -i on "$pid" >/dev/null 2>&1
-    local requests
-    requests=$(taskset -c 1 wrk -t1 -c16 -d8s "$url" | awk '/requests in/ {print $1}')
-    callgrind_control -i off "$pid" >/dev/null 2>&1
-    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
-    local total
-    total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-    echo "$KIND $name: $requests requests, $total instructions, $((total / requests)) per request ($out)" >&2
-    echo $((total / requests))
+    local name=$1 url=$2 out=$3
+    shift 3
+    count_instructions "$out" "$url" "$@"
+    echo "$KIND $name: $counted_requests requests, $counted_instructions instructions, $instructions_per_request per request ($out)" >&2
 }
-tp=$(count tokenproxy "$URL" "$BENCH_DIR/callgrind.out" "$BENCH_DIR/tpb-cg" serve --config "$BENCH_DIR/cg.yaml")
+count tokenproxy "$URL" "$BENCH_DIR/callgrind.out" "$BENCH_DIR/tpb-cg" serve --config "$BENCH_DIR/cg.yaml"
+tp=$instructions_per_request
 if [[ -n ${SKIP_NGINX:-} ]]; then
     echo "$KIND: tokenproxy $tp instructions per request"
     exit 0
 fi
-ng=$(count nginx "http://127.0.0.1:$NGINX_PORT/small" "$BENCH_DIR/callgrind-nginx.out" nginx -p "$BENCH_DIR/nginx-cg/" -c "$BENCH_DIR/nginx-cg/proxy.conf")
+count nginx "http://127.0.0.1:$NGINX_PORT/small" "$BENCH_DIR/callgrind-nginx.out" nginx -p "$BENCH_DIR/nginx-cg/" -c "$BENCH_DIR/nginx-cg/proxy.conf"
+ng=$instructions_per_request
 awk -v k="$KIND" -v tp="$tp" -v ng="$ng" 'BEGIN { printf "%s: tokenproxy %d, nginx %d instructions per request (ratio %.2f)\n", k, tp, ng, tp / ng }'

@@ -14,14 +14,8 @@ d=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$d"; }
 trap cleanup EXIT
-mkdir -p "$d/logs"
-cat >"$d/up.conf" <<CONF
-worker_processes 1; daemon off; pid $d/up.pid; error_log $d/logs/e.log;
-events {}
-http { access_log off;
-server { listen 127.0.0.1:18580; keepalive_requests 1000000;
- location /small { return 200 "hello world, this is a small answer\n"; } } }
-CONF
+source "$HERE/lib/callgrind.sh"  # for its nginx upstream's configuration only
+upstream_config "$d" 18580
 taskset -c 0 nginx -p "$d" -c "$d/up.conf" & pids+=($!)
 python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 >"$d/receiver.out" 2>&1 & pids+=($!)
 config() {  # port, extra lines

@@ -8,7 +8,8 @@ import Testing
     /// 2026-11-22T03:00:00.042Z
     static let seconds = 1_795_316_400
 
-    @Test func aForwardedRequestHasTheContractsMembersInTheContractsOrder() throws {
+    /// A request forwarded with every member but `reason`, `address` and `trace_id` set.
+    static func forwardedRequest() -> AuditEvent {
         var event = AuditEvent(kind: .request, seconds: Self.seconds, milliseconds: 42)
         event.decision = .forwarded
         event.route = "github"
@@ -23,8 +24,12 @@ import Testing
         event.placement = "authorization"
         event.placeholder = false
         event.scrubbed = 0
+        return event
+    }
+
+    @Test func aForwardedRequestHasTheContractsMembersInTheContractsOrder() throws {
         #expect(
-            event.line
+            Self.forwardedRequest().line
                 == #"{"ts":"2026-11-22T03:00:00.042Z","event":"request","decision":"forwarded","route":"github","caller":"default","client":"127.0.0.1","method":"GET","host":"api.github.com","path":"/user","status":200,"upstream_status":200,"credential":"static","placement":"authorization","placeholder":false,"scrubbed":0}"#
                 + "\n")
     }
@@ -65,16 +70,8 @@ import Testing
     }
 
     @Test func theOTLPAttributesAreTheLinesMembersInTheLinesOrder() throws {
-        var event = AuditEvent(kind: .connect, seconds: Self.seconds, milliseconds: 0)
-        event.decision = .tunnelled
-        event.caller = "default"
-        event.client = "10.0.0.7"
-        event.method = "CONNECT"
-        event.host = "example.test:443"
-        event.status = 200
-        event.upstreamStatus = 200
-        event.placeholder = true
-        event.scrubbed = 3
+        // Every member a request (or CONNECT) line can have but `reason`.
+        var event = Self.forwardedRequest()
         event.address = "192.0.2.1"
         event.traceID = "0af7651916cd43dd8448eb211c80319c"
         let object = try Self.object(event.line)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// An OTLP/HTTP receiver (Tests/servers/otlp_receiver.py: it decodes with opentelemetry-proto, the
@@ -64,6 +65,8 @@ public final class TelemetryFixture: UpstreamFixture, Sendable {
     public let upstream: PythonServer
     public let receiver: OTLPReceiver
     public let proxy: ProxyProcess
+    /// The receivers `reloadToNewReceiver` made, stopped by `stop()` after the proxy's exit.
+    private let movedTo = Mutex<[OTLPReceiver]>([])
 
     /// `telemetry`: the section's lines after `endpoint` (indented by the caller's YAML flow or
     /// here); `endpoint`: replaces the receiver's (an address nobody listens on); `top`: more
@@ -89,8 +92,52 @@ public final class TelemetryFixture: UpstreamFixture, Sendable {
         return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? -1
     }
 
+    /// A second receiver, and a reload (SIGUSR2) that moves `telemetry.endpoint` to it.
+    public func reloadToNewReceiver(sourceLocation: SourceLocation = #_sourceLocation) throws -> OTLPReceiver {
+        let second = try OTLPReceiver()
+        movedTo.withLock { $0.append(second) }
+        let config = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: receiver.endpoint, with: second.endpoint).write(
+            toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.terminate(signal: SIGUSR2)
+        #expect(proxy.waitForStderr(containing: "configuration reloaded", timeout: 30), sourceLocation: sourceLocation)
+        return second
+    }
+
     public func stop() throws {
         try finish()
         receiver.stop()
+        for moved in movedTo.withLock({ $0 }) { moved.stop() }
+    }
+}
+
+/// An `oauth2_client_credentials` route (client `app`, a fresh client secret in the environment)
+/// in front of `upstream`, a Tests/servers script, exporting to an OTLP receiver of its own.
+public final class MintingTelemetryFixture: UpstreamFixture, Sendable {
+    public let clientSecret = "client-secret-\(UUID().uuidString.prefix(8))"
+    public let idp: OAuthServer
+    public let upstream: PythonServer
+    public let receiver: OTLPReceiver
+    public let proxy: ProxyProcess
+
+    /// `more`: more top-level lines.
+    public init(upstream script: String, more: String) throws {
+        var options = OAuthServer.Options()
+        options.clients = [OAuthServer.Client(id: "app", secret: clientSecret)]
+        idp = try OAuthServer.start(options)
+        upstream = try PythonServer(script)
+        receiver = try OTLPReceiver()
+        proxy = try ProxyProcess(
+            config: proxyConfig(
+                upstream: upstream.baseURL,
+                credentials: "type: oauth2_client_credentials\ntoken_url: \(idp.tokenURL)\nclient_id: app\nclient_secret_env: TELEMETRY_CLIENT_SECRET",
+                more: "telemetry: {endpoint: \(receiver.endpoint)}\n\(more)"),
+            environment: ["TELEMETRY_CLIENT_SECRET": clientSecret])
+    }
+
+    public func stop() {
+        proxy.terminate()
+        receiver.stop()
+        upstream.stop()
     }
 }

@@ -98,40 +98,25 @@ extension TelemetryTests {
     /// Each mint is a `credential` audit event, and as a log record in the trace of its
     /// `credential.refresh` span; no token or client secret in any attribute.
     @Test func eachMintIsACredentialLogRecordInItsRefreshsTrace() throws {
-        let clientSecret = "client-secret-\(UUID().uuidString.prefix(8))"
-        var options = OAuthServer.Options()
-        options.clients = [OAuthServer.Client(id: "app", secret: clientSecret)]
-        let idp = try OAuthServer.start(options)
-        let upstream = try PythonServer("echo_upstream")
-        let receiver = try OTLPReceiver()
-        defer {
-            receiver.stop()
-            upstream.stop()
-        }
-        let proxy = try ProxyProcess(
-            config: proxyConfig(
-                upstream: upstream.baseURL,
-                credentials: "type: oauth2_client_credentials\ntoken_url: \(idp.tokenURL)\nclient_id: app\nclient_secret_env: TELEMETRY_CLIENT_SECRET",
-                more: "telemetry: {endpoint: \(receiver.endpoint)}\n\(Self.auditTop)"),
-            environment: ["TELEMETRY_CLIENT_SECRET": clientSecret])
-        defer { proxy.terminate() }
-        let answered = try curl([proxy.baseURL + "/first"])
+        let world = try MintingTelemetryFixture(upstream: "echo_upstream", more: Self.auditTop)
+        defer { world.stop() }
+        let answered = try curl([world.url("/first")])
         #expect(answered.status == 200)
         let token = try #require(try Echo(answered.body).value("Authorization"))
-        let records = try receiver.logs { $0.contains { $0.attribute("event") as? String == "credential" } }
+        let records = try world.receiver.logs { $0.contains { $0.attribute("event") as? String == "credential" } }
         let minted = try #require(records.first { $0.attribute("event") as? String == "credential" }, "\(records)")
         #expect(minted["body"] as? String == "credential")
         #expect(minted.attribute("route") as? String == "default")
         #expect(minted.attribute("credential") as? String == "oauth2_client_credentials")
         #expect(minted.attribute("action") as? String == "mint")
         #expect(minted.attribute("outcome") as? String == "success")
-        let line = try #require(try auditLines(proxy).first { $0["event"] as? String == "credential" })
+        let line = try #require(try auditLines(world.proxy).first { $0["event"] as? String == "credential" })
         #expect(minted["time"] as? Int == (try unixNanoseconds(line["ts"])))
-        let spans = try receiver.spans { $0.contains { $0["name"] as? String == "credential.refresh" } }
+        let spans = try world.receiver.spans { $0.contains { $0["name"] as? String == "credential.refresh" } }
         let refresh = try #require(spans.first { $0["name"] as? String == "credential.refresh" }, "\(spans)")
         #expect(minted["trace_id"] as? String == refresh["trace_id"] as? String)
         #expect(minted["span_id"] as? String == refresh["span_id"] as? String)
-        try expectNoSecret(in: receiver, [clientSecret, token, String(token.dropFirst("Bearer ".count))])
+        try expectNoSecret(in: world.receiver, [world.clientSecret, token, String(token.dropFirst("Bearer ".count))])
     }
 
     /// SIGTERM right after the requests: the spans and records still queued go out before the
@@ -166,22 +151,14 @@ extension TelemetryTests {
     /// collector they were recorded for, and the requests after it to the new one.
     @Test func spansQueuedBeforeAReloadGoToTheEndpointTheyWereRecordedFor() throws {
         let world = try TelemetryFixture()
-        let second = try OTLPReceiver()
-        defer {
-            try? world.stop()
-            second.stop()
-        }
+        defer { try? world.stop() }
         try world.receiver.mode(delay: 3)
         #expect(try curl([world.url("/first")]).status == 200)
         // An export is under way (it takes 3 s): the next request's spans wait in the queue.
         let deadline = Date().addingTimeInterval(30)
         while (try world.receiver.seen()["exports"] as? Int ?? 0) == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.1) }
         #expect(try curl([world.url("/queued")]).status == 200)
-        let config = try String(contentsOfFile: world.proxy.configPath, encoding: .utf8)
-        try config.replacingOccurrences(of: world.receiver.endpoint, with: second.endpoint).write(
-            toFile: world.proxy.configPath, atomically: true, encoding: .utf8)
-        world.proxy.terminate(signal: SIGUSR2)
-        #expect(world.proxy.waitForStderr(containing: "configuration reloaded", timeout: 30))
+        let second = try world.reloadToNewReceiver()
         #expect(try curl([world.url("/after")]).status == 200)
         let before = try world.receiver.spans { $0.contains { $0.attribute("url.path") as? String == "/queued" } }
         #expect(before.contains { $0.attribute("url.path") as? String == "/queued" })

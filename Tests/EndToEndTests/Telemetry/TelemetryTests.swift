@@ -148,18 +148,10 @@ import Testing
     /// collector, those before it went to the old one.
     @Test func aReloadMovesTheRequestsAfterItToTheNewEndpoint() throws {
         let world = try TelemetryFixture()
-        let second = try OTLPReceiver()
-        defer {
-            try? world.stop()
-            second.stop()
-        }
+        defer { try? world.stop() }
         #expect(try curl([world.url("/before")]).status == 200)
         _ = try world.receiver.spans { $0.contains { $0.attribute("url.path") as? String == "/before" } }
-        let config = try String(contentsOfFile: world.proxy.configPath, encoding: .utf8)
-        try config.replacingOccurrences(of: world.receiver.endpoint, with: second.endpoint).write(
-            toFile: world.proxy.configPath, atomically: true, encoding: .utf8)
-        world.proxy.terminate(signal: SIGUSR2)
-        #expect(world.proxy.waitForStderr(containing: "configuration reloaded", timeout: 30))
+        let second = try world.reloadToNewReceiver()
         #expect(try curl([world.url("/after")]).status == 200)
         let after = try second.spans { $0.contains { $0.attribute("url.path") as? String == "/after" } }
         #expect(after.contains { $0.attribute("url.path") as? String == "/after" })
@@ -201,27 +193,12 @@ import Testing
     /// attempts (401, then 200) as two CLIENT spans and the wait for the refresh as `token.wait`,
     /// which links to the `credential.refresh` span.
     @Test func aRetryAfter401IsTwoClientSpansAndATokenWait() throws {
-        let clientSecret = "client-secret-\(UUID().uuidString.prefix(8))"
-        var options = OAuthServer.Options()
-        options.clients = [OAuthServer.Client(id: "app", secret: clientSecret)]
-        let idp = try OAuthServer.start(options)
-        let upstream = try PythonServer("refusing_upstream")
-        let receiver = try OTLPReceiver()
-        defer {
-            receiver.stop()
-            upstream.stop()
-        }
-        let proxy = try ProxyProcess(
-            config: proxyConfig(
-                upstream: upstream.baseURL,
-                credentials: "type: oauth2_client_credentials\ntoken_url: \(idp.tokenURL)\nclient_id: app\nclient_secret_env: TELEMETRY_CLIENT_SECRET",
-                more: "telemetry: {endpoint: \(receiver.endpoint)}\nlog: {level: debug, access_log: true}"),
-            environment: ["TELEMETRY_CLIENT_SECRET": clientSecret])
-        defer { proxy.terminate() }
-        #expect(try curl([proxy.baseURL + "/first"]).status == 200)
-        _ = try curl(["-X", "POST", upstream.baseURL + "/test/refuse?count=1&status=401"])
-        #expect(try curl([proxy.baseURL + "/second"]).status == 200)
-        let spans = try receiver.spans { spans in spans.contains { $0.attribute("url.path") as? String == "/second" } }
+        let world = try MintingTelemetryFixture(upstream: "refusing_upstream", more: "log: {level: debug, access_log: true}")
+        defer { world.stop() }
+        #expect(try curl([world.url("/first")]).status == 200)
+        _ = try curl(["-X", "POST", world.upstream.baseURL + "/test/refuse?count=1&status=401"])
+        #expect(try curl([world.url("/second")]).status == 200)
+        let spans = try world.receiver.spans { spans in spans.contains { $0.attribute("url.path") as? String == "/second" } }
         let server = try #require(spans.first { $0.attribute("url.path") as? String == "/second" }, "\(spans)")
         #expect(server.attribute("tokenproxy.retried_401") as? Bool == true)
         let children = spans.filter { $0["parent_span_id"] as? String == server["span_id"] as? String }
@@ -230,7 +207,7 @@ import Testing
         let wait = try #require(children.first { $0["name"] as? String == "token.wait" && $0["kind"] as? String == "SPAN_KIND_INTERNAL" })
         // The wait links to the refresh the 401 asked for: a span of its own trace.
         let link = try #require((wait["links"] as? [[String: Any]])?.first, "\(wait)")
-        let refreshes = try receiver.spans { spans in spans.contains { $0["span_id"] as? String == link["span_id"] as? String } }
+        let refreshes = try world.receiver.spans { spans in spans.contains { $0["span_id"] as? String == link["span_id"] as? String } }
         let refresh = try #require(refreshes.first { $0["span_id"] as? String == link["span_id"] as? String }, "\(refreshes)")
         #expect(refresh["name"] as? String == "credential.refresh")
         #expect(refresh["trace_id"] as? String == link["trace_id"] as? String)
@@ -240,7 +217,7 @@ import Testing
         #expect(refresh.attribute("tokenproxy.route") as? String == "default")
         #expect(refreshes.contains { $0["name"] as? String == "credential.refresh" && $0.attribute("tokenproxy.reason") as? String == "start" })
         // Each attempt carried its own span's context upstream.
-        let seen = try curl([upstream.baseURL + "/test/requests"]).json?["requests"] as? [[String: Any]] ?? []
+        let seen = try curl([world.upstream.baseURL + "/test/requests"]).json?["requests"] as? [[String: Any]] ?? []
         let sent = seen.suffix(2).map { request in
             (request["headers"] as? [[String]] ?? []).first { $0.first?.lowercased() == "traceparent" }?.last
         }
@@ -250,7 +227,7 @@ import Testing
             (request["headers"] as? [[String]] ?? []).first { $0.first?.lowercased() == "authorization" }?.last
         }
         #expect(tokens.count == 3)
-        try expectNoSecret(in: receiver, [clientSecret] + tokens + tokens.map { String($0.dropFirst("Bearer ".count)) })
+        try expectNoSecret(in: world.receiver, [world.clientSecret] + tokens + tokens.map { String($0.dropFirst("Bearer ".count)) })
     }
 
     /// Every string of every decoded span, record and resource, searched for each secret.
