@@ -120,7 +120,7 @@ final class Exchange {
     deinit {
         // The spool file's space is given back when its descriptor closes, with this exchange.
         if spoolReserved > 0 { shared?.releaseSpool(spoolReserved) }
-        releaseBudget()
+        if budgetHold != nil { releaseBudget() }
     }
 
     /// The request passed its checks (`AccessPolicy`): where it goes, its body's bounds, whose
@@ -433,7 +433,8 @@ final class Exchange {
     /// The exchange is over for its connection: late timers and tokens find nothing.
     func detach() {
         waitingForToken = false
-        releaseBudget()
+        // Only a request a route's `budget` admitted holds a place (RouteBudget.swift).
+        if budgetHold != nil { releaseBudget() }
     }
 
     // MARK: tokens and the held 401
