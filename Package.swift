@@ -67,7 +67,9 @@ let package = Package(
         // (a few small, stable messages), posted from a thread of its own by IdentityHTTP's client.
         .target(
             name: "Telemetry",
-            dependencies: ["Basics", "Sockets", "IdentityHTTP", "Logs", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Basics", "Sockets", "IdentityHTTP", "Logs", .product(name: "Logging", package: "swift-log")],
+            // The exporter's thread writes every span's bytes here (bench/telemetry-instructions.sh).
+            swiftSettings: hotPath
         ),
         .target(
             name: "Config", dependencies: ["Basics", "Sockets", "HTTP1", .product(name: "Yams", package: "Yams")],

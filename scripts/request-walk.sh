@@ -14,7 +14,8 @@
 # (the timeout sweep, every 0.2 s, and the certificate watch, every 1 s), which may fire inside the
 # window but belong to no request. A function's file is the object file of the build that defines
 # its symbol (one .o per source file in a debug build, output-file-map.json), so no debug info is
-# needed; a symbol several objects define (compiler-made helpers such as outlined copies) names none.
+# needed; a symbol several objects define (compiler-made helpers such as outlined copies) names none,
+# nor does the standard library's own code emitted into one of our objects.
 #
 #   scripts/request-walk.sh            builds the debug binary first (swift build -j 2)
 #   BUILD=0 scripts/request-walk.sh    uses the debug build as it is

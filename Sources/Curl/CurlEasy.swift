@@ -280,6 +280,13 @@ package final class CurlEasy {
 
     // MARK: transfers
 
+    /// Every option back to its default (curl_easy_reset), the handle's open connections kept: the
+    /// next blocking transfer to the same server reuses one.
+    package func reset() {
+        curl_easy_reset(handle)
+        transfer = nil
+    }
+
     /// The whole transfer, blocking (`curl_easy_perform`): for the identity providers' calls, never
     /// on an event loop.
     package func perform() throws(CurlError) {

@@ -88,7 +88,25 @@ public enum BlockingHTTPClient {
     static let maxBody = 1 << 20
 
     public static func perform(_ request: HTTPCallRequest) throws -> HTTPCallResponse {
-        let easy = CurlEasy()
+        try perform(request, on: CurlEasy())
+    }
+
+    /// Calls made one after another through one libcurl handle, whose connections stay open between
+    /// them: the telemetry exporter's posts go over one connection, not one each. One thread at a
+    /// time uses it.
+    // @unchecked: the handle is only used by the thread that calls `perform`, one call at a time.
+    public final class Session: @unchecked Sendable {
+        private let easy = CurlEasy()
+
+        public init() {}
+
+        public func perform(_ request: HTTPCallRequest) throws -> HTTPCallResponse {
+            easy.reset()
+            return try BlockingHTTPClient.perform(request, on: easy)
+        }
+    }
+
+    private static func perform(_ request: HTTPCallRequest, on easy: CurlEasy) throws -> HTTPCallResponse {
         let state = CallState(body: request.body)
         do {
             try easy.set(.noSignal, true)
@@ -143,8 +161,9 @@ private func passingOverOwnAddresses(_ url: String) -> ProxyEnvironment? {
     let own = OwnListenAddresses.current
     guard !own.isEmpty else { return nil }
     let scheme = url.prefix { $0 != ":" }.lowercased()
-    let variables = ProcessInfo.processInfo.environment
-    let environment = ProxyEnvironment(scheme: scheme, environment: { variables[$0] }, own: own)
+    // getenv for the few names read, not ProcessInfo's dictionary of every variable (made anew
+    // on each call: hundreds of thousands of instructions, once per telemetry export).
+    let environment = ProxyEnvironment(scheme: scheme, environment: { getenv($0).map { String(cString: $0) } }, own: own)
     return environment.ignored.isEmpty ? nil : environment
 }
 

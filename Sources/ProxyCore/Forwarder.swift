@@ -2,6 +2,7 @@ import Basics
 import Config
 import Credentials
 import HTTP1
+import Telemetry
 import Upstream
 
 /// The two head rewritings of a proxied exchange, side by side (bytes in, bytes out; ProxyCoreTests
@@ -83,7 +84,7 @@ final class Forwarder {
         var dropsExpect: Bool = false
         /// With telemetry, the attempt's `traceparent` (CONTRACT.md "Telemetry"): it replaces the
         /// client's; nil: the client's goes as it came.
-        var traceparent: String? = nil
+        var traceparent: TraceParent? = nil
     }
 
     /// Writes the upstream request head into `out` (CONTRACT point 1): the request line with the
@@ -150,7 +151,11 @@ final class Forwarder {
             target: { rewritten ?? UpstreamTarget(pathPrefix: upstream.basePath, path: request.path, query: request.query) },
             origin: upstream.origin, sentHost: { !preserveHost ? upstreamHost : request.absoluteAuthority ?? head.host })
         if asksWholeIdentity { RequestWriter.appendFieldLine(out, "Accept-Encoding: identity\r\n") }
-        if let traceparent = request.traceparent { RequestWriter.appendField(out, name: "traceparent", value: traceparent) }
+        if let traceparent = request.traceparent {
+            out.append("traceparent: ")
+            traceparent.withValue { out.append($0) }
+            out.appendCRLF()
+        }
         out.append(request.forwardedFor)
         if let forwardedHost = request.forwardedHost { out.append(forwardedHost) }
         // Transfer-Encoding is hop-by-hop: a chunked body is chunked again on the way up.

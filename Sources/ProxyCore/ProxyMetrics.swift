@@ -2,6 +2,7 @@ import Config
 import Logs
 import Synchronization
 import TLS
+import Telemetry
 import Upstream
 
 /// The counters of one event loop. Touched only on its loop's thread: the request path bumps plain
@@ -159,8 +160,8 @@ enum Upstream401Result: Int, CaseIterable, Sendable {
         switch self {
         case .retried: return "retried"
         case .passedThrough: return "passed_through"
-        case .loginRequired: return "login_required"
-        case .unavailable: return "token_unavailable"
+        case .loginRequired: return ProxyError.loginRequiredCode
+        case .unavailable: return ProxyError.tokenUnavailableCode
         }
     }
 }
@@ -347,7 +348,7 @@ struct ExchangeRecord {
     }
 
     /// An upstream attempt starts: the `traceparent` it carries (nil: telemetry is off).
-    mutating func attemptStarted() -> String? {
+    mutating func attemptStarted() -> TraceParent? {
         trace?.attemptStarted()
     }
 

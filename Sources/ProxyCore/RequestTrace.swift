@@ -1,3 +1,4 @@
+import Basics
 import Config
 import Telemetry
 
@@ -28,7 +29,25 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
         var end: UInt64 = 0
         var status = 0
     }
-    private(set) var attempts: [Attempt] = []
+
+    /// The request's attempts: the first in place (most requests make one and no more), later ones
+    /// in an array made only for them.
+    struct Attempts {
+        private var first = Attempt(spanID: 0, start: 0)
+        private var later: [Attempt] = []
+        private(set) var count = 0
+
+        mutating func append(_ attempt: Attempt) {
+            if count == 0 { first = attempt } else { later.append(attempt) }
+            count += 1
+        }
+
+        subscript(i: Int) -> Attempt {
+            get { i == 0 ? first : later[i - 1] }
+            set { if i == 0 { first = newValue } else { later[i - 1] = newValue } }
+        }
+    }
+    private(set) var attempts = Attempts()
 
     /// A wait for a token: a `token.wait` span.
     struct Wait {
@@ -53,10 +72,12 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
         let route: String?
         let caller: String
         let refusal: String?
-        /// The route's upstream, and the authority sent to it when the upstream takes the
-        /// request's host.
-        let upstream: UpstreamURL?
-        let forwardedHost: String?
+        /// The CLIENT spans' `server.address` (nil: the request had no upstream): the upstream's
+        /// host, or the authority sent to it (`addressIsAuthority`, its port still on) when the
+        /// upstream takes the request's host.
+        let upstreamAddress: String?
+        let addressIsAuthority: Bool
+        let upstreamPort: Int
     }
     private(set) var ending: Ending?
     /// `ending` is set: the loop no longer changes the trace (a flag, tested without a copy of
@@ -91,16 +112,17 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
     /// An attempt goes upstream: answers the `traceparent` it carries (the CLIENT span's context,
     /// W3C Trace Context §3.2; the sampled flag as decided for the request). nil without spans: the
     /// client's `traceparent`, if any, goes as it came.
-    func attemptStarted() -> String? {
+    func attemptStarted() -> TraceParent? {
         guard recordsSpans, !ended else { return nil }
         let id = childSpanID(attempts.count + waits.count)
         attempts.append(Attempt(spanID: id, start: WallClock.nanoseconds()))
-        return TraceParent(traceID: traceID, spanID: id, sampled: sampled).value
+        return TraceParent(traceID: traceID, spanID: id, sampled: sampled)
     }
 
     /// The current attempt's answer head came.
     func attemptAnswered(status: Int) {
-        guard !ended, let last = attempts.indices.last, attempts[last].end == 0 else { return }
+        let last = attempts.count - 1
+        guard !ended, last >= 0, attempts[last].end == 0 else { return }
         attempts[last].end = WallClock.nanoseconds()
         attempts[last].status = status
     }
@@ -122,61 +144,81 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
 
     var spanCount: Int { 1 + attempts.count + waits.count }
 
-    /// The request's spans (the SERVER span, a CLIENT span per attempt, `token.wait`), on the
-    /// exporter's thread once `ending` is set.
-    func makeSpans(into spans: inout [SpanData]) {
+    /// The request's spans (the SERVER span, a CLIENT span per attempt, `token.wait`), written on
+    /// the exporter's thread once `ending` is set. No attribute holds a query, a token or a header
+    /// value.
+    func writeSpans(_ out: inout SpanWriter) {
         guard let ending else { return }
         let end = ending.end
         let method = ending.method
-        var server = SpanData(traceID: traceID, spanID: serverSpanID, parentSpanID: parentSpanID, name: method, kind: .server, start: start, end: end)
-        server.attributes.reserveCapacity(8)
-        server.attributes.append(Attribute("http.request.method", method))
-        server.attributes.append(Attribute("url.path", ending.path))
-        server.attributes.append(Attribute("http.response.status_code", ending.status))
-        server.attributes.append(Attribute("tokenproxy.retried_401", ending.retriedAfter401))
-        if let host = ending.host { server.attributes.append(Attribute("server.address", RequestTracer.hostOnly(host))) }
+        out.begin(traceID: traceID, spanID: serverSpanID, parentSpanID: parentSpanID, name: method, kind: .server, start: start, end: end)
+        out.attribute("http.request.method", method)
+        out.attribute("url.path", ending.path)
+        out.attribute("http.response.status_code", ending.status)
+        out.attribute("tokenproxy.retried_401", ending.retriedAfter401)
+        if let host = ending.host { out.attribute("server.address", Self.hostOnly(host)) }
         if let route = ending.route {
-            server.attributes.append(Attribute("tokenproxy.route", route))
-            server.attributes.append(Attribute("tokenproxy.caller", ending.caller))
+            out.attribute("tokenproxy.route", route)
+            out.attribute("tokenproxy.caller", ending.caller)
         }
         if let code = ending.refusal {
-            server.errorCode = code
-            server.attributes.append(Attribute("error.type", code))
+            out.attribute("error.type", code)
+            out.error(code)
         }
-        spans.append(server)
+        out.end()
 
-        for (i, attempt) in attempts.enumerated() {
-            var client = SpanData(
+        for i in 0..<attempts.count {
+            let attempt = attempts[i]
+            out.begin(
                 traceID: traceID, spanID: attempt.spanID, parentSpanID: serverSpanID, name: method, kind: .client, start: attempt.start,
                 end: attempt.end == 0 ? end : attempt.end)
-            client.attributes.reserveCapacity(5)
-            client.attributes.append(Attribute("http.request.method", method))
-            if let upstream = ending.upstream {
-                let host = upstream.takesRequestHost ? ending.forwardedHost.map(RequestTracer.hostOnly) ?? "" : upstream.host
-                client.attributes.append(Attribute("server.address", host))
-                client.attributes.append(Attribute("server.port", upstream.port))
+            out.attribute("http.request.method", method)
+            if let address = ending.upstreamAddress {
+                if ending.addressIsAuthority {
+                    out.attribute("server.address", Self.hostOnly(address))
+                } else {
+                    out.attribute("server.address", address)
+                }
+                out.attribute("server.port", ending.upstreamPort)
             }
-            if attempt.status > 0 {
-                client.attributes.append(Attribute("http.response.status_code", attempt.status))
-            } else if i == attempts.count - 1, let code = ending.refusal {
-                // No answer came: the request's error (bad_gateway, upstream_timeout) is this attempt's.
-                client.errorCode = code
-                client.attributes.append(Attribute("error.type", code))
-            }
-            if let route = ending.route { client.attributes.append(Attribute("tokenproxy.route", route)) }
-            spans.append(client)
+            // No answer came: the request's error (bad_gateway, upstream_timeout) is the last attempt's.
+            let failed = attempt.status == 0 && i == attempts.count - 1 ? ending.refusal : nil
+            if attempt.status > 0 { out.attribute("http.response.status_code", attempt.status) }
+            if let failed { out.attribute("error.type", failed) }
+            if let route = ending.route { out.attribute("tokenproxy.route", route) }
+            if let failed { out.error(failed) }
+            out.end()
         }
         for wait in waits {
-            var span = SpanData(
+            out.begin(
                 traceID: traceID, spanID: wait.spanID, parentSpanID: serverSpanID, name: "token.wait", kind: .internal, start: wait.start,
                 end: wait.end == 0 ? end : wait.end)
-            if let route = ending.route { span.attributes = [Attribute("tokenproxy.route", route)] }
-            if let refresh = wait.refresh { span.links = [refresh] }
-            if wait.end == 0, let code = ending.refusal, code == "token_unavailable" || code == "login_required" {
-                span.errorCode = code
-                span.attributes.append(Attribute("error.type", code))
-            }
-            spans.append(span)
+            if let route = ending.route { out.attribute("tokenproxy.route", route) }
+            // A wait that never ended: the request was refused for want of a token.
+            let failed = wait.end == 0 ? ending.refusal.flatMap { Self.tokenErrors.contains($0) ? $0 : nil } : nil
+            if let failed { out.attribute("error.type", failed) }
+            if let refresh = wait.refresh { out.link(refresh) }
+            if let failed { out.error(failed) }
+            out.end()
         }
+    }
+
+    /// The refusals that end a wait for a token.
+    private static let tokenErrors: Set<String> = [ProxyError.tokenUnavailableCode, ProxyError.loginRequiredCode]
+
+    /// A Host field's or an authority's host, without its port (`[::1]:8080` → `::1`), read in
+    /// place by the one authority parser (the field was checked when the request was read; what
+    /// does not parse is given whole).
+    static func hostOnly(_ authority: String) -> Substring {
+        var authority = authority
+        let host: Range<Int>? = authority.withUTF8 { utf8 in
+            guard case .success(let span) = Authority.parse(utf8, port: Authority.PortRule(required: false, emptyIsDefault: true)) else {
+                return nil
+            }
+            return span.host
+        }
+        guard let host else { return Substring(authority) }
+        let utf8 = authority.utf8
+        return Substring(utf8[utf8.index(utf8.startIndex, offsetBy: host.lowerBound)..<utf8.index(utf8.startIndex, offsetBy: host.upperBound)])
     }
 }

@@ -56,12 +56,13 @@ final class RequestTracer: LoopTask {
     /// makes the spans. No attribute holds a query, a token or a header value.
     func finish(_ exchange: Exchange) {
         guard let trace = exchange.record.trace, trace.sampled, !trace.ended else { return }
+        let upstream = upstreamAddress(exchange)
         trace.end(
             RequestTrace.Ending(
                 end: WallClock.nanoseconds(), method: exchange.head.method, path: clientPath(exchange), host: exchange.head.host,
                 status: exchange.record.status, retriedAfter401: exchange.record.retriedAfter401, route: exchange.route?.state.name,
                 caller: exchange.record.caller ?? PlaceholderConfiguration.defaultCaller, refusal: exchange.record.refusal,
-                upstream: exchange.route?.forwarder.upstream, forwardedHost: exchange.forwardedHost))
+                upstreamAddress: upstream.address, addressIsAuthority: upstream.isAuthority, upstreamPort: upstream.port))
         if finished.isEmpty { loop.schedule(task: self) }
         finished.append(trace)
     }
@@ -74,6 +75,15 @@ final class RequestTracer: LoopTask {
             event.attributes, time: event.unixNanoseconds, traceID: trace?.traceID, spanID: trace?.serverSpanID ?? 0, sampled: trace?.sampled ?? false)
     }
 
+    /// The CLIENT spans' `server.address` and `server.port`: the upstream's host, or the authority
+    /// the request's host gave (none: ""), whose port is taken off on the exporter's thread.
+    private func upstreamAddress(_ exchange: Exchange) -> (address: String?, isAuthority: Bool, port: Int) {
+        guard let forwarder = exchange.route?.forwarder else { return (nil, false, 0) }
+        // The upstream's fields read where they are, the URL not copied (it holds four strings).
+        if forwarder.upstream.takesRequestHost { return (exchange.forwardedHost ?? "", true, forwarder.upstream.port) }
+        return (forwarder.upstream.host, false, forwarder.upstream.port)
+    }
+
     /// `url.path` (CONTRACT.md): the client's path, dot segments removed, before `strip_prefix`;
     /// for a refused target, the target up to its query, as the access log shows it.
     private func clientPath(_ exchange: Exchange) -> String {
@@ -82,14 +92,4 @@ final class RequestTracer: LoopTask {
         return prefix + exchange.path
     }
 
-    /// A Host field's host, without its port (`[::1]:8080` → `::1`). Read byte by byte: a
-    /// Character walk costs thousands of instructions on every traced request.
-    static func hostOnly(_ authority: String) -> String {
-        let utf8 = authority.utf8
-        if utf8.first == UInt8(ascii: "["), let close = utf8.firstIndex(of: UInt8(ascii: "]")) {
-            return String(authority[utf8.index(after: utf8.startIndex)..<close])
-        }
-        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")) else { return authority }
-        return String(authority[..<colon])
-    }
 }

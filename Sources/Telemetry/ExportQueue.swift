@@ -32,6 +32,9 @@ struct ExportQueue<Element> {
         return oldest
     }
 
+    /// The oldest element, left in (nil: the queue is empty).
+    var oldest: Element? { count > 0 ? slots[head] : nil }
+
     /// Takes the oldest element out (nil: the queue is empty).
     mutating func removeOldest() -> Element? {
         guard count > 0 else { return nil }

@@ -15,70 +15,51 @@ public enum OTLPEncoding {
         }
     }
 
+    /// An origin's two fields as bytes, made once per exporter: `ResourceSpans`/`ResourceLogs`
+    /// field 1 (the Resource) and `ScopeSpans`/`ScopeLogs` field 1 (the InstrumentationScope).
+    struct EncodedOrigin: Sendable {
+        let resource: [UInt8]
+        let scope: [UInt8]
+
+        init(_ origin: Origin) {
+            var r = ProtobufWriter()
+            // Resource { repeated KeyValue attributes = 1 }.
+            r.message(1) { w in
+                for attribute in origin.resource { w.keyValue(1, attribute) }
+            }
+            resource = r.bytes
+            var s = ProtobufWriter()
+            // InstrumentationScope { string name = 1; string version = 2 }.
+            s.message(1) { w in
+                w.string(1, origin.scopeName)
+                w.string(2, origin.scopeVersion)
+            }
+            scope = s.bytes
+        }
+    }
+
     /// ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1 }.
     public static func traces(_ spans: [SpanData], origin: Origin) -> [UInt8] {
-        var w = ProtobufWriter(reservingCapacity: 256 + 320 * spans.count)
-        w.message(1) { resourceSpans in
-            resourceSpans.message(1) { writeResource(&$0, origin) }
-            resourceSpans.message(2) { scopeSpans in
-                scopeSpans.message(1) { writeScope(&$0, origin) }
-                for span in spans { scopeSpans.message(2) { writeSpan(&$0, span) } }
-            }
-        }
-        return w.bytes
+        var writer = SpanWriter(origin: EncodedOrigin(origin), spans: spans.count)
+        for span in spans { writer.write(span) }
+        return writer.finish()
     }
 
     /// ExportLogsServiceRequest { repeated ResourceLogs resource_logs = 1 }.
     public static func logs(_ records: [LogRecordData], origin: Origin) -> [UInt8] {
+        logs(records, origin: EncodedOrigin(origin))
+    }
+
+    static func logs(_ records: [LogRecordData], origin: EncodedOrigin) -> [UInt8] {
         var w = ProtobufWriter(reservingCapacity: 256 + 512 * records.count)
-        w.message(1) { resourceLogs in
-            resourceLogs.message(1) { writeResource(&$0, origin) }
-            resourceLogs.message(2) { scopeLogs in
-                scopeLogs.message(1) { writeScope(&$0, origin) }
-                for record in records { scopeLogs.message(2) { writeLogRecord(&$0, record) } }
-            }
-        }
+        let resourceLogs = w.beginMessage(1)
+        origin.resource.withUnsafeBytes { w.raw($0) }
+        let scopeLogs = w.beginMessage(2)  // ResourceLogs.scope_logs
+        origin.scope.withUnsafeBytes { w.raw($0) }
+        for record in records { w.message(2) { writeLogRecord(&$0, record) } }  // ScopeLogs.log_records
+        w.endMessage(scopeLogs)
+        w.endMessage(resourceLogs)
         return w.bytes
-    }
-
-    /// Resource { repeated KeyValue attributes = 1 }.
-    static func writeResource(_ w: inout ProtobufWriter, _ origin: Origin) {
-        for attribute in origin.resource { w.message(1) { writeKeyValue(&$0, attribute) } }
-    }
-
-    /// InstrumentationScope { string name = 1; string version = 2 }.
-    static func writeScope(_ w: inout ProtobufWriter, _ origin: Origin) {
-        w.string(1, origin.scopeName)
-        w.string(2, origin.scopeVersion)
-    }
-
-    /// Span: trace_id 1, span_id 2, parent_span_id 4, name 5, kind 6, start 7, end 8,
-    /// attributes 9, links 13, status 15, flags 16 (the sampled bit, as trace.proto's SpanFlags).
-    static func writeSpan(_ w: inout ProtobufWriter, _ span: SpanData) {
-        writeTraceID(&w, 1, span.traceID)
-        writeSpanID(&w, 2, span.spanID)
-        if span.parentSpanID != 0 { writeSpanID(&w, 4, span.parentSpanID) }
-        w.string(5, span.name)
-        w.uint(6, span.kind.rawValue)
-        w.fixed64(7, span.start)
-        w.fixed64(8, span.end)
-        for attribute in span.attributes { w.message(9) { writeKeyValue(&$0, attribute) } }
-        for link in span.links {
-            // Link { trace_id = 1; span_id = 2; flags = 6 }
-            w.message(13) { l in
-                writeTraceID(&l, 1, link.traceID)
-                writeSpanID(&l, 2, link.spanID)
-                l.fixed32(6, spanFlagsSampled)
-            }
-        }
-        if let code = span.errorCode {
-            // Status { string message = 2; StatusCode code = 3 } with STATUS_CODE_ERROR = 2.
-            w.message(15) { s in
-                s.string(2, code)
-                s.uint(3, 2)
-            }
-        }
-        w.fixed32(16, spanFlagsSampled)
     }
 
     /// LogRecord: time 1, severity_number 2, severity_text 3, body 5, attributes 6, flags 8,
@@ -87,56 +68,188 @@ public enum OTLPEncoding {
         w.fixed64(1, record.time)
         w.uint(2, record.severity.rawValue)
         w.string(3, record.severity.text)
-        w.message(5) { writeAnyValue(&$0, .string(record.body)) }
-        for attribute in record.attributes { w.message(6) { writeKeyValue(&$0, attribute) } }
+        // AnyValue { string_value = 1 }, written even when empty (a oneof member).
+        w.message(5) { body in
+            body.tag(1, .lengthDelimited)
+            body.appendLengthAndUTF8(record.body)
+        }
+        for attribute in record.attributes { w.keyValue(6, attribute) }
         if let traceID = record.traceID {
             w.fixed32(8, record.sampled ? 1 : 0)
-            writeTraceID(&w, 9, traceID)
-            if record.spanID != 0 { writeSpanID(&w, 10, record.spanID) }
+            w.traceID(9, traceID)
+            if record.spanID != 0 { w.spanID(10, record.spanID) }
         }
         w.fixed64(11, record.time)
     }
 
-    /// KeyValue { string key = 1; AnyValue value = 2 }.
-    static func writeKeyValue(_ w: inout ProtobufWriter, _ attribute: Attribute) {
-        w.string(1, attribute.key)
-        w.message(2) { writeAnyValue(&$0, attribute.value) }
-    }
-
-    /// AnyValue's oneof: string_value 1, bool_value 2, int_value 3, double_value 4. A oneof member
-    /// is written even at its default (false, 0, ""), or the value would read as unset.
-    static func writeAnyValue(_ w: inout ProtobufWriter, _ value: Attribute.Value) {
-        switch value {
-        case .string(let s):
-            w.tag(1, .lengthDelimited)
-            w.appendLengthAndUTF8(s)
-        case .bool(let b):
-            w.tag(2, .varint)
-            w.varint(b ? 1 : 0)
-        case .int(let i):
-            w.tag(3, .varint)
-            w.varint(UInt64(bitPattern: i))
-        case .double(let d):
-            w.tag(4, .fixed64)
-            w.appendLittleEndian(d.bitPattern)
-        }
-    }
-
     /// trace.proto's SPAN_FLAGS_TRACE_FLAGS_MASK bit 0: sampled (only sampled spans are exported).
     static let spanFlagsSampled: UInt32 = 1
+}
 
+/// Spans written straight into an ExportTraceServiceRequest's bytes, on the exporter's thread: a
+/// finished request's spans go from its trace to the bytes without a `SpanData` or an attribute
+/// array made for them. A span is `begin`, its attributes, its links, `error`, then `end` (the
+/// Span message's field order: attributes 9, links 13, status 15, flags 16).
+public struct SpanWriter: ~Copyable {
+    private var w: ProtobufWriter
+    private let resourceSpansAt: Int
+    private let scopeSpansAt: Int
+    private var spanAt = 0
+
+    init(origin: OTLPEncoding.EncodedOrigin, spans: Int) {
+        var w = ProtobufWriter(reservingCapacity: 256 + 320 * spans)
+        resourceSpansAt = w.beginMessage(1)  // ExportTraceServiceRequest.resource_spans
+        origin.resource.withUnsafeBytes { w.raw($0) }
+        scopeSpansAt = w.beginMessage(2)  // ResourceSpans.scope_spans
+        origin.scope.withUnsafeBytes { w.raw($0) }
+        self.w = w
+    }
+
+    /// The request's bytes, every span ended.
+    consuming func finish() -> [UInt8] {
+        w.endMessage(scopeSpansAt)
+        w.endMessage(resourceSpansAt)
+        return w.bytes
+    }
+
+    /// Span: trace_id 1, span_id 2, parent_span_id 4 (0: a root span), name 5, kind 6, start 7, end 8.
+    public mutating func begin(
+        traceID: TraceID, spanID: UInt64, parentSpanID: UInt64, name: String, kind: SpanData.Kind, start: UInt64, end: UInt64
+    ) {
+        spanAt = w.beginMessage(2)  // ScopeSpans.spans
+        w.traceID(1, traceID)
+        w.spanID(2, spanID)
+        if parentSpanID != 0 { w.spanID(4, parentSpanID) }
+        w.string(5, name)
+        w.uint(6, kind.rawValue)
+        w.fixed64(7, start)
+        w.fixed64(8, end)
+    }
+
+    public mutating func attribute(_ key: StaticString, _ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in key.withUTF8Buffer { w.keyValue(9, key: UnsafeRawBufferPointer($0), string: UnsafeRawBufferPointer(utf8)) } }
+    }
+
+    public mutating func attribute(_ key: StaticString, _ value: Substring) {
+        var value = value
+        value.withUTF8 { utf8 in key.withUTF8Buffer { w.keyValue(9, key: UnsafeRawBufferPointer($0), string: UnsafeRawBufferPointer(utf8)) } }
+    }
+
+    public mutating func attribute(_ key: StaticString, _ value: Int) {
+        key.withUTF8Buffer { w.keyValue(9, key: UnsafeRawBufferPointer($0), int: Int64(value)) }
+    }
+
+    public mutating func attribute(_ key: StaticString, _ value: Bool) {
+        key.withUTF8Buffer { w.keyValue(9, key: UnsafeRawBufferPointer($0), bool: value) }
+    }
+
+    /// Link { trace_id = 1; span_id = 2; flags = 6 }.
+    public mutating func link(_ link: SpanLink) {
+        let at = w.beginMessage(13)
+        w.traceID(1, link.traceID)
+        w.spanID(2, link.spanID)
+        w.fixed32(6, OTLPEncoding.spanFlagsSampled)
+        w.endMessage(at)
+    }
+
+    /// Status { string message = 2; StatusCode code = 3 } with STATUS_CODE_ERROR = 2: the contract's
+    /// error code.
+    public mutating func error(_ code: String) {
+        let at = w.beginMessage(15)
+        w.string(2, code)
+        w.uint(3, 2)
+        w.endMessage(at)
+    }
+
+    /// flags 16 (the sampled bit, as trace.proto's SpanFlags), and the span's length.
+    public mutating func end() {
+        w.fixed32(16, OTLPEncoding.spanFlagsSampled)
+        w.endMessage(spanAt)
+    }
+
+    /// A span made whole beforehand (a `credential.refresh`, the tests').
+    mutating func write(_ span: SpanData) {
+        begin(
+            traceID: span.traceID, spanID: span.spanID, parentSpanID: span.parentSpanID, name: span.name, kind: span.kind, start: span.start,
+            end: span.end)
+        for attribute in span.attributes { w.keyValue(9, attribute) }
+        for link in span.links { self.link(link) }
+        if let code = span.errorCode { error(code) }
+        end()
+    }
+}
+
+extension ProtobufWriter {
     /// A trace id: 16 bytes, `high` first.
-    static func writeTraceID(_ w: inout ProtobufWriter, _ field: Int, _ id: TraceID) {
-        w.tag(field, .lengthDelimited)
-        w.varint(16)
-        w.appendBigEndian(id.high)
-        w.appendBigEndian(id.low)
+    mutating func traceID(_ field: Int, _ id: TraceID) {
+        tag(field, .lengthDelimited)
+        byte(16)
+        appendBigEndian(id.high)
+        appendBigEndian(id.low)
     }
 
     /// A span id: 8 bytes.
-    static func writeSpanID(_ w: inout ProtobufWriter, _ field: Int, _ id: UInt64) {
-        w.tag(field, .lengthDelimited)
-        w.varint(8)
-        w.appendBigEndian(id)
+    mutating func spanID(_ field: Int, _ id: UInt64) {
+        tag(field, .lengthDelimited)
+        byte(8)
+        appendBigEndian(id)
+    }
+
+    /// KeyValue { string key = 1; AnyValue value = 2 } as field `field`, its lengths computed before
+    /// its bytes (no length to widen afterwards); the AnyValue of `valueSize` bytes follows.
+    @inline(__always)
+    private mutating func keyValueHead(_ field: Int, key: UnsafeRawBufferPointer, valueSize: Int) {
+        let keySize = 1 + Self.varintSize(UInt64(key.count)) + key.count
+        tag(field, .lengthDelimited)
+        varint(UInt64(keySize + 1 + Self.varintSize(UInt64(valueSize)) + valueSize))
+        byte(0x0A)  // key: field 1, length-delimited
+        varint(UInt64(key.count))
+        raw(key)
+        byte(0x12)  // value: field 2, length-delimited
+        varint(UInt64(valueSize))
+    }
+
+    // AnyValue's oneof: string_value 1, bool_value 2, int_value 3, double_value 4. A oneof member is
+    // written even at its default (false, 0, ""), or the value would read as unset.
+
+    mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, string: UnsafeRawBufferPointer) {
+        keyValueHead(field, key: key, valueSize: 1 + Self.varintSize(UInt64(string.count)) + string.count)
+        byte(0x0A)
+        varint(UInt64(string.count))
+        raw(string)
+    }
+
+    mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, int: Int64) {
+        let value = UInt64(bitPattern: int)
+        keyValueHead(field, key: key, valueSize: 1 + Self.varintSize(value))
+        byte(0x18)
+        varint(value)
+    }
+
+    mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, bool: Bool) {
+        keyValueHead(field, key: key, valueSize: 2)
+        byte(0x10)
+        byte(bool ? 1 : 0)
+    }
+
+    mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, double: Double) {
+        keyValueHead(field, key: key, valueSize: 9)
+        byte(0x21)
+        appendLittleEndian(double.bitPattern)
+    }
+
+    /// An `Attribute` (a key and value made beforehand) as field `field`.
+    mutating func keyValue(_ field: Int, _ attribute: Attribute) {
+        var key = attribute.key
+        key.withUTF8 { keyUTF8 in
+            let key = UnsafeRawBufferPointer(keyUTF8)
+            switch attribute.value {
+            case .string(var s): s.withUTF8 { keyValue(field, key: key, string: UnsafeRawBufferPointer($0)) }
+            case .int(let i): keyValue(field, key: key, int: i)
+            case .bool(let b): keyValue(field, key: key, bool: b)
+            case .double(let d): keyValue(field, key: key, double: d)
+            }
+        }
     }
 }

@@ -34,12 +34,12 @@ public struct SpanData: Sendable, Equatable {
 }
 
 /// A finished request handed to the exporter as it is (one reference from the event loop): its
-/// spans are made on the exporter's thread, so the loop pays for neither the spans nor their
-/// attributes. The loop no longer changes it once handed over.
+/// spans are written on the exporter's thread, straight into the export's bytes, so the loop pays
+/// for neither the spans nor their attributes. The loop no longer changes it once handed over.
 public protocol FinishedTrace: AnyObject, Sendable {
-    /// How many spans `makeSpans` appends (the queue's bound counts spans).
+    /// How many spans `writeSpans` writes (the queue's bound and a batch's limit count spans).
     var spanCount: Int { get }
-    func makeSpans(into spans: inout [SpanData])
+    func writeSpans(_ writer: inout SpanWriter)
 }
 
 /// A 128-bit trace id, `high` first on the wire.

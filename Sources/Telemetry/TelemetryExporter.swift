@@ -49,6 +49,10 @@ public final class TelemetryExporter: @unchecked Sendable {
     }
 
     public let settings: Settings
+    /// The exporter thread's connection to the collector, kept between exports.
+    private let session = BlockingHTTPClient.Session()
+    /// The settings' resource and scope, encoded once.
+    private let origin: OTLPEncoding.EncodedOrigin
     private let condition = OSCondition()
     private var queues: Queues
     private let warnings: WarningLimit
@@ -56,6 +60,7 @@ public final class TelemetryExporter: @unchecked Sendable {
 
     public init(settings: Settings, logger: Logger, metrics: TelemetryMetrics = .shared) {
         self.settings = settings
+        origin = OTLPEncoding.EncodedOrigin(settings.origin)
         self.metrics = metrics
         warnings = WarningLimit(logger: logger)
         queues = Queues(
@@ -180,23 +185,23 @@ public final class TelemetryExporter: @unchecked Sendable {
     }
 
     private func run() {
-        var made: [SpanData] = []
+        let batchLimit = ExportQueue<SpanData>.batchLimit
         while true {
             condition.lock()
-            if !queues.stopped && queues.spans.count + queues.tracesSpans < ExportQueue<SpanData>.batchLimit
-                && queues.logs.count < ExportQueue<LogRecordData>.batchLimit
-            {
+            if !queues.stopped && queues.spans.count + queues.tracesSpans < batchLimit && queues.logs.count < batchLimit {
                 condition.wait(seconds: settings.flushInterval)
             }
-            // The finished requests' spans, made here off the lock, join the queue.
-            let traces = queues.traces.takeBatch(limit: queues.traces.count)
-            queues.tracesSpans = 0
-            condition.unlock()
-            for trace in traces { trace.makeSpans(into: &made) }
-            condition.lock()
-            for span in made { queues.spans.append(span) }
-            made.removeAll(keepingCapacity: true)
+            // A batch of at most 512 spans: those made beforehand, then finished requests (at
+            // least one), whose spans are written into the batch's bytes off the lock.
             let spans = queues.spans.takeBatch()
+            var spanCount = spans.count
+            var traces: [any FinishedTrace] = []
+            while let oldest = queues.traces.oldest, spanCount + oldest.spanCount <= batchLimit || spanCount == 0 {
+                _ = queues.traces.removeOldest()
+                queues.tracesSpans -= oldest.spanCount
+                spanCount += oldest.spanCount
+                traces.append(oldest)
+            }
             let logs = queues.logs.takeBatch()
             let droppedSpans = queues.spans.takeDropped() + queues.tracesDropped
             queues.tracesDropped = 0
@@ -206,11 +211,14 @@ public final class TelemetryExporter: @unchecked Sendable {
             condition.unlock()
             noteLost(droppedSpans, .traces, why: "the export queue was full")
             noteLost(droppedLogs, .logs, why: "the export queue was full")
-            if let url = settings.tracesURL, !spans.isEmpty {
-                export(OTLPEncoding.traces(spans, origin: settings.origin), to: url, count: spans.count, .traces, deadline: deadline)
+            if let url = settings.tracesURL, spanCount > 0 {
+                var writer = SpanWriter(origin: origin, spans: spanCount)
+                for span in spans { writer.write(span) }
+                for trace in traces { trace.writeSpans(&writer) }
+                export(writer.finish(), to: url, count: spanCount, .traces, deadline: deadline)
             }
             if let url = settings.logsURL, !logs.isEmpty {
-                export(OTLPEncoding.logs(logs, origin: settings.origin), to: url, count: logs.count, .logs, deadline: deadline)
+                export(OTLPEncoding.logs(logs, origin: origin), to: url, count: logs.count, .logs, deadline: deadline)
             }
             if stopping || EventLoop.monotonicNow() >= deadline {
                 condition.lock()
@@ -231,7 +239,7 @@ public final class TelemetryExporter: @unchecked Sendable {
         guard request.timeout >= 0.01 else { return noteLost(count, signal, why: "the process was exiting") }
         request.caFile = settings.caFile
         do {
-            let response = try BlockingHTTPClient.perform(request)
+            let response = try session.perform(request)
             guard (200..<300).contains(response.status) else {
                 noteLost(count, signal, why: "the collector answered \(response.status)")
                 return

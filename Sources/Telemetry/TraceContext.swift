@@ -32,22 +32,34 @@ public struct TraceParent: Sendable, Equatable {
         self.init(traceID: trace, spanID: span, sampled: flags & 1 == 1)
     }
 
-    /// `00-<trace id>-<span id>-<flags>`, written in one string of 55 bytes (every upstream attempt
-    /// of a traced request makes one).
+    /// `00-<trace id>-<span id>-<flags>`: 55 bytes.
     public var value: String {
         String(unsafeUninitializedCapacity: 55) { out in
-            out[0] = 0x30
-            out[1] = 0x30
-            out[2] = 0x2D
-            Self.writeHex(traceID.high, into: out, at: 3)
-            Self.writeHex(traceID.low, into: out, at: 19)
-            out[35] = 0x2D
-            Self.writeHex(spanID, into: out, at: 36)
-            out[52] = 0x2D
-            out[53] = 0x30
-            out[54] = sampled ? 0x31 : 0x30
+            write(into: out)
             return 55
         }
+    }
+
+    /// The value's 55 bytes, made on the stack (every upstream attempt of a traced request sends
+    /// one: no string is made for it).
+    public func withValue(_ body: (UnsafeRawBufferPointer) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 55) { out in
+            write(into: out)
+            body(UnsafeRawBufferPointer(out))
+        }
+    }
+
+    private func write(into out: UnsafeMutableBufferPointer<UInt8>) {
+        out[0] = 0x30
+        out[1] = 0x30
+        out[2] = 0x2D
+        Self.writeHex(traceID.high, into: out, at: 3)
+        Self.writeHex(traceID.low, into: out, at: 19)
+        out[35] = 0x2D
+        Self.writeHex(spanID, into: out, at: 36)
+        out[52] = 0x2D
+        out[53] = 0x30
+        out[54] = sampled ? 0x31 : 0x30
     }
 
     /// The trace id as the access log and the spec write it: 32 lowercase hex digits.
@@ -61,10 +73,24 @@ public struct TraceParent: Sendable, Equatable {
 
     /// `value`'s 16 lowercase hex digits, most significant first, at `out[offset...]`.
     static func writeHex(_ value: UInt64, into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
-        for i in 0..<16 {
-            let digit = UInt8(truncatingIfNeeded: value >> (60 - 4 * UInt64(i))) & 0xF
-            out[offset + i] = digit < 10 ? 0x30 + digit : 0x57 + digit
-        }
+        precondition(offset >= 0 && offset + 16 <= out.count)
+        let at = UnsafeMutableRawPointer(out.baseAddress! + offset)
+        at.storeBytes(of: hexDigits(UInt32(truncatingIfNeeded: value >> 32)), as: UInt64.self)
+        (at + 8).storeBytes(of: hexDigits(UInt32(truncatingIfNeeded: value)), as: UInt64.self)
+    }
+
+    /// The 8 hex digits of `half` as 8 bytes in memory order (most significant digit first),
+    /// eight at a time: each nibble spread to a byte of its own, then '0'-'9' or 'a'-'f' by adding
+    /// 0x30, and 0x27 more where the nibble is over 9 (nibble + 6 carries into bit 4).
+    @inline(__always)
+    static func hexDigits(_ half: UInt32) -> UInt64 {
+        var x = UInt64(half)
+        x = (x | x << 16) & 0x0000_FFFF_0000_FFFF
+        x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
+        x = (x | x << 4) & 0x0F0F_0F0F_0F0F_0F0F  // byte i: nibble i, least significant first
+        let over9 = ((x &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+        let ascii = x &+ 0x3030_3030_3030_3030 &+ over9 &* 0x27
+        return ascii.byteSwapped.littleEndian
     }
 
     /// Lowercase hex only (§3.2.2.1: uppercase is invalid).

@@ -13,6 +13,6 @@ import Testing
         ("127.0.0.1:18581", "127.0.0.1"),
     ])
     func theHostIsTheAuthorityWithoutItsPort(authority: String, host: String) {
-        #expect(RequestTracer.hostOnly(authority) == host)
+        #expect(RequestTrace.hostOnly(authority) == host)
     }
 }

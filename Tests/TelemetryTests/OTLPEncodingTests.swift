@@ -22,6 +22,42 @@ import Testing
             + "16746f6b656e70726f78792e726574726965645f343031120210006a210a100102030405060708090a0b0c0d0e0f101208313233343536373835010000007a0f"
             + "120b6261645f676174657761791802850101000000"
         #expect(hex(OTLPEncoding.traces([span], origin: origin)) == expected)
+
+        // The same span written field by field, as a finished request's trace writes its spans.
+        var writer = SpanWriter(origin: OTLPEncoding.EncodedOrigin(origin), spans: 1)
+        writer.begin(
+            traceID: trace, spanID: 0x1112_1314_1516_1718, parentSpanID: 0x2122_2324_2526_2728, name: "GET", kind: .server,
+            start: 1_700_000_000_000_000_000, end: 1_700_000_000_001_500_000)
+        writer.attribute("http.request.method", "GET")
+        writer.attribute("http.response.status_code", 502)
+        writer.attribute("tokenproxy.retried_401", false)
+        writer.link(SpanLink(traceID: trace, spanID: 0x3132_3334_3536_3738))
+        writer.error("bad_gateway")
+        writer.end()
+        #expect(hex(writer.finish()) == expected)
+    }
+
+    /// Spans of over 127 bytes each, and a batch of them over 16,383 bytes: every length widened in
+    /// place moves its span's bytes whole (the writer's buffer grows many times on the way; the
+    /// end-to-end tests decode such batches with opentelemetry-proto).
+    @Test func aBatchOfLongSpansKeepsEveryLength() {
+        var spans: [SpanData] = []
+        for i in 0..<200 {
+            var span = SpanData(traceID: trace, spanID: UInt64(i + 1), name: "GET", kind: .client, start: 1, end: 2)
+            span.attributes = [Attribute("url.path", String(repeating: "p", count: 100 + i)), Attribute("server.port", i)]
+            spans.append(span)
+        }
+        let bytes = OTLPEncoding.traces(spans, origin: origin)
+        #expect(bytes.count > 200 * 128)
+        // The 200 spans' url.path values appear in order, each whole.
+        let text = String(decoding: bytes, as: UTF8.self)
+        var from = text.startIndex
+        for i in 0..<200 {
+            let path = String(repeating: "p", count: 100 + i)
+            let found = text.range(of: path, range: from..<text.endIndex)
+            #expect(found != nil, "span \(i)")
+            if let found { from = found.upperBound }
+        }
     }
 
     @Test func aWarningRecordWithItsTraceIsTheOfficialEncoding() {

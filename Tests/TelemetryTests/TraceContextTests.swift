@@ -18,6 +18,22 @@ import Testing
         #expect(TraceParent.hex(parent.traceID) == "0000000000000001ffffffffffffffff")
     }
 
+    /// The digits are written eight at a time: every nibble value at every place, against
+    /// `String(radix:)`, and the same bytes as the value's string through `withValue`.
+    @Test func everyNibbleIsItsLowercaseDigitAtEveryPlace() {
+        var ids: [UInt64] = [0, .max, 0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210, 0x9A9A_9A9A_0F0F_F0F0]
+        for shift in stride(from: 0, to: 64, by: 4) { ids += (0..<16).map { UInt64($0) << UInt64(shift) } }
+        for id in ids {
+            let expected = String(repeating: "0", count: 16 - String(id, radix: 16).count) + String(id, radix: 16)
+            let parent = TraceParent(traceID: TraceID(high: id, low: ~id), spanID: id, sampled: true)
+            #expect(TraceParent.hex(parent.traceID).prefix(16) == expected)
+            #expect(parent.value == "00-\(TraceParent.hex(parent.traceID))-\(expected)-01")
+            var written: [UInt8] = []
+            parent.withValue { written = Array($0) }
+            #expect(written == Array(parent.value.utf8))
+        }
+    }
+
     @Test(arguments: [
         "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
         "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero parent id

@@ -12,7 +12,7 @@ public final class OTLPReceiver: Sendable {
     /// The `telemetry.endpoint` that reaches it.
     public var endpoint: String { server.baseURL }
 
-    /// Everything received so far: `spans`, `logs`, `resources`, `headers`, `exports`, `refused`.
+    /// Everything received so far: `spans`, `logs`, `resources`, `headers`, `exports`, `refused`, `peers`.
     public func seen() throws -> [String: Any] {
         let r = try curl([server.baseURL + "/test/seen"])
         return try #require(r.json, "otlp_receiver answered \(r.status): \(r.bodyString)")

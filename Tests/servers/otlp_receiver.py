@@ -9,7 +9,8 @@ Run with `--port 0`: prints `READY <port>` on stdout once listening on 127.0.0.1
   POST /v1/logs     ExportLogsServiceRequest; the same
   POST /test/mode?delay=S&status=N   each export waits S seconds, then answers N (200: kept)
   GET  /test/seen   {"spans": [...], "logs": [...], "resources": [...], "headers": [...],
-                     "exports": every export received, "refused": those not answered 200}
+                     "exports": every export received, "refused": those not answered 200,
+                     "peers": each export's client port}
 """
 import argparse
 import threading
@@ -24,7 +25,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 import serving
 
 LOCK = threading.Lock()
-STATE = {"delay": 0.0, "status": 200, "spans": [], "logs": [], "resources": [], "headers": [], "exports": 0, "refused": 0}
+STATE = {"delay": 0.0, "status": 200, "spans": [], "logs": [], "resources": [], "headers": [], "exports": 0, "refused": 0, "peers": []}
 
 
 def any_value(value):
@@ -90,6 +91,7 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             delay, status = STATE["delay"], STATE["status"]
             STATE["exports"] += 1
+            STATE["peers"].append(self.client_address[1])  # the exporter's port: one per connection
             STATE["headers"].append([[k, v] for k, v in self.headers.items()])
         if delay:
             time.sleep(delay)

@@ -129,6 +129,21 @@ import Testing
         #expect(warnings.count == 1, "one warning a minute: \(warnings)")
     }
 
+    /// Batches a second apart go over one connection to the collector (kept open between exports,
+    /// as an OTLP exporter keeps its HTTP client's), not one connection each.
+    @Test func exportsShareOneConnectionToTheCollector() throws {
+        let world = try TelemetryFixture()
+        defer { try? world.stop() }
+        for round in 1...3 {
+            #expect(try curl([world.url("/c\(round)")]).status == 200)
+            _ = try world.receiver.spans { spans in spans.filter { $0["kind"] as? String == "SPAN_KIND_SERVER" }.count >= round }
+        }
+        let seen = try world.receiver.seen()
+        let peers = seen["peers"] as? [Int] ?? []
+        #expect(peers.count >= 3, "three batches at least: \(seen["exports"] ?? "?") exports")
+        #expect(Set(peers).count == 1, "one connection: client ports \(peers)")
+    }
+
     @Test func theCollectorsHeadersGoWithEachExportAndNoLogShowsThem() throws {
         let secret = "otel-header-secret-\(UUID().uuidString.prefix(8))"
         let world = try TelemetryFixture(environment: ["OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=\(secret),x-tenant=blue%20team"])
