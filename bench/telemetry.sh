@@ -47,27 +47,46 @@ config() {  # port, extra lines
 }
 config 18581 ""
 config 18582 "telemetry: {endpoint: http://127.0.0.1:18583, sample_ratio: 1.0}"
+declare -A proxy
 for port in 18581 18582; do
     BENCH_TOKEN=test-token-123 taskset -c 0 "$BIN" serve --config "$d/tp-$port.yaml" 2>"$d/tp-$port.err" & pids+=($!)
+    proxy[$port]=$!
 done
 for port in 18580 18581 18582 18583; do
     for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
 done
-rate() { taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"$1" "http://127.0.0.1:$2/small" | awk '/Requests\/sec/ {print $2}'; }
-rate 2s 18581 >/dev/null
-rate 2s 18582 >/dev/null
+# The proxy's CPU time (user and system, every thread: the exporter's too), in clock ticks.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+declare -A cpu=([18581]=0 [18582]=0) served=([18581]=0 [18582]=0)
+# round PORT: one 10 s round; sets `rate` to its requests per second and adds its requests and
+# the proxy's CPU ticks up (in this shell: no command substitution around it).
+round() {
+    local before out
+    before=$(ticks "${proxy[$1]}")
+    out=$(taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d10s "http://127.0.0.1:$1/small")
+    cpu[$1]=$((cpu[$1] + $(ticks "${proxy[$1]}") - before))
+    served[$1]=$((served[$1] + $(awk '/requests in/ {print $1}' <<<"$out")))
+    rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+}
+taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:18581/small" >/dev/null
+taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:18582/small" >/dev/null
 off=(); on=()
 for _ in $(seq "$ROUNDS"); do
-    off+=("$(rate 10s 18581)")
-    on+=("$(rate 10s 18582)")
+    round 18581
+    off+=("$rate")
+    round 18582
+    on+=("$rate")
 done
-python3 - "${off[*]}" "${on[*]}" <<'PY'
+python3 - "${off[*]}" "${on[*]}" "${cpu[18581]} ${served[18581]} ${cpu[18582]} ${served[18582]} $(getconf CLK_TCK)" <<'PY'
 import statistics, sys
 off = [float(x) for x in sys.argv[1].split()]
 on = [float(x) for x in sys.argv[2].split()]
 a, b = statistics.median(off), statistics.median(on)
 print(f"/small: without telemetry {a:.0f} req/s, sample_ratio 1.0 {b:.0f} req/s, ratio {b / a:.2f} (bar 0.85)")
 print("rounds without:", off, "with:", on)
+cpu_off, n_off, cpu_on, n_on, hz = (int(x) for x in sys.argv[3].split())
+us_off, us_on = cpu_off / hz / n_off * 1e6, cpu_on / hz / n_on * 1e6
+print(f"the proxy's CPU time per request (every thread): without {us_off:.1f} us, with {us_on:.1f} us ({us_on / us_off:.2f}x)")
 PY
 sleep 2  # the last batch
 grep -c "not exported" "$d/tp-18582.err" | sed 's/^/export warnings: /' || true

@@ -187,7 +187,7 @@ extension Connection {
         }
         if ctx.configuration.log.accessLog { logAccess(exchange, event: "request", seconds: seconds) }
         if ctx.auditing { audit(exchange) }
-        if exchange.record.trace != nil { ctx.tracer?.finish(exchange) }
+        if let trace = exchange.record.trace { trace.tracer.finish(exchange) }
     }
 
     /// One access-log line (docs/OBSERVABILITY.md "Access log").

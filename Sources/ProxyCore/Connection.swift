@@ -352,7 +352,7 @@ final class Connection: EventHandler, LoopTask {
             if ctx.auditing { audit(exchange) }
             if exchange.record.trace != nil && !exchange.record.recorded {
                 exchange.record.endedShort(status: 499)
-                ctx.tracer?.finish(exchange)
+                exchange.record.trace?.tracer.finish(exchange)
             }
             exchange.releaseReplay()
         }

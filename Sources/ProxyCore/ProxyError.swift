@@ -1,4 +1,5 @@
 import Basics
+import Credentials
 import HTTP1
 
 /// Every answer the proxy itself gives (CONTRACT.md "Errors the proxy itself returns"). Each case
@@ -52,16 +53,11 @@ public enum ProxyError: Error, Equatable {
         }
     }
 
-    /// The two refusals for want of a token, whose codes the 401 counters and the `token.wait`
-    /// spans name too.
-    static let loginRequiredCode = "login_required"
-    static let tokenUnavailableCode = "token_unavailable"
-
     public var code: String {
         switch self {
         case .badRequest: return "bad_request"
         case .clientAuthorizationRejected: return "client_authorization_rejected"
-        case .loginRequired: return Self.loginRequiredCode
+        case .loginRequired: return RefreshOutcome.loginRequiredCode
         case .forbiddenHost: return "forbidden_host"
         case .forbiddenOrigin: return "forbidden_origin"
         case .forbiddenClient: return "forbidden_client"
@@ -76,7 +72,7 @@ public enum ProxyError: Error, Equatable {
         case .headersTooLarge: return "headers_too_large"
         case .notImplemented: return "not_implemented"
         case .badGateway: return "bad_gateway"
-        case .tokenUnavailable: return Self.tokenUnavailableCode
+        case .tokenUnavailable: return RefreshOutcome.tokenUnavailableCode
         case .rateLimited: return "rate_limited"
         case .overloaded: return "overloaded"
         case .upstreamTimeout: return "upstream_timeout"

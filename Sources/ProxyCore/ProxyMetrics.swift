@@ -1,4 +1,5 @@
 import Config
+import Credentials
 import Logs
 import Synchronization
 import TLS
@@ -160,8 +161,8 @@ enum Upstream401Result: Int, CaseIterable, Sendable {
         switch self {
         case .retried: return "retried"
         case .passedThrough: return "passed_through"
-        case .loginRequired: return ProxyError.loginRequiredCode
-        case .unavailable: return ProxyError.tokenUnavailableCode
+        case .loginRequired: return RefreshOutcome.loginRequiredCode
+        case .unavailable: return RefreshOutcome.tokenUnavailableCode
         }
     }
 }

@@ -1,11 +1,12 @@
 import Basics
 import Config
+import Credentials
 import Telemetry
 
 /// One request's trace while it is in progress (CONTRACT.md "Telemetry"): its ids, when each of its
 /// spans started and ended, kept in the exchange's `ExchangeRecord` (nil there when telemetry is
 /// off: the record's hooks then test one optional). At the request's end `RequestTracer.finish`
-/// gives it its `ending` and hands it to the exporter, whose thread makes its spans (`makeSpans`).
+/// gives it its `ending` and hands it to the exporter, whose thread writes its spans (`writeSpans`).
 /// Times are Unix nanoseconds (`WallClock`). A class, so that the record holds one pointer (nil
 /// without telemetry) and an exchange without a trace stays as small as before.
 // @unchecked Sendable: the loop changes it only until `ending` is set, then hands it over; the
@@ -21,6 +22,10 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
     /// context. Off (`logs` alone): only the trace id, for the audit records.
     let recordsSpans: Bool
     let start: UInt64
+    /// The loop's tracer the request started under: its exporter gets the spans even when a reload
+    /// replaced or removed the loop's tracer meanwhile (CONTRACT.md "Telemetry": a reload applies to
+    /// the requests that start after it; an exporter already stopped counts them as dropped).
+    let tracer: RequestTracer
 
     /// An upstream attempt: a `CLIENT` span (a 401's retry is a second one).
     struct Attempt {
@@ -90,7 +95,8 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
         ended = true
     }
 
-    init(traceID: TraceID, parentSpanID: UInt64, serverSpanID: UInt64, sampled: Bool, recordsSpans: Bool, start: UInt64) {
+    init(traceID: TraceID, parentSpanID: UInt64, serverSpanID: UInt64, sampled: Bool, recordsSpans: Bool, start: UInt64, tracer: RequestTracer) {
+        self.tracer = tracer
         self.traceID = traceID
         self.parentSpanID = parentSpanID
         self.serverSpanID = serverSpanID
@@ -204,7 +210,7 @@ final class RequestTrace: FinishedTrace, @unchecked Sendable {
     }
 
     /// The refusals that end a wait for a token.
-    private static let tokenErrors: Set<String> = [ProxyError.tokenUnavailableCode, ProxyError.loginRequiredCode]
+    private static let tokenErrors: Set<String> = [RefreshOutcome.tokenUnavailableCode, RefreshOutcome.loginRequiredCode]
 
     /// A Host field's or an authority's host, without its port (`[::1]:8080` → `::1`), read in
     /// place by the one authority parser (the field was checked when the request was read; what

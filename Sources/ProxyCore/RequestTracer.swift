@@ -43,12 +43,12 @@ final class RequestTracer: LoopTask {
         if let value = head.first("traceparent"), let parent = TraceParent(value) {
             return RequestTrace(
                 traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: recordsSpans && parent.sampled,
-                recordsSpans: recordsSpans, start: WallClock.nanoseconds())
+                recordsSpans: recordsSpans, start: WallClock.nanoseconds(), tracer: self)
         }
         let traceID = ids.nextTraceID()
         return RequestTrace(
             traceID: traceID, parentSpanID: 0, serverSpanID: serverSpanID, sampled: recordsSpans && sampler.samples(newTrace: traceID),
-            recordsSpans: recordsSpans, start: WallClock.nanoseconds())
+            recordsSpans: recordsSpans, start: WallClock.nanoseconds(), tracer: self)
     }
 
     /// The request is over: its trace goes to the exporter when it was sampled, at the end of the

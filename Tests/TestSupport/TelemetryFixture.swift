@@ -104,6 +104,26 @@ public final class TelemetryFixture: UpstreamFixture, Sendable {
         return second
     }
 
+    /// A reload (SIGUSR2) of the configuration without its `telemetry` section.
+    public func reloadWithoutTelemetry(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let config = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
+        var kept: [Substring] = []
+        var inSection = false
+        for line in config.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("telemetry:") {
+                inSection = true
+            } else if inSection && line.hasPrefix(" ") {
+                continue
+            } else {
+                inSection = false
+                kept.append(line)
+            }
+        }
+        try kept.joined(separator: "\n").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.terminate(signal: SIGUSR2)
+        #expect(proxy.waitForStderr(containing: "configuration reloaded", timeout: 30), sourceLocation: sourceLocation)
+    }
+
     public func stop() throws {
         try finish()
         receiver.stop()

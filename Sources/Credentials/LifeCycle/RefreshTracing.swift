@@ -62,8 +62,8 @@ public final class RefreshTracing: Sendable {
         ]
         switch outcome {
         case .token: break
-        case .loginRequired: span.errorCode = "login_required"
-        case .unavailable: span.errorCode = "token_unavailable"
+        case .loginRequired: span.errorCode = RefreshOutcome.loginRequiredCode
+        case .unavailable: span.errorCode = RefreshOutcome.tokenUnavailableCode
         }
         if let code = span.errorCode { span.attributes.append(Attribute("error.type", code)) }
         exporter.submit([span])

@@ -48,6 +48,11 @@ public enum RefreshOutcome: Sendable {
     case loginRequired(String)
     /// A passing failure (or a backoff in progress): 503 `token_unavailable` with `Retry-After`.
     case unavailable(String, retryAfter: Int)
+
+    /// The contract's error codes of the two refusals (CONTRACT.md "Errors"): the client's answer,
+    /// the 401 counters and the `token.wait` and `credential.refresh` spans name them.
+    public static let loginRequiredCode = "login_required"
+    public static let tokenUnavailableCode = "token_unavailable"
 }
 
 /// Why a refresh was asked for (logs and the source's bookkeeping).

@@ -175,6 +175,30 @@ import Testing
         #expect(!(try world.receiver.spans().contains { $0.attribute("url.path") as? String == "/after" }))
     }
 
+    /// A request in flight across a reload that changes `telemetry` keeps the exporter it started
+    /// under (CONTRACT.md: the reload applies to the requests that start after it): its spans reach
+    /// the old collector or are counted as dropped, never the new collector; when the reload
+    /// removed telemetry, they are counted too.
+    @Test(arguments: ["moved", "removed"])
+    func aRequestInFlightAcrossAReloadKeepsItsExporter(change: String) throws {
+        let world = try TelemetryFixture()
+        defer { try? world.stop() }
+        let slow = BackgroundRequests(1) { _ in try curl([world.url("/slow-head?ms=3000")]).status }
+        let reached = try within(60) { (try curl(["\(world.upstream.baseURL)/count?path=/base/slow-head"]).json?["count"] as? Int ?? 0) >= 1 }
+        try #require(reached, "the slow request never reached the upstream")
+        let second = change == "moved" ? try world.reloadToNewReceiver() : nil
+        if second == nil { try world.reloadWithoutTelemetry() }
+        #expect(try slow.wait().first?.get() == 200)
+        let isSlow: ([String: Any]) -> Bool = { $0.attribute("url.path") as? String == "/slow-head" }
+        let accounted = try within(30) { try world.receiver.spans().contains(where: isSlow) || world.dropped() >= 2 }
+        #expect(accounted, "the request's spans reached the old collector or were counted as dropped")
+        if let second {
+            #expect(try curl([world.url("/after")]).status == 200)
+            let after = try second.spans { $0.contains { $0.attribute("url.path") as? String == "/after" } }
+            #expect(!after.contains(where: isSlow), "the request that started before the reload went to the new collector")
+        }
+    }
+
     /// An upstream nobody listens on: 502 bad_gateway on the SERVER span and on the CLIENT span of
     /// the attempt that got no answer, and the warning it logs is a log record too.
     @Test func anUnreachableUpstreamIsAFailedAttemptAndItsWarningALogRecord() throws {
