@@ -29,6 +29,10 @@ final class Forwarder {
     /// readable to be scrubbed, CONTRACT.md "Scrubbing"), and its Range and If-Range go nowhere: a
     /// part of a value (a range that cuts a token) could not be recognised in the answer.
     let asksWholeIdentity: Bool
+    /// A traced request's CLIENT spans' `server.address` (nil: the upstream takes the request's
+    /// host, whose authority the span gives) and `server.port`, read without a copy of `upstream`.
+    let spanAddress: String?
+    let spanPort: Int
     /// `Host: <upstreamHost>\r\n`, made once: every request sends it.
     private let hostFieldLine = ByteBuffer()
 
@@ -44,6 +48,8 @@ final class Forwarder {
         urlPrefix = c.upstream.origin + c.upstream.basePath
         upstreamHost = Authority(host: c.upstream.host, port: c.upstream.port).omittingDefaultPort(of: c.upstream.scheme)
         preserveHost = c.forward.preserveHost
+        spanAddress = c.upstream.takesRequestHost ? nil : c.upstream.host
+        spanPort = c.upstream.port
         RequestWriter.appendField(hostFieldLine, name: "Host", value: upstreamHost)
         self.credential = credential
         asksWholeIdentity = c.routes[0].scrub

@@ -79,9 +79,8 @@ final class RequestTracer: LoopTask {
     /// the request's host gave (none: ""), whose port is taken off on the exporter's thread.
     private func upstreamAddress(_ exchange: Exchange) -> (address: String?, isAuthority: Bool, port: Int) {
         guard let forwarder = exchange.route?.forwarder else { return (nil, false, 0) }
-        // The upstream's fields read where they are, the URL not copied (it holds four strings).
-        if forwarder.upstream.takesRequestHost { return (exchange.forwardedHost ?? "", true, forwarder.upstream.port) }
-        return (forwarder.upstream.host, false, forwarder.upstream.port)
+        guard let host = forwarder.spanAddress else { return (exchange.forwardedHost ?? "", true, forwarder.spanPort) }
+        return (host, false, forwarder.spanPort)
     }
 
     /// `url.path` (CONTRACT.md): the client's path, dot segments removed, before `strip_prefix`;

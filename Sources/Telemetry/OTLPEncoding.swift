@@ -196,47 +196,63 @@ extension ProtobufWriter {
         appendBigEndian(id)
     }
 
-    /// KeyValue { string key = 1; AnyValue value = 2 } as field `field`, its lengths computed before
-    /// its bytes (no length to widen afterwards); the AnyValue of `valueSize` bytes follows.
+    /// KeyValue { string key = 1; AnyValue value = 2 } as field `field`, whose AnyValue is
+    /// `valueSize` bytes that `writeValue` puts at the address it is given: every length is
+    /// computed before the bytes (none to widen afterwards) and the whole field written after one
+    /// capacity test (an exporter writes about ten a request).
     @inline(__always)
-    private mutating func keyValueHead(_ field: Int, key: UnsafeRawBufferPointer, valueSize: Int) {
-        let keySize = 1 + Self.varintSize(UInt64(key.count)) + key.count
-        tag(field, .lengthDelimited)
-        varint(UInt64(keySize + 1 + Self.varintSize(UInt64(valueSize)) + valueSize))
-        byte(0x0A)  // key: field 1, length-delimited
-        varint(UInt64(key.count))
-        raw(key)
-        byte(0x12)  // value: field 2, length-delimited
-        varint(UInt64(valueSize))
+    private mutating func keyValue(
+        _ field: Int, key: UnsafeRawBufferPointer, valueSize: Int, _ writeValue: (UnsafeMutablePointer<UInt8>) -> Void
+    ) {
+        let tag = UInt64(field) << 3 | UInt64(WireType.lengthDelimited.rawValue)
+        let keyValueSize = 1 + Self.varintSize(UInt64(key.count)) + key.count + 1 + Self.varintSize(UInt64(valueSize)) + valueSize
+        writeReserved(Self.varintSize(tag) + Self.varintSize(UInt64(keyValueSize)) + keyValueSize) { at in
+            var i = Self.putVarint(tag, at: at)
+            i += Self.putVarint(UInt64(keyValueSize), at: at + i)
+            at[i] = 0x0A  // key: field 1, length-delimited
+            i += 1
+            i += Self.putVarint(UInt64(key.count), at: at + i)
+            if let from = key.baseAddress { UnsafeMutableRawPointer(at + i).copyMemory(from: from, byteCount: key.count) }
+            i += key.count
+            at[i] = 0x12  // value: field 2, length-delimited
+            i += 1
+            i += Self.putVarint(UInt64(valueSize), at: at + i)
+            writeValue(at + i)
+            return i + valueSize
+        }
     }
 
     // AnyValue's oneof: string_value 1, bool_value 2, int_value 3, double_value 4. A oneof member is
     // written even at its default (false, 0, ""), or the value would read as unset.
 
     mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, string: UnsafeRawBufferPointer) {
-        keyValueHead(field, key: key, valueSize: 1 + Self.varintSize(UInt64(string.count)) + string.count)
-        byte(0x0A)
-        varint(UInt64(string.count))
-        raw(string)
+        keyValue(field, key: key, valueSize: 1 + Self.varintSize(UInt64(string.count)) + string.count) { at in
+            at[0] = 0x0A
+            let n = Self.putVarint(UInt64(string.count), at: at + 1)
+            if let from = string.baseAddress { UnsafeMutableRawPointer(at + 1 + n).copyMemory(from: from, byteCount: string.count) }
+        }
     }
 
     mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, int: Int64) {
         let value = UInt64(bitPattern: int)
-        keyValueHead(field, key: key, valueSize: 1 + Self.varintSize(value))
-        byte(0x18)
-        varint(value)
+        keyValue(field, key: key, valueSize: 1 + Self.varintSize(value)) { at in
+            at[0] = 0x18
+            _ = Self.putVarint(value, at: at + 1)
+        }
     }
 
     mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, bool: Bool) {
-        keyValueHead(field, key: key, valueSize: 2)
-        byte(0x10)
-        byte(bool ? 1 : 0)
+        keyValue(field, key: key, valueSize: 2) { at in
+            at[0] = 0x10
+            at[1] = bool ? 1 : 0
+        }
     }
 
     mutating func keyValue(_ field: Int, key: UnsafeRawBufferPointer, double: Double) {
-        keyValueHead(field, key: key, valueSize: 9)
-        byte(0x21)
-        appendLittleEndian(double.bitPattern)
+        keyValue(field, key: key, valueSize: 9) { at in
+            at[0] = 0x21
+            UnsafeMutableRawPointer(at + 1).storeBytes(of: double.bitPattern.littleEndian, as: UInt64.self)
+        }
     }
 
     /// An `Attribute` (a key and value made beforehand) as field `field`.

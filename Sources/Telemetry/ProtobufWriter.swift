@@ -46,6 +46,28 @@ struct ProtobufWriter: ~Copyable {
         capacity = larger
     }
 
+    /// Room for `n` bytes, written by `body` from the given address, which answers how many it
+    /// wrote (at most `n`): one capacity test for a run of small fields.
+    @inline(__always)
+    mutating func writeReserved(_ n: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+        reserve(n)
+        count += body(base + count)
+    }
+
+    /// `value`'s varint at `at`; answers its size.
+    @inline(__always)
+    static func putVarint(_ value: UInt64, at: UnsafeMutablePointer<UInt8>) -> Int {
+        var v = value
+        var i = 0
+        while v >= 0x80 {
+            at[i] = UInt8(truncatingIfNeeded: v) | 0x80
+            v >>= 7
+            i += 1
+        }
+        at[i] = UInt8(v)
+        return i + 1
+    }
+
     @inline(__always)
     mutating func byte(_ value: UInt8) {
         reserve(1)
