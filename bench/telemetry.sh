@@ -37,8 +37,12 @@ server { listen 127.0.0.1:18583; keepalive_requests 1000000; client_max_body_siz
  location /v1/ { return 200; } } }
 CONF
     taskset -c 1 nginx -p "$d/sink" -c "$d/sink/sink.conf" & pids+=($!)
+    collector=$!
     ;;
-python) python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 >"$d/receiver.out" 2>&1 & pids+=($!) ;;
+python)
+    python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 >"$d/receiver.out" 2>&1 & pids+=($!)
+    collector=$!
+    ;;
 *) echo "COLLECTOR: sink or python" >&2; exit 2 ;;
 esac
 config() {  # port, extra lines
@@ -55,8 +59,16 @@ done
 for port in 18580 18581 18582 18583; do
     for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.2; done
 done
-# The proxy's CPU time (user and system, every thread: the exporter's too), in clock ticks.
+# A process's CPU time (user and system, every thread: the exporter's too), in clock ticks; with
+# its children's (the sink's nginx worker).
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tree_ticks() {
+    local sum child
+    sum=$(ticks "$1")
+    for child in $(pgrep -P "$1"); do sum=$((sum + $(ticks "$child"))); done
+    echo "$sum"
+}
+collector_ticks=0
 declare -A cpu=([18581]=0 [18582]=0) served=([18581]=0 [18582]=0)
 # round PORT: one 10 s round; sets `rate` to its requests per second and adds its requests and
 # the proxy's CPU ticks up (in this shell: no command substitution around it).
@@ -74,19 +86,22 @@ off=(); on=()
 for _ in $(seq "$ROUNDS"); do
     round 18581
     off+=("$rate")
+    before=$(tree_ticks "$collector")
     round 18582
     on+=("$rate")
+    collector_ticks=$((collector_ticks + $(tree_ticks "$collector") - before))
 done
-python3 - "${off[*]}" "${on[*]}" "${cpu[18581]} ${served[18581]} ${cpu[18582]} ${served[18582]} $(getconf CLK_TCK)" <<'PY'
+python3 - "${off[*]}" "${on[*]}" "${cpu[18581]} ${served[18581]} ${cpu[18582]} ${served[18582]} $(getconf CLK_TCK) $collector_ticks $ROUNDS" <<'PY'
 import statistics, sys
 off = [float(x) for x in sys.argv[1].split()]
 on = [float(x) for x in sys.argv[2].split()]
 a, b = statistics.median(off), statistics.median(on)
 print(f"/small: without telemetry {a:.0f} req/s, sample_ratio 1.0 {b:.0f} req/s, ratio {b / a:.2f} (bar 0.85)")
 print("rounds without:", off, "with:", on)
-cpu_off, n_off, cpu_on, n_on, hz = (int(x) for x in sys.argv[3].split())
+cpu_off, n_off, cpu_on, n_on, hz, collector, rounds = (int(x) for x in sys.argv[3].split())
 us_off, us_on = cpu_off / hz / n_off * 1e6, cpu_on / hz / n_on * 1e6
 print(f"the proxy's CPU time per request (every thread): without {us_off:.1f} us, with {us_on:.1f} us ({us_on / us_off:.2f}x)")
+print(f"the collector's CPU time while telemetry was measured: {collector / hz:.1f} s in {rounds * 10} s")
 PY
 sleep 2  # the last batch
 grep -c "not exported" "$d/tp-18582.err" | sed 's/^/export warnings: /' || true
