@@ -4,20 +4,22 @@
 # beside an nginx upstream, wrk on CPU 1, the two proxies measured in turns.
 #   bench/telemetry.sh [CONNECTIONS] [ROUNDS]      (default 64 connections, 3 rounds of 10 s)
 #   BIN=path/to/tokenproxy                         default .build/release/tokenproxy
-#   COLLECTOR=sink|python                          default sink
-# The collector stands for one on another machine, so it must not take the CPU the proxy or wrk
-# measure with. `sink` is an nginx on CPU 1 that reads each OTLP POST whole and answers 200 with an
-# empty body (an empty ExportTraceServiceResponse, OTLP/HTTP "Success"); it logs each export's
-# size, printed at the end. `python` is Tests/servers/otlp_receiver.py, which decodes every batch
-# with opentelemetry-proto and keeps it: on this 2-core machine it takes most of a CPU at these
-# rates, beside wrk, so its figure measures the receiver as much as the proxy.
+#   COLLECTOR=decoder|sink|python                  default decoder
+# The collector stands for one on another machine, so it should take little of the CPUs the proxy
+# and wrk measure with. `decoder` is Tests/servers/otlp_receiver.py --count-only: every batch
+# decoded with opentelemetry-proto and its spans counted (printed at the end against the requests
+# sent), none kept. `sink` is an nginx on CPU 1 that reads each POST whole and answers 200 with an
+# empty body (an empty ExportTraceServiceResponse, OTLP/HTTP "Success") and logs each export's
+# size. `python` is the receiver as the tests run it, keeping every span as JSON: on this 2-core
+# machine it takes half a CPU at these rates, beside wrk and the proxy, so its figure measures
+# the receiver as much as the proxy.
 set -Eeuo pipefail
 HERE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel)
 BIN=${BIN:-$ROOT/.build/release/tokenproxy}
 CONNECTIONS=${1:-64}
 ROUNDS=${2:-3}
-COLLECTOR=${COLLECTOR:-sink}
+COLLECTOR=${COLLECTOR:-decoder}
 d=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$d"; }
@@ -39,11 +41,12 @@ CONF
     taskset -c 1 nginx -p "$d/sink" -c "$d/sink/sink.conf" & pids+=($!)
     collector=$!
     ;;
-python)
-    python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 >"$d/receiver.out" 2>&1 & pids+=($!)
+python | decoder)
+    python3 "$ROOT/Tests/servers/otlp_receiver.py" --port 18583 $([ "$COLLECTOR" = decoder ] && echo --count-only) >"$d/receiver.out" 2>&1 &
+    pids+=($!)
     collector=$!
     ;;
-*) echo "COLLECTOR: sink or python" >&2; exit 2 ;;
+*) echo "COLLECTOR: sink, decoder or python" >&2; exit 2 ;;
 esac
 config() {  # port, extra lines
     printf 'listen: 127.0.0.1:%s\nupstream: http://127.0.0.1:18580\nworkers: 1\ncredentials: {type: static, token_env: BENCH_TOKEN}\nstore: {path: %s/store-%s/tokens.json}\n%s\n' \
@@ -81,7 +84,7 @@ round() {
     rate=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
 }
 taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:18581/small" >/dev/null
-taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:18582/small" >/dev/null
+warm=$(taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:18582/small" | awk '/requests in/ {print $1}')
 off=(); on=()
 for _ in $(seq "$ROUNDS"); do
     round 18581
@@ -105,6 +108,11 @@ print(f"the collector's CPU time while telemetry was measured: {collector / hz:.
 PY
 sleep 2  # the last batch
 grep -c "not exported" "$d/tp-18582.err" | sed 's/^/export warnings: /' || true
+if [ "$COLLECTOR" = decoder ]; then
+    curl -s http://127.0.0.1:18583/test/seen | python3 -c 'import json, sys; s = json.load(sys.stdin)
+print("collector: %d exports decoded, %d spans, %d refused" % (s["exports"], s["counted"].get("/v1/traces", 0), s["refused"]))'
+    echo "requests with telemetry, warm-up included: $((served[18582] + warm)) (a SERVER and a CLIENT span each)"
+fi
 if [ "$COLLECTOR" = sink ]; then
     awk '$1 == "/v1/traces" { n++; bytes += $2; if ($3 != 200) bad++ }
          END { printf "collector: %d trace exports, %.1f MB, %d not answered 200\n", n, bytes / 1e6, bad }' "$d/sink/exports.log"

@@ -10,7 +10,8 @@ Run with `--port 0`: prints `READY <port>` on stdout once listening on 127.0.0.1
   POST /test/mode?delay=S&status=N   each export waits S seconds, then answers N (200: kept)
   GET  /test/seen   {"spans": [...], "logs": [...], "resources": [...], "headers": [...],
                      "exports": every export received, "refused": those not answered 200,
-                     "peers": each export's client port}
+                     "peers": each export's client port,
+                     "counted": {path: spans or records} with --count-only, which keeps none}
 """
 import argparse
 import threading
@@ -25,7 +26,9 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 import serving
 
 LOCK = threading.Lock()
-STATE = {"delay": 0.0, "status": 200, "spans": [], "logs": [], "resources": [], "headers": [], "exports": 0, "refused": 0, "peers": []}
+STATE = {"delay": 0.0, "status": 200, "spans": [], "logs": [], "resources": [], "headers": [], "exports": 0, "refused": 0, "peers": [], "counted": {}}
+# --count-only (the benches): each export decoded and its spans or records counted, none kept.
+COUNT_ONLY = False
 
 
 def any_value(value):
@@ -99,7 +102,19 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 STATE["refused"] += 1
             return serving.send_json(self, status, {"error": "refused"})
-        if split.path == "/v1/traces":
+        if COUNT_ONLY:
+            # Decoded all the same (a batch that does not parse is a 400), counted, not kept.
+            request = ExportTraceServiceRequest() if split.path == "/v1/traces" else ExportLogsServiceRequest()
+            try:
+                request.ParseFromString(body)
+            except Exception:
+                return serving.send_json(self, 400, {"error": "not an OTLP protobuf body"})
+            items = request.resource_spans if split.path == "/v1/traces" else request.resource_logs
+            n = sum(len(s.spans if split.path == "/v1/traces" else s.log_records)
+                    for r in items for s in (r.scope_spans if split.path == "/v1/traces" else r.scope_logs))
+            with LOCK:
+                STATE["counted"][split.path] = STATE["counted"].get(split.path, 0) + n
+        elif split.path == "/v1/traces":
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
             with LOCK:
@@ -124,7 +139,10 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--count-only", action="store_true")
     args = parser.parse_args()
+    global COUNT_ONLY
+    COUNT_ONLY = args.count_only
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     serving.serve_until_stopped(server)
