@@ -130,7 +130,12 @@ extension Configuration {
         if let t = telemetry {
             add("telemetry.endpoint", t.endpoint)
             add("telemetry.service_name", quoted(t.serviceName))
-            add("telemetry.sample_ratio", "\(t.sampleRatio)")
+            add("telemetry.sample_ratio", "\(t.sampleRatio)\(t.parentBased ? "" : " (OTEL_TRACES_SAMPLER: a client's trace too, whatever its sampled flag)")")
+            if let url = t.tracesEndpoint { add("telemetry.traces_endpoint", url) }
+            if let url = t.logsEndpoint { add("telemetry.logs_endpoint", url) }
+            if !t.resourceAttributes.isEmpty {
+                add("telemetry.resource_attributes", t.resourceAttributes.map { "\($0.key)=\(quoted($0.value))" }.joined(separator: ", "))
+            }
             add("telemetry.traces", String(t.traces))
             add("telemetry.logs", String(t.logs))
             add("telemetry.headers", t.headers.isEmpty ? "none" : t.headers.map { "\($0.name)=\($0.value)" }.joined(separator: ", "))

@@ -6,7 +6,7 @@ import Telemetry
 
 /// The event loop's side of tracing (CONTRACT.md "Telemetry"): starts a request's trace from its
 /// `traceparent` (continued, its sampled flag honoured) or a new one (the ratio sampler), and at the
-/// request's end hands it to the exporter, whose thread makes its spans. The traces of the requests
+/// request's end hands it to the exporter, whose thread writes its spans. The traces of the requests
 /// that end in one turn of the loop go together when the turn's events are done (one lock a turn,
 /// not one a request).
 /// One per loop (its id generator and its spans need no lock); nil in the loop's context without
@@ -23,10 +23,10 @@ final class RequestTracer: LoopTask {
     /// scheduled while there are some).
     private var finished: [any FinishedTrace] = []
 
-    init(exporter: TelemetryExporter, sampleRatio: Double, loop: EventLoop) {
+    init(exporter: TelemetryExporter, sampler: TraceSampler, loop: EventLoop) {
         self.exporter = exporter
         self.loop = loop
-        sampler = TraceSampler(ratio: sampleRatio)
+        self.sampler = sampler
         recordsSpans = exporter.exportsTraces
     }
 
@@ -42,7 +42,7 @@ final class RequestTracer: LoopTask {
         let serverSpanID = ids.next()
         if let value = head.first("traceparent"), let parent = TraceParent(value) {
             return RequestTrace(
-                traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: recordsSpans && parent.sampled,
+                traceID: parent.traceID, parentSpanID: parent.spanID, serverSpanID: serverSpanID, sampled: recordsSpans && sampler.samples(parent: parent),
                 recordsSpans: recordsSpans, start: WallClock.nanoseconds(), tracer: self)
         }
         let traceID = ids.nextTraceID()
@@ -53,7 +53,7 @@ final class RequestTracer: LoopTask {
 
     /// The request is over: its trace goes to the exporter when it was sampled, at the end of the
     /// loop's turn, with what its spans say of it (`RequestTrace.Ending`); the exporter's thread
-    /// makes the spans. No attribute holds a query, a token or a header value.
+    /// writes the spans. No attribute holds a query, a token or a header value.
     func finish(_ exchange: Exchange) {
         guard let trace = exchange.record.trace, trace.sampled, !trace.ended else { return }
         let upstream = upstreamAddress(exchange)

@@ -25,7 +25,7 @@ extension Server {
         try fresh?.start()
         LogForwarding.shared.install(nil)
         fresh?.forwardWarnings()
-        return TelemetrySwap(old: telemetry, new: fresh, sampleRatio: new.telemetry?.sampleRatio ?? 1)
+        return TelemetrySwap(old: telemetry, new: fresh, sampler: Self.sampler(new))
     }
 
     func finishTelemetrySwap(_ swap: TelemetrySwap?, _ new: Configuration, states: [RouteState]) {
@@ -47,6 +47,11 @@ extension Server {
 
     static let exitFlushLimit = 5.0
 
+    /// The requests' sampler `telemetry` asks for (none: every new trace, parent-based).
+    static func sampler(_ configuration: Configuration) -> TraceSampler {
+        TraceSampler(ratio: configuration.telemetry?.sampleRatio ?? 1, parentBased: configuration.telemetry?.parentBased ?? true)
+    }
+
     private func attachRefreshTracing(_ states: [RouteState], _ configuration: Configuration) {
         for state in states {
             state.tokens.refreshTracing.attach(telemetry, route: state.name, sampleRatio: configuration.telemetry?.sampleRatio ?? 1)
@@ -57,11 +62,11 @@ extension Server {
 struct TelemetrySwap {
     let old: TelemetryExporter?
     let new: TelemetryExporter?
-    let sampleRatio: Double
+    let sampler: TraceSampler
 
     /// A loop's tracer (each loop its own; with `logs` alone too, for the audit records' trace ids).
     func tracer(on loop: EventLoop) -> RequestTracer? {
         guard let new else { return nil }
-        return RequestTracer(exporter: new, sampleRatio: sampleRatio, loop: loop)
+        return RequestTracer(exporter: new, sampler: sampler, loop: loop)
     }
 }

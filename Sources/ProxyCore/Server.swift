@@ -137,7 +137,7 @@ public final class Server: @unchecked Sendable {
                         loop: loop, configuration: configuration, states: states, forwardProxy: forwardProxy, metrics: m, shared: shared,
                         logger: logger)))
             if let telemetry {
-                perLoop[i].ctx.tracer = RequestTracer(exporter: telemetry, sampleRatio: configuration.telemetry?.sampleRatio ?? 1, loop: loop)
+                perLoop[i].ctx.tracer = RequestTracer(exporter: telemetry, sampler: Self.sampler(configuration), loop: loop)
             }
         }
         try telemetry?.start()

@@ -10,12 +10,14 @@ extension TelemetryExporter {
     /// it, and `service.instance.id` as `HOST:PID` (the host name as `hostname` prints it).
     public static func make(_ telemetry: TelemetryConfiguration?, version: String, logger: Logger) -> TelemetryExporter? {
         guard let telemetry, telemetry.traces || telemetry.logs else { return nil }
-        let origin = OTLPEncoding.Origin(
-            resource: [
-                Attribute("service.name", telemetry.serviceName), Attribute("service.version", version),
-                Attribute("service.instance.id", "\(hostName()):\(getpid())"),
-            ],
-            scopeName: "tokenproxy", scopeVersion: version)
+        var resource = [
+            Attribute("service.name", telemetry.serviceName), Attribute("service.version", version),
+            Attribute("service.instance.id", "\(hostName()):\(getpid())"),
+        ]
+        // OTEL_RESOURCE_ATTRIBUTES's others (its service.name is `serviceName` already).
+        let own = Set(resource.map(\.key))
+        resource += telemetry.resourceAttributes.filter { !own.contains($0.key) }.map { Attribute($0.key, $0.value) }
+        let origin = OTLPEncoding.Origin(resource: resource, scopeName: "tokenproxy", scopeVersion: version)
         var settings = Settings(tracesURL: telemetry.traces ? telemetry.tracesURL : nil, logsURL: telemetry.logs ? telemetry.logsURL : nil, origin: origin)
         settings.headers = telemetry.headers.map { "\($0.name): \($0.value.value)" }
         settings.caFile = telemetry.caFile

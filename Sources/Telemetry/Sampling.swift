@@ -1,19 +1,28 @@
 /// Ids and the sampling decision (CONTRACT.md "Telemetry": parent-based ratio sampling, as the
 /// OpenTelemetry SDK's `ParentBased(TraceIdRatioBased)`): a client's traceparent decides by its
 /// sampled flag; a new trace is sampled when its id's low 64 bits fall under `ratio` of their range,
-/// so every process that sees the same trace id with the same ratio decides alike.
+/// so every process that sees the same trace id with the same ratio decides alike. Not
+/// `parentBased` (OTEL_TRACES_SAMPLER `always_on`, `always_off`, `traceidratio`), a client's trace
+/// is decided by its id as a new one is.
 public struct TraceSampler: Sendable {
     /// Low 64 bits of a trace id under this are sampled (ratio 1: all).
     let bound: UInt64
     let all: Bool
+    let parentBased: Bool
 
-    public init(ratio: Double) {
+    public init(ratio: Double, parentBased: Bool = true) {
         all = ratio >= 1
         bound = ratio <= 0 ? 0 : all ? UInt64.max : UInt64(ratio * 18_446_744_073_709_551_616.0)
+        self.parentBased = parentBased
     }
 
     public func samples(newTrace id: TraceID) -> Bool {
         all || id.low < bound
+    }
+
+    /// A trace the client started.
+    public func samples(parent: TraceParent) -> Bool {
+        parentBased ? parent.sampled : samples(newTrace: parent.traceID)
     }
 }
 

@@ -33,7 +33,7 @@ public final class TelemetryExporter: @unchecked Sendable {
 
     private struct Queues {
         var spans: ExportQueue<SpanData>
-        /// Finished requests whose spans are not made yet, and how many spans they hold (within
+        /// Finished requests whose spans are not written yet, and how many spans they hold (within
         /// the spans' bound: the oldest are dropped first, as spans are).
         var traces: ExportQueue<any FinishedTrace>
         var tracesSpans = 0
@@ -130,7 +130,7 @@ public final class TelemetryExporter: @unchecked Sendable {
         if full { condition.broadcast() }
     }
 
-    /// Queues finished requests, whose spans this thread makes (an event loop's turn, one lock).
+    /// Queues finished requests, whose spans this thread writes (an event loop's turn, one lock).
     /// Past the bound (in spans) the oldest are dropped and counted.
     public func submit(_ traces: [any FinishedTrace]) {
         guard exportsTraces, !traces.isEmpty else { return }

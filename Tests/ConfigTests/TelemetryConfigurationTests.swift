@@ -73,4 +73,72 @@ import Testing
         #expect(found.map(\.keyPath) == ["OTEL_EXPORTER_OTLP_ENDPOINT", "telemetry.headers_env"])
         #expect(found.last?.reason.contains("NOT_SET_HERE is not set") == true)
     }
+
+    /// The OpenTelemetry specification's samplers (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG)
+    /// override `sample_ratio`; those without `parentbased_` decide a client's trace by its id too.
+    @Test(arguments: [
+        ("parentbased_traceidratio", "0.125", 0.125, true), ("traceidratio", "0.5", 0.5, false), ("traceidratio", "", 1.0, false),
+        ("always_on", "", 1.0, false), ("always_off", "0.5", 0.0, false), ("parentbased_always_on", "", 1.0, true),
+        ("parentbased_always_off", "", 0.0, true), ("", "0.3", 0.3, true),
+    ])
+    func theSamplerVariablesOverrideTheRatio(sampler: String, argument: String, ratio: Double, parentBased: Bool) throws {
+        var environment = minimalEnvironment
+        environment["OTEL_TRACES_SAMPLER"] = sampler
+        environment["OTEL_TRACES_SAMPLER_ARG"] = argument
+        let telemetry = try #require(try parse(minimalYAML + "\ntelemetry: {sample_ratio: 0.75}", environment: environment).configuration.telemetry)
+        #expect(telemetry.sampleRatio == ratio)
+        #expect(telemetry.parentBased == parentBased)
+    }
+
+    @Test func aSignalsOwnEndpointIsUsedAsItIsAndTheExportersCanTurnASignalOff() throws {
+        var environment = minimalEnvironment
+        environment["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://collector:4318"
+        environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "https://traces.example/api/spans"
+        environment["OTEL_LOGS_EXPORTER"] = "none"
+        environment["OTEL_TRACES_EXPORTER"] = "otlp"
+        let telemetry = try #require(try parse(minimalYAML + "\ntelemetry: {traces: false}", environment: environment).configuration.telemetry)
+        #expect(telemetry.tracesURL == "https://traces.example/api/spans")
+        #expect(telemetry.logsURL == "http://collector:4318/v1/logs")
+        #expect(telemetry.traces)
+        #expect(!telemetry.logs)
+        environment["OTEL_SDK_DISABLED"] = "TRUE"
+        let disabled = try #require(try parse(minimalYAML + "\ntelemetry: {}", environment: environment).configuration.telemetry)
+        #expect(!disabled.traces && !disabled.logs)
+    }
+
+    /// OTEL_RESOURCE_ATTRIBUTES: more resource attributes, percent-decoded; its service.name is
+    /// the service's name unless OTEL_SERVICE_NAME or `service_name` says otherwise.
+    @Test func theResourceAttributesVariableAddsAttributesAndMayNameTheService() throws {
+        var environment = minimalEnvironment
+        environment["OTEL_RESOURCE_ATTRIBUTES"] = "k8s.pod.name=tp-7f9c, service.name=from-attributes,deployment.environment=prod%20eu"
+        let telemetry = try #require(try parse(minimalYAML + "\ntelemetry: {}", environment: environment).configuration.telemetry)
+        #expect(telemetry.resourceAttributes.map(\.key) == ["k8s.pod.name", "service.name", "deployment.environment"])
+        #expect(telemetry.resourceAttributes.last?.value == "prod eu")
+        #expect(telemetry.serviceName == "from-attributes")
+        #expect(try parse(minimalYAML + "\ntelemetry: {service_name: mine}", environment: environment).configuration.telemetry?.serviceName == "mine")
+        environment["OTEL_SERVICE_NAME"] = "from-variable"
+        #expect(try parse(minimalYAML + "\ntelemetry: {service_name: mine}", environment: environment).configuration.telemetry?.serviceName == "from-variable")
+        let description = try parse(minimalYAML + "\ntelemetry: {}", environment: environment).configuration.resolvedDescription()
+        #expect(description.contains("telemetry.resource_attributes: k8s.pod.name=tp-7f9c, service.name=from-attributes, deployment.environment=\"prod eu\""))
+    }
+
+    @Test func eachBadVariableIsNamed() {
+        var environment = minimalEnvironment
+        environment["OTEL_TRACES_SAMPLER"] = "jaeger_remote"
+        environment["OTEL_TRACES_SAMPLER_ARG"] = "half"
+        environment["OTEL_TRACES_EXPORTER"] = "zipkin"
+        environment["OTEL_LOGS_EXPORTER"] = "otlp,console"
+        environment["OTEL_SDK_DISABLED"] = "yes"
+        environment["OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"] = "collector:4318"
+        environment["OTEL_RESOURCE_ATTRIBUTES"] = "a=1,novalue"
+        let found = parseError(minimalYAML + "\ntelemetry: {}", environment: environment)?.all ?? []
+        #expect(
+            Set(found.map(\.keyPath)) == [
+                "OTEL_TRACES_SAMPLER_ARG", "OTEL_TRACES_EXPORTER", "OTEL_LOGS_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+                "OTEL_RESOURCE_ATTRIBUTES",
+            ], "\(found)")
+        environment["OTEL_TRACES_SAMPLER_ARG"] = nil
+        let sampler = parseError(minimalYAML + "\ntelemetry: {}", environment: environment)?.all.first { $0.keyPath == "OTEL_TRACES_SAMPLER" }
+        #expect(sampler?.reason.contains("parentbased_traceidratio") == true)
+    }
 }

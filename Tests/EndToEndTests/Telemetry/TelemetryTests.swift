@@ -74,6 +74,31 @@ import Testing
         #expect(Set(spans.compactMap { $0["trace_id"] as? String }) == [Self.clientTrace], "\(spans)")
     }
 
+    /// The OpenTelemetry specification's variables as the OpenTelemetry Operator sets them in a
+    /// pod: OTEL_TRACES_SAMPLER `always_on` samples a client's unsampled trace too (the upstream
+    /// sees the flag set), the traces go to OTEL_EXPORTER_OTLP_TRACES_ENDPOINT although the base
+    /// endpoint is down, and OTEL_RESOURCE_ATTRIBUTES joins the resource.
+    @Test func theSpecificationsVariablesChooseTheSamplerTheTracesURLAndTheResource() throws {
+        let receiver = try OTLPReceiver()
+        defer { receiver.stop() }
+        let world = try TelemetryFixture(
+            endpoint: "http://127.0.0.1:9",
+            environment: [
+                "OTEL_TRACES_SAMPLER": "always_on", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint + "/v1/traces",
+                "OTEL_RESOURCE_ATTRIBUTES": "k8s.pod.name=tp-7f9c,k8s.namespace.name=payments",
+            ])
+        defer { try? world.stop() }
+        let r = try curl(["-H", "traceparent: 00-\(Self.clientTrace)-\(Self.clientSpan)-00", world.url("/forced")])
+        #expect(r.status == 200)
+        #expect(echoedHeader(r, "traceparent")?.hasSuffix("-01") == true, "\(r.bodyString)")
+        let spans = try receiver.spans { $0.contains { $0.attribute("url.path") as? String == "/forced" } }
+        #expect(spans.contains { $0["trace_id"] as? String == Self.clientTrace && $0["kind"] as? String == "SPAN_KIND_SERVER" }, "\(spans)")
+        let resource = try #require((try receiver.seen()["resources"] as? [[String: Any]])?.first)
+        #expect(resource["k8s.pod.name"] as? String == "tp-7f9c")
+        #expect(resource["k8s.namespace.name"] as? String == "payments")
+        #expect(resource["service.name"] as? String == "tokenproxy")
+    }
+
     @Test func withoutTelemetryAClientsTraceparentPassesUnchanged() throws {
         let world = try Fixture()
         defer { try? world.finish() }
