@@ -108,6 +108,8 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 request.ParseFromString(body)
             except Exception:
+                with LOCK:
+                    STATE["refused"] += 1
                 return serving.send_json(self, 400, {"error": "not an OTLP protobuf body"})
             items = request.resource_spans if split.path == "/v1/traces" else request.resource_logs
             n = sum(len(s.spans if split.path == "/v1/traces" else s.log_records)
