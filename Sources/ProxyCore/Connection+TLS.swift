@@ -11,6 +11,8 @@ extension Connection {
         switch tls.handshake() {
         case .done:
             machine.onHandshakeDone()
+            // Where a stalled tunnel stopped, in the debug log: TLS was up, its requests are read next.
+            if let pin = machine.pin { ctx.logger.debug("tunnel to \(pin.host):\(pin.port): TLS handshake done") }
             // A client may send its request with its Finished: read it now, not at the next event.
             readAvailable()
             guard !closed else { return }
