@@ -2,13 +2,7 @@
 /// secret (`require_value`, a login's `state`) stops at no first difference, so the time taken
 /// reveals nothing of the right value.
 public func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-    for i in 0..<max(a.count, b.count) {
-        let x = i < a.count ? a[i] : 0
-        let y = i < b.count ? b[i] : 0
-        difference |= x ^ y
-    }
-    return difference == 0 && a.count == b.count
+    a.withUnsafeBytes { a in b.withUnsafeBytes { constantTimeEquals(a, $0) } }
 }
 
 /// The same for two runs of bytes in memory (a placeholder read in place from a request). Not
